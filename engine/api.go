@@ -1,0 +1,161 @@
+// Package engine is sluice's in-memory limiter engine: it decides, atomically
+// and exactly, whether a request may pass.
+//
+// Keys are hashed with xxhash into a power-of-two number of lock-striped
+// shards. Every operation is given the time (int64 nanoseconds since the Unix
+// epoch) at which it happens: the engine never reads a clock, so replicas that
+// apply the same operations at the same times compute bit-identical state.
+// The engine imports nothing of sluice's: no protocol, no Raft, no disk.
+package engine
+
+import "errors"
+
+// Kind names a limiter algorithm. The zero Kind means "no state".
+type Kind uint8
+
+// The limiter kinds, in the order of SPEC section 2. Their numeric values are
+// part of the snapshot format and of the replicated log: never renumber them.
+const (
+	KindNone    Kind = 0
+	KindToken   Kind = 1 // RL.TOKEN: token bucket
+	KindLeaky   Kind = 2 // RL.LEAKY: leaky bucket as a meter
+	KindFixed   Kind = 3 // RL.FIXED: fixed window counter
+	KindSliding Kind = 4 // RL.SLIDING: sliding window counter
+	KindLog     Kind = 5 // RL.LOG: sliding window log
+	KindGCRA    Kind = 6 // CL.THROTTLE: redis-cell's GCRA
+)
+
+// String returns the name TYPE replies for the kind ("none" for KindNone).
+func (k Kind) String() string {
+	switch k {
+	case KindToken:
+		return "token"
+	case KindLeaky:
+		return "leaky"
+	case KindFixed:
+		return "fixed"
+	case KindSliding:
+		return "sliding"
+	case KindLog:
+		return "log"
+	case KindGCRA:
+		return "gcra"
+	}
+	return "none"
+}
+
+// ParseKind is the inverse of Kind.String for the six limiter kinds.
+func ParseKind(name string) (Kind, bool) {
+	for k := KindToken; k <= KindGCRA; k++ {
+		if k.String() == name {
+			return k, true
+		}
+	}
+	return KindNone, false
+}
+
+// Rule is a limiter's parameters, as given on every call.
+//
+//   - Token, Leaky: Limit is the capacity, Period the emission interval in
+//     nanoseconds (one unit per Period).
+//   - Fixed, Sliding, Log: Limit is the limit, Period the window in nanoseconds.
+//   - GCRA: Limit is max_burst+1, Period the emission interval T in
+//     nanoseconds (period*1e9/count, truncated).
+type Rule struct {
+	Kind   Kind
+	Limit  int64
+	Period int64
+}
+
+// OpCode says what an Op does.
+type OpCode uint8
+
+// Operation codes. Their numeric values are part of the replicated log: never
+// renumber them.
+const (
+	// OpDecide runs the rule's algorithm on Key with Cost (Cost 0 peeks).
+	OpDecide OpCode = 1
+	// OpPeek replies what the key's own command would with its stored rule
+	// and cost 0 (RL.PEEK); Result.Kind is KindNone when the key has no state.
+	OpPeek OpCode = 2
+	// OpDelete forgets Key; Result.Count is 1 if it had state, else 0.
+	OpDelete OpCode = 3
+	// OpExists sets Result.Count to 1 if Key has state, else 0.
+	OpExists OpCode = 4
+	// OpType sets Result.Kind to the key's kind (KindNone when absent).
+	OpType OpCode = 5
+	// OpTTL sets Result.Count to the nanoseconds until the key's state is
+	// back at its initial state (-2 when absent, as PTTL).
+	OpTTL OpCode = 6
+	// OpCount sets Result.Count to the number of keys with state (DBSIZE).
+	OpCount OpCode = 7
+	// OpScan runs one SCAN step from Cursor, matching Pattern (a Redis glob,
+	// empty matches all) and, unless Rule.Kind is KindNone, only that kind,
+	// examining about Cost keys. Result.Keys and Result.Cursor are set.
+	OpScan OpCode = 8
+	// OpKeys sets Result.Keys to every key matching Pattern (KEYS).
+	OpKeys OpCode = 9
+	// OpFlush forgets every key (FLUSHALL); Result.Count is how many existed.
+	OpFlush OpCode = 10
+	// OpTimeWarp advances the clock by Cost nanoseconds (DEBUG TIMEWARP).
+	OpTimeWarp OpCode = 11
+	// OpClockFreeze freezes the clock at Cost nanoseconds since the epoch,
+	// or at the current time when Cost is 0 (DEBUG CLOCK FREEZE).
+	OpClockFreeze OpCode = 12
+	// OpClockResume lets a frozen clock run again (DEBUG CLOCK RESUME).
+	OpClockResume OpCode = 13
+	// OpTime sets Result.Count to the clock's time in nanoseconds (TIME).
+	OpTime OpCode = 14
+)
+
+// Mutates reports whether the operation can change state and so must go
+// through the replicated log; the others are reads.
+func (c OpCode) Mutates() bool {
+	switch c {
+	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume:
+		return true
+	}
+	return false
+}
+
+// Op is one engine operation. Key and Pattern are not retained by the engine
+// after the call returns, except that a new key's bytes are copied.
+type Op struct {
+	Code    OpCode
+	Rule    Rule
+	Cost    int64
+	Cursor  uint64
+	Key     []byte
+	Pattern []byte
+}
+
+// Result is the outcome of one Op.
+//
+// For OpDecide and OpPeek, the five reply fields of SPEC section 2 are set:
+// for the RL.* kinds RetryAfter and ResetAfter are milliseconds (RetryAfter is
+// 0 when allowed and -1 when the cost can never be allowed); for KindGCRA they
+// are redis-cell's whole seconds (RetryAfter -1 when allowed).
+type Result struct {
+	Err        error // nil, or one of the errors below
+	Kind       Kind
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	RetryAfter int64
+	ResetAfter int64
+	Count      int64
+	Cursor     uint64
+	Keys       [][]byte
+}
+
+// Errors an operation can report in Result.Err. Their texts are the Redis
+// error replies, without the leading '-'.
+var (
+	// ErrWrongType: the key holds another kind of limiter.
+	ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of limiter")
+	// ErrClockBackwards: DEBUG CLOCK FREEZE at an instant before the clock's time.
+	ErrClockBackwards = errors.New("ERR the clock never goes backwards: freeze time is before the current time")
+	// ErrBadRule: a rule the engine cannot hold (the server validates
+	// arguments first; this guards the replicated path).
+	ErrBadRule = errors.New("ERR invalid limiter parameters")
+)

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+func benchKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		var kb [15]byte
+		keys[i] = append([]byte(nil), benchKey(&kb, uint64(i))...)
+	}
+	return keys
+}
+
+// benchKey writes "key:%011d" of i (15 bytes) into kb, so that benchmarks
+// over a million keys measure the engine's memory accesses, not a key
+// table's.
+func benchKey(kb *[15]byte, i uint64) []byte {
+	copy(kb[:4], "key:")
+	for j := 14; j >= 4; j-- {
+		kb[j] = byte('0' + i%10)
+		i /= 10
+	}
+	return kb[:]
+}
+
+// benchDecide runs Decide on 1024 existing keys, time moving 1 µs per call.
+func benchDecide(b *testing.B, r Rule) {
+	e := New(Config{})
+	keys := benchKeys(1024)
+	now := t0
+	for _, k := range keys {
+		e.Decide(now, k, r, 1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now += 1000
+		e.Decide(now, keys[i&1023], r, 1)
+	}
+}
+
+func BenchmarkEngineToken(b *testing.B)   { benchDecide(b, Rule{KindToken, 100, ms}) }
+func BenchmarkEngineLeaky(b *testing.B)   { benchDecide(b, Rule{KindLeaky, 100, ms}) }
+func BenchmarkEngineFixed(b *testing.B)   { benchDecide(b, Rule{KindFixed, 1000, sec}) }
+func BenchmarkEngineSliding(b *testing.B) { benchDecide(b, Rule{KindSliding, 1000, sec}) }
+func BenchmarkEngineLog(b *testing.B)     { benchDecide(b, Rule{KindLog, 100, 100 * ms}) }
+func BenchmarkEngineGCRA(b *testing.B)    { benchDecide(b, Rule{KindGCRA, 100, ms}) }
+
+// BenchmarkEngineTokenParallel: RunParallel over 1M distinct pre-created
+// keys, each goroutine visiting them in its own pseudo-random order.
+func BenchmarkEngineTokenParallel(b *testing.B) {
+	const n = 1 << 20
+	e := New(Config{})
+	r := Rule{KindToken, 100, ms}
+	var kb [15]byte
+	for i := range uint64(n) {
+		e.Decide(t0, benchKey(&kb, i), r, 1)
+	}
+	var seed atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		x := seed.Add(0x9E3779B97F4A7C15) | 1
+		now := t0
+		var kb [15]byte
+		for pb.Next() {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			now += 100
+			e.Decide(now, benchKey(&kb, x&(n-1)), r, 1)
+		}
+	})
+}
+
+// BenchmarkEngineMemory creates 1M token keys of 15 bytes and reports the
+// heap they take per key.
+func BenchmarkEngineMemory(b *testing.B) {
+	const n = 1_000_000
+	keys := benchKeys(n)
+	r := Rule{KindToken, 100, sec}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		e := New(Config{})
+		for _, k := range keys {
+			e.Decide(t0, k, r, 1)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if e.Len() != n {
+			b.Fatalf("Len %d", e.Len())
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/key")
+		runtime.KeepAlive(e)
+	}
+}
+
+// BenchmarkEngineTokenParallelHot is BenchmarkEngineTokenParallel over 4096
+// keys, which stay in cache: the engine's CPU cost without memory latency.
+func BenchmarkEngineTokenParallelHot(b *testing.B) {
+	const n = 1 << 12
+	e := New(Config{})
+	r := Rule{KindToken, 100, ms}
+	var kb [15]byte
+	for i := range uint64(n) {
+		e.Decide(t0, benchKey(&kb, i), r, 1)
+	}
+	var seed atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		x := seed.Add(0x9E3779B97F4A7C15) | 1
+		now := t0
+		var kb [15]byte
+		for pb.Next() {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			now += 100
+			e.Decide(now, benchKey(&kb, x&(n-1)), r, 1)
+		}
+	})
+}

@@ -1,0 +1,165 @@
+package engine
+
+// The decision flow shared by every kind. A key's stored state is first
+// brought forward to now under its stored rule (normalize); that is
+// invisible, so even reads may write it back. A state back at its initial
+// state is the same as an absent key: it is removed, and a call on it starts
+// from the initial state of the call's rule at the call's time. Otherwise a
+// changed rule applies from now on (change) before deciding (eval). A peek
+// (cost 0) changes nothing else; any other call stores its rule and the
+// resulting state, even when denied.
+
+// normalize brings st forward to now under rule r and returns the effective
+// time (now, or the later time the state already saw).
+func normalize(st *state, r Rule, now int64) int64 {
+	switch r.Kind {
+	case KindToken, KindLeaky:
+		return bucketDrain(st, r.Period, now)
+	case KindFixed:
+		return fixedNormalize(st, r.Period, now)
+	case KindSliding:
+		return slidingNormalize(st, r.Period, now)
+	}
+	return now
+}
+
+// initial reports whether a normalized state is the initial state.
+func initial(st *state, k Kind, now int64) bool {
+	switch k {
+	case KindToken, KindLeaky:
+		return st.a == 0
+	case KindFixed:
+		return st.b == 0
+	case KindSliding:
+		return st.b == 0 && st.c == 0
+	case KindGCRA:
+		return st.a <= now
+	}
+	return true
+}
+
+// fresh is the initial state of rule r at now.
+func fresh(r Rule, now int64) state {
+	switch r.Kind {
+	case KindToken, KindLeaky:
+		return state{c: now}
+	case KindFixed, KindSliding:
+		return state{a: align(now, r.Period)}
+	}
+	return state{a: now} // GCRA: tat = now
+}
+
+// change applies rule r in place of old to a normalized, non-initial state.
+func change(st *state, old, r Rule, now int64) {
+	switch r.Kind {
+	case KindToken, KindLeaky:
+		bucketChange(r.Kind, st, old, r)
+	case KindFixed:
+		fixedChange(st, old, r, now)
+	case KindSliding:
+		slidingChange(st, old, r, now)
+	}
+}
+
+// eval decides a cost of n under rule r on a normalized state.
+func eval(st *state, r Rule, n, now int64) Result {
+	switch r.Kind {
+	case KindToken, KindLeaky:
+		return bucketEval(st, r, n)
+	case KindFixed:
+		return fixedEval(st, r, n, now)
+	case KindSliding:
+		return slidingEval(st, r, n, now)
+	}
+	return gcraEval(st, r, n, now)
+}
+
+// ttl is the nanoseconds until a normalized state is initial.
+func ttl(st *state, r Rule, now int64) int64 {
+	switch r.Kind {
+	case KindToken, KindLeaky:
+		return bucketTTL(st, r)
+	case KindFixed:
+		return fixedTTL(st, r, now)
+	case KindSliding:
+		return slidingTTL(st, r, now)
+	}
+	return gcraTTL(st, now)
+}
+
+// decide runs one decision on the shard (locked) and reports whether the key
+// has state afterwards. hi is the key's hiHash; the rule and cost are valid.
+func (s *shard) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Result, bool) {
+	pos, idx, found := s.find(hi, key)
+	var e *entry
+	if found {
+		e = s.entry(idx)
+		if s.rules.get(e.rule).Kind != rule.Kind {
+			if _, _, _, live := s.liveState(e, now); live {
+				return Result{Err: ErrWrongType}, true
+			}
+			// Back at its initial state, the key is absent: any kind may
+			// take it.
+			s.remove(pos, idx)
+			pos, _, found = s.find(hi, key)
+			e = nil
+		}
+	}
+	if rule.Kind == KindLog {
+		return s.decideLog(now, hi, key, rule, n, pos, idx, found)
+	}
+	stored := false
+	var st state
+	t := now
+	if found {
+		old := s.rules.get(e.rule)
+		st = state{e.a, e.b, e.c}
+		t = normalize(&st, old, now)
+		stored = !initial(&st, rule.Kind, t)
+		if stored && old != rule {
+			if n == 0 {
+				e.a, e.b, e.c = st.a, st.b, st.c
+				cp := st
+				change(&cp, old, rule, t)
+				return eval(&cp, rule, 0, t), true
+			}
+			change(&st, old, rule, t)
+		}
+	}
+	if !stored {
+		t = now
+		st = fresh(rule, now)
+	}
+	res := eval(&st, rule, n, t)
+	live := !initial(&st, rule.Kind, t)
+	switch {
+	case n == 0 && stored:
+		e.a, e.b, e.c = st.a, st.b, st.c
+	case n == 0:
+		if found {
+			s.remove(pos, idx)
+		}
+	case found && live:
+		e.a, e.b, e.c = st.a, st.b, st.c
+		s.setRule(e, rule)
+	case found:
+		s.remove(pos, idx)
+	case live:
+		s.insert(pos, hi, key, rule, st)
+	}
+	return res, live
+}
+
+// liveState loads entry e's state normalized at now and reports whether it
+// is not initial (the key exists at now), with the effective time. For
+// RL.LOG the ring is consulted and st is left zero.
+func (s *shard) liveState(e *entry, now int64) (st state, r Rule, t int64, live bool) {
+	r = s.rules.get(e.rule)
+	if r.Kind == KindLog {
+		ring := &s.logs.rings[e.a]
+		return st, r, now, ring.n > 0 && ring.newest() > now-r.Period
+	}
+	st = state{e.a, e.b, e.c}
+	t = normalize(&st, r, now)
+	return st, r, t, !initial(&st, r.Kind, t)
+}

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Engine holds every key's limiter state and the decision clock.
+//
+// Locking. Keys are spread over a power-of-two number of shards by the low
+// bits of their xxhash; each shard has one mutex guarding everything in it.
+// The lock order is flat: a goroutine holds at most one shard lock at a time,
+// and never takes the clock's mutex (taken only by the clock operations) while
+// holding one. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
+// Reset, Len) visit them one at a time, so they are not atomic snapshots of
+// the whole engine. The decide path takes no global lock: the clock is
+// lock-free for readers (see clock).
+//
+// Memory. A key of up to 19 bytes costs about 58 bytes: a 48-byte
+// pointer-free entry in a paged slab holding the state words, an interned rule
+// id and the key itself, plus a uint32 hash slot; longer keys add their bytes
+// in a paged arena. A lookup of an existing key touches one hash slot and one
+// entry. See slab.go, table.go, arena.go and rules.go.
+type Engine struct {
+	shards []*shard
+	mask   uint64
+	maxLog int64
+	clock  clock
+	sweep  sweepCursor
+}
+
+const (
+	// DefaultShards is the number of shards when Config.Shards is 0.
+	DefaultShards = 256
+	// DefaultMaxLogLimit is RL.LOG's largest limit when Config.MaxLogLimit
+	// is 0 (the server's --max-log-limit default).
+	DefaultMaxLogLimit = 100000
+	// maxShards caps Config.Shards.
+	maxShards = 1 << 16
+)
+
+// New returns an empty engine whose clock runs at wall time.
+func New(cfg Config) *Engine {
+	n := cfg.Shards
+	if n <= 0 {
+		n = DefaultShards
+	}
+	n = min(1<<bits.Len(uint(n-1)), maxShards)
+	e := &Engine{
+		shards: make([]*shard, n),
+		mask:   uint64(n - 1),
+		maxLog: cfg.MaxLogLimit,
+	}
+	if e.maxLog <= 0 {
+		e.maxLog = DefaultMaxLogLimit
+	}
+	for i := range e.shards {
+		e.shards[i] = newShard()
+	}
+	e.clock.init()
+	return e
+}
+
+// NumShards returns the number of shards (a power of two).
+func (e *Engine) NumShards() int { return len(e.shards) }
+
+// Len is the number of keys with state, in O(shards). Keys back at their
+// initial state but not yet reclaimed by an access or Sweep are counted; the
+// exact count at a given time (DBSIZE, OpCount) is e.count.
+func (e *Engine) Len() int {
+	n := int64(0)
+	for _, s := range e.shards {
+		n += s.count.Load()
+	}
+	return int(n)
+}
+
+// Reset forgets every key. The clock is kept.
+func (e *Engine) Reset() {
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.reset()
+		s.mu.Unlock()
+	}
+}
+
+// Now returns the clock's time for wall without running any operation (for
+// TIME). It never returns less than a time already handed out, but does not
+// record what it returns, so reads cannot change replicated state.
+func (e *Engine) Now(wall int64) int64 { return e.clock.peek(wall) }
+
+// ClockState returns the clock's replicated state (for snapshots).
+func (e *Engine) ClockState() ClockState { return e.clock.state() }
+
+// SetClockState replaces the clock's state (on snapshot restore).
+func (e *Engine) SetClockState(cs ClockState) { e.clock.setState(cs) }
+
+// Decide runs one OpDecide at time now, without the clock. It does not
+// allocate when key already has state.
+func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
+	if err := e.checkRule(rule, cost); err != nil {
+		return Result{Err: err}
+	}
+	h := xxhash.Sum64(key)
+	s := e.shards[h&e.mask]
+	s.mu.Lock()
+	res, _ := s.decide(now, hiHash(h), key, rule, cost)
+	s.mu.Unlock()
+	return res
+}
+
+// Apply runs ops in order. It first advances the clock with wall time wall
+// (nanoseconds since the epoch); every op runs at the clock's time, and the
+// clock operations in the batch change it for the ops after them.
+// results[i] receives the outcome of ops[i]; results must be at least as
+// long as ops. Apply is safe for concurrent use.
+func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
+	results = results[:len(ops)]
+	now := e.clock.now(wall)
+	for i := range ops {
+		op := &ops[i]
+		var r Result
+		switch op.Code {
+		case OpDecide:
+			r = e.Decide(now, op.Key, op.Rule, op.Cost)
+		case OpPeek:
+			r = e.peek(now, op.Key)
+		case OpDelete:
+			r.Count = e.delete(now, op.Key)
+		case OpExists, OpType, OpTTL:
+			r = e.inspect(now, op.Code, op.Key)
+		case OpCount:
+			r.Count = e.count(now)
+		case OpScan:
+			r = e.scan(now, op)
+		case OpKeys:
+			r.Keys = e.keys(now, op.Pattern)
+		case OpFlush:
+			r.Count = e.flush(now)
+		case OpTimeWarp:
+			r.Err = e.clock.warp(wall, op.Cost)
+			now = e.clock.now(wall)
+		case OpClockFreeze:
+			r.Err = e.clock.freeze(wall, op.Cost)
+			now = e.clock.now(wall)
+		case OpClockResume:
+			e.clock.resume(wall)
+			now = e.clock.now(wall)
+		case OpTime:
+			r.Count = now
+		default:
+			r.Err = fmt.Errorf("%w: unknown operation code %d", ErrBadRule, op.Code)
+		}
+		results[i] = r
+	}
+}
+
+// lock returns key's hash and its shard, locked.
+func (e *Engine) lock(key []byte) (uint32, *shard) {
+	h := xxhash.Sum64(key)
+	s := e.shards[h&e.mask]
+	s.mu.Lock()
+	return hiHash(h), s
+}
+
+// peek is OpPeek: the key's own rule with cost 0.
+func (e *Engine) peek(now int64, key []byte) Result {
+	hi, s := e.lock(key)
+	defer s.mu.Unlock()
+	_, idx, ok := s.find(hi, key)
+	if !ok {
+		return Result{}
+	}
+	res, live := s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0)
+	if !live {
+		return Result{}
+	}
+	return res
+}
+
+// delete forgets key and returns 1 if it had state at now, else 0.
+func (e *Engine) delete(now int64, key []byte) int64 {
+	hi, s := e.lock(key)
+	defer s.mu.Unlock()
+	pos, idx, ok := s.find(hi, key)
+	if !ok {
+		return 0
+	}
+	_, _, _, live := s.liveState(s.entry(idx), now)
+	s.remove(pos, idx)
+	if live {
+		return 1
+	}
+	return 0
+}
+
+// inspect answers OpExists, OpType and OpTTL without changing anything.
+func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
+	hi, s := e.lock(key)
+	defer s.mu.Unlock()
+	var r Result
+	var live bool
+	var st state
+	var rule Rule
+	var t int64
+	var ent *entry
+	if _, idx, ok := s.find(hi, key); ok {
+		ent = s.entry(idx)
+		st, rule, t, live = s.liveState(ent, now)
+	}
+	switch {
+	case code == OpExists && live:
+		r.Count = 1
+	case code == OpType && live:
+		r.Kind = rule.Kind
+	case code == OpTTL && !live:
+		r.Count = -2
+	case code == OpTTL && rule.Kind == KindLog:
+		r.Count = s.logTTL(ent, rule, now)
+	case code == OpTTL:
+		r.Count = satAdd(ttl(&st, rule, t), t-now)
+	}
+	return r
+}

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// ExportShard returns a consistent copy, taken under shard i's lock, of its
+// keys' records, leaving out states back at their initial state at now. The
+// records own their bytes. The words are the stored state: see Record and the
+// state comment of each kind (bucket.go, window.go, gcra.go, log.go).
+func (e *Engine) ExportShard(i int, now int64) []Record {
+	if i < 0 || i >= len(e.shards) {
+		return nil
+	}
+	s := e.shards[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := make([]Record, 0, s.count.Load())
+	s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+		_, rule, _, live := s.liveState(ent, now)
+		if !live {
+			return
+		}
+		rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
+		if rule.Kind == KindLog {
+			ring := &s.logs.rings[ent.a]
+			rec.Log = make([]int64, ring.n)
+			for j := range rec.Log {
+				rec.Log[j] = ring.at(j)
+			}
+		} else {
+			rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
+		}
+		recs = append(recs, rec)
+	})
+	return recs
+}
+
+// Import adds one record (on snapshot restore), replacing any state the key
+// has. It validates the rule and the state words and returns an
+// ErrBadRule-wrapped error, changing nothing, for anything the engine could
+// not have produced; it never panics. A record at its initial state is
+// accepted and simply adds nothing.
+func (e *Engine) Import(rec Record) error {
+	if err := e.checkRule(rec.Rule, 0); err != nil {
+		return fmt.Errorf("import key %q: %w", rec.Key, err)
+	}
+	if err := checkRecord(&rec, e.maxLog); err != nil {
+		return fmt.Errorf("import key %q: %w", rec.Key, err)
+	}
+	h := xxhash.Sum64(rec.Key)
+	hi := hiHash(h)
+	s := e.shards[h&e.mask]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pos, idx, ok := s.find(hi, rec.Key); ok {
+		s.remove(pos, idx)
+	}
+	st := state{rec.A, rec.B, rec.C}
+	if rec.Rule.Kind == KindLog {
+		if len(rec.Log) == 0 {
+			return nil
+		}
+		pos, _, _ := s.find(hi, rec.Key)
+		ent := s.entry(s.insertLog(pos, hi, rec.Key, rec.Rule))
+		ring := &s.logs.rings[ent.a]
+		ring.buf = slices.Clone(rec.Log)
+		ring.n = len(rec.Log)
+		return nil
+	}
+	if initial(&st, rec.Rule.Kind, st.a) && rec.Rule.Kind != KindGCRA {
+		return nil
+	}
+	pos, _, _ := s.find(hi, rec.Key)
+	s.insert(pos, hi, rec.Key, rec.Rule, st)
+	return nil
+}
+
+// checkRecord validates a record's state words against its (valid) rule. A
+// log may hold more timestamps than a lowered limit, never more than maxLog.
+func checkRecord(rec *Record, maxLog int64) error {
+	r := rec.Rule
+	bad := func(what string) error {
+		return fmt.Errorf("%w: %s state (%d, %d, %d): %s", ErrBadRule, r.Kind, rec.A, rec.B, rec.C, what)
+	}
+	if r.Kind != KindLog && len(rec.Log) != 0 {
+		return bad("timestamps given for a kind without a log")
+	}
+	switch r.Kind {
+	case KindToken, KindLeaky:
+		switch {
+		case rec.A < 0 || rec.A > r.Limit:
+			return bad("level outside [0, capacity]")
+		case rec.B < 0 || rec.B >= r.Period:
+			return bad("progress outside [0, interval)")
+		case rec.A == 0 && rec.B != 0:
+			return bad("progress on an empty level")
+		}
+	case KindFixed, KindSliding:
+		switch {
+		case align(rec.A, r.Period) != rec.A:
+			return bad("window start not aligned to the window")
+		case rec.B < 0 || rec.B > maxCount:
+			return bad("count outside [0, 2^53]")
+		case r.Kind == KindFixed && rec.C != 0:
+			return bad("third word set")
+		case rec.C < 0 || rec.C > maxCount:
+			return bad("previous count outside [0, 2^53]")
+		}
+	case KindLog:
+		if rec.A != 0 || rec.B != 0 || rec.C != 0 {
+			return bad("state words set for a log")
+		}
+		if int64(len(rec.Log)) > maxLog {
+			return fmt.Errorf("%w: log of %d timestamps", ErrBadRule, len(rec.Log))
+		}
+		for j := 1; j < len(rec.Log); j++ {
+			if rec.Log[j] < rec.Log[j-1] {
+				return fmt.Errorf("%w: log timestamps out of order at %d", ErrBadRule, j)
+			}
+		}
+	case KindGCRA:
+		if rec.B != 0 || rec.C != 0 {
+			return bad("words beyond tat set")
+		}
+	}
+	return nil
+}

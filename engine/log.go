@@ -1,0 +1,195 @@
+package engine
+
+// RL.LOG keeps the timestamps of admitted units in a ring per key, oldest
+// first, in a per-shard side slab indexed by the entry's a word. An entry t is
+// live while t > now - W. A ring grows by doubling up to the limit (or the
+// count it holds, which may exceed a lowered limit), shrinks when mostly
+// empty, and is freed with its key. Time before the newest timestamp counts as
+// that timestamp (time going backwards counts as none passing), which also
+// keeps the ring sorted.
+
+type logRing struct {
+	buf  []int64
+	head int
+	n    int
+}
+
+// logSlab holds a shard's rings; free lists released ring ids.
+type logSlab struct {
+	rings []logRing
+	free  []uint32
+}
+
+func (l *logSlab) alloc() uint32 {
+	if n := len(l.free); n > 0 {
+		id := l.free[n-1]
+		l.free = l.free[:n-1]
+		return id
+	}
+	l.rings = append(l.rings, logRing{})
+	return uint32(len(l.rings) - 1)
+}
+
+func (l *logSlab) release(id uint32) {
+	l.rings[id] = logRing{}
+	l.free = append(l.free, id)
+}
+
+// at returns the i-th oldest timestamp.
+func (r *logRing) at(i int) int64 {
+	j := r.head + i
+	if j >= len(r.buf) {
+		j -= len(r.buf)
+	}
+	return r.buf[j]
+}
+
+func (r *logRing) newest() int64 { return r.at(r.n - 1) }
+
+// expired counts the timestamps <= cut (they form a prefix).
+func (r *logRing) expired(cut int64) int {
+	lo, hi := 0, r.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.at(m) <= cut {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// prune drops the timestamps <= cut.
+func (r *logRing) prune(cut int64) {
+	k := r.expired(cut)
+	if k == 0 {
+		return
+	}
+	r.n -= k
+	r.head += k
+	if r.head >= len(r.buf) {
+		r.head -= len(r.buf)
+	}
+	if r.n == 0 {
+		r.head = 0
+	}
+	if len(r.buf) > 16 && r.n < len(r.buf)/4 {
+		r.resize(max(8, 2*r.n))
+	}
+}
+
+// resize moves the timestamps into a buffer of capacity c >= n.
+func (r *logRing) resize(c int) {
+	buf := make([]int64, c)
+	for i := 0; i < r.n; i++ {
+		buf[i] = r.at(i)
+	}
+	r.buf, r.head = buf, 0
+}
+
+// push appends k copies of t, growing the ring by doubling up to limit.
+func (r *logRing) push(t int64, k int, limit int) {
+	need := r.n + k
+	if need > len(r.buf) {
+		c := max(len(r.buf), 4)
+		for c < need {
+			c *= 2
+		}
+		r.resize(max(need, min(c, limit)))
+	}
+	j := r.head + r.n
+	for range k {
+		if j >= len(r.buf) {
+			j -= len(r.buf)
+		}
+		r.buf[j] = t
+		j++
+	}
+	r.n = need
+}
+
+// logResult fills the reply for a log holding logged live timestamps whose
+// newest is newest, after a call at now.
+func logResult(r Rule, logged int, newest, now int64) Result {
+	res := Result{Kind: KindLog, Allowed: true, Limit: r.Limit, Remaining: max(0, r.Limit-int64(logged))}
+	if logged > 0 {
+		res.ResetAfter = ceilMs(newest + r.Period - now)
+	}
+	return res
+}
+
+// decideLog is decide for KindLog (see decide). found, pos and idx are the
+// key's lookup.
+func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, pos, idx uint32, found bool) (Result, bool) {
+	var ring *logRing
+	var e *entry
+	stored := false
+	if found {
+		e = s.entry(idx)
+		old := s.rules.get(e.rule)
+		ring = &s.logs.rings[e.a]
+		if ring.n > 0 {
+			now = max(now, ring.newest())
+		}
+		ring.prune(now - old.Period)
+		stored = ring.n > 0
+		if stored && n == 0 {
+			logged := ring.n - ring.expired(now-rule.Period)
+			return logResult(rule, logged, ring.newest(), now), true
+		}
+		if stored && rule != old {
+			s.setRule(e, rule)
+			ring.prune(now - rule.Period)
+		}
+	}
+	logged := 0
+	if ring != nil {
+		logged = ring.n
+	}
+	if n > 0 && int64(logged)+n <= rule.Limit {
+		if !found {
+			e = s.entry(s.insertLog(pos, hi, key, rule))
+		}
+		s.setRule(e, rule)
+		ring = &s.logs.rings[e.a]
+		ring.push(now, int(n), int(rule.Limit))
+		return logResult(rule, ring.n, now, now), true
+	}
+	if n == 0 {
+		if found && !stored {
+			s.remove(pos, idx)
+		}
+		return logResult(rule, 0, 0, now), false
+	}
+	res := logResult(rule, logged, 0, now)
+	res.Allowed = false
+	if n > rule.Limit {
+		res.RetryAfter = -1
+	} else {
+		k := int(int64(logged) + n - rule.Limit)
+		res.RetryAfter = ceilMs(ring.at(k-1) + rule.Period - now)
+	}
+	if logged > 0 {
+		res.ResetAfter = ceilMs(ring.newest() + rule.Period - now)
+	} else if found {
+		s.remove(pos, idx)
+		return res, false
+	}
+	return res, logged > 0
+}
+
+// insertLog inserts key as an RL.LOG key with an empty ring.
+func (s *shard) insertLog(pos, hi uint32, key []byte, rule Rule) uint32 {
+	id := s.logs.alloc()
+	return s.insert(pos, hi, key, rule, state{a: int64(id)})
+}
+
+// logTTL is the nanoseconds until the log at now is empty.
+func (s *shard) logTTL(e *entry, r Rule, now int64) int64 {
+	ring := &s.logs.rings[e.a]
+	if ring.n == 0 {
+		return 0
+	}
+	return max(0, ring.newest()+r.Period-now)
+}

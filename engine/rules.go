@@ -1,0 +1,91 @@
+package engine
+
+import "fmt"
+
+// ruleTable interns a shard's rules so an entry stores a uint32. Rules are
+// reference counted by the entries using them, so the table never holds more
+// rules than the shard has keys, whatever parameters clients send. Id 0 is
+// never used (it marks a free entry).
+type ruleTable struct {
+	slots []ruleSlot
+	ids   map[Rule]uint32
+	free  []uint32
+}
+
+type ruleSlot struct {
+	rule Rule
+	refs uint32
+}
+
+func (t *ruleTable) get(id uint32) Rule { return t.slots[id].rule }
+
+// acquire returns r's id with one more reference.
+func (t *ruleTable) acquire(r Rule) uint32 {
+	if id, ok := t.ids[r]; ok {
+		t.slots[id].refs++
+		return id
+	}
+	if t.ids == nil {
+		t.ids = make(map[Rule]uint32)
+		t.slots = append(t.slots[:0], ruleSlot{})
+	}
+	var id uint32
+	if n := len(t.free); n > 0 {
+		id = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		id = uint32(len(t.slots))
+		t.slots = append(t.slots, ruleSlot{})
+	}
+	t.slots[id] = ruleSlot{rule: r, refs: 1}
+	t.ids[r] = id
+	return id
+}
+
+// release drops one reference to id.
+func (t *ruleTable) release(id uint32) {
+	sl := &t.slots[id]
+	sl.refs--
+	if sl.refs == 0 {
+		delete(t.ids, sl.rule)
+		*sl = ruleSlot{}
+		t.free = append(t.free, id)
+	}
+}
+
+// checkRule validates a rule and a cost against the engine's bounds. The
+// server validates arguments first with nicer messages; this guards the
+// replicated path and snapshots.
+func (e *Engine) checkRule(r Rule, cost int64) error {
+	if cost < 0 {
+		return fmt.Errorf("%w: negative cost %d", ErrBadRule, cost)
+	}
+	if r.Limit < 1 || r.Period < 1 {
+		return fmt.Errorf("%w: %s limit %d period %d ns: both must be >= 1", ErrBadRule, r.Kind, r.Limit, r.Period)
+	}
+	switch r.Kind {
+	case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
+		if r.Limit > maxCount {
+			return fmt.Errorf("%w: %s limit %d exceeds 2^53", ErrBadRule, r.Kind, r.Limit)
+		}
+		if r.Period > maxPeriod {
+			return fmt.Errorf("%w: %s period %d ns exceeds 366 days", ErrBadRule, r.Kind, r.Period)
+		}
+		if cost > maxCount {
+			return fmt.Errorf("%w: cost %d exceeds 2^53", ErrBadRule, cost)
+		}
+		if r.Kind == KindLog && r.Limit > e.maxLog {
+			return fmt.Errorf("%w: log limit %d exceeds max-log-limit %d", ErrBadRule, r.Limit, e.maxLog)
+		}
+	case KindGCRA:
+		if r.Limit > maxGCRASpan/r.Period {
+			return fmt.Errorf("%w: gcra burst %d times interval %d ns exceeds 2^62", ErrBadRule, r.Limit, r.Period)
+		}
+		if cost > maxGCRASpan/r.Period {
+			return fmt.Errorf("%w: gcra quantity %d times interval %d ns exceeds 2^62", ErrBadRule, cost, r.Period)
+		}
+	default:
+		return fmt.Errorf("%w: unknown limiter kind %d", ErrBadRule, r.Kind)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package engine
+
+import "sync/atomic"
+
+// SCAN, KEYS, FLUSHALL and Sweep walk the shards' slabs in index order, one
+// shard lock at a time. Entry indices never change while a key lives, so a
+// cursor (shard<<32 | entry index) stays meaningful between calls and every
+// key present for a whole SCAN is returned at least once.
+
+const defaultScanCount = 10
+
+// sweepCursor is Sweep's round-robin position, shard<<32 | entry index.
+type sweepCursor struct{ pos atomic.Uint64 }
+
+// scan runs one SCAN step.
+func (e *Engine) scan(now int64, op *Op) Result {
+	budget := int(op.Cost)
+	if op.Cost <= 0 || op.Cost > 1<<20 {
+		budget = defaultScanCount
+		if op.Cost > 1<<20 {
+			budget = 1 << 20
+		}
+	}
+	si, idx := op.Cursor>>32, uint32(op.Cursor)
+	var keys [][]byte
+	for si < uint64(len(e.shards)) && budget > 0 {
+		s := e.shards[si]
+		s.mu.Lock()
+		var done bool
+		idx, done, budget = s.walk(idx, budget, func(_ uint32, ent *entry) {
+			if op.Rule.Kind != KindNone && s.rules.get(ent.rule).Kind != op.Rule.Kind {
+				return
+			}
+			keys = s.appendIfMatch(keys, ent, now, op.Pattern)
+		})
+		s.mu.Unlock()
+		if done {
+			si, idx = si+1, 0
+			budget-- // an empty shard still costs a step
+		}
+	}
+	var cursor uint64
+	if si < uint64(len(e.shards)) {
+		cursor = si<<32 | uint64(idx)
+	}
+	return Result{Keys: keys, Cursor: cursor}
+}
+
+// appendIfMatch appends a copy of ent's key if it has state at now and
+// matches pattern (empty matches all).
+func (s *shard) appendIfMatch(keys [][]byte, ent *entry, now int64, pattern []byte) [][]byte {
+	key := s.keyOf(ent)
+	if len(pattern) > 0 && !globMatch(pattern, key) {
+		return keys
+	}
+	if _, _, _, live := s.liveState(ent, now); !live {
+		return keys
+	}
+	return append(keys, append([]byte(nil), key...))
+}
+
+// walk calls fn on the live entries from index idx on, examining up to budget
+// slots (a released page counts as one). It returns where it stopped, whether
+// the shard is done, and the budget left. fn may remove the entry it is given.
+func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (uint32, bool, int) {
+	for budget > 0 {
+		if idx >= s.slotsEnd() {
+			return 0, true, budget
+		}
+		budget--
+		pg := idx >> pageBits
+		if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
+			idx = (pg + 1) << pageBits
+			continue
+		}
+		if ent := s.entry(idx); ent.rule != 0 {
+			fn(idx, ent)
+		}
+		idx++
+	}
+	return idx, idx >= s.slotsEnd(), budget
+}
+
+// keys returns every key with state at now matching pattern.
+func (e *Engine) keys(now int64, pattern []byte) [][]byte {
+	var keys [][]byte
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+			keys = s.appendIfMatch(keys, ent, now, pattern)
+		})
+		s.mu.Unlock()
+	}
+	return keys
+}
+
+// count returns how many keys have state at now (OpCount). It examines every
+// key, one shard lock at a time.
+func (e *Engine) count(now int64) int64 {
+	n := int64(0)
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+			if _, _, _, live := s.liveState(ent, now); live {
+				n++
+			}
+		})
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// flush forgets every key and returns how many had state at now.
+func (e *Engine) flush(now int64) int64 {
+	n := int64(0)
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+			if _, _, _, live := s.liveState(ent, now); live {
+				n++
+			}
+		})
+		s.reset()
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// sweepBatch bounds the slots examined under one shard lock.
+const sweepBatch = 512
+
+// Sweep examines up to maxKeys entry slots (at most one round of the whole
+// engine), continuing round-robin across shards from where the last call
+// stopped, and removes the keys whose state is back at its initial state at
+// now. It holds one shard lock at a time, for
+// at most sweepBatch slots, and returns how many keys it removed.
+func (e *Engine) Sweep(now int64, maxKeys int) int {
+	pos := e.sweep.pos.Load()
+	si, idx := pos>>32, uint32(pos)
+	if si >= uint64(len(e.shards)) {
+		si, idx = 0, 0
+	}
+	start, visited := si, 0
+	removed := 0
+	for budget := maxKeys; budget > 0; {
+		if si >= uint64(len(e.shards)) {
+			si, idx = 0, 0
+		}
+		if si == start && visited > 0 && idx == 0 {
+			break // one full round per call at most
+		}
+		visited++
+		s := e.shards[si]
+		s.mu.Lock()
+		var done bool
+		var left int
+		idx, done, left = s.walk(idx, min(budget, sweepBatch), func(i uint32, ent *entry) {
+			if _, _, _, live := s.liveState(ent, now); !live {
+				s.removeIdx(i)
+				removed++
+			}
+		})
+		s.mu.Unlock()
+		budget -= min(budget, sweepBatch) - left
+		if done {
+			si, idx = si+1, 0
+			budget--
+		}
+	}
+	e.sweep.pos.Store(si<<32 | uint64(idx))
+	return removed
+}

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// shard is one lock stripe: the keys whose hash's low bits select it, with
+// their entries, hash index, key arena, interned rules and RL.LOG rings. Every
+// field but count is guarded by mu; count is also read without it.
+type shard struct {
+	mu sync.Mutex
+
+	count atomic.Int64 // keys with state (written under mu)
+
+	// slab (slab.go)
+	pages []*page
+	meta  []pageMeta
+	avail []uint32
+
+	// hash index (table.go)
+	slots   []uint32
+	capBits uint8 // len(slots) == 1<<capBits
+	ib      uint8 // width of the entry-index field of a slot
+
+	arena arena     // arena.go
+	rules ruleTable // rules.go
+	logs  logSlab   // log.go
+
+	_ [64]byte // keep neighbouring shards' locks off this cache line
+}
+
+func newShard() *shard {
+	s := &shard{}
+	s.arena.reset()
+	return s
+}
+
+// state is a copy of an entry's state words.
+type state struct{ a, b, c int64 }
+
+// insert adds key with rule and state. pos is find's miss position for hi.
+func (s *shard) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
+	if s.needGrow() {
+		s.resize(max(minSlots, 2*len(s.slots)))
+		pos, _, _ = s.find(hi, key)
+	}
+	idx := s.allocEntry()
+	e := s.entry(idx)
+	e.a, e.b, e.c = st.a, st.b, st.c
+	e.rule = s.rules.acquire(rule)
+	s.setKey(e, key)
+	s.slots[pos] = hi&s.tagMask() | (idx + 1)
+	s.count.Add(1)
+	return idx
+}
+
+// remove forgets the key at slot position pos and entry idx.
+func (s *shard) remove(pos, idx uint32) {
+	s.deleteSlot(pos)
+	e := s.entry(idx)
+	if s.rules.get(e.rule).Kind == KindLog {
+		s.logs.release(uint32(e.a))
+	}
+	s.rules.release(e.rule)
+	if e.klen == arenaKey {
+		s.arena.free(e.arenaRef())
+	}
+	s.freeEntry(idx)
+	n := s.count.Add(-1)
+	switch {
+	case n == 0:
+		s.reset()
+		return
+	case len(s.slots) > minSlots && n*10 < int64(len(s.slots)):
+		want := minSlots
+		for int64(want) < 2*n {
+			want *= 2
+		}
+		s.resize(want)
+	}
+	if s.arena.garbage > s.arena.live && s.arena.garbage >= arenaPageSize {
+		s.compactArena()
+	}
+}
+
+// removeIdx removes the live entry idx, finding its slot by its key.
+func (s *shard) removeIdx(idx uint32) {
+	key := s.keyOf(s.entry(idx))
+	pos, found, ok := s.find(hiHash(xxhash.Sum64(key)), key)
+	if ok && found == idx {
+		s.remove(pos, idx)
+	}
+}
+
+// hiHash is the part of a key's hash the shard's index uses (the low bits
+// chose the shard).
+func hiHash(h uint64) uint32 { return uint32(h >> 32) }
+
+// setRule replaces the rule of entry e.
+func (s *shard) setRule(e *entry, r Rule) {
+	if s.rules.get(e.rule) == r {
+		return
+	}
+	id := s.rules.acquire(r)
+	s.rules.release(e.rule)
+	e.rule = id
+}
+
+// reset forgets every key of the shard and releases its memory.
+func (s *shard) reset() {
+	s.pages, s.meta, s.avail = nil, nil, nil
+	s.slots, s.capBits, s.ib = nil, 0, 0
+	s.arena.reset()
+	s.rules = ruleTable{}
+	s.logs = logSlab{}
+	s.count.Store(0)
+}
+
+// compactArena copies the live arena keys into a fresh arena.
+func (s *shard) compactArena() {
+	var na arena
+	na.reset()
+	end := s.slotsEnd()
+	for idx := uint32(0); idx < end; idx++ {
+		if s.pages[idx>>pageBits] == nil {
+			idx |= pageSize - 1
+			continue
+		}
+		if e := s.entry(idx); e.rule != 0 && e.klen == arenaKey {
+			binary.LittleEndian.PutUint32(e.kbuf[:4], na.add(s.arena.key(e.arenaRef())))
+		}
+	}
+	s.arena = na
+}

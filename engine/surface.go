@@ -1,0 +1,34 @@
+package engine
+
+// This file fixes the Engine's method set that resp/, cluster/ and
+// persistence/ code against. Bodies live in the files named beside each.
+
+// Config sizes an Engine.
+type Config struct {
+	// Shards is the number of lock stripes, rounded up to a power of two
+	// (default 256).
+	Shards int
+	// MaxLogLimit bounds RL.LOG's limit, and so the timestamps one key may
+	// hold (default 100000).
+	MaxLogLimit int64
+}
+
+// ClockState is the replicated state of the decision clock (see clock.go).
+type ClockState struct {
+	Offset   int64 // added to wall time while running
+	Frozen   bool  // when true, time is FrozenAt
+	FrozenAt int64
+	Last     int64 // the latest time handed out: time never goes backwards
+}
+
+// Record is one key's complete state, as exported for a snapshot and
+// imported on restore. A, B and C are the algorithm's state words (see the
+// state type of each kind); Log holds RL.LOG's timestamps, oldest first.
+type Record struct {
+	Key  []byte
+	Rule Rule
+	A    int64
+	B    int64
+	C    int64
+	Log  []int64
+}
