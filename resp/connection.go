@@ -1,0 +1,303 @@
+package resp
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// redisCompatVersion is the Redis version whose behaviour sluice follows; HELLO
+// and INFO report it as the version so that clients enable Redis 7 features.
+const redisCompatVersion = "7.2.0"
+
+// connectionCommands are SPEC section 3's connection commands.
+func connectionCommands() []*command {
+	clientCmd := &command{
+		name: "client", arity: -2, group: "connection", since: "2.4.0", complexity: "O(1)",
+		summary: "Connection state: ID, SETNAME, GETNAME, SETINFO, LIST, INFO",
+		noAuth:  false,
+		run:     runSubcommand,
+	}
+	clientCmd.subs = []*command{
+		{name: "client|id", arity: 2, flags: []string{"fast"}, group: "connection", since: "5.0.0",
+			summary: "This connection's id",
+			run:     func(s *Server, c *client, args [][]byte, p *pending) { c.local.Int(c.id) }},
+		{name: "client|setname", arity: 3, flags: []string{"fast"}, group: "connection", since: "2.6.9",
+			summary: "Name this connection", args: []argDoc{strArg("connection-name")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if bytes.ContainsAny(args[1], " \r\n") {
+					c.local.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+					return
+				}
+				c.mu.Lock()
+				c.name = string(args[1])
+				c.mu.Unlock()
+				c.local.OK()
+			}},
+		{name: "client|getname", arity: 2, flags: []string{"fast"}, group: "connection", since: "2.6.9",
+			summary: "This connection's name",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.mu.Lock()
+				name := c.name
+				c.mu.Unlock()
+				if name == "" {
+					c.local.Null()
+					return
+				}
+				c.local.BulkString(name)
+			}},
+		{name: "client|setinfo", arity: 4, flags: []string{"fast"}, group: "connection", since: "7.2.0",
+			summary: "Record the client library's name or version",
+			args:    []argDoc{{name: "attr", typ: "oneof", subargs: []argDoc{tokenArg("LIB-NAME", "libname", "string"), tokenArg("LIB-VER", "libver", "string")}}},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				val := string(args[2])
+				if strings.ContainsAny(val, " \r\n") {
+					c.local.Error("ERR " + strings.ToUpper(string(args[1])) + " cannot contain spaces, newlines or special characters.")
+					return
+				}
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				switch strings.ToLower(string(args[1])) {
+				case "lib-name":
+					c.libName = val
+				case "lib-ver":
+					c.libVer = val
+				default:
+					c.local.Error("ERR Unrecognized option '" + printable(args[1], 64) + "'")
+					return
+				}
+				c.local.OK()
+			}},
+		{name: "client|list", arity: -2, group: "connection", since: "2.4.0",
+			summary: "One line per connected client",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.local.Verbatim(s.clientList())
+			}},
+		{name: "client|info", arity: 2, group: "connection", since: "6.2.0",
+			summary: "This connection's line of CLIENT LIST",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.local.Verbatim(c.infoLine(time.Now()) + "\n")
+			}},
+		{name: "client|no-evict", arity: 3, group: "connection", since: "7.0.0", summary: "Accepted for compatibility",
+			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
+		{name: "client|no-touch", arity: 3, group: "connection", since: "7.2.0", summary: "Accepted for compatibility",
+			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
+	}
+	return []*command{
+		{
+			name: "ping", arity: -1, flags: []string{"fast"}, group: "connection", since: "1.0.0", complexity: "O(1)",
+			summary: "PONG, or the message", args: []argDoc{optional(strArg("message"))},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				switch len(args) {
+				case 1:
+					c.local.Simple("PONG")
+				case 2:
+					c.local.Bulk(args[1])
+				default:
+					c.local.Error("ERR wrong number of arguments for 'ping' command")
+				}
+			},
+		},
+		{
+			name: "echo", arity: 2, flags: []string{"fast"}, group: "connection", since: "1.0.0", complexity: "O(1)",
+			summary: "Reply the message", args: []argDoc{strArg("message")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.Bulk(args[1]) },
+		},
+		{
+			name: "hello", arity: -1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "6.0.0",
+			complexity: "O(1)", summary: "Handshake: choose RESP2 or RESP3, authenticate, name the connection",
+			args: []argDoc{optional(argDoc{name: "arguments", typ: "block", subargs: []argDoc{
+				intArg("protover"),
+				optional(argDoc{name: "auth", typ: "block", token: "AUTH", subargs: []argDoc{strArg("username"), strArg("password")}}),
+				optional(tokenArg("SETNAME", "clientname", "string"))}})},
+			run: runHello,
+		},
+		{
+			name: "auth", arity: -2, flags: []string{"fast"}, noAuth: true, group: "connection", since: "1.0.0",
+			complexity: "O(1)", summary: "Authenticate the connection",
+			args: []argDoc{optional(strArg("username")), strArg("password")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if len(args) > 3 {
+					c.local.Error("ERR syntax error")
+					return
+				}
+				user, pass := []byte("default"), args[1]
+				if len(args) == 3 {
+					user, pass = args[1], args[2]
+				}
+				if s.cfg.RequirePass == "" {
+					c.local.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+					return
+				}
+				if !s.authenticate(c, user, pass) {
+					c.local.Error("WRONGPASS invalid username-password pair or user is disabled.")
+					return
+				}
+				c.local.OK()
+			},
+		},
+		{
+			name: "select", arity: 2, flags: []string{"fast"}, group: "connection", since: "1.0.0", complexity: "O(1)",
+			summary: "Only database 0 exists", args: []argDoc{intArg("index")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				n, err := strconv.Atoi(string(args[1]))
+				switch {
+				case err != nil:
+					c.local.Error("ERR value is not an integer or out of range")
+				case n != 0:
+					c.local.Error("ERR DB index is out of range")
+				default:
+					c.local.OK()
+				}
+			},
+		},
+		clientCmd,
+		{
+			name: "quit", arity: -1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "1.0.0",
+			complexity: "O(1)", summary: "Close the connection",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.local.OK()
+				c.quit = true
+			},
+		},
+		{
+			name: "reset", arity: 1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "6.2.0",
+			complexity: "O(1)", summary: "Reset the connection: RESP2, no name, not authenticated",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.proto = 2
+				c.setAuthenticated(s.cfg.RequirePass == "")
+				c.mu.Lock()
+				c.name = ""
+				c.shownProto = 2
+				c.mu.Unlock()
+				c.local.proto = 2
+				c.local.Simple("RESET")
+			},
+		},
+	}
+}
+
+// authenticate checks a username and password in constant time and updates
+// the connection (and its protocol guard's limits) on success.
+func (s *Server) authenticate(c *client, user, pass []byte) bool {
+	ok := subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
+	ok = ok && bytes.Equal(user, []byte("default"))
+	if ok {
+		c.setAuthenticated(true)
+	}
+	return ok
+}
+
+func (c *client) setAuthenticated(ok bool) {
+	c.authed = ok
+	if c.guard != nil {
+		c.guard.SetAuthenticated(ok)
+	}
+}
+
+// runHello implements HELLO [protover [AUTH user pass] [SETNAME name]].
+func runHello(s *Server, c *client, args [][]byte, p *pending) {
+	proto := c.proto
+	if len(args) >= 2 {
+		v, err := strconv.Atoi(string(args[1]))
+		if err != nil {
+			c.local.Error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.local.Error("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = v
+	}
+	var name []byte
+	setName := false
+	for i := 2; i < len(args); i++ {
+		switch {
+		case bytes.EqualFold(args[i], []byte("auth")) && i+2 < len(args):
+			if s.cfg.RequirePass == "" {
+				c.local.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+				return
+			}
+			if !s.authenticate(c, args[i+1], args[i+2]) {
+				c.local.Error("WRONGPASS invalid username-password pair or user is disabled.")
+				return
+			}
+			i += 2
+		case bytes.EqualFold(args[i], []byte("setname")) && i+1 < len(args):
+			name, setName = args[i+1], true
+			if bytes.ContainsAny(name, " \r\n") {
+				c.local.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+			i++
+		default:
+			c.local.Error("ERR Syntax error in HELLO option '" + printable(args[i], 64) + "'")
+			return
+		}
+	}
+	if !c.authed {
+		c.local.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	c.mu.Lock()
+	if setName {
+		c.name = string(name)
+	}
+	c.shownProto = proto
+	c.mu.Unlock()
+	c.proto = proto
+	c.local.proto = proto
+	r := &c.local
+	r.Map(7)
+	r.BulkString("server")
+	r.BulkString("sluice")
+	r.BulkString("version")
+	r.BulkString(redisCompatVersion)
+	r.BulkString("proto")
+	r.Int(int64(proto))
+	r.BulkString("id")
+	r.Int(c.id)
+	r.BulkString("mode")
+	r.BulkString("standalone")
+	r.BulkString("role")
+	r.BulkString("master")
+	r.BulkString("modules")
+	r.Array(0)
+}
+
+// infoLine renders the connection as CLIENT LIST does.
+func (c *client) infoLine(now time.Time) string {
+	c.mu.Lock()
+	name, lib, ver, last, proto := c.name, c.libName, c.libVer, c.lastCmd, c.shownProto
+	c.mu.Unlock()
+	age := int64(now.Sub(c.created) / time.Second)
+	return "id=" + strconv.FormatInt(c.id, 10) +
+		" addr=" + c.conn.RemoteAddr() +
+		" laddr=" + c.laddr +
+		" name=" + name +
+		" age=" + strconv.FormatInt(age, 10) +
+		" db=0 resp=" + strconv.Itoa(proto) +
+		" cmd=" + last +
+		" lib-name=" + lib +
+		" lib-ver=" + ver
+}
+
+// clientList renders CLIENT LIST.
+func (s *Server) clientList() string {
+	now := time.Now()
+	s.mu.Lock()
+	clients := make([]*client, 0, len(s.clients))
+	for c := range s.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	var b strings.Builder
+	for _, c := range clients {
+		b.WriteString(c.infoLine(now))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,158 @@
+package resp
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// INFO sections, as bits of pending.arg.
+const (
+	infoServer = 1 << iota
+	infoClients
+	infoMemory
+	infoPersistence
+	infoStats
+	infoReplication
+	infoKeyspace
+	infoRaft
+	infoAll = 1<<iota - 1
+)
+
+var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft"}
+
+// errSyntax is Redis's generic syntax error.
+var errSyntax = errors.New("ERR syntax error")
+
+// errorText renders err as an error reply's text: kept as is when it starts
+// with an upper-case error code (ERR, CLUSTERDOWN, ...), else prefixed ERR.
+func errorText(err error) string {
+	msg := err.Error()
+	code, _, _ := strings.Cut(msg, " ")
+	if code != "" && strings.ToUpper(code) == code && strings.IndexFunc(code, func(r rune) bool { return r < 'A' || r > 'Z' }) < 0 {
+		return msg
+	}
+	return "ERR " + msg
+}
+
+func sortStrings(s []string) { slices.Sort(s) }
+
+// runInfo selects INFO's sections; keyspace needs the executor's key count.
+func runInfo(s *Server, c *client, args [][]byte, p *pending) {
+	mask := int64(0)
+	if len(args) == 1 {
+		mask = infoAll
+	}
+	for _, a := range args[1:] {
+		name := strings.ToLower(string(a))
+		switch name {
+		case "all", "everything", "default":
+			mask = infoAll
+			continue
+		}
+		for i, n := range infoSectionNames {
+			if n == name {
+				mask |= 1 << i
+			}
+		}
+	}
+	if s.admin == nil {
+		mask &^= infoRaft
+	}
+	p.arg = mask
+	// Always go through the executor, so that INFO reflects the same view
+	// (and the same LOADING state) as the commands around it.
+	c.enqueue(p, engine.Op{Code: engine.OpCount})
+}
+
+// renderInfo writes the INFO text.
+func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+	mask := p.arg
+	var b strings.Builder
+	section := func(bit int64, title string, fields ...string) {
+		if mask&bit == 0 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + title + "\r\n")
+		for i := 0; i+1 < len(fields); i += 2 {
+			b.WriteString(fields[i] + ":" + fields[i+1] + "\r\n")
+		}
+	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	uptime := int64(time.Since(s.started) / time.Second)
+	port := ""
+	if a := s.Addr(); a != nil {
+		if _, pstr, ok := strings.Cut(a.String(), "]:"); ok {
+			port = pstr
+		} else if i := strings.LastIndexByte(a.String(), ':'); i >= 0 {
+			port = a.String()[i+1:]
+		}
+	}
+	section(infoServer, "Server",
+		"redis_version", redisCompatVersion,
+		"sluice_version", s.cfg.Version,
+		"redis_mode", "standalone",
+		"os", runtime.GOOS+" "+runtime.GOARCH,
+		"arch_bits", "64",
+		"go_version", runtime.Version(),
+		"process_id", strconv.Itoa(os.Getpid()),
+		"tcp_port", port,
+		"uptime_in_seconds", itoa(uptime),
+		"uptime_in_days", itoa(uptime/86400))
+	section(infoClients, "Clients",
+		"connected_clients", itoa(s.connected.Load()),
+		"maxclients", strconv.Itoa(s.cfg.MaxClients))
+	if mask&infoMemory != 0 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		section(infoMemory, "Memory",
+			"used_memory", strconv.FormatUint(ms.HeapAlloc, 10),
+			"used_memory_rss", strconv.FormatUint(ms.Sys-ms.HeapReleased, 10),
+			"used_memory_peak", strconv.FormatUint(ms.HeapSys, 10),
+			"maxmemory", "0",
+			"maxmemory_policy", "noeviction")
+	}
+	loading := "0"
+	if err := results[0].Err; err != nil && strings.HasPrefix(err.Error(), "LOADING") {
+		loading = "1"
+	}
+	aof := "0"
+	if s.cfg.Persistent {
+		aof = "1"
+	}
+	section(infoPersistence, "Persistence",
+		"loading", loading,
+		"aof_enabled", aof,
+		"rdb_changes_since_last_save", "0")
+	section(infoStats, "Stats",
+		"total_connections_received", itoa(s.connsTotal.Load()),
+		"total_commands_processed", itoa(s.commandsTotal.Load()),
+		"rejected_connections", itoa(s.rejectedConns.Load()))
+	section(infoReplication, "Replication",
+		"role", "master",
+		"connected_slaves", "0")
+	if mask&infoKeyspace != 0 {
+		fields := []string{}
+		if n := results[0].Count; n > 0 && results[0].Err == nil {
+			fields = append(fields, "db0", "keys="+itoa(n)+",expires="+itoa(n)+",avg_ttl=0")
+		}
+		section(infoKeyspace, "Keyspace", fields...)
+	}
+	if mask&infoRaft != 0 && s.admin != nil {
+		var fields []string
+		for _, kv := range s.admin.Status() {
+			fields = append(fields, "raft_"+kv[0], kv[1])
+		}
+		section(infoRaft, "Raft", fields...)
+	}
+	r.Verbatim(b.String())
+}

@@ -1,0 +1,243 @@
+package resp
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// limiterCommands are SPEC section 2's commands.
+func limiterCommands() []*command {
+	rl := func(name string, kind engine.Kind, limitName, periodName, summary string) *command {
+		return &command{
+			name: name, arity: -4, flags: []string{"write", "denyoom", "fast"},
+			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
+			summary: summary,
+			args:    []argDoc{keyArg("key"), intArg(limitName), strArg(periodName), costArgDoc},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				s.runLimiter(c, args, p, kind, limitName, periodName)
+			},
+			render: renderDecision,
+		}
+	}
+	logCmd := rl("rl.log", engine.KindLog, "limit", "window",
+		"Sliding window log: allow if fewer than limit units were admitted in the last window")
+	logCmd.complexity = "O(n) in the expired entries"
+	return []*command{
+		rl("rl.token", engine.KindToken, "capacity", "rate",
+			"Token bucket: take cost tokens from a bucket of capacity refilled at rate"),
+		rl("rl.leaky", engine.KindLeaky, "capacity", "rate",
+			"Leaky bucket (meter): add cost units to a bucket of capacity draining at rate"),
+		rl("rl.fixed", engine.KindFixed, "limit", "window",
+			"Fixed window counter: allow at most limit units per epoch-aligned window"),
+		rl("rl.sliding", engine.KindSliding, "limit", "window",
+			"Sliding window counter: weighted count of this and the previous window"),
+		logCmd,
+		{
+			name: "cl.throttle", arity: -5, flags: []string{"write", "denyoom", "fast"},
+			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
+			summary: "redis-cell compatible GCRA rate limiting",
+			args: []argDoc{keyArg("key"), intArg("max_burst"), intArg("count"), intArg("period"),
+				optional(intArg("quantity"))},
+			run:    runThrottle,
+			render: renderDecision,
+		},
+		{
+			name: "rl.peek", arity: 2, flags: []string{"readonly", "fast"},
+			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
+			summary: "Reply what the key's own command would with cost 0, or nil",
+			args:    []argDoc{keyArg("key")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if s.checkKey(c, args[1]) {
+					c.enqueue(p, engine.Op{Code: engine.OpPeek, Key: args[1]})
+				}
+			},
+			render: renderDecision,
+		},
+		{
+			name: "rl.reset", arity: -2, flags: []string{"write"},
+			firstKey: 1, lastKey: -1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(N) keys",
+			summary: "Forget the state of the keys; reply how many existed",
+			args:    []argDoc{multiple(keyArg("key"))},
+			run:     runPerKey(engine.OpDelete),
+			render:  renderCountSum,
+		},
+	}
+}
+
+// checkKey replies an error and returns false when key is not a valid key.
+func (s *Server) checkKey(c *client, key []byte) bool {
+	if len(key) == 0 {
+		c.local.Error("ERR invalid key '': must be 1 to " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes")
+		return false
+	}
+	if len(key) > s.cfg.MaxKeyLen {
+		c.local.Error("ERR invalid key: longer than " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes")
+		return false
+	}
+	return true
+}
+
+// runLimiter parses `RL.X key limit period [COST n]` into an OpDecide.
+func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Kind, limitName, periodName string) {
+	if !s.checkKey(c, args[1]) {
+		return
+	}
+	limit, err := ParseInteger(limitName, args[2])
+	if err != nil {
+		c.local.Error(err.Error())
+		return
+	}
+	if limit < 1 {
+		c.local.Error("ERR invalid " + limitName + " '" + printable(args[2], 64) + "': must be at least 1")
+		return
+	}
+	if kind == engine.KindLog && limit > s.cfg.MaxLogLimit {
+		c.local.Error("ERR invalid limit '" + printable(args[2], 64) + "': exceeds max-log-limit " +
+			strconv.FormatInt(s.cfg.MaxLogLimit, 10))
+		return
+	}
+	var period int64
+	if kind == engine.KindToken || kind == engine.KindLeaky {
+		period, err = ParseRate(periodName, args[3])
+	} else {
+		period, err = ParseDuration(periodName, args[3])
+	}
+	if err != nil {
+		c.local.Error(err.Error())
+		return
+	}
+	cost := int64(1)
+	for i := 4; i < len(args); i += 2 {
+		if !bytes.EqualFold(args[i], []byte("cost")) {
+			c.local.Error("ERR unknown option '" + printable(args[i], 64) + "' for '" + p.cmd.name + "': expected COST n")
+			return
+		}
+		if i+1 >= len(args) {
+			c.local.Error("ERR option COST needs a value")
+			return
+		}
+		if cost, err = ParseInteger("cost", args[i+1]); err != nil {
+			c.local.Error(err.Error())
+			return
+		}
+	}
+	c.enqueue(p, engine.Op{
+		Code: engine.OpDecide,
+		Key:  args[1],
+		Rule: engine.Rule{Kind: kind, Limit: limit, Period: period},
+		Cost: cost,
+	})
+}
+
+// maxGCRASpan bounds redis-cell's tau and increment so that times stay far
+// inside int64 nanoseconds (2^62 ns is about 146 years).
+const maxGCRASpan = int64(1) << 62
+
+// runThrottle parses `CL.THROTTLE key max_burst count period [quantity]`.
+func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
+	if len(args) > 6 {
+		c.local.Error("ERR wrong number of arguments for 'cl.throttle' command")
+		return
+	}
+	if !s.checkKey(c, args[1]) {
+		return
+	}
+	var vals [4]int64
+	names := [4]string{"max_burst", "count", "period", "quantity"}
+	vals[3] = 1
+	for i := 2; i < len(args); i++ {
+		v, err := ParseInteger(names[i-2], args[i])
+		if err != nil {
+			c.local.Error(err.Error())
+			return
+		}
+		vals[i-2] = v
+	}
+	burst, count, period, quantity := vals[0], vals[1], vals[2], vals[3]
+	if count == 0 || period == 0 {
+		c.local.Error("ERR Zero rates are not supported")
+		return
+	}
+	const maxPeriod = 366 * 24 * 3600
+	if period > maxPeriod {
+		c.local.Error("ERR invalid period '" + printable(args[4], 64) + "': must be at most 31622400 seconds (366d)")
+		return
+	}
+	interval := period * 1e9 / count
+	if interval < 1 {
+		c.local.Error("ERR invalid count '" + printable(args[3], 64) + "': more than 1000000000 per second")
+		return
+	}
+	if burst+1 > maxGCRASpan/interval {
+		c.local.Error("ERR invalid max_burst '" + printable(args[2], 64) + "': the burst spans more than 146 years")
+		return
+	}
+	if quantity > maxGCRASpan/interval {
+		c.local.Error("ERR invalid quantity '" + printable(args[5], 64) + "': the quantity spans more than 146 years")
+		return
+	}
+	c.enqueue(p, engine.Op{
+		Code: engine.OpDecide,
+		Key:  args[1],
+		Rule: engine.Rule{Kind: engine.KindGCRA, Limit: burst + 1, Period: interval},
+		Cost: quantity,
+	})
+}
+
+// renderDecision writes the five-integer reply of a limiter decision, in
+// redis-cell's format for a GCRA key; nil for a peek of an absent key.
+func renderDecision(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+	res := &results[0]
+	if res.Err != nil {
+		r.Error(res.Err.Error())
+		return
+	}
+	if res.Kind == engine.KindNone {
+		r.Null()
+		return
+	}
+	r.Array(5)
+	allowed := int64(0)
+	if res.Allowed {
+		allowed = 1
+	}
+	if res.Kind == engine.KindGCRA {
+		r.Int(1 - allowed) // redis-cell replies "limited"
+	} else {
+		r.Int(allowed)
+	}
+	r.Int(res.Limit)
+	r.Int(res.Remaining)
+	r.Int(res.RetryAfter)
+	r.Int(res.ResetAfter)
+}
+
+// runPerKey returns a run function that enqueues one op per key argument
+// (DEL, RL.RESET, EXISTS).
+func runPerKey(code engine.OpCode) func(s *Server, c *client, args [][]byte, p *pending) {
+	return func(s *Server, c *client, args [][]byte, p *pending) {
+		for _, key := range args[1:] {
+			if len(key) > s.cfg.MaxKeyLen {
+				// Such a key cannot exist: skip it, but keep the reply's shape.
+				continue
+			}
+			c.enqueue(p, engine.Op{Code: code, Key: key})
+		}
+		p.deferred = true
+	}
+}
+
+// renderCountSum replies the sum of the results' counts.
+func renderCountSum(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+	var n int64
+	for i := range results {
+		if results[i].Err != nil {
+			r.Error(results[i].Err.Error())
+			return
+		}
+		n += results[i].Count
+	}
+	r.Int(n)
+}

@@ -1,0 +1,207 @@
+package resp
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/tidwall/redcon"
+)
+
+// client is one connection's state. Its scratch slices are reused from
+// pipeline to pipeline so that a steady client allocates nothing per command.
+type client struct {
+	id      int64
+	conn    redcon.Conn
+	guard   *GuardConn
+	laddr   string
+	created time.Time
+
+	// Touched only by the connection's goroutine.
+	proto  int
+	authed bool
+	quit   bool
+
+	// mu guards the fields CLIENT LIST reads from other goroutines.
+	mu         sync.Mutex
+	name       string
+	libName    string
+	libVer     string
+	lastCmd    string
+	shownProto int // proto, as CLIENT LIST shows it
+
+	cmds    []redcon.Command
+	pending []pending
+	ops     []engine.Op
+	results []engine.Result
+	local   replyBuf // replies rendered without the executor, in order
+	out     replyBuf // the whole pipeline's replies
+}
+
+// pending is one command of a pipeline on its way to a reply: either bytes
+// already rendered into client.local, or a range of engine operations whose
+// results its command renders once the batch has run.
+type pending struct {
+	cmd        *command
+	proto      int
+	opStart    int
+	opEnd      int
+	localStart int
+	localEnd   int
+	arg        int64 // a parse-time value the renderer needs (command specific)
+	deferred   bool  // rendered by cmd.render after the batch ran
+}
+
+// enqueue adds an engine operation for the command being dispatched; its
+// reply is rendered by the command's render function after the batch ran.
+func (c *client) enqueue(p *pending, op engine.Op) {
+	p.deferred = true
+	c.ops = append(c.ops, op)
+}
+
+// runPipeline parses every command of a pipeline, runs all their engine
+// operations as one batch, and writes every reply in order in one write.
+func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
+	c.pending = c.pending[:0]
+	c.ops = c.ops[:0]
+	c.local.b = c.local.b[:0]
+	for _, rc := range cmds {
+		if c.quit {
+			break
+		}
+		c.pending = append(c.pending, pending{})
+		p := &c.pending[len(c.pending)-1]
+		s.dispatch(c, rc.Args, p)
+	}
+	if n := len(c.pending); n > 0 && c.pending[n-1].cmd != nil {
+		c.mu.Lock()
+		c.lastCmd = c.pending[n-1].cmd.name
+		c.mu.Unlock()
+	}
+
+	var execErr error
+	if len(c.ops) > 0 {
+		if cap(c.results) < len(c.ops) {
+			c.results = make([]engine.Result, len(c.ops))
+		}
+		c.results = c.results[:len(c.ops)]
+		clear(c.results)
+		execErr = s.exec.Execute(context.Background(), c.ops, c.results)
+	}
+
+	c.out.b = c.out.b[:0]
+	for i := range c.pending {
+		p := &c.pending[i]
+		if !p.deferred {
+			c.out.b = append(c.out.b, c.local.b[p.localStart:p.localEnd]...)
+			continue
+		}
+		c.out.proto = p.proto
+		if execErr != nil {
+			if !p.cmd.tolerant {
+				c.out.Error(errorText(execErr))
+				continue
+			}
+			for i := p.opStart; i < p.opEnd; i++ {
+				c.results[i].Err = execErr
+			}
+		}
+		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
+	}
+	// Keys and patterns point into redcon's buffers: drop them so the
+	// scratch slices do not pin old pipelines.
+	clear(c.ops)
+	c.conn.WriteRaw(c.out.b)
+	if c.quit {
+		_ = c.conn.Close()
+	}
+	// Do not let one huge pipeline pin megabytes per idle connection.
+	const keep = 64 << 10
+	if cap(c.out.b) > keep {
+		c.out.b = nil
+	}
+	if cap(c.local.b) > keep {
+		c.local.b = nil
+	}
+	if cap(c.ops) > 4096 {
+		c.ops, c.results, c.pending = nil, nil, nil
+	}
+}
+
+// dispatch looks a command up, checks arity and authentication, and lets it
+// either render a local reply or queue engine operations.
+func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
+	c.local.proto = c.proto
+	p.proto = c.proto
+	p.localStart = len(c.local.b)
+	p.opStart = len(c.ops)
+	defer func() {
+		p.localEnd = len(c.local.b)
+		p.opEnd = len(c.ops)
+	}()
+	if len(args) == 0 {
+		return
+	}
+	cmd := s.lookup(args[0])
+	if cmd == nil {
+		c.local.Error(unknownCommand(args))
+		return
+	}
+	if !c.authed && !cmd.noAuth {
+		c.local.Error("NOAUTH Authentication required.")
+		return
+	}
+	if !cmd.arityOK(len(args)) {
+		c.local.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
+		return
+	}
+	p.cmd = cmd
+	cmd.run(s, c, args, p)
+}
+
+// lookup finds a command by case-insensitive name without allocating.
+func (s *Server) lookup(name []byte) *command {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return nil
+	}
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return s.commands[string(buf[:len(name)])]
+}
+
+// unknownCommand renders Redis's unknown-command error text.
+func unknownCommand(args [][]byte) string {
+	msg := "ERR unknown command '" + printable(args[0], 128) + "', with args beginning with: "
+	for _, a := range args[1:] {
+		if len(msg) > 256 {
+			break
+		}
+		msg += "'" + printable(a, 128-min(len(msg), 128)) + "' "
+	}
+	return msg
+}
+
+// printable returns at most max bytes of b with control and non-ASCII bytes
+// replaced, for quoting client input in an error reply.
+func printable(b []byte, max int) string {
+	if max < 0 {
+		max = 0
+	}
+	if len(b) > max {
+		b = b[:max]
+	}
+	out := make([]byte, len(b))
+	for i, ch := range b {
+		if ch < 0x20 || ch >= 0x7f {
+			ch = '?'
+		}
+		out[i] = ch
+	}
+	return string(out)
+}

@@ -1,0 +1,213 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Config is the RESP server's configuration. Zero values take the defaults
+// named on each field.
+type Config struct {
+	// RequirePass, when set, makes clients AUTH before other commands.
+	RequirePass string
+	// EnableDebug allows the DEBUG command (the test clock).
+	EnableDebug bool
+	// Limits are the protocol limits enforced before redcon parses a byte.
+	Limits Limits
+	// MaxKeyLen bounds key length in bytes (default 1024).
+	MaxKeyLen int
+	// MaxLogLimit bounds RL.LOG's limit (default 100000).
+	MaxLogLimit int64
+	// MaxClients bounds connected clients (default 10000).
+	MaxClients int
+	// Persistent says whether state survives a restart (INFO and CONFIG
+	// GET appendonly report it).
+	Persistent bool
+	// Version is reported by INFO as sluice_version.
+	Version string
+	// Logger receives the server's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Limits == (Limits{}) {
+		c.Limits = DefaultLimits()
+	}
+	if c.MaxKeyLen <= 0 {
+		c.MaxKeyLen = 1024
+	}
+	if c.MaxLogLimit <= 0 {
+		c.MaxLogLimit = 100000
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = 10000
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server is a RESP server: it parses commands into engine operations and
+// hands them to its Executor, a whole pipeline at a time.
+//
+// Lock order: Server.mu (the client registry) before client.mu (a client's
+// name fields). No other lock of this package is held while calling the
+// Executor.
+type Server struct {
+	cfg      Config
+	exec     Executor
+	admin    ClusterAdmin // nil unless exec is a cluster node
+	commands map[string]*command
+	started  time.Time
+
+	mu      sync.Mutex
+	clients map[*client]struct{}
+	srv     *redcon.Server
+	ln      net.Listener
+
+	nextID        atomic.Int64
+	connected     atomic.Int64
+	connsTotal    atomic.Int64
+	rejectedConns atomic.Int64
+	commandsTotal atomic.Int64
+}
+
+// NewServer returns a server that executes commands with exec.
+func NewServer(cfg Config, exec Executor) *Server {
+	cfg.setDefaults()
+	s := &Server{
+		cfg:     cfg,
+		exec:    exec,
+		started: time.Now(),
+		clients: make(map[*client]struct{}),
+	}
+	s.admin, _ = exec.(ClusterAdmin)
+	s.commands = buildCommandTable(s.admin != nil)
+	return s
+}
+
+// Serve accepts connections on ln until Close. Every connection is wrapped
+// by the protocol guard before redcon reads from it.
+func (s *Server) Serve(ln net.Listener) error {
+	guarded := NewGuardListener(ln, s.cfg.Limits, s.cfg.RequirePass != "")
+	srv := redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.handle, s.accept, s.closed)
+	s.mu.Lock()
+	s.srv = srv
+	s.ln = ln
+	s.mu.Unlock()
+	if err := srv.Serve(guarded); err != nil {
+		return fmt.Errorf("serve RESP on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// Addr is the address the server listens on (nil before Serve).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Close stops accepting connections and closes every client connection.
+// Commands already handed to the executor finish there; their replies may
+// not reach clients.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	srv := s.srv
+	conns := make([]redcon.Conn, 0, len(s.clients))
+	for c := range s.clients {
+		conns = append(conns, c.conn)
+	}
+	s.mu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Close()
+	}
+	for _, c := range conns {
+		_ = c.NetConn().Close()
+	}
+	// Wait for the connection goroutines to notice.
+	for s.connected.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("close RESP server: %w", ctx.Err()))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// accept registers a new connection, or refuses it past MaxClients with
+// Redis's error.
+func (s *Server) accept(conn redcon.Conn) bool {
+	s.connsTotal.Add(1)
+	if s.connected.Add(1) > int64(s.cfg.MaxClients) {
+		s.connected.Add(-1)
+		s.rejectedConns.Add(1)
+		nc := conn.NetConn()
+		_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		return false
+	}
+	c := &client{
+		id:         s.nextID.Add(1),
+		conn:       conn,
+		proto:      2,
+		shownProto: 2,
+		authed:     s.cfg.RequirePass == "",
+		created:    time.Now(),
+	}
+	c.guard, _ = conn.NetConn().(*GuardConn)
+	if la := conn.NetConn().LocalAddr(); la != nil {
+		c.laddr = la.String()
+	}
+	conn.SetContext(c)
+	s.mu.Lock()
+	s.clients[c] = struct{}{}
+	s.mu.Unlock()
+	return true
+}
+
+// closed unregisters a connection.
+func (s *Server) closed(conn redcon.Conn, err error) {
+	c, ok := conn.Context().(*client)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.clients, c)
+	s.mu.Unlock()
+	s.connected.Add(-1)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.cfg.Logger.Debug("client connection ended", "id", c.id, "addr", conn.RemoteAddr(), "err", err)
+	}
+}
+
+// handle takes a command and the rest of its pipeline and runs them as one
+// batch.
+func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
+	c, ok := conn.Context().(*client)
+	if !ok {
+		conn.WriteError("ERR internal error: connection without state")
+		return
+	}
+	cmds := append(c.cmds[:0], cmd)
+	cmds = append(cmds, conn.ReadPipeline()...)
+	c.cmds = cmds[:0]
+	s.commandsTotal.Add(int64(len(cmds)))
+	s.runPipeline(c, cmds)
+}

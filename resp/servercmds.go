@@ -1,0 +1,396 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// maxTimewarpMillis bounds one DEBUG TIMEWARP step (366 days) so that the
+// clock stays far inside int64 nanoseconds.
+const maxTimewarpMillis = 366 * 24 * 3600 * 1000
+
+// serverCommands are SPEC section 3's server commands.
+func serverCommands() []*command {
+	cmdCmd := &command{
+		name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "2.8.13",
+		complexity: "O(N) commands", summary: "Describe the commands: COUNT, LIST, INFO, DOCS",
+		run: runCommandCmd,
+	}
+	cmdCmd.subs = []*command{
+		{name: "command|count", arity: 2, group: "server", since: "2.8.13", summary: "The number of commands"},
+		{name: "command|list", arity: -2, group: "server", since: "7.0.0", summary: "The names of the commands"},
+		{name: "command|info", arity: -2, group: "server", since: "2.8.13", summary: "Details of commands",
+			args: []argDoc{optional(multiple(strArg("command-name")))}},
+		{name: "command|docs", arity: -2, group: "server", since: "7.0.0", summary: "Documentation of commands",
+			args: []argDoc{optional(multiple(strArg("command-name")))}},
+	}
+	config := &command{
+		name: "config", arity: -2, group: "server", since: "2.0.0", complexity: "O(N)",
+		summary: "CONFIG GET the settings clients probe", run: runSubcommand,
+	}
+	config.subs = []*command{
+		{name: "config|get", arity: -3, group: "server", since: "2.0.0", summary: "Settings matching the patterns",
+			args: []argDoc{multiple(argDoc{name: "parameter", typ: "pattern"})}, run: runConfigGet},
+		{name: "config|set", arity: -4, group: "server", since: "2.0.0", summary: "Not supported: sluice is configured by flags",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.local.Error("ERR CONFIG SET is not supported: sluice is configured by its flags")
+			}},
+		{name: "config|resetstat", arity: 2, group: "server", since: "2.0.0", summary: "Accepted for compatibility",
+			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
+	}
+	debug := &command{
+		name: "debug", arity: -2, group: "server", since: "1.0.0", complexity: "O(1)",
+		summary: "The test clock: TIMEWARP ms, CLOCK FREEZE [unix-ms], CLOCK RESUME (needs --enable-debug-command)",
+		run: func(s *Server, c *client, args [][]byte, p *pending) {
+			if !s.cfg.EnableDebug {
+				c.local.Error("ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.")
+				return
+			}
+			runDebug(s, c, args, p)
+		},
+		render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+			if results[0].Err != nil {
+				r.Error(results[0].Err.Error())
+				return
+			}
+			r.OK()
+		},
+	}
+	debug.subs = []*command{
+		{name: "debug|timewarp", arity: 3, group: "server", since: "1.0.0", summary: "Advance the clock by ms",
+			args: []argDoc{intArg("milliseconds")}},
+		{name: "debug|clock", arity: -3, group: "server", since: "1.0.0", summary: "FREEZE [unix-ms] or RESUME the clock",
+			args: []argDoc{{name: "action", typ: "oneof", subargs: []argDoc{
+				{name: "freeze", typ: "block", token: "FREEZE", subargs: []argDoc{optional(intArg("unix-time-milliseconds"))}},
+				{name: "resume", typ: "pure-token", token: "RESUME"}}}}},
+	}
+	return []*command{
+		{
+			name: "time", arity: 1, flags: []string{"fast"}, group: "server", since: "2.6.0", complexity: "O(1)",
+			summary: "The clock decisions use: unix seconds and microseconds",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.enqueue(p, engine.Op{Code: engine.OpTime})
+			},
+			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+				ns := results[0].Count
+				r.Array(2)
+				r.BulkInt(ns / 1e9)
+				r.BulkInt(ns % 1e9 / 1e3)
+			},
+		},
+		{
+			name: "info", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "1.0.0",
+			complexity: "O(1)", summary: "Server information by section",
+			args: []argDoc{optional(multiple(strArg("section")))},
+			run:  runInfo, render: renderInfo, tolerant: true,
+		},
+		cmdCmd, config, debug,
+	}
+}
+
+// runDebug parses DEBUG's subcommands into clock operations.
+func runDebug(s *Server, c *client, args [][]byte, p *pending) {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "timewarp" && len(args) == 3:
+		ms, err := ParseInteger("milliseconds", args[2])
+		if err != nil {
+			c.local.Error(err.Error())
+			return
+		}
+		if ms > maxTimewarpMillis {
+			c.local.Error("ERR invalid milliseconds '" + printable(args[2], 64) + "': at most 31622400000 (366d) per call")
+			return
+		}
+		c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})
+	case sub == "clock" && len(args) >= 3 && strings.EqualFold(string(args[2]), "freeze") && len(args) <= 4:
+		var at int64
+		if len(args) == 4 {
+			ms, err := ParseInteger("unix-ms", args[3])
+			if err != nil {
+				c.local.Error(err.Error())
+				return
+			}
+			if ms > 9_000_000_000_000 || ms == 0 {
+				c.local.Error("ERR invalid unix-ms '" + printable(args[3], 64) + "': must be a time from 1970 to 2255")
+				return
+			}
+			at = ms * 1e6
+		}
+		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Cost: at})
+	case sub == "clock" && len(args) == 3 && strings.EqualFold(string(args[2]), "resume"):
+		c.enqueue(p, engine.Op{Code: engine.OpClockResume})
+	default:
+		c.local.Error("ERR unknown DEBUG subcommand or wrong arguments: use DEBUG TIMEWARP ms, DEBUG CLOCK FREEZE [unix-ms] or DEBUG CLOCK RESUME")
+	}
+}
+
+// runCommandCmd implements COMMAND and its subcommands from the table.
+func runCommandCmd(s *Server, c *client, args [][]byte, p *pending) {
+	r := &c.local
+	if len(args) == 1 {
+		r.Array(len(s.commands))
+		for _, name := range s.sortedNames() {
+			s.writeCommandInfo(r, s.commands[name])
+		}
+		return
+	}
+	sub := subcommand(c, p.cmd, args)
+	if sub == nil {
+		return
+	}
+	names := args[2:]
+	switch sub.name {
+	case "command|count":
+		r.Int(int64(len(s.commands)))
+	case "command|list":
+		all := s.sortedNames()
+		r.Array(len(all))
+		for _, n := range all {
+			r.BulkString(n)
+		}
+	case "command|info":
+		if len(names) == 0 {
+			r.Array(len(s.commands))
+			for _, name := range s.sortedNames() {
+				s.writeCommandInfo(r, s.commands[name])
+			}
+			return
+		}
+		r.Array(len(names))
+		for _, n := range names {
+			if cmd := s.commands[strings.ToLower(string(n))]; cmd != nil {
+				s.writeCommandInfo(r, cmd)
+			} else {
+				r.Null()
+			}
+		}
+	case "command|docs":
+		var found []*command
+		if len(names) == 0 {
+			for _, name := range s.sortedNames() {
+				found = append(found, s.commands[name])
+			}
+		}
+		for _, n := range names {
+			if cmd := s.commands[strings.ToLower(string(n))]; cmd != nil {
+				found = append(found, cmd)
+			}
+		}
+		r.Map(len(found))
+		for _, cmd := range found {
+			r.BulkString(cmd.name)
+			writeCommandDocs(r, cmd)
+		}
+	}
+}
+
+// writeCommandInfo writes one command as Redis 7's COMMAND INFO does: name,
+// arity, flags, first key, last key, step, ACL categories, tips, key
+// specifications, subcommands.
+func (s *Server) writeCommandInfo(r *replyBuf, cmd *command) {
+	r.Array(10)
+	r.BulkString(cmd.name)
+	r.Int(int64(cmd.arity))
+	r.Set(len(cmd.flags))
+	for _, f := range cmd.flags {
+		r.Simple(f)
+	}
+	r.Int(int64(cmd.firstKey))
+	r.Int(int64(cmd.lastKey))
+	r.Int(int64(cmd.keyStep))
+	r.Set(1)
+	r.Simple("@" + cmd.group)
+	r.Array(0) // tips
+	r.Array(0) // key specifications
+	r.Array(len(cmd.subs))
+	for _, sub := range cmd.subs {
+		s.writeCommandInfo(r, sub)
+	}
+}
+
+// writeCommandDocs writes one command's COMMAND DOCS map.
+func writeCommandDocs(r *replyBuf, cmd *command) {
+	n := 4
+	if len(cmd.args) > 0 {
+		n++
+	}
+	if len(cmd.subs) > 0 {
+		n++
+	}
+	r.Map(n)
+	r.BulkString("summary")
+	r.BulkString(cmd.summary)
+	r.BulkString("since")
+	r.BulkString(cmd.since)
+	r.BulkString("group")
+	r.BulkString(cmd.group)
+	r.BulkString("complexity")
+	r.BulkString(cmd.complexity)
+	if len(cmd.args) > 0 {
+		r.BulkString("arguments")
+		writeArgDocs(r, cmd.args)
+	}
+	if len(cmd.subs) > 0 {
+		r.BulkString("subcommands")
+		r.Map(len(cmd.subs))
+		for _, sub := range cmd.subs {
+			r.BulkString(sub.name)
+			writeCommandDocs(r, sub)
+		}
+	}
+}
+
+func writeArgDocs(r *replyBuf, args []argDoc) {
+	r.Array(len(args))
+	for _, a := range args {
+		var flags []string
+		if a.optional {
+			flags = append(flags, "optional")
+		}
+		if a.multiple {
+			flags = append(flags, "multiple")
+		}
+		n := 2
+		if a.token != "" {
+			n++
+		}
+		if len(flags) > 0 {
+			n++
+		}
+		if len(a.subargs) > 0 {
+			n++
+		}
+		r.Map(n)
+		r.BulkString("name")
+		r.BulkString(a.name)
+		r.BulkString("type")
+		r.BulkString(a.typ)
+		if a.token != "" {
+			r.BulkString("token")
+			r.BulkString(a.token)
+		}
+		if len(flags) > 0 {
+			r.BulkString("flags")
+			r.Array(len(flags))
+			for _, f := range flags {
+				r.Simple(f)
+			}
+		}
+		if len(a.subargs) > 0 {
+			r.BulkString("arguments")
+			writeArgDocs(r, a.subargs)
+		}
+	}
+}
+
+// sortedNames lists the command names in order, for stable COMMAND output.
+func (s *Server) sortedNames() []string {
+	names := make([]string, 0, len(s.commands))
+	for n := range s.commands {
+		names = append(names, n)
+	}
+	sortStrings(names)
+	return names
+}
+
+// configValues are the settings CONFIG GET reports: what clients and
+// redis-benchmark probe, with sluice's values.
+func (s *Server) configValues() [][2]string {
+	appendonly := "no"
+	if s.cfg.Persistent {
+		appendonly = "yes"
+	}
+	return [][2]string{
+		{"appendonly", appendonly},
+		{"save", ""},
+		{"databases", "1"},
+		{"maxclients", strconv.Itoa(s.cfg.MaxClients)},
+		{"proto-max-bulk-len", strconv.FormatInt(s.cfg.Limits.MaxBulk, 10)},
+		{"client-query-buffer-limit", strconv.FormatInt(s.cfg.Limits.MaxQueryBuffer, 10)},
+		{"timeout", "0"},
+		{"maxmemory", "0"},
+		{"maxmemory-policy", "noeviction"},
+		{"cluster-enabled", "no"},
+		{"enable-debug-command", map[bool]string{true: "yes", false: "no"}[s.cfg.EnableDebug]},
+		{"max-log-limit", strconv.FormatInt(s.cfg.MaxLogLimit, 10)},
+	}
+}
+
+// runConfigGet implements CONFIG GET pattern [pattern ...].
+func runConfigGet(s *Server, c *client, args [][]byte, p *pending) {
+	var out [][2]string
+	for _, kv := range s.configValues() {
+		for _, pat := range args[1:] {
+			if engine.MatchGlob(bytes.ToLower(pat), []byte(kv[0])) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	c.local.Map(len(out))
+	for _, kv := range out {
+		c.local.BulkString(kv[0])
+		c.local.BulkString(kv[1])
+	}
+}
+
+// raftCommands are SPEC section 5's cluster commands.
+func raftCommands() []*command {
+	admin := func(name string, arity int, summary string, args []argDoc,
+		do func(ctx context.Context, a ClusterAdmin, args [][]byte) error) *command {
+		return &command{
+			name: name, arity: arity, group: "cluster", since: "1.0.0", complexity: "O(1)",
+			summary: summary, args: args,
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := do(ctx, s.admin, args); err != nil {
+					c.local.Error(errorText(err))
+					return
+				}
+				c.local.OK()
+			},
+		}
+	}
+	return []*command{
+		{
+			name: "raft.status", arity: 1, flags: []string{"loading", "stale"}, group: "cluster", since: "1.0.0",
+			complexity: "O(1)", summary: "This node's view of the cluster",
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				st := s.admin.Status()
+				c.local.Map(len(st))
+				for _, kv := range st {
+					c.local.BulkString(kv[0])
+					c.local.BulkString(kv[1])
+				}
+			},
+		},
+		admin("raft.join", 3, "Add a voter", []argDoc{strArg("id"), strArg("raft_addr")},
+			func(ctx context.Context, a ClusterAdmin, args [][]byte) error {
+				return a.Join(ctx, string(args[1]), string(args[2]))
+			}),
+		admin("raft.remove", 2, "Remove a server", []argDoc{strArg("id")},
+			func(ctx context.Context, a ClusterAdmin, args [][]byte) error {
+				return a.Remove(ctx, string(args[1]))
+			}),
+		admin("raft.transfer", -1, "Hand leadership to id, or to any voter", []argDoc{optional(strArg("id"))},
+			func(ctx context.Context, a ClusterAdmin, args [][]byte) error {
+				if len(args) > 2 {
+					return errSyntax
+				}
+				id := ""
+				if len(args) == 2 {
+					id = string(args[1])
+				}
+				return a.Transfer(ctx, id)
+			}),
+		admin("raft.snapshot", 1, "Take a snapshot now", nil,
+			func(ctx context.Context, a ClusterAdmin, args [][]byte) error { return a.Snapshot(ctx) }),
+	}
+}
