@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// sluiceBin is the sluice binary named by $SLUICE_BIN (e.g. bin/sluice
+// after make build, as an absolute path); the tests that need a real sluice
+// skip without it, so that a stale binary never fails make test.
+func sluiceBin(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("SLUICE_BIN")
+	if bin == "" {
+		t.Skip("set SLUICE_BIN to a sluice binary to run this test")
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("SLUICE_BIN: %v", err)
+	}
+	return bin
+}
+
+func quietRunner(cfg ServerConfig) *Runner {
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	return &Runner{Env: NewEnv(cfg), Log: cfg.Logger}
+}
+
+func TestUnavailableTargetIsReported(t *testing.T) {
+	r := quietRunner(ServerConfig{SluiceBin: filepath.Join(t.TempDir(), "missing"), RedisBin: filepath.Join(t.TempDir(), "missing")})
+	defer r.Env.Close()
+	c := Case{ID: "x", Workload: Workload{Alg: AlgToken, Keys: 10, Dist: DistUniform, Cost: 1},
+		Load:    LoadOptions{Conns: 1, Pipeline: 1, Requests: 10},
+		Targets: []string{TargetSluiceMem, TargetRedisAnchor}, Rounds: 2, Baseline: TargetRedisAnchor}
+	cr, err := r.RunCase(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range cr.Runs {
+		if run.Unavailable == "" || run.OK() {
+			t.Errorf("%s: not reported unavailable: %+v", run.Target, run)
+		}
+	}
+	if cr.Ratio(TargetSluiceMem) != 0 {
+		t.Error("a ratio between unavailable targets")
+	}
+	a := r.Accuracy(context.Background(), AccuracyOptions{})
+	if a.Unavailable == "" {
+		t.Error("accuracy without a sluice binary not reported unavailable")
+	}
+	s, err := r.Sweep(context.Background(), SweepOptions{Targets: []string{TargetSluiceMem}, Counts: []uint64{10}})
+	if err != nil || len(s) != 1 || s[0].Unavailable == "" {
+		t.Errorf("sweep without binaries: %+v %v", s, err)
+	}
+}
+
+// TestAgainstSluice runs a short case, the accuracy replay (deterministic:
+// the clock is frozen and moved by DEBUG TIMEWARP) and a small memory sweep
+// against a real sluice.
+func TestAgainstSluice(t *testing.T) {
+	bin := sluiceBin(t)
+	r := quietRunner(ServerConfig{SluiceBin: bin, RedisBin: "redis-server", WorkDir: t.TempDir()})
+	defer r.Env.Close()
+	ctx := testCtx(t)
+
+	c := Case{ID: "t", Workload: Workload{Alg: AlgLog, Keys: 20, Dist: DistZipf, Cost: 3, DenyShare: 0.5},
+		Load:    LoadOptions{Conns: 2, Pipeline: 4, Requests: 400},
+		Targets: []string{TargetSluiceMem, TargetSluiceDurable}, Rounds: 1}
+	cr, err := r.RunCase(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range cr.Runs {
+		if !run.OK() || run.Median.Errors != 0 || run.Median.Requests != 400 {
+			t.Fatalf("%s: %+v", run.Target, run)
+		}
+		if d := run.Median.DenyShare(); d < 0.35 || d > 0.65 {
+			t.Errorf("%s: denied share %.2f, want about 0.5", run.Target, d)
+		}
+	}
+
+	o := AccuracyOptions{Keys: 4, Windows: 3, Limit: 10, Window: time.Second, Seed: 1}
+	a := r.Accuracy(ctx, o)
+	b := r.Accuracy(ctx, o)
+	if a.Unavailable != "" || a.Err != "" {
+		t.Fatalf("accuracy: %s%s", a.Unavailable, a.Err)
+	}
+	if len(a.Patterns) != 3 || a.Total.Requests == 0 {
+		t.Fatalf("accuracy: %+v", a)
+	}
+	if a.Total.Different != b.Total.Different || a.Total.Requests != b.Total.Requests {
+		t.Errorf("accuracy not deterministic: %+v then %+v", a.Total, b.Total)
+	}
+	// keys under the limit with evenly spaced requests: both admit everything
+	steady := a.Patterns[0]
+	if u := steady.Bands[BandUnder]; u.Requests == 0 || u.Different != 0 {
+		t.Errorf("steady traffic under the limit decided differently: %+v", u)
+	}
+	if a.Total.LogDenied == 0 {
+		t.Error("no request over the limit was denied by the log")
+	}
+
+	s, err := r.Sweep(ctx, SweepOptions{Targets: []string{TargetSluiceMem}, Counts: []uint64{100, 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 1 || len(s[0].Points) != 2 || s[0].Points[1].DBSize != 1000 || s[0].Points[1].RSS <= 0 {
+		t.Errorf("sweep: %+v", s)
+	}
+}

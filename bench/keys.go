@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+)
+
+// Dist names a key distribution.
+type Dist string
+
+// The key distributions.
+const (
+	// DistUniform picks each of the N keys with the same probability.
+	DistUniform Dist = "uniform"
+	// DistZipf picks key i with probability proportional to 1/(i+1)^0.99
+	// (YCSB's Zipfian constant): a few hot keys and a long tail.
+	DistZipf Dist = "zipf"
+	// DistHot sends every request to one key.
+	DistHot Dist = "hot"
+)
+
+// ParseDist parses a distribution name.
+func ParseDist(s string) (Dist, error) {
+	switch Dist(s) {
+	case DistUniform, DistZipf, DistHot:
+		return Dist(s), nil
+	}
+	return "", fmt.Errorf("unknown key distribution %q (want uniform, zipf or hot)", s)
+}
+
+// ZipfTheta is the skew of DistZipf.
+const ZipfTheta = 0.99
+
+// KeyPicker draws key indexes in [0, N). Each goroutine needs its own: the
+// random source is not shared.
+type KeyPicker interface {
+	Next() uint64
+}
+
+// NewKeyPicker returns a picker over n keys with distribution d, drawing
+// from rng. z may be a shared precomputed Zipf table for (n, ZipfTheta), or
+// nil to compute one.
+func NewKeyPicker(d Dist, n uint64, rng *rand.Rand, z *ZipfTable) KeyPicker {
+	if n == 0 {
+		n = 1
+	}
+	switch d {
+	case DistHot:
+		return hotPicker{}
+	case DistZipf:
+		if z == nil || z.n != n {
+			z = NewZipfTable(n, ZipfTheta)
+		}
+		return &zipfPicker{t: z, rng: rng}
+	default:
+		return &uniformPicker{n: n, rng: rng}
+	}
+}
+
+type hotPicker struct{}
+
+func (hotPicker) Next() uint64 { return 0 }
+
+type uniformPicker struct {
+	n   uint64
+	rng *rand.Rand
+}
+
+func (p *uniformPicker) Next() uint64 { return p.rng.Uint64N(p.n) }
+
+// ZipfTable holds the constants of the Zipfian generator of Gray et al.,
+// "Quickly generating billion-record synthetic databases" (SIGMOD 1994), as
+// YCSB uses it. It draws in O(1) for any theta in (0, 1), which
+// math/rand's Zipf (s > 1 only) does not cover. It is immutable and may be
+// shared between goroutines.
+type ZipfTable struct {
+	n                   uint64
+	theta, alpha, zetan float64
+	eta, half           float64
+}
+
+// NewZipfTable precomputes the generator for n items and skew theta in
+// (0, 1). It takes O(n) time once (about 20 ms per million items).
+func NewZipfTable(n uint64, theta float64) *ZipfTable {
+	zeta2 := 1 + math.Pow(0.5, theta)
+	zetan := 0.0
+	for i := uint64(1); i <= n; i++ {
+		zetan += 1 / math.Pow(float64(i), theta)
+	}
+	t := &ZipfTable{n: n, theta: theta, alpha: 1 / (1 - theta), zetan: zetan}
+	t.eta = (1 - math.Pow(2/float64(n), 1-theta)) / (1 - zeta2/zetan)
+	t.half = 1 + math.Pow(0.5, theta)
+	return t
+}
+
+// Prob is the probability of item i (0-based) under the exact Zipf law.
+func (t *ZipfTable) Prob(i uint64) float64 {
+	return 1 / math.Pow(float64(i+1), t.theta) / t.zetan
+}
+
+// Draw maps a uniform u in [0, 1) to an item in [0, n).
+func (t *ZipfTable) Draw(u float64) uint64 {
+	uz := u * t.zetan
+	if uz < 1 {
+		return 0
+	}
+	if uz < t.half {
+		return 1 % t.n
+	}
+	v := uint64(float64(t.n) * math.Pow(t.eta*u-t.eta+1, t.alpha))
+	if v >= t.n {
+		v = t.n - 1
+	}
+	return v
+}
+
+type zipfPicker struct {
+	t   *ZipfTable
+	rng *rand.Rand
+}
+
+func (p *zipfPicker) Next() uint64 { return p.t.Draw(p.rng.Float64()) }
+
+// KeyDigits is the width of the zero-padded index in key names, as in the
+// anchor measurement's "tb:" + 12 digits.
+const KeyDigits = 12
+
+// AppendKey appends prefix followed by i as KeyDigits zero-padded digits.
+func AppendKey(b []byte, prefix string, i uint64) []byte {
+	b = append(b, prefix...)
+	var tmp [20]byte
+	d := strconv.AppendUint(tmp[:0], i, 10)
+	for j := len(d); j < KeyDigits; j++ {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}

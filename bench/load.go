@@ -1,0 +1,435 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LoadOptions say how hard and how long to drive a server.
+type LoadOptions struct {
+	// Addrs are the server's RESP addresses; connection i goes to
+	// Addrs[i % len(Addrs)].
+	Addrs []string
+	// Conns is the number of connections, each driven by one goroutine.
+	Conns int
+	// Pipeline is the number of requests written at once on a connection
+	// before its replies are read (redis-benchmark's -P).
+	Pipeline int
+	// Duration is how long the measured phase lasts, unless Requests is set.
+	Duration time.Duration
+	// Requests, when > 0, ends the measured phase after this many requests.
+	Requests int64
+	// Warmup runs the same load, unmeasured, before the measured phase.
+	Warmup time.Duration
+	// Seed makes the key sequence reproducible.
+	Seed uint64
+	// Timeout bounds one batch's round trip; a connection that exceeds it
+	// fails (default 10s).
+	Timeout time.Duration
+	// ServerPIDs, if set, are the server's processes: their CPU time over
+	// the measured phase is reported per request.
+	ServerPIDs []int
+	// OnProgress, if set, is called about every 200 ms with the requests
+	// completed in the measured phase so far.
+	OnProgress func(done int64, elapsed time.Duration)
+}
+
+// Validate checks the options and fills defaults.
+func (o *LoadOptions) Validate() error {
+	var errs []error
+	if len(o.Addrs) == 0 {
+		errs = append(errs, errors.New("no server address"))
+	}
+	if o.Conns < 1 {
+		errs = append(errs, fmt.Errorf("conns: want at least 1, got %d", o.Conns))
+	}
+	if o.Pipeline < 1 {
+		errs = append(errs, fmt.Errorf("pipeline: want at least 1, got %d", o.Pipeline))
+	}
+	if o.Duration <= 0 && o.Requests <= 0 {
+		errs = append(errs, errors.New("want a duration or a request count"))
+	}
+	if o.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("warmup: want >= 0, got %s", o.Warmup))
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	return errors.Join(errs...)
+}
+
+// LoadResult is what one measured run gives.
+type LoadResult struct {
+	Requests   int64         `json:"requests"`
+	Allowed    int64         `json:"allowed"`
+	Denied     int64         `json:"denied"`
+	Errors     int64         `json:"errors"`
+	FirstError string        `json:"first_error,omitempty"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Throughput float64       `json:"throughput"` // requests per second
+	Latency    Percentiles   `json:"latency"`
+	// ServerCPU and ClientCPU are the CPU time the server's processes and
+	// this process used per request in the measured phase, in ns (0 when
+	// not measured). Less sensitive to a busy machine than throughput.
+	ServerCPU float64    `json:"server_cpu_ns_per_req,omitempty"`
+	ClientCPU float64    `json:"client_cpu_ns_per_req,omitempty"`
+	Hist      *Histogram `json:"-"`
+}
+
+// DenyShare is the measured share of denied requests among the answered.
+func (r LoadResult) DenyShare() float64 {
+	if r.Allowed+r.Denied == 0 {
+		return 0
+	}
+	return float64(r.Denied) / float64(r.Allowed+r.Denied)
+}
+
+// load phases
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseStop
+)
+
+// worker is one connection's share of a run.
+type worker struct {
+	conn    *Conn
+	gen     *requestGen
+	hist    *Histogram
+	done    int64
+	allowed int64
+	denied  int64
+	errs    int64
+	firstEr string
+	fail    error
+}
+
+// requestGen builds requests: it picks a key index, then the allowed or the
+// exhausted twin of the key.
+type requestGen struct {
+	pick        KeyPicker
+	rng         *rand.Rand
+	deny        float64
+	allow, dent Template
+	aPrefix     string
+	dPrefix     string
+	key         []byte
+}
+
+func (g *requestGen) append(b []byte) []byte {
+	i := g.pick.Next()
+	t, prefix := g.allow, g.aPrefix
+	if g.deny > 0 && g.rng.Float64() < g.deny {
+		t, prefix = g.dent, g.dPrefix
+	}
+	g.key = AppendKey(g.key[:0], prefix, i)
+	return t.Append(b, g.key)
+}
+
+// RunLoad drives a server with workload w spelled in dialect d.
+func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadResult, error) {
+	if err := w.Validate(); err != nil {
+		return LoadResult{}, fmt.Errorf("workload: %w", err)
+	}
+	if err := o.Validate(); err != nil {
+		return LoadResult{}, fmt.Errorf("load options: %w", err)
+	}
+	allow, err := d.Template(w.Alg, w.Allow)
+	if err != nil {
+		return LoadResult{}, err
+	}
+	deny, err := d.Template(w.Alg, w.Deny)
+	if err != nil {
+		return LoadResult{}, err
+	}
+	if w.DenyShare > 0 {
+		n := w.Keys
+		if w.Dist == DistHot {
+			n = 1
+		}
+		if err := Populate(ctx, o.Addrs, deny, w.DenyPrefix(), 0, n, min(o.Conns, 8)); err != nil {
+			return LoadResult{}, fmt.Errorf("use up the denied keys: %w", err)
+		}
+	}
+	var zt *ZipfTable
+	if w.Dist == DistZipf {
+		zt = NewZipfTable(w.Keys, ZipfTheta)
+	}
+
+	workers := make([]*worker, o.Conns)
+	defer func() {
+		for _, wk := range workers {
+			if wk != nil && wk.conn != nil {
+				wk.conn.Close()
+			}
+		}
+	}()
+	for i := range workers {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := Dial(dctx, o.Addrs[i%len(o.Addrs)])
+		cancel()
+		if err != nil {
+			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
+		}
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
+		workers[i] = &worker{
+			conn: c,
+			hist: NewHistogram(),
+			gen: &requestGen{
+				pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
+				allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
+			},
+		}
+	}
+
+	var phase atomic.Int32
+	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
+	var measured atomic.Int64
+	budget.Store(o.Requests)
+	if o.Warmup > 0 {
+		phase.Store(phaseWarmup)
+	} else {
+		phase.Store(phaseMeasure)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, wk := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk.run(runCtx, o, &phase, &budget, &measured)
+		}()
+	}
+	// Closing the connections unblocks workers if the context ends early.
+	stopWatch := context.AfterFunc(runCtx, func() {
+		if ctx.Err() != nil {
+			for _, wk := range workers {
+				wk.conn.SetDeadline(time.Now())
+			}
+		}
+	})
+	defer stopWatch()
+
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+
+	if o.Warmup > 0 {
+		t := time.NewTimer(o.Warmup)
+		select {
+		case <-allDone:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		phase.Store(phaseMeasure)
+	}
+	start := time.Now()
+	srvCPU0, srvErr := ProcessCPU(o.ServerPIDs)
+	cliCPU0 := selfCPU()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var end <-chan time.Time
+	if o.Requests <= 0 {
+		tm := time.NewTimer(o.Duration)
+		defer tm.Stop()
+		end = tm.C
+	}
+loop:
+	for {
+		select {
+		case <-end:
+			break loop
+		case <-allDone:
+			break loop
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			if o.OnProgress != nil {
+				o.OnProgress(measured.Load(), time.Since(start))
+			}
+		}
+	}
+	phase.Store(phaseStop)
+	<-allDone
+	elapsed := time.Since(start)
+	srvCPU1, srvErr1 := ProcessCPU(o.ServerPIDs)
+	cliCPU1 := selfCPU()
+
+	res := LoadResult{Hist: NewHistogram(), Elapsed: elapsed}
+	var fails []error
+	for i, wk := range workers {
+		res.Hist.Merge(wk.hist)
+		res.Requests += wk.done
+		res.Allowed += wk.allowed
+		res.Denied += wk.denied
+		res.Errors += wk.errs
+		if res.FirstError == "" && wk.firstEr != "" {
+			res.FirstError = wk.firstEr
+		}
+		if wk.fail != nil {
+			fails = append(fails, fmt.Errorf("connection %d: %w", i, wk.fail))
+		}
+	}
+	if o.OnProgress != nil {
+		o.OnProgress(res.Requests, elapsed)
+	}
+	if elapsed > 0 {
+		res.Throughput = float64(res.Requests) / elapsed.Seconds()
+	}
+	res.Latency = res.Hist.Summary()
+	if res.Requests > 0 {
+		if len(o.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
+			res.ServerCPU = (srvCPU1 - srvCPU0) * 1e9 / float64(res.Requests)
+		}
+		res.ClientCPU = (cliCPU1 - cliCPU0) * 1e9 / float64(res.Requests)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("load: %w", err)
+	}
+	if len(fails) == len(workers) {
+		return res, fmt.Errorf("every connection failed: %w", errors.Join(fails...))
+	}
+	if len(fails) > 0 {
+		return res, fmt.Errorf("%d of %d connections failed: %w", len(fails), len(workers), fails[0])
+	}
+	return res, nil
+}
+
+// run drives one connection until the phase is stop or the budget is spent.
+// Only batches sent in the measured phase count, so that every request
+// counted was sent and answered between the start and the end of the phase.
+func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
+	p := o.Pipeline
+	buf := make([]byte, 0, 256*p)
+	var lastDeadline time.Time
+	for ctx.Err() == nil {
+		ph := phase.Load()
+		if ph == phaseStop {
+			return
+		}
+		n := p
+		if ph == phaseMeasure && o.Requests > 0 {
+			left := budget.Add(-int64(p))
+			if left+int64(p) <= 0 {
+				return
+			}
+			if left < 0 {
+				n = p + int(left)
+			}
+		}
+		buf = buf[:0]
+		for range n {
+			buf = wk.gen.append(buf)
+		}
+		wk.conn.AppendRaw(buf)
+		t0 := time.Now()
+		if t0.Sub(lastDeadline) > o.Timeout/4 { // renewing per batch costs a timer update
+			_ = wk.conn.SetDeadline(t0.Add(o.Timeout))
+			lastDeadline = t0
+		}
+		if err := wk.conn.Flush(); err != nil {
+			wk.fail = err
+			return
+		}
+		for range n {
+			d, err := wk.conn.ReadDecision()
+			if err != nil {
+				wk.fail = err
+				return
+			}
+			if ph != phaseMeasure {
+				continue
+			}
+			wk.hist.Record(int64(time.Since(t0)))
+			switch {
+			case d.Err:
+				wk.errs++
+				if wk.firstEr == "" {
+					wk.firstEr = d.Msg
+				}
+			case d.Allowed == 1:
+				wk.allowed++
+			default:
+				wk.denied++
+			}
+		}
+		if ph == phaseMeasure {
+			wk.done += int64(n)
+			measured.Add(int64(n))
+		}
+	}
+}
+
+// Populate sends the request of template t once for every key
+// prefix+index, index in [from, to), over conns pipelined connections, and
+// fails on any error reply. The suite uses it to create live keys (memory)
+// and to use up the limits of the keys a workload's denied share goes to.
+func Populate(ctx context.Context, addrs []string, t Template, prefix string, from, to uint64, conns int) error {
+	if to <= from {
+		return nil
+	}
+	const batch = 256
+	conns = max(1, min(conns, int((to-from+batch-1)/batch)))
+	var next atomic.Uint64
+	next.Store(from)
+	errc := make(chan error, conns)
+	for i := range conns {
+		go func() {
+			errc <- populateConn(ctx, addrs[i%len(addrs)], t, prefix, &next, to, batch)
+		}()
+	}
+	var errs []error
+	for range conns {
+		if err := <-errc; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("populate %s[%d,%d): %w", prefix, from, to, errors.Join(errs...))
+	}
+	return nil
+}
+
+func populateConn(ctx context.Context, addr string, t Template, prefix string, next *atomic.Uint64, to uint64, batch uint64) error {
+	c, err := Dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	var buf, key []byte
+	for {
+		lo := next.Add(batch) - batch
+		if lo >= to {
+			return ctx.Err()
+		}
+		hi := min(lo+batch, to)
+		buf = buf[:0]
+		for i := lo; i < hi; i++ {
+			key = AppendKey(key[:0], prefix, i)
+			buf = t.Append(buf, key)
+		}
+		c.AppendRaw(buf)
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		for i := lo; i < hi; i++ {
+			d, err := c.ReadDecision()
+			if err != nil {
+				return err
+			}
+			if d.Err {
+				return ReplyError(d.Msg)
+			}
+		}
+	}
+}

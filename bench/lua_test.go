@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startRedisForTest starts a redis-server with the scripts loaded, or skips
+// the test when redis-server is not on PATH.
+func startRedisForTest(t *testing.T) *Target {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH")
+	}
+	tgt, err := StartTarget(testCtx(t), ServerConfig{RedisBin: bin, WorkDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, TargetRedis, StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tgt.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return tgt
+}
+
+// call runs one EVALSHA of the algorithm's script and returns its five integers.
+func call(t *testing.T, ctx context.Context, c *Conn, d Dialect, a Algorithm, key string, p Params) []int64 {
+	t.Helper()
+	tpl, err := d.Template(a, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.AppendRaw(tpl.Append(nil, []byte(key)))
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.ReadValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := v.Ints()
+	if err != nil {
+		t.Fatalf("%s %s: %v", a, key, err)
+	}
+	return ints
+}
+
+func TestScriptSHAs(t *testing.T) {
+	for _, name := range ScriptNames() {
+		src, err := ScriptSource(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha1.Sum([]byte(src))
+		if ScriptSHA(name) != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: sha mismatch", name)
+		}
+		if !strings.Contains(src, "redis.call") {
+			t.Errorf("%s does not look like a Redis script", name)
+		}
+	}
+	if ScriptSHA("nope.lua") != "" {
+		t.Error("sha of a missing script")
+	}
+}
+
+// The checks use limits that a slow machine cannot refill during the test
+// (rates of one unit a minute or an hour, windows of an hour), so that no
+// assertion depends on timing beyond a generous bound.
+func TestLuaScriptsAgainstRedis(t *testing.T) {
+	tgt := startRedisForTest(t)
+	ctx := testCtx(t)
+	c, err := Dial(ctx, tgt.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lua := LuaDialect{}
+
+	t.Run("token", func(t *testing.T) {
+		p := Params{Limit: 4, RateN: 4, Period: time.Minute, Cost: 1} // RL.TOKEN k 4 4/m
+		for i := range 4 {
+			r := call(t, ctx, c, lua, AlgToken, "tok", p)
+			if r[0] != 1 || r[1] != 4 || r[2] != int64(3-i) || r[3] != 0 {
+				t.Fatalf("call %d: %v", i+1, r)
+			}
+		}
+		r := call(t, ctx, c, lua, AlgToken, "tok", p)
+		if r[0] != 0 || r[2] != 0 || r[3] < 14000 || r[3] > 15000 || r[4] < 59000 || r[4] > 60000 {
+			t.Fatalf("fifth call: %v, want denied, retry_after about 15000, reset_after about 60000", r)
+		}
+		p.Cost = 5
+		if r := call(t, ctx, c, lua, AlgToken, "tok", p); r[0] != 0 || r[3] != -1 {
+			t.Fatalf("cost above capacity: %v, want retry -1", r)
+		}
+		p.Cost = 0
+		if r := call(t, ctx, c, lua, AlgToken, "fresh", p); r[0] != 1 || r[2] != 4 || r[4] != 0 {
+			t.Fatalf("peek on a new key: %v", r)
+		}
+		if n, _ := c.Do(ctx, "EXISTS", "fresh"); n.Int != 0 {
+			t.Fatal("a peek created state")
+		}
+	})
+
+	t.Run("leaky", func(t *testing.T) {
+		p := Params{Limit: 2, RateN: 1, Period: time.Minute, Cost: 1}
+		for i := range 2 {
+			if r := call(t, ctx, c, lua, AlgLeaky, "lk", p); r[0] != 1 || r[2] != int64(1-i) {
+				t.Fatalf("call %d: %v", i+1, r)
+			}
+		}
+		r := call(t, ctx, c, lua, AlgLeaky, "lk", p)
+		if r[0] != 0 || r[3] < 59000 || r[3] > 60000 || r[4] < 119000 || r[4] > 120000 {
+			t.Fatalf("third call: %v, want denied, retry about 60000, reset about 120000", r)
+		}
+	})
+
+	t.Run("fixed", func(t *testing.T) {
+		p := Params{Limit: 5, Period: time.Hour, Cost: 2}
+		a := call(t, ctx, c, lua, AlgFixed, "fx", p)
+		b := call(t, ctx, c, lua, AlgFixed, "fx", p)
+		d := call(t, ctx, c, lua, AlgFixed, "fx", p)
+		if a[0] != 1 || a[2] != 3 || b[0] != 1 || b[2] != 1 || d[0] != 0 || d[2] != 1 {
+			t.Fatalf("limit 5, cost 2, three calls: %v %v %v", a, b, d)
+		}
+		// a window boundary may fall between the calls only once an hour
+		if d[3] <= 0 || d[3] > 3600_000 || d[4] != d[3] {
+			t.Fatalf("denied: retry %d reset %d, want both the time to the window's end", d[3], d[4])
+		}
+		p.Cost = 1
+		if r := call(t, ctx, c, lua, AlgFixed, "fx", p); r[0] != 1 || r[2] != 0 {
+			t.Fatalf("the last unit: %v", r)
+		}
+	})
+
+	t.Run("sliding", func(t *testing.T) {
+		p := Params{Limit: 3, Period: time.Hour, Cost: 1}
+		for i := range 3 {
+			if r := call(t, ctx, c, lua, AlgSliding, "sl", p); r[0] != 1 {
+				t.Fatalf("call %d: %v", i+1, r)
+			}
+		}
+		r := call(t, ctx, c, lua, AlgSliding, "sl", p)
+		if r[0] != 0 || r[3] <= 0 || r[4] <= 0 {
+			t.Fatalf("fourth call: %v, want denied with retry and reset", r)
+		}
+	})
+
+	t.Run("log", func(t *testing.T) {
+		p := Params{Limit: 2, Period: time.Minute, Cost: 1} // RL.LOG k 2 1m
+		for i := range 2 {
+			if r := call(t, ctx, c, lua, AlgLog, "lg", p); r[0] != 1 || r[2] != int64(1-i) {
+				t.Fatalf("call %d: %v", i+1, r)
+			}
+		}
+		r := call(t, ctx, c, lua, AlgLog, "lg", p)
+		if r[0] != 0 || r[3] < 55000 || r[3] > 60000 || r[4] < 55000 || r[4] > 60000 {
+			t.Fatalf("third call: %v, want denied, retry and reset about 60000", r)
+		}
+		if n, _ := c.Do(ctx, "ZCARD", "lg"); n.Int != 2 {
+			t.Fatalf("the log holds %d entries, want 2 (a denied call logs nothing)", n.Int)
+		}
+		p.Cost = 3
+		if r := call(t, ctx, c, lua, AlgLog, "lg2", p); r[0] != 0 || r[3] != -1 {
+			t.Fatalf("cost above limit: %v", r)
+		}
+	})
+
+	t.Run("anchor", func(t *testing.T) {
+		p := Params{Limit: 1, RateN: 1, Period: time.Hour, Cost: 1}
+		if r := call(t, ctx, c, LuaDialect{Anchor: true}, AlgToken, "anc", p); len(r) != 1 || r[0] != 1 {
+			t.Fatalf("first: %v", r)
+		}
+		if r := call(t, ctx, c, LuaDialect{Anchor: true}, AlgToken, "anc", p); len(r) != 1 || r[0] != 0 {
+			t.Fatalf("second: %v", r)
+		}
+	})
+}
+
+// TestLoadAgainstRedis runs every workload briefly, with a denied share,
+// through the load loop against Redis: no error replies, and the share
+// denied as asked.
+func TestLoadAgainstRedis(t *testing.T) {
+	tgt := startRedisForTest(t)
+	for _, a := range Algorithms() {
+		w := Workload{Alg: a, Keys: 100, Dist: DistUniform, Cost: 2, DenyShare: 0.5}
+		res, err := RunLoad(testCtx(t), w, tgt.Dialect, LoadOptions{Addrs: tgt.Addrs, Conns: 1, Pipeline: 8, Requests: 400, Seed: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		if res.Errors != 0 || res.Requests != 400 {
+			t.Fatalf("%s: %d requests, %d errors (%s)", a, res.Requests, res.Errors, res.FirstError)
+		}
+		if d := res.DenyShare(); d < 0.4 || d > 0.6 {
+			t.Errorf("%s: denied share %.2f, want about 0.5", a, d)
+		}
+	}
+	rss, err := tgt.RSS()
+	if err != nil || rss <= 0 {
+		t.Errorf("RSS %d %v", rss, err)
+	}
+	if err := tgt.Flush(testCtx(t)); err != nil {
+		t.Error(err)
+	}
+	if n := dbsize(testCtx(t), tgt); n != 0 {
+		t.Errorf("DBSIZE after FLUSHALL: %d", n)
+	}
+}

@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wellFormed fails the test if s is not well-formed XML.
+func wellFormed(t *testing.T, name, s string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(s))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: not well-formed XML: %v", name, err)
+		}
+	}
+}
+
+func TestChartsAreWellFormedSVG(t *testing.T) {
+	lc := LineChart{Title: "a <b> & c", XLabel: "x", YLabel: "y", LogX: true, LogY: true, Series: []Series{
+		{Name: "s1", X: []float64{1, 10, 100, 1000}, Y: []float64{5, 50, 500, 0}},
+		{Name: "s2", X: []float64{1, 10}, Y: []float64{3e6, 2e6}},
+		{Name: "empty"},
+	}}
+	svg := lc.SVG()
+	wellFormed(t, "line", svg)
+	if !strings.Contains(svg, "a &lt;b&gt; &amp; c") || strings.Count(svg, "<polyline") != 2 {
+		t.Errorf("line chart: title not escaped or wrong number of lines:\n%s", svg)
+	}
+	bc := BarChart{Title: "lat", Groups: []string{"p50", "p99"}, LogY: true, Series: []Series{{Name: "a", Y: []float64{1e5, 1e6}}, {Name: "b", Y: []float64{2e5}}},
+		YFormat: func(v float64) string { return FormatNs(int64(v)) }}
+	svg = bc.SVG()
+	wellFormed(t, "bar", svg)
+	if strings.Count(svg, "<rect x=") < 3 {
+		t.Errorf("bar chart has too few bars:\n%s", svg)
+	}
+	wellFormed(t, "empty", LineChart{}.SVG())
+	wellFormed(t, "linear", LineChart{Series: []Series{{Name: "z", X: []float64{0, 1, 2}, Y: []float64{0, 0, 0}}}}.SVG())
+}
+
+func TestAxisTicks(t *testing.T) {
+	a := axis{lo: 1000, hi: 1e7, log: true, from: 0, to: 100}
+	ticks := a.ticks()
+	if len(ticks) == 0 || ticks[0] != 1000 || ticks[len(ticks)-1] != 1e7 {
+		t.Errorf("log ticks %v", ticks)
+	}
+	if p := a.pos(1e5); p < 49.9 || p > 50.1 {
+		t.Errorf("log position of 1e5 on [1e3,1e7]: %g", p)
+	}
+	l := axis{lo: 0, hi: 100, from: 0, to: 10}
+	if got := l.ticks(); len(got) != 6 || got[1] != 20 {
+		t.Errorf("linear ticks %v", got)
+	}
+}
+
+func sampleReport() *Report {
+	run := func(target string, thr float64) TargetRun {
+		lr := LoadResult{Throughput: thr, Requests: 1000, Allowed: 1000, Latency: Percentiles{P50: 1e5, P90: 2e5, P99: 5e5, P999: 1e6, Max: 2e6}}
+		return TargetRun{Target: target, Rounds: []LoadResult{lr}, Median: lr}
+	}
+	mk := func(id string, conns int, runs ...TargetRun) CaseResult {
+		var ts []string
+		for _, r := range runs {
+			ts = append(ts, r.Target)
+		}
+		return CaseResult{Case: Case{ID: id, Title: id, Conns: conns, Pipeline: 16, Targets: ts, Rounds: 1, Baseline: TargetRedisAnchor,
+			Workload: Workload{Alg: AlgToken, Keys: 100000, Dist: DistUniform, Cost: 1}}, Runs: runs}
+	}
+	return &Report{
+		Command: "sluice-bench", Started: time.Unix(1_700_000_000, 0), Finished: time.Unix(1_700_000_200, 0),
+		Machine: Machine{NProc: 2, CPUModel: "Test CPU", OtherCPU: 100, OtherShare: 0.25, LoadStart: 3},
+		Options: DefaultSuiteOptions(),
+		Cases: []CaseResult{
+			mk("goal-p16", 50, run(TargetSluiceMem, 900_000), run(TargetSluiceCluster, 100_000), run(TargetRedisAnchor, 150_000)),
+			mk("goal-p1", 50, run(TargetSluiceMem, 100_000), TargetRun{Target: TargetSluiceCluster, Unavailable: "exited | at start"}, run(TargetRedisAnchor, 80_000)),
+			mk("conns-1", 1, run(TargetSluiceMem, 20_000), run(TargetRedisAnchor, 15_000)),
+			mk("conns-4", 4, run(TargetSluiceMem, 60_000), run(TargetRedisAnchor, 40_000)),
+		},
+		Memory: []MemorySeries{
+			{Target: TargetSluiceMem, Points: []MemoryPoint{{Keys: 1_000_000, RSS: 80 << 20, BaseRSS: 10 << 20, PerKey: 73.4, UsedMemory: -1, DBSize: 1_000_000}}},
+			{Target: TargetRedis, Points: []MemoryPoint{{Keys: 1_000_000, RSS: 200 << 20, BaseRSS: 8 << 20, PerKey: 201.3, UsedMemory: 180_000_000, DBSize: 1_000_000}}},
+		},
+		Keys: []MemorySeries{
+			{Target: TargetSluiceMem, Points: []MemoryPoint{{Keys: 1000, RSS: 11 << 20, Throughput: 800_000}, {Keys: 10_000_000, RSS: 800 << 20, PerKey: 80, Throughput: 700_000}},
+				Scale: &ScaleResult{SmallKeys: 1000, LargeKeys: 10_000_000, Rounds: 3, Small: LoadResult{Throughput: 800_000}, Large: LoadResult{Throughput: 680_000}, Ratio: 0.85}},
+			{Target: TargetRedis, Unavailable: "no redis"},
+		},
+		Accuracy: &AccuracyResult{Options: AccuracyOptions{Keys: 40, Windows: 12, Limit: 100, Window: time.Second},
+			Patterns: []AccuracyPattern{{Name: "steady", Requests: 100, Different: 3, Share: 0.03, Bands: map[string]BandCount{BandUnder: {10, 0}}}},
+			Total:    AccuracyPattern{Name: "all", Requests: 100, Different: 3, Share: 0.03}},
+	}
+}
+
+func TestGoalsAndMarkdown(t *testing.T) {
+	r := sampleReport()
+	r.EvaluateGoals()
+	want := []string{GoalPass, GoalFallsShort, GoalFallsShort, GoalNotMeasured, GoalPass, GoalPass}
+	if len(r.Goals) != len(want) {
+		t.Fatalf("%d goals, want %d", len(r.Goals), len(want))
+	}
+	for i, g := range r.Goals {
+		if g.Status != want[i] {
+			t.Errorf("goal %q: %s (%s), want %s", g.Goal, g.Status, g.Measured, want[i])
+		}
+	}
+	if !strings.Contains(r.Goals[3].Measured, "unavailable: exited \\| at start") && !strings.Contains(r.Goals[3].Measured, "unavailable: exited | at start") {
+		t.Errorf("unavailable cluster not reported: %q", r.Goals[3].Measured)
+	}
+	r.BuildCharts()
+	for _, name := range []string{"conns.svg", "latency-p16.svg", "latency-p1.svg", "memory.svg", "keys-throughput.svg"} {
+		svg, ok := r.Charts[name]
+		if !ok {
+			t.Errorf("chart %s missing", name)
+			continue
+		}
+		wellFormed(t, name, svg)
+	}
+	md := r.Markdown("charts")
+	for _, s := range []string{"| cores (nproc) | 2 |", "Test CPU", "Shared machine", "6.00x", "**pass**", "falls short",
+		"![throughput against connections](charts/conns.svg)", "73 B", "unavailable: exited \\| at start", "## Accuracy", "3.00%", "0.85x (680k/s with 10.00M keys"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+}
+
+func TestReportWrite(t *testing.T) {
+	r := sampleReport()
+	r.EvaluateGoals()
+	dir := t.TempDir()
+	if err := r.Write(filepath.Join(dir, "results")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"results/report.md", "results/results.json", "results/charts/conns.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	doc := filepath.Join(dir, "docs", "benchmarks.md")
+	if err := r.WriteDoc(doc, "benchmarks"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil || !bytes.Contains(b, []byte("(benchmarks/conns.svg)")) {
+		t.Errorf("doc: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "docs", "benchmarks", "memory.svg")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var buf bytes.Buffer
+	if p := NewProgress(&buf, time.Second); p != nil {
+		t.Error("a short run off a terminal draws progress")
+	}
+	p := NewProgress(&buf, time.Minute)
+	p.Step("one", 30*time.Second)
+	p.Update(0.5, "x")
+	p.Finish("done one")
+	p.Step("two", 30*time.Second)
+	p.Finish("done two")
+	p.Log("note %d", 1)
+	p.Close()
+	out := buf.String()
+	if !strings.Contains(out, "[ 50%") || !strings.Contains(out, "[100%") || !strings.Contains(out, "two: done two") || strings.Contains(out, "\r") {
+		t.Errorf("progress off a terminal:\n%s", out)
+	}
+	var nilp *Progress
+	nilp.Step("x", 1)
+	nilp.Update(1, "")
+	nilp.Finish("")
+	nilp.Close()
+}
+
+func TestSuitePlan(t *testing.T) {
+	o := DefaultSuiteOptions()
+	if d := o.PlannedLength(); d > 3*time.Minute+40*time.Second {
+		t.Errorf("the default suite is planned at %s, over budget", d)
+	}
+	ids := map[string]bool{}
+	for _, c := range o.Cases() {
+		if ids[c.ID] {
+			t.Errorf("case %s twice", c.ID)
+		}
+		ids[c.ID] = true
+		if err := c.Workload.Validate(); err != nil {
+			t.Errorf("case %s: %v", c.ID, err)
+		}
+	}
+	for _, id := range []string{"goal-p1", "goal-p16", "alg-log", "token-zipf", "token-hot", "token-deny50", "token-cost5", "conns-1", "conns-50"} {
+		if !ids[id] {
+			t.Errorf("the default suite lacks %s", id)
+		}
+	}
+	if !o.memoryFromSweep() {
+		t.Error("the default suite measures memory twice")
+	}
+	if got := keyCounts(10_000_000); len(got) != 5 || got[0] != 1000 || got[4] != 10_000_000 {
+		t.Errorf("key counts %v", got)
+	}
+	if got := keyCounts(1_500_000); got[len(got)-1] != 1_500_000 {
+		t.Errorf("key counts %v", got)
+	}
+}
+
+func TestAccuracyTraffic(t *testing.T) {
+	o := AccuracyOptions{Keys: 4, Windows: 3, Limit: 10, Window: time.Second, Seed: 1}
+	for _, p := range AccuracyPatterns() {
+		a, err := AccuracyTraffic(p.Name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a) == 0 {
+			t.Fatalf("%s: no arrivals", p.Name)
+		}
+		for i := range a {
+			if a[i].at < 0 || a[i].at >= 3000 || a[i].key < 0 || a[i].key >= 4 {
+				t.Fatalf("%s: arrival %+v out of range", p.Name, a[i])
+			}
+			if i > 0 && a[i].at < a[i-1].at {
+				t.Fatalf("%s: not sorted at %d", p.Name, i)
+			}
+		}
+		b, _ := AccuracyTraffic(p.Name, o)
+		if len(a) != len(b) {
+			t.Fatalf("%s: not deterministic", p.Name)
+		}
+	}
+	edges, _ := AccuracyTraffic("edges", o)
+	for _, e := range edges {
+		if m := e.at % 1000; m >= 100 && m < 900 {
+			t.Fatalf("edge burst at %d ms, not near a boundary", e.at)
+		}
+	}
+	steady, _ := AccuracyTraffic("steady", o)
+	perKey := map[int]int{}
+	for _, e := range steady {
+		perKey[e.key]++
+	}
+	// rates from 1/4 to 4 times the limit of 10 per window, over 3 windows
+	if perKey[0] < 6 || perKey[0] > 9 || perKey[3] < 119 || perKey[3] > 121 {
+		t.Errorf("steady arrivals per key %v", perKey)
+	}
+	if _, err := AccuracyTraffic("nope", o); err == nil {
+		t.Error("unknown pattern accepted")
+	}
+	if band(0.5) != BandUnder || band(1) != BandAt || band(2) != BandOver {
+		t.Error("bands")
+	}
+}

@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// Case is one workload run against several targets in interleaved rounds:
+// round 1 runs every target once, in order, then round 2, and so on (A B A
+// B), so that a noisy neighbour on the machine affects every target alike.
+// The reported figures are the medians over the rounds.
+type Case struct {
+	ID       string      `json:"id"`
+	Title    string      `json:"title"`
+	Workload Workload    `json:"workload"`
+	Load     LoadOptions `json:"-"` // Addrs is filled per target
+	Conns    int         `json:"conns"`
+	Pipeline int         `json:"pipeline"`
+	Targets  []string    `json:"targets"`
+	Rounds   int         `json:"rounds"`
+	// Baseline is the target the ratios are taken against.
+	Baseline string `json:"baseline"`
+}
+
+// TargetRun is one target's rounds of a case.
+type TargetRun struct {
+	Target      string       `json:"target"`
+	Unavailable string       `json:"unavailable,omitempty"`
+	Err         string       `json:"error,omitempty"`
+	Rounds      []LoadResult `json:"rounds"`
+	Median      LoadResult   `json:"median"`
+}
+
+// OK reports whether the run has a figure to show.
+func (r TargetRun) OK() bool { return r.Unavailable == "" && len(r.Rounds) > 0 }
+
+// CaseResult is a case with its runs, in the case's target order.
+type CaseResult struct {
+	Case Case        `json:"case"`
+	Runs []TargetRun `json:"runs"`
+}
+
+// Run is the run of a target, or nil.
+func (cr CaseResult) Run(target string) *TargetRun {
+	for i := range cr.Runs {
+		if cr.Runs[i].Target == target {
+			return &cr.Runs[i]
+		}
+	}
+	return nil
+}
+
+// Ratio is target's median throughput over the baseline's, 0 when either
+// is missing.
+func (cr CaseResult) Ratio(target string) float64 {
+	a, b := cr.Run(target), cr.Run(cr.Case.Baseline)
+	if a == nil || b == nil || !a.OK() || !b.OK() || b.Median.Throughput == 0 {
+		return 0
+	}
+	return a.Median.Throughput / b.Median.Throughput
+}
+
+// Runner runs cases on the targets of an Env. Progress and Log may be nil.
+type Runner struct {
+	Env      *Env
+	Progress *Progress
+	Log      *slog.Logger
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Log
+}
+
+// plannedLength is how long a case should take.
+func (c Case) plannedLength() time.Duration {
+	per := c.Load.Duration + c.Load.Warmup
+	if c.Load.Duration <= 0 {
+		per = c.Load.Warmup + 2*time.Second
+	}
+	return time.Duration(c.Rounds*len(c.Targets)) * per
+}
+
+// RunCase runs c; a target that cannot start or fails is reported in its
+// TargetRun, never as an error: only a cancelled context stops the case.
+func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
+	if c.Rounds < 1 {
+		c.Rounds = 1
+	}
+	c.Conns, c.Pipeline = c.Load.Conns, c.Load.Pipeline
+	if err := c.Workload.Validate(); err != nil {
+		return CaseResult{}, fmt.Errorf("case %s: %w", c.ID, err)
+	}
+	res := CaseResult{Case: c, Runs: make([]TargetRun, len(c.Targets))}
+	for i, name := range c.Targets {
+		res.Runs[i].Target = name
+	}
+	per := c.Load.Duration + c.Load.Warmup
+	for round := range c.Rounds {
+		for i, name := range c.Targets {
+			run := &res.Runs[i]
+			step := fmt.Sprintf("%s: %s round %d/%d", c.ID, name, round+1, c.Rounds)
+			r.Progress.Step(step, per)
+			if run.Unavailable != "" || run.Err != "" {
+				r.Progress.Finish("skipped")
+				continue
+			}
+			t, err := r.Env.Get(ctx, name)
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				run.Unavailable = err.Error()
+				r.Progress.Finish("unavailable: " + shorten(err.Error(), 80))
+				continue
+			}
+			if _, err := t.Dialect.Template(c.Workload.Alg, c.Workload.Allow); err != nil {
+				run.Unavailable = err.Error()
+				r.Progress.Finish("not applicable")
+				continue
+			}
+			lr, err := r.runOnce(ctx, c, t, round)
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				run.Err = err.Error()
+				r.logger().Warn("run failed", "case", c.ID, "target", name, "err", err)
+				r.Progress.Finish("failed: " + shorten(err.Error(), 80))
+				continue
+			}
+			run.Rounds = append(run.Rounds, lr)
+			note := fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99))
+			if lr.Errors > 0 {
+				note += fmt.Sprintf(" (%d errors: %s)", lr.Errors, shorten(lr.FirstError, 60))
+			}
+			r.Progress.Finish(note)
+		}
+	}
+	for i := range res.Runs {
+		if len(res.Runs[i].Rounds) > 0 {
+			res.Runs[i].Median = MedianResult(res.Runs[i].Rounds)
+		}
+	}
+	return res, nil
+}
+
+func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (LoadResult, error) {
+	if err := t.Flush(ctx); err != nil {
+		return LoadResult{}, err
+	}
+	o := c.Load
+	o.Addrs = t.Addrs
+	o.ServerPIDs = t.PIDs()
+	o.Seed = uint64(round + 1)
+	planned := o.Duration
+	o.OnProgress = func(done int64, elapsed time.Duration) {
+		if planned <= 0 {
+			return
+		}
+		rate := float64(done) / max(elapsed.Seconds(), 1e-9)
+		r.Progress.Update((float64(o.Warmup)+float64(elapsed))/float64(planned+o.Warmup), FormatCount(rate)+"/s")
+	}
+	lr, err := RunLoad(ctx, c.Workload, t.Dialect, o)
+	if err != nil {
+		if aerr := t.Alive(); aerr != nil {
+			return lr, aerr
+		}
+		return lr, err
+	}
+	return lr, nil
+}
+
+// MedianResult reduces rounds to one: the median throughput, and for each
+// latency percentile the median over the rounds; counts are summed.
+func MedianResult(rounds []LoadResult) LoadResult {
+	var m LoadResult
+	pick := func(f func(LoadResult) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, r := range rounds {
+			v[i] = f(r)
+		}
+		return Median(v)
+	}
+	m.Throughput = pick(func(r LoadResult) float64 { return r.Throughput })
+	m.Latency = Percentiles{
+		P50:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P50) })),
+		P90:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P90) })),
+		P99:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P99) })),
+		P999: int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P999) })),
+		Max:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.Max) })),
+	}
+	m.ServerCPU = pick(func(r LoadResult) float64 { return r.ServerCPU })
+	m.ClientCPU = pick(func(r LoadResult) float64 { return r.ClientCPU })
+	for _, r := range rounds {
+		m.Requests += r.Requests
+		m.Allowed += r.Allowed
+		m.Denied += r.Denied
+		m.Errors += r.Errors
+		m.Elapsed += r.Elapsed
+		if m.FirstError == "" {
+			m.FirstError = r.FirstError
+		}
+	}
+	return m
+}
+
+// Median is the median of v (the mean of the middle two for an even
+// count), 0 for none.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// FormatCount prints a rate or count with k or M.
+func FormatCount(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// FormatNs prints a duration in nanoseconds as µs or ms.
+func FormatNs(ns int64) string {
+	switch {
+	case ns >= 10_000_000:
+		return fmt.Sprintf("%.0fms", float64(ns)/1e6)
+	case ns >= 1_000_000:
+		return fmt.Sprintf("%.1fms", float64(ns)/1e6)
+	case ns >= 1000:
+		return fmt.Sprintf("%.0fµs", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%dns", ns)
+}

@@ -1,0 +1,638 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The targets the tool knows how to start.
+const (
+	// TargetSluiceMem is one sluice node with --in-memory.
+	TargetSluiceMem = "sluice-mem"
+	// TargetSluiceDurable is one sluice node with a temporary --data-dir.
+	TargetSluiceDurable = "sluice-durable"
+	// TargetSluiceCluster is three durable sluice nodes forming a Raft
+	// cluster; connections are spread over the three.
+	TargetSluiceCluster = "sluice-cluster"
+	// TargetRedis is redis-server without persistence, running lua/*.lua.
+	TargetRedis = "redis"
+	// TargetRedisAnchor is the same redis-server running the anchor token
+	// bucket script (token workloads only).
+	TargetRedisAnchor = "redis-anchor"
+)
+
+// TargetNames lists every target.
+func TargetNames() []string {
+	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetRedis, TargetRedisAnchor}
+}
+
+// ParseTarget checks a target name.
+func ParseTarget(s string) (string, error) {
+	for _, n := range TargetNames() {
+		if n == s {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("unknown target %q (want one of %s)", s, strings.Join(TargetNames(), ", "))
+}
+
+// IsRedis reports whether a target is a redis-server one.
+func IsRedis(name string) bool { return name == TargetRedis || name == TargetRedisAnchor }
+
+// ServerConfig says where the servers' binaries are and where their files go.
+type ServerConfig struct {
+	SluiceBin    string        // path to the sluice binary
+	RedisBin     string        // path to redis-server
+	WorkDir      string        // parent of data directories (default: the system's temp dir)
+	StartTimeout time.Duration // how long a server may take to answer (default 20s; a cluster gets twice that)
+	Logger       *slog.Logger
+}
+
+func (c *ServerConfig) defaults() {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 20 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+}
+
+// StartOptions vary one start.
+type StartOptions struct {
+	// Debug starts sluice with --enable-debug-command.
+	Debug bool
+}
+
+// Target is a running server (or cluster) under test.
+type Target struct {
+	Name    string
+	Addrs   []string // RESP addresses; loads spread connections over them
+	Dialect Dialect
+	procs   []*process
+	dirs    []string // removed on Stop
+	owned   bool     // Stop stops the processes (false for a view sharing them)
+}
+
+// PIDs are the target's process ids.
+func (t *Target) PIDs() []int {
+	pids := make([]int, len(t.procs))
+	for i, p := range t.procs {
+		pids[i] = p.cmd.Process.Pid
+	}
+	return pids
+}
+
+// RSS is the resident set size of the target's processes, summed, in bytes
+// (VmRSS in /proc/PID/status).
+func (t *Target) RSS() (int64, error) {
+	var sum int64
+	for _, pid := range t.PIDs() {
+		n, err := ReadRSS(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// Do runs one command on the target's first address.
+func (t *Target) Do(ctx context.Context, args ...string) (Value, error) {
+	return DoAt(ctx, t.Addrs[0], args...)
+}
+
+// Flush forgets every key (FLUSHALL).
+func (t *Target) Flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if _, err := t.Do(ctx, "FLUSHALL"); err != nil {
+		return fmt.Errorf("%s: FLUSHALL: %w", t.Name, err)
+	}
+	return nil
+}
+
+// Alive reports an error if a process of the target has exited.
+func (t *Target) Alive() error {
+	for _, p := range t.procs {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited: %v; last output: %s", p.name, p.waitErr, p.tail.String())
+		default:
+		}
+	}
+	return nil
+}
+
+// Stop stops the target's processes and removes its data directories.
+func (t *Target) Stop() error {
+	if !t.owned {
+		return nil
+	}
+	var errs []error
+	for _, p := range t.procs {
+		if err := p.stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range t.dirs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
+		}
+	}
+	t.procs, t.dirs = nil, nil
+	return errors.Join(errs...)
+}
+
+// DoAt runs one command on a fresh connection to addr.
+func DoAt(ctx context.Context, addr string, args ...string) (Value, error) {
+	c, err := Dial(ctx, addr)
+	if err != nil {
+		return Value{}, err
+	}
+	defer c.Close()
+	return c.Do(ctx, args...)
+}
+
+// ReadRSS is a process's resident set size in bytes, from /proc/PID/status.
+func ReadRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read rss: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) < 1 {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read rss: %w", err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("read rss: no VmRSS in /proc/%d/status", pid)
+}
+
+// FreePorts reserves n distinct free TCP ports on 127.0.0.1 by listening on
+// port 0, then releases them for the servers to take.
+func FreePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// tailBuffer keeps the last bytes a process wrote, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.buf))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 && len(s)-i < 80 {
+		// keep the last few lines only
+		lines := strings.Split(s, "\n")
+		if len(lines) > 5 {
+			lines = lines[len(lines)-5:]
+		}
+		s = strings.Join(lines, " | ")
+	}
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// process is a started server process.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	tail    *tailBuffer
+	exited  chan struct{}
+	waitErr error
+}
+
+func startProcess(name, bin string, args []string, dir string) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	tail := &tailBuffer{max: 4096}
+	cmd.Stdout = tail
+	cmd.Stderr = tail
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, tail: tail, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM, then SIGKILL after timeout.
+func (p *process) stop(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return nil
+	case <-t.C:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", p.name, timeout)
+	}
+}
+
+// waitReady polls addr until probe succeeds on a connection, the process
+// exits, or ctx ends.
+func waitReady(ctx context.Context, p *process, addr string, probe func(context.Context, *Conn) error) error {
+	var last error
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited at start (%v); output: %s", p.name, p.waitErr, p.tail.String())
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s not ready: %w (last: %v); output: %s", p.name, err, last, p.tail.String())
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := Dial(pctx, addr)
+		if err == nil {
+			err = probe(pctx, c)
+			c.Close()
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func pingProbe(ctx context.Context, c *Conn) error {
+	v, err := c.Do(ctx, "PING")
+	if err != nil {
+		return err
+	}
+	if v.Str != "PONG" {
+		return fmt.Errorf("PING replied %q", v.String())
+	}
+	return nil
+}
+
+// limiterProbe succeeds when an RL.TOKEN call is decided (a cluster with a
+// leader and a committed write), then removes the probe key.
+func limiterProbe(ctx context.Context, c *Conn) error {
+	v, err := c.Do(ctx, "RL.TOKEN", "bench:probe", "10", "1/s")
+	if err != nil {
+		return err
+	}
+	if _, err := v.Ints(); err != nil {
+		return err
+	}
+	_, err = c.Do(ctx, "DEL", "bench:probe")
+	return err
+}
+
+// sluiceFlags lists the flags a sluice binary's --help mentions.
+func sluiceFlags(bin string) string {
+	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	return string(out)
+}
+
+// StartTarget starts a fresh target. The caller stops it.
+func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
+	cfg.defaults()
+	switch name {
+	case TargetSluiceMem, TargetSluiceDurable:
+		return startSluiceSingle(ctx, cfg, name, opt)
+	case TargetSluiceCluster:
+		return startSluiceCluster(ctx, cfg, opt)
+	case TargetRedis, TargetRedisAnchor:
+		t, err := startRedis(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if name == TargetRedisAnchor {
+			t.Name, t.Dialect = name, LuaDialect{Anchor: true}
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("unknown target %q", name)
+}
+
+func checkBin(what, bin string) error {
+	if bin == "" {
+		return fmt.Errorf("%s: no binary given", what)
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Errorf("%s binary %s: %w", what, bin, err)
+	}
+	return nil
+}
+
+func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
+	if err := checkBin("sluice", cfg.SluiceBin); err != nil {
+		return nil, err
+	}
+	ports, err := FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	args := []string{"--addr", addr, "--log-level", "warn"}
+	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}, owned: true}
+	if name == TargetSluiceMem {
+		args = append(args, "--in-memory")
+	} else {
+		dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-data-")
+		if err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		t.dirs = append(t.dirs, dir)
+		args = append(args, "--data-dir", dir)
+	}
+	if opt.Debug {
+		args = append(args, "--enable-debug-command")
+	}
+	bin, _ := filepath.Abs(cfg.SluiceBin)
+	p, err := startProcess(name, bin, args, "")
+	if err != nil {
+		t.Stop()
+		return nil, err
+	}
+	t.procs = append(t.procs, p)
+	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	if err := waitReady(sctx, p, addr, limiterProbe); err != nil {
+		t.Stop()
+		return nil, err
+	}
+	return t, nil
+}
+
+func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions) (*Target, error) {
+	if err := checkBin("sluice", cfg.SluiceBin); err != nil {
+		return nil, err
+	}
+	bin, _ := filepath.Abs(cfg.SluiceBin)
+	forward := strings.Contains(sluiceFlags(bin), "forward-addr")
+	ports, err := FreePorts(9)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{Name: TargetSluiceCluster, Dialect: SluiceDialect{}, owned: true}
+	base, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-cluster-")
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	t.dirs = append(t.dirs, base)
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, ports[3+i]))
+	}
+	for i := range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		args := []string{
+			"--id", fmt.Sprintf("n%d", i+1),
+			"--addr", addr,
+			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[3+i]),
+			"--data-dir", filepath.Join(base, fmt.Sprintf("n%d", i+1)),
+			"--peers", strings.Join(peers, ","),
+			"--log-level", "warn",
+		}
+		if forward {
+			args = append(args, "--forward-addr", fmt.Sprintf("127.0.0.1:%d", ports[6+i]))
+		}
+		if opt.Debug {
+			args = append(args, "--enable-debug-command")
+		}
+		p, err := startProcess(fmt.Sprintf("sluice n%d", i+1), bin, args, "")
+		if err != nil {
+			t.Stop()
+			return nil, err
+		}
+		t.procs = append(t.procs, p)
+		t.Addrs = append(t.Addrs, addr)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StartTimeout)
+	defer cancel()
+	for i, p := range t.procs {
+		if err := waitReady(sctx, p, t.Addrs[i], limiterProbe); err != nil {
+			t.Stop()
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	return t, nil
+}
+
+func startRedis(ctx context.Context, cfg ServerConfig) (*Target, error) {
+	if err := checkBin("redis-server", cfg.RedisBin); err != nil {
+		return nil, err
+	}
+	ports, err := FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-redis-")
+	if err != nil {
+		return nil, fmt.Errorf("redis dir: %w", err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	t := &Target{Name: TargetRedis, Addrs: []string{addr}, Dialect: LuaDialect{}, owned: true, dirs: []string{dir}}
+	args := []string{
+		"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
+		"--loglevel", "warning",
+	}
+	p, err := startProcess("redis-server", cfg.RedisBin, args, dir)
+	if err != nil {
+		t.Stop()
+		return nil, err
+	}
+	t.procs = append(t.procs, p)
+	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	if err := waitReady(sctx, p, addr, pingProbe); err != nil {
+		t.Stop()
+		return nil, err
+	}
+	c, err := Dial(sctx, addr)
+	if err != nil {
+		t.Stop()
+		return nil, err
+	}
+	defer c.Close()
+	if err := LoadScripts(sctx, c); err != nil {
+		t.Stop()
+		return nil, err
+	}
+	return t, nil
+}
+
+// RedisVersion is what `redis-server --version` prints, shortened.
+func RedisVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unavailable (" + err.Error() + ")"
+	}
+	s := string(bytes.TrimSpace(out))
+	if f := strings.Fields(s); len(f) >= 3 {
+		return strings.TrimPrefix(f[2], "v=")
+	}
+	return s
+}
+
+// Env starts targets on first use and keeps them for the whole suite, so
+// that rounds can alternate between them. A target that fails to start is
+// remembered as unavailable with its reason.
+type Env struct {
+	cfg     ServerConfig
+	mu      sync.Mutex
+	targets map[string]*Target
+	errs    map[string]error
+}
+
+// NewEnv returns an Env that starts servers as cfg says.
+func NewEnv(cfg ServerConfig) *Env {
+	cfg.defaults()
+	return &Env{cfg: cfg, targets: map[string]*Target{}, errs: map[string]error{}}
+}
+
+// Config is the Env's server configuration.
+func (e *Env) Config() ServerConfig { return e.cfg }
+
+// Get returns the running target, starting it on first use.
+func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t, ok := e.targets[name]; ok {
+		if err := t.Alive(); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	if err, ok := e.errs[name]; ok {
+		return nil, err
+	}
+	var t *Target
+	var err error
+	if name == TargetRedisAnchor { // a view on the redis target
+		e.mu.Unlock()
+		base, berr := e.Get(ctx, TargetRedis)
+		e.mu.Lock()
+		if berr != nil {
+			err = berr
+		} else {
+			t = &Target{Name: name, Addrs: base.Addrs, Dialect: LuaDialect{Anchor: true}, procs: base.procs}
+		}
+	} else {
+		e.cfg.Logger.Info("starting target", "target", name)
+		t, err = StartTarget(ctx, e.cfg, name, StartOptions{})
+	}
+	if err != nil {
+		e.cfg.Logger.Warn("target unavailable", "target", name, "err", err)
+		e.errs[name] = err
+		return nil, err
+	}
+	e.targets[name] = t
+	return t, nil
+}
+
+// SluiceVersion is the sluice_version of INFO server of a sluice target the
+// Env has running, with the binary's path and modification time; empty when
+// none runs.
+func (e *Env) SluiceVersion(ctx context.Context) string {
+	e.mu.Lock()
+	var t *Target
+	for _, name := range []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster} {
+		if t = e.targets[name]; t != nil {
+			break
+		}
+	}
+	e.mu.Unlock()
+	if t == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := t.Do(ctx, "INFO", "server")
+	version := "unknown"
+	if err == nil {
+		for _, line := range strings.Split(v.Str, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "sluice_version:"); ok {
+				version = rest
+			}
+		}
+	}
+	if fi, err := os.Stat(e.cfg.SluiceBin); err == nil {
+		version += fmt.Sprintf(" (%s, built %s)", e.cfg.SluiceBin, fi.ModTime().UTC().Format("2006-01-02 15:04 MST"))
+	}
+	return version
+}
+
+// Close stops every target started.
+func (e *Env) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for name, t := range e.targets {
+		if err := t.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		delete(e.targets, name)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,304 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Algorithm names one of sluice's five limiter algorithms.
+type Algorithm string
+
+// The algorithms, named as the -workload flag spells them.
+const (
+	AlgToken   Algorithm = "token"
+	AlgLeaky   Algorithm = "leaky"
+	AlgFixed   Algorithm = "fixed"
+	AlgSliding Algorithm = "sliding"
+	AlgLog     Algorithm = "log"
+)
+
+// Algorithms lists every algorithm in the order reports print them.
+func Algorithms() []Algorithm {
+	return []Algorithm{AlgToken, AlgLeaky, AlgFixed, AlgSliding, AlgLog}
+}
+
+// ParseAlgorithm parses an algorithm name.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for _, a := range Algorithms() {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding or log)", s)
+}
+
+// Command is the sluice command of the algorithm.
+func (a Algorithm) Command() string {
+	switch a {
+	case AlgToken:
+		return "RL.TOKEN"
+	case AlgLeaky:
+		return "RL.LEAKY"
+	case AlgFixed:
+		return "RL.FIXED"
+	case AlgSliding:
+		return "RL.SLIDING"
+	case AlgLog:
+		return "RL.LOG"
+	}
+	return ""
+}
+
+// IsBucket reports whether the algorithm takes a rate (token, leaky) rather
+// than a window.
+func (a Algorithm) IsBucket() bool { return a == AlgToken || a == AlgLeaky }
+
+// Params are the arguments of one limiter call. For a bucket the rate is
+// RateN units per Period; for a window algorithm Period is the window.
+type Params struct {
+	Limit  int64
+	RateN  int64
+	Period time.Duration
+	Cost   int64
+}
+
+// RatePerSecond is the bucket's rate in units per second.
+func (p Params) RatePerSecond() float64 {
+	return float64(p.RateN) / p.Period.Seconds()
+}
+
+// MaxLogLimit is sluice's default --max-log-limit, the largest RL.LOG limit.
+const MaxLogLimit = 100_000
+
+// AllowParams are limits high enough that no request of cost c is denied
+// during a benchmark: buckets of 2^40 that refill one unit a minute (so a
+// touched key stays live for minutes rather than being reclaimed at once),
+// windows of an hour. RL.LOG is capped by --max-log-limit: a single hot key
+// is denied after MaxLogLimit units in the hour, and the reports show the
+// measured share of denials.
+func AllowParams(a Algorithm, cost int64) Params {
+	switch {
+	case a.IsBucket():
+		return Params{Limit: 1 << 40, RateN: 1, Period: time.Minute, Cost: cost}
+	case a == AlgLog:
+		return Params{Limit: MaxLogLimit, Period: time.Hour, Cost: cost}
+	default:
+		return Params{Limit: 1 << 40, Period: time.Hour, Cost: cost}
+	}
+}
+
+// DenyParams are limits that admit a key's first request of cost c and deny
+// every later one during a benchmark: a limit of c, refilled at one unit
+// an hour or over an hour's window.
+func DenyParams(a Algorithm, cost int64) Params {
+	c := max(cost, 1)
+	if a.IsBucket() {
+		return Params{Limit: c, RateN: 1, Period: time.Hour, Cost: cost}
+	}
+	return Params{Limit: c, Period: time.Hour, Cost: cost}
+}
+
+// Workload is what the load generator sends.
+//
+// A share DenyShare of the requests (drawn at random, per request) goes to
+// a twin of the picked key ("<prefix>d:<index>") whose limit was used up
+// before the run, and is denied; the others go to "<prefix>a:<index>" (just
+// "<prefix><index>" when nothing is to be denied) with limits that are never
+// reached. The denied share is thereby what was asked for at any
+// throughput and with any key distribution, where limits tuned to a request
+// rate would deny a share that depends on the server's speed.
+type Workload struct {
+	Alg       Algorithm
+	Keys      uint64  // number of distinct keys (per variant)
+	Dist      Dist    // how a request picks its key
+	DenyShare float64 // share of requests to exhausted keys, 0..1
+	Cost      int64   // units per request (COST n), >= 1
+	Prefix    string  // key prefix; default "b:<alg>:"
+	// Allow and Deny override AllowParams and DenyParams when their Limit
+	// is non-zero.
+	Allow, Deny Params
+}
+
+// Validate checks the workload and fills defaults.
+func (w *Workload) Validate() error {
+	var errs []error
+	if _, err := ParseAlgorithm(string(w.Alg)); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := ParseDist(string(w.Dist)); err != nil {
+		errs = append(errs, err)
+	}
+	if w.Keys < 1 {
+		errs = append(errs, fmt.Errorf("keys: want at least 1, got %d", w.Keys))
+	}
+	if w.DenyShare < 0 || w.DenyShare > 1 {
+		errs = append(errs, fmt.Errorf("deny share: want 0 to 1, got %g", w.DenyShare))
+	}
+	if w.Cost < 1 {
+		errs = append(errs, fmt.Errorf("cost: want at least 1, got %d", w.Cost))
+	}
+	if w.Alg == AlgLog && w.Cost > MaxLogLimit {
+		errs = append(errs, fmt.Errorf("cost: at most %d for the log", MaxLogLimit))
+	}
+	if w.Prefix == "" {
+		w.Prefix = "b:" + string(w.Alg) + ":"
+	}
+	if w.Allow.Limit == 0 {
+		w.Allow = AllowParams(w.Alg, w.Cost)
+	}
+	if w.Deny.Limit == 0 {
+		w.Deny = DenyParams(w.Alg, w.Cost)
+	}
+	return errors.Join(errs...)
+}
+
+// String is a short name such as "token uniform/100000 deny=10% cost=5".
+func (w Workload) String() string {
+	s := fmt.Sprintf("%s %s", w.Alg, w.Dist)
+	if w.Dist != DistHot {
+		s += "/" + strconv.FormatUint(w.Keys, 10)
+	}
+	if w.DenyShare > 0 {
+		s += fmt.Sprintf(" deny=%g%%", w.DenyShare*100)
+	}
+	if w.Cost > 1 {
+		s += fmt.Sprintf(" cost=%d", w.Cost)
+	}
+	return s
+}
+
+// AllowPrefix is the prefix of the keys that are never denied:
+// "<prefix>a:", or just the prefix when the workload has no denied share.
+func (w Workload) AllowPrefix() string {
+	if w.DenyShare == 0 {
+		return w.Prefix
+	}
+	return w.Prefix + "a:"
+}
+
+// DenyPrefix is the prefix of the keys whose limit is used up.
+func (w Workload) DenyPrefix() string { return w.Prefix + "d:" }
+
+// Template is a request with the key left out: Head, then the key as a bulk
+// string, then Tail. Building a request is two appends and the key.
+type Template struct {
+	Head, Tail []byte
+}
+
+// Append appends the request for key to b.
+func (t Template) Append(b, key []byte) []byte {
+	b = append(b, t.Head...)
+	b = AppendBulk(b, key)
+	return append(b, t.Tail...)
+}
+
+// Dialect spells limiter requests for one kind of server.
+type Dialect interface {
+	// Name is a short description for reports.
+	Name() string
+	// Template builds the request of algorithm a with parameters p.
+	Template(a Algorithm, p Params) (Template, error)
+}
+
+// SluiceDialect spells requests as sluice's RL.* commands.
+type SluiceDialect struct{}
+
+// Name implements Dialect.
+func (SluiceDialect) Name() string { return "RL.* commands" }
+
+// Template implements Dialect.
+func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
+	args := SluiceArgs(a, p)
+	if args == nil {
+		return Template{}, fmt.Errorf("unknown algorithm %q", a)
+	}
+	head := AppendArrayHeader(nil, len(args)+2)
+	head = AppendBulk(head, a.Command())
+	var tail []byte
+	for _, s := range args {
+		tail = AppendBulk(tail, s)
+	}
+	return Template{Head: head, Tail: tail}, nil
+}
+
+// SluiceArgs are the arguments after the key of a's sluice command: the
+// limit, the rate as N/<ms>ms or the window in ms, and COST when not 1.
+func SluiceArgs(a Algorithm, p Params) []string {
+	if a.Command() == "" {
+		return nil
+	}
+	ms := p.Period.Milliseconds()
+	args := []string{strconv.FormatInt(p.Limit, 10)}
+	if a.IsBucket() {
+		args = append(args, fmt.Sprintf("%d/%dms", p.RateN, ms))
+	} else {
+		args = append(args, fmt.Sprintf("%dms", ms))
+	}
+	if p.Cost != 1 {
+		args = append(args, "COST", strconv.FormatInt(p.Cost, 10))
+	}
+	return args
+}
+
+// LuaDialect spells requests as EVALSHA of the scripts in lua/, loaded into
+// the server with SCRIPT LOAD; the SHA1s are computed locally.
+type LuaDialect struct {
+	// Anchor calls the anchor token bucket script (1 or 0, no cost) for
+	// the token algorithm, and refuses the others.
+	Anchor bool
+}
+
+// Name implements Dialect.
+func (d LuaDialect) Name() string {
+	if d.Anchor {
+		return "EVALSHA anchor token_bucket.lua"
+	}
+	return "EVALSHA lua/*.lua"
+}
+
+// Template implements Dialect.
+func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
+	var sha string
+	if d.Anchor {
+		if a != AlgToken {
+			return Template{}, fmt.Errorf("the anchor script is a token bucket only, not %s", a)
+		}
+		if p.Cost != 1 {
+			return Template{}, fmt.Errorf("the anchor script takes no cost (got %d)", p.Cost)
+		}
+		sha = ScriptSHA(AnchorScript)
+	} else {
+		s, ok := ScriptFor(a)
+		if !ok {
+			return Template{}, fmt.Errorf("no Lua script for %q", a)
+		}
+		sha = ScriptSHA(s)
+	}
+	args := LuaArgs(a, p)
+	if d.Anchor {
+		args = args[:2]
+	}
+	head := AppendArrayHeader(nil, len(args)+4)
+	head = AppendBulk(head, "EVALSHA")
+	head = AppendBulk(head, sha)
+	head = AppendBulk(head, "1")
+	var tail []byte
+	for _, s := range args {
+		tail = AppendBulk(tail, s)
+	}
+	return Template{Head: head, Tail: tail}, nil
+}
+
+// LuaArgs are the ARGV of a's script: the limit, the rate in units per
+// second or the window in ms, and the cost.
+func LuaArgs(a Algorithm, p Params) []string {
+	args := []string{strconv.FormatInt(p.Limit, 10)}
+	if a.IsBucket() {
+		args = append(args, strconv.FormatFloat(p.RatePerSecond(), 'g', -1, 64))
+	} else {
+		args = append(args, strconv.FormatInt(p.Period.Milliseconds(), 10))
+	}
+	return append(args, strconv.FormatInt(p.Cost, 10))
+}

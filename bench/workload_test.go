@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSluiceTemplates(t *testing.T) {
+	for _, c := range []struct {
+		a    Algorithm
+		p    Params
+		want []string
+	}{
+		{AlgToken, Params{Limit: 100, RateN: 10, Period: time.Second, Cost: 1}, []string{"RL.TOKEN", "k", "100", "10/1000ms"}},
+		{AlgLeaky, Params{Limit: 5, RateN: 1, Period: time.Hour, Cost: 3}, []string{"RL.LEAKY", "k", "5", "1/3600000ms", "COST", "3"}},
+		{AlgFixed, Params{Limit: 7, Period: time.Minute, Cost: 1}, []string{"RL.FIXED", "k", "7", "60000ms"}},
+		{AlgSliding, Params{Limit: 7, Period: time.Minute, Cost: 1}, []string{"RL.SLIDING", "k", "7", "60000ms"}},
+		{AlgLog, Params{Limit: 2, Period: 1500 * time.Millisecond, Cost: 2}, []string{"RL.LOG", "k", "2", "1500ms", "COST", "2"}},
+	} {
+		tpl, err := SluiceDialect{}.Template(c.a, c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(tpl.Append(nil, []byte("k")))
+		if want := string(AppendCommand(nil, c.want...)); got != want {
+			t.Errorf("%s: %q, want %q", c.a, got, want)
+		}
+	}
+}
+
+func TestLuaTemplates(t *testing.T) {
+	tpl, err := LuaDialect{}.Template(AlgToken, Params{Limit: 100, RateN: 10, Period: time.Second, Cost: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(tpl.Append(nil, []byte("k")))
+	want := string(AppendCommand(nil, "EVALSHA", ScriptSHA("token_bucket.lua"), "1", "k", "100", "10", "2"))
+	if got != want {
+		t.Errorf("token: %q, want %q", got, want)
+	}
+	tpl, err = LuaDialect{}.Template(AlgLog, Params{Limit: 3, Period: time.Minute, Cost: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = string(AppendCommand(nil, "EVALSHA", ScriptSHA("sliding_log.lua"), "1", "k", "3", "60000", "1"))
+	if got := string(tpl.Append(nil, []byte("k"))); got != want {
+		t.Errorf("log: %q, want %q", got, want)
+	}
+	tpl, err = LuaDialect{Anchor: true}.Template(AlgToken, Params{Limit: 4, RateN: 4, Period: time.Minute, Cost: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = string(AppendCommand(nil, "EVALSHA", ScriptSHA(AnchorScript), "1", "k", "4", "0.06666666666666667"))
+	if got := string(tpl.Append(nil, []byte("k"))); got != want {
+		t.Errorf("anchor: %q, want %q", got, want)
+	}
+	if _, err := (LuaDialect{Anchor: true}).Template(AlgLog, Params{Limit: 1, Period: time.Second, Cost: 1}); err == nil {
+		t.Error("the anchor accepted a log workload")
+	}
+	if _, err := (LuaDialect{Anchor: true}).Template(AlgToken, Params{Limit: 1, RateN: 1, Period: time.Second, Cost: 2}); err == nil {
+		t.Error("the anchor accepted a cost")
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	w := Workload{Alg: AlgToken, Keys: 10, Dist: DistUniform, Cost: 1}
+	if err := w.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Prefix != "b:token:" || w.Allow.Limit == 0 || w.Deny.Limit != 1 || w.AllowPrefix() != "b:token:" {
+		t.Errorf("defaults not filled: %+v", w)
+	}
+	w.DenyShare = 0.5
+	if w.AllowPrefix() != "b:token:a:" || w.DenyPrefix() != "b:token:d:" {
+		t.Errorf("prefixes %q %q", w.AllowPrefix(), w.DenyPrefix())
+	}
+	bad := Workload{Alg: "nope", Keys: 0, Dist: "x", Cost: 0, DenyShare: 2}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("a bad workload validated")
+	}
+	for _, s := range []string{"unknown workload", "distribution", "keys", "deny share", "cost"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not mention %q", err, s)
+		}
+	}
+}
+
+// TestRunLoadCountsEveryRequest drives a fake server that allows keys
+// under "a:" and denies those under "d:", in request-count mode, and checks
+// that every request is counted once and the denied share is what was asked.
+func TestRunLoadCountsEveryRequest(t *testing.T) {
+	var denyHits atomic.Int64
+	s := startFake(t, func(args []string) string {
+		if len(args) < 2 || args[0] != "RL.FIXED" {
+			return "-ERR unexpected\r\n"
+		}
+		if strings.HasPrefix(args[1], "t:d:") {
+			denyHits.Add(1)
+			return "*5\r\n:0\r\n:1\r\n:0\r\n:100\r\n:100\r\n"
+		}
+		return "*5\r\n:1\r\n:9\r\n:8\r\n:0\r\n:100\r\n"
+	})
+	w := Workload{Alg: AlgFixed, Keys: 50, Dist: DistZipf, Cost: 1, DenyShare: 0.25, Prefix: "t:"}
+	const total = 4000
+	res, err := RunLoad(testCtx(t), w, SluiceDialect{}, LoadOptions{
+		Addrs: []string{s.addr()}, Conns: 1, Pipeline: 7, Requests: total, Seed: 9,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != total || res.Allowed+res.Denied != total || res.Errors != 0 {
+		t.Fatalf("requests %d allowed %d denied %d errors %d, want %d in all", res.Requests, res.Allowed, res.Denied, res.Errors, total)
+	}
+	if res.Hist.Count() != total {
+		t.Errorf("histogram holds %d values, want %d", res.Hist.Count(), total)
+	}
+	if d := res.DenyShare(); d < 0.2 || d > 0.3 {
+		t.Errorf("denied share %.3f, want about 0.25", d)
+	}
+	// the 50 deny keys were used up first, outside the measured requests
+	if got := denyHits.Load() - res.Denied; got != 50 {
+		t.Errorf("%d requests to deny keys before the run, want 50", got)
+	}
+	if res.Latency.P50 <= 0 || res.Latency.Max < res.Latency.P99 || res.Throughput <= 0 {
+		t.Errorf("latency %+v throughput %g", res.Latency, res.Throughput)
+	}
+}
+
+func TestRunLoadReportsErrorReplies(t *testing.T) {
+	s := startFake(t, func(args []string) string { return "-CLUSTERDOWN no leader\r\n" })
+	res, err := RunLoad(testCtx(t), Workload{Alg: AlgToken, Keys: 5, Dist: DistUniform, Cost: 1}, SluiceDialect{},
+		LoadOptions{Addrs: []string{s.addr()}, Conns: 2, Pipeline: 4, Requests: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 100 || res.FirstError != "CLUSTERDOWN no leader" {
+		t.Errorf("errors %d first %q", res.Errors, res.FirstError)
+	}
+}
+
+func TestRunLoadFailsWhenServerIsGone(t *testing.T) {
+	s := startFake(t, func(args []string) string { return ":1\r\n" })
+	addr := s.addr()
+	s.ln.Close()
+	_, err := RunLoad(testCtx(t), Workload{Alg: AlgToken, Keys: 5, Dist: DistUniform, Cost: 1}, SluiceDialect{},
+		LoadOptions{Addrs: []string{addr}, Conns: 2, Pipeline: 1, Requests: 10})
+	if err == nil {
+		t.Fatal("RunLoad against a closed port succeeded")
+	}
+}
+
+func TestPopulate(t *testing.T) {
+	s := startFake(t, func(args []string) string { return "*5\r\n:1\r\n:1\r\n:0\r\n:0\r\n:1\r\n" })
+	tpl, _ := SluiceDialect{}.Template(AlgToken, MemoryParams())
+	if err := Populate(testCtx(t), []string{s.addr()}, tpl, "p:", 10, 1010, 3); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range s.commands() {
+		seen[c[1]] = true
+	}
+	if len(seen) != 1000 || !seen["p:000000000010"] || !seen["p:000000001009"] || seen["p:000000001010"] {
+		t.Errorf("populated %d distinct keys", len(seen))
+	}
+	bad := startFake(t, func(args []string) string { return "-ERR nope\r\n" })
+	if err := Populate(testCtx(t), []string{bad.addr()}, tpl, "p:", 0, 10, 2); err == nil {
+		t.Error("Populate ignored error replies")
+	}
+}
+
+func TestCaseMediansAndRatios(t *testing.T) {
+	cr := CaseResult{Case: Case{Baseline: "b"}, Runs: []TargetRun{
+		{Target: "a", Rounds: []LoadResult{{Throughput: 300}, {Throughput: 100}, {Throughput: 200}}},
+		{Target: "b", Rounds: []LoadResult{{Throughput: 50}, {Throughput: 100}}},
+		{Target: "c", Unavailable: "no binary"},
+	}}
+	for i := range cr.Runs {
+		if len(cr.Runs[i].Rounds) > 0 {
+			cr.Runs[i].Median = MedianResult(cr.Runs[i].Rounds)
+		}
+	}
+	if got := cr.Ratio("a"); got != 200/75.0 {
+		t.Errorf("ratio %g", got)
+	}
+	if got := cr.Ratio("c"); got != 0 {
+		t.Errorf("ratio of an unavailable target %g", got)
+	}
+	if cr.Run("zz") != nil {
+		t.Error("Run of an unknown target")
+	}
+}

@@ -1,0 +1,311 @@
+// Command sluice-bench measures sluice against Redis running Lua scripts:
+// it starts the servers itself on 127.0.0.1, drives them with its own
+// pipelined RESP client, and writes a Markdown report with SVG charts.
+//
+// With no workload flags it runs the default suite (about four minutes on
+// two cores). With -workload or -target it runs one case:
+//
+//	sluice-bench -target sluice-mem,redis -workload log -dist zipf -conns 50 -pipeline 16 -duration 5s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rl/sluice/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the flags.
+type options struct {
+	targets, workload, dist, suite, sections string
+	keys, maxKeys, memoryKeys                uint64
+	conns, pipeline, rounds                  int
+	duration, warmup                         time.Duration
+	requests, cost                           int64
+	deny                                     float64
+	out, doc, sluiceBin, redisBin            string
+	engineBench, logLevel, workDir           string
+	render                                   string
+	single                                   bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.targets, "target", "", "run one case on these targets (comma-separated): "+strings.Join(bench.TargetNames(), ", "))
+	fs.StringVar(&o.workload, "workload", "", "run one case of this algorithm: token, leaky, fixed, sliding or log")
+	fs.StringVar(&o.dist, "dist", "uniform", "key distribution of a single case: uniform, zipf or hot")
+	fs.Uint64Var(&o.keys, "keys", 100_000, "distinct keys")
+	fs.IntVar(&o.conns, "conns", 50, "connections")
+	fs.IntVar(&o.pipeline, "pipeline", 16, "requests per pipelined batch (single case)")
+	fs.DurationVar(&o.duration, "duration", 0, "measured length of each run (default 3s for a single case; in the suite 2s for the goal runs, half as long for the others)")
+	fs.Int64Var(&o.requests, "requests", 0, "end each run of a single case after this many requests instead of a duration")
+	fs.DurationVar(&o.warmup, "warmup", 0, "unmeasured load before each run (default 500ms)")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds, alternating between targets (default 3)")
+	fs.Float64Var(&o.deny, "deny", 0, "share of requests (0..1) sent to keys whose limit is used up (single case)")
+	fs.Int64Var(&o.cost, "cost", 1, "units per request, COST n (single case)")
+	fs.StringVar(&o.suite, "suite", "default", "suite to run without -workload/-target: default (under 5 minutes) or full (10 s runs, 5 rounds, up to 10M keys)")
+	fs.StringVar(&o.sections, "sections", "", "run only these suite sections (comma-separated): "+strings.Join(bench.Sections(), ", "))
+	fs.Uint64Var(&o.maxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
+	fs.Uint64Var(&o.memoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
+	fs.StringVar(&o.out, "out", "results", "results folder (report.md, results.json, charts/)")
+	fs.StringVar(&o.doc, "doc", "", "also write the report to this Markdown file, charts in a folder next to it (e.g. docs/benchmarks.md)")
+	fs.StringVar(&o.sluiceBin, "sluice-bin", "bin/sluice", "sluice binary (make build)")
+	fs.StringVar(&o.redisBin, "redis-bin", "redis-server", "redis-server binary")
+	fs.StringVar(&o.workDir, "work-dir", "", "parent folder of the servers' temporary data (default: the system's temp dir); durable figures depend on its file system")
+	fs.StringVar(&o.engineBench, "engine-bench", "", "file with `go test -bench ./engine/` output to include in the report")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.StringVar(&o.render, "render", "", "run nothing: render the report of a saved results.json again (into -out, and -doc if given)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.single = o.workload != "" || o.targets != ""
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.single {
+		if o.workload == "" {
+			o.workload = string(bench.AlgToken)
+		}
+		if _, err := bench.ParseAlgorithm(o.workload); err != nil {
+			errs = append(errs, fmt.Errorf("-workload: %w", err))
+		}
+		if _, err := bench.ParseDist(o.dist); err != nil {
+			errs = append(errs, fmt.Errorf("-dist: %w", err))
+		}
+		if o.targets == "" {
+			o.targets = bench.TargetSluiceMem + "," + bench.TargetRedis
+		}
+		for _, t := range strings.Split(o.targets, ",") {
+			if _, err := bench.ParseTarget(t); err != nil {
+				errs = append(errs, fmt.Errorf("-target: %w", err))
+			}
+		}
+	} else if o.suite != "default" && o.suite != "full" {
+		errs = append(errs, fmt.Errorf("-suite: want default or full, got %q", o.suite))
+	}
+	if o.sections != "" {
+		for _, s := range strings.Split(o.sections, ",") {
+			ok := false
+			for _, k := range bench.Sections() {
+				ok = ok || k == s
+			}
+			if !ok {
+				errs = append(errs, fmt.Errorf("-sections: unknown section %q (want %s)", s, strings.Join(bench.Sections(), ", ")))
+			}
+		}
+	}
+	if o.conns < 1 || o.pipeline < 1 {
+		errs = append(errs, errors.New("-conns and -pipeline: want at least 1"))
+	}
+	if o.deny < 0 || o.deny > 1 {
+		errs = append(errs, fmt.Errorf("-deny: want 0 to 1, got %g", o.deny))
+	}
+	if o.cost < 1 {
+		errs = append(errs, fmt.Errorf("-cost: want at least 1, got %d", o.cost))
+	}
+	if o.keys < 1 {
+		errs = append(errs, errors.New("-keys: want at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "sluice-bench:", err)
+		return 2
+	}
+	if o.render != "" {
+		return render(o, stdout, stderr)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintln(stderr, "sluice-bench: -log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	meter := bench.StartCPUMeter()
+	machine := bench.ReadMachine(o.redisBin, o.workDir)
+	env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir, Logger: log})
+	rep, runErr := execute(ctx, o, env, log, stderr)
+	machine.Sluice = env.SluiceVersion(ctx)
+	if err := env.Close(); err != nil {
+		log.Warn("stopping servers", "err", err)
+	}
+	machine.OtherCPU, machine.OtherShare = meter.Stop()
+	if rep == nil {
+		fmt.Fprintln(stderr, "sluice-bench:", runErr)
+		return 1
+	}
+	rep.Machine = machine
+	rep.Command = "sluice-bench " + strings.Join(args, " ")
+	if rep.Finished.IsZero() {
+		rep.Finished = time.Now()
+	}
+	if o.engineBench != "" {
+		if b, err := os.ReadFile(o.engineBench); err != nil {
+			log.Warn("engine benchmarks", "err", err)
+		} else {
+			rep.Engine = string(b)
+		}
+	}
+	if !o.single {
+		rep.EvaluateGoals()
+	}
+	if code := writeReport(o, rep, stdout, stderr); code != 0 {
+		return code
+	}
+	if runErr != nil {
+		fmt.Fprintln(stderr, "sluice-bench:", runErr)
+		return 1
+	}
+	return 0
+}
+
+// render writes the report of a saved results.json again.
+func render(o *options, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(o.render)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice-bench:", err)
+		return 1
+	}
+	rep := &bench.Report{}
+	if err := json.Unmarshal(b, rep); err != nil {
+		fmt.Fprintf(stderr, "sluice-bench: %s: %v\n", o.render, err)
+		return 1
+	}
+	if o.engineBench != "" {
+		if eb, err := os.ReadFile(o.engineBench); err == nil {
+			rep.Engine = string(eb)
+		}
+	}
+	if len(rep.Goals) > 0 {
+		rep.EvaluateGoals()
+	}
+	return writeReport(o, rep, stdout, stderr)
+}
+
+// writeReport writes the results folder, the doc if asked, and the report
+// to stdout.
+func writeReport(o *options, rep *bench.Report, stdout, stderr io.Writer) int {
+	rep.BuildCharts()
+	if err := rep.Write(o.out); err != nil {
+		fmt.Fprintln(stderr, "sluice-bench:", err)
+		return 1
+	}
+	if o.doc != "" {
+		chartDir := strings.TrimSuffix(filepath.Base(o.doc), filepath.Ext(o.doc))
+		if err := rep.WriteDoc(o.doc, chartDir); err != nil {
+			fmt.Fprintln(stderr, "sluice-bench:", err)
+			return 1
+		}
+	}
+	fmt.Fprint(stdout, rep.Markdown(filepath.Join(o.out, "charts")))
+	fmt.Fprintf(stderr, "report: %s\n", filepath.Join(o.out, "report.md"))
+	return 0
+}
+
+// execute runs the single case or the suite.
+func execute(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, stderr io.Writer) (*bench.Report, error) {
+	if o.single {
+		return runSingle(ctx, o, env, log, stderr)
+	}
+	so := bench.DefaultSuiteOptions()
+	if o.suite == "full" {
+		so = bench.FullSuiteOptions()
+	}
+	if o.duration > 0 {
+		so.Duration, so.ShortDuration = o.duration, o.duration/2
+	}
+	if o.warmup > 0 {
+		so.Warmup = o.warmup
+	}
+	if o.rounds > 0 {
+		so.Rounds = o.rounds
+	}
+	if o.maxKeys > 0 {
+		so.MaxKeys = o.maxKeys
+	}
+	so.Conns, so.Keys, so.MemoryKeys = o.conns, o.keys, o.memoryKeys
+	if o.sections != "" {
+		so.Sections = map[string]bool{}
+		for _, s := range strings.Split(o.sections, ",") {
+			so.Sections[s] = true
+		}
+	}
+	planned := so.PlannedLength()
+	fmt.Fprintf(stderr, "sluice-bench: %s suite, planned about %s\n", o.suite, planned.Round(time.Second))
+	prog := bench.NewProgress(stderr, planned)
+	defer prog.Close()
+	r := &bench.Runner{Env: env, Progress: prog, Log: log}
+	return r.RunSuite(ctx, so)
+}
+
+func runSingle(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, stderr io.Writer) (*bench.Report, error) {
+	alg, _ := bench.ParseAlgorithm(o.workload)
+	dist, _ := bench.ParseDist(o.dist)
+	targets := strings.Split(o.targets, ",")
+	baseline := targets[len(targets)-1]
+	for _, t := range targets {
+		if bench.IsRedis(t) {
+			baseline = t
+			break
+		}
+	}
+	if o.warmup <= 0 {
+		o.warmup = 500 * time.Millisecond
+	}
+	duration := o.duration
+	if duration <= 0 && o.requests <= 0 {
+		duration = 3 * time.Second
+	}
+	rounds := max(o.rounds, 1)
+	if o.rounds == 0 {
+		rounds = 3
+	}
+	c := bench.Case{
+		ID:       "single",
+		Title:    fmt.Sprintf("%s, %s keys, %d connections, P%d", alg.Command(), dist, o.conns, o.pipeline),
+		Workload: bench.Workload{Alg: alg, Keys: o.keys, Dist: dist, DenyShare: o.deny, Cost: o.cost},
+		Load: bench.LoadOptions{Conns: o.conns, Pipeline: o.pipeline, Duration: duration, Requests: o.requests,
+			Warmup: o.warmup},
+		Targets: targets, Rounds: rounds, Baseline: baseline,
+	}
+	planned := time.Duration(rounds*len(targets)) * (duration + o.warmup)
+	prog := bench.NewProgress(stderr, planned)
+	defer prog.Close()
+	r := &bench.Runner{Env: env, Progress: prog, Log: log}
+	rep := &bench.Report{Started: time.Now(), Options: bench.SuiteOptions{Duration: duration, Warmup: o.warmup, Rounds: rounds, Conns: o.conns}}
+	cr, err := r.RunCase(ctx, c)
+	rep.Cases = append(rep.Cases, cr)
+	rep.Finished = time.Now()
+	return rep, err
+}

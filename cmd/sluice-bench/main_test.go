@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/bench"
+)
+
+func TestFlagsNameTheBadOnes(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := parseFlags([]string{"-workload", "gcra", "-dist", "pareto", "-target", "memcached", "-deny", "2", "-cost", "0", "-sections", "nope"}, &stderr)
+	if err == nil {
+		t.Fatal("bad flags accepted")
+	}
+	for _, s := range []string{"-workload", "-dist", "-target", "-deny", "-cost", "-sections"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not name %s", err, s)
+		}
+	}
+	if _, err := parseFlags([]string{"-suite", "huge"}, &stderr); err == nil || !strings.Contains(err.Error(), "-suite") {
+		t.Errorf("bad -suite: %v", err)
+	}
+}
+
+func TestSingleCaseDefaults(t *testing.T) {
+	o, err := parseFlags([]string{"-workload", "sliding"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.single || o.targets != "sluice-mem,redis" || o.conns != 50 || o.pipeline != 16 {
+		t.Errorf("single-case defaults: %+v", o)
+	}
+	o, err = parseFlags([]string{"-target", "redis-anchor"}, &bytes.Buffer{})
+	if err != nil || !o.single || o.workload != "token" {
+		t.Errorf("-target alone: %+v %v", o, err)
+	}
+	o, err = parseFlags(nil, &bytes.Buffer{})
+	if err != nil || o.single {
+		t.Errorf("no flags is the suite: %+v %v", o, err)
+	}
+}
+
+func TestRenderSavedResults(t *testing.T) {
+	dir := t.TempDir()
+	rep := &bench.Report{Command: "sluice-bench", Started: time.Unix(1_700_000_000, 0), Finished: time.Unix(1_700_000_100, 0),
+		Machine: bench.Machine{NProc: 2, CPUModel: "Test CPU"}, Options: bench.DefaultSuiteOptions(),
+		Goals: []bench.GoalResult{{Goal: "x"}}}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(dir, "results.json")
+	if err := os.WriteFile(saved, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	doc := filepath.Join(dir, "docs", "benchmarks.md")
+	code := run([]string{"-render", saved, "-out", filepath.Join(dir, "out"), "-doc", doc}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	md, err := os.ReadFile(doc)
+	if err != nil || !bytes.Contains(md, []byte("Test CPU")) || !bytes.Contains(md, []byte("## Goals")) {
+		t.Errorf("doc: %v\n%s", err, md)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", "report.md")); err != nil {
+		t.Error(err)
+	}
+	if code := run([]string{"-render", filepath.Join(dir, "missing.json")}, &stdout, &stderr); code == 0 {
+		t.Error("rendering a missing file succeeded")
+	}
+}
