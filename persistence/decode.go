@@ -1,0 +1,381 @@
+package persistence
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// Decode reads a snapshot stream from r, calls fn for every record in
+// order, and returns the header once the end frame has been read and
+// checked. Each Record's Key and Log are freshly allocated and belong to
+// fn. A block's records are passed to fn only after the block's checksum
+// has been verified, but a later block may still turn out to be corrupt:
+// on error, the records already passed must be discarded by the caller.
+//
+// Errors wrap ErrNotSnapshot, ErrVersion, ErrTruncated or ErrCorrupt (or
+// fn's error, or r's read error), and say where the problem was found.
+func Decode(r io.Reader, fn func(engine.Record) error) (Header, error) {
+	d := decoder{r: bufio.NewReaderSize(r, 256<<10)}
+	h, err := d.decode(fn)
+	if err != nil {
+		return Header{}, fmt.Errorf("persistence: decode snapshot: %w", err)
+	}
+	return h, nil
+}
+
+type decoder struct {
+	r      *bufio.Reader
+	buf    []byte
+	offset int64 // of the next unread byte, for error messages
+}
+
+func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
+	var magic [len(Magic)]byte
+	if n, err := io.ReadFull(d.r, magic[:]); err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return Header{}, fmt.Errorf("%w: empty stream", ErrNotSnapshot)
+		}
+		if string(magic[:n]) == Magic[:n] {
+			return Header{}, fmt.Errorf("%w: %d bytes, in the magic", ErrTruncated, n)
+		}
+		return Header{}, fmt.Errorf("%w: bad magic", ErrNotSnapshot)
+	}
+	if string(magic[:]) != Magic {
+		return Header{}, fmt.Errorf("%w: bad magic %q", ErrNotSnapshot, magic[:])
+	}
+	d.offset = int64(len(Magic))
+	v, err := binary.ReadUvarint(d.r)
+	if err != nil {
+		return Header{}, d.readErr("version", err)
+	}
+	if v != Version {
+		return Header{}, fmt.Errorf("%w: version %d (this build reads version %d)", ErrVersion, v, Version)
+	}
+	d.offset++
+
+	typ, p, err := d.frame()
+	if err != nil {
+		return Header{}, fmt.Errorf("header: %w", err)
+	}
+	if typ != frameHeader {
+		return Header{}, fmt.Errorf("%w: first frame is %q, want the header", ErrCorrupt, typ)
+	}
+	h, err := parseHeader(p)
+	if err != nil {
+		return Header{}, fmt.Errorf("header: %w", err)
+	}
+
+	var records, blocks uint64
+	for {
+		start := d.offset
+		typ, p, err := d.frame()
+		if err != nil {
+			return Header{}, fmt.Errorf("block %d at offset %d: %w", blocks, start, err)
+		}
+		switch typ {
+		case frameBlock:
+			n, err := parseBlock(p, h.Clock.Last, records, fn)
+			if err != nil {
+				return Header{}, fmt.Errorf("block %d at offset %d: %w", blocks, start, err)
+			}
+			records += n
+			blocks++
+		case frameEnd:
+			c := cursor{b: p}
+			wantRecords, wantBlocks := c.uvarint(), c.uvarint()
+			if c.err != nil || len(c.b) != 0 {
+				return Header{}, fmt.Errorf("%w: malformed end frame", ErrCorrupt)
+			}
+			if wantRecords != records || wantBlocks != blocks {
+				return Header{}, fmt.Errorf("%w: end frame says %d records in %d blocks, read %d in %d",
+					ErrCorrupt, wantRecords, wantBlocks, records, blocks)
+			}
+			if _, err := d.r.ReadByte(); err == nil {
+				return Header{}, fmt.Errorf("%w: data after the end frame at offset %d", ErrCorrupt, d.offset)
+			} else if !errors.Is(err, io.EOF) {
+				return Header{}, fmt.Errorf("after the end frame: %w", err)
+			}
+			return h, nil
+		default:
+			return Header{}, fmt.Errorf("%w: unknown frame type 0x%02x at offset %d", ErrCorrupt, typ, start)
+		}
+	}
+}
+
+// frame reads one frame and verifies its checksum. The payload is valid
+// until the next call.
+func (d *decoder) frame() (byte, []byte, error) {
+	typ, err := d.r.ReadByte()
+	if err != nil {
+		return 0, nil, d.readErr("frame type (is the end frame missing?)", err)
+	}
+	d.offset++
+	n, err := binary.ReadUvarint(d.r)
+	if err != nil {
+		return 0, nil, d.readErr("frame length", err)
+	}
+	d.offset += int64(uvarintLen(n))
+	if n > MaxFrameLen {
+		return 0, nil, fmt.Errorf("%w: frame length %d exceeds %d", ErrCorrupt, n, MaxFrameLen)
+	}
+	p, err := d.readN(int(n))
+	if err != nil {
+		return 0, nil, d.readErr("frame payload", err)
+	}
+	var sum [4]byte
+	if _, err := io.ReadFull(d.r, sum[:]); err != nil {
+		return 0, nil, d.readErr("frame checksum", err)
+	}
+	d.offset += 4
+	crc := crc32.Update(0, castagnoli, []byte{typ})
+	crc = crc32.Update(crc, castagnoli, p)
+	if got := binary.LittleEndian.Uint32(sum[:]); got != crc {
+		return 0, nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, got, crc)
+	}
+	return typ, p, nil
+}
+
+// readN reads exactly n bytes into the decoder's buffer. The buffer grows
+// no faster than data actually arrives (at most doubling, in steps of at
+// least 1 MiB), so a corrupt length cannot make it allocate much more than
+// the input holds.
+func (d *decoder) readN(n int) ([]byte, error) {
+	if n <= cap(d.buf) {
+		d.buf = d.buf[:n]
+		m, err := io.ReadFull(d.r, d.buf)
+		d.offset += int64(m)
+		return d.buf, err
+	}
+	b := d.buf[:0]
+	for len(b) < n {
+		step := min(n-len(b), max(len(b), 1<<20))
+		if cap(b)-len(b) < step {
+			nb := make([]byte, len(b), len(b)+step)
+			copy(nb, b)
+			b = nb
+		}
+		m, err := io.ReadFull(d.r, b[len(b):len(b)+step])
+		b = b[:len(b)+m]
+		d.offset += int64(m)
+		if err != nil {
+			d.buf = b[:0]
+			return nil, err
+		}
+	}
+	d.buf = b
+	return b, nil
+}
+
+// readErr classifies an error from the underlying reader.
+func (d *decoder) readErr(what string, err error) error {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: stream ends at offset %d, in the %s", ErrTruncated, d.offset, what)
+	case err.Error() == "binary: varint overflows a 64-bit integer":
+		return fmt.Errorf("%w: %s at offset %d overflows 64 bits", ErrCorrupt, what, d.offset)
+	}
+	return fmt.Errorf("reading the %s at offset %d: %w", what, d.offset, err)
+}
+
+func parseHeader(p []byte) (Header, error) {
+	c := cursor{b: p}
+	var h Header
+	h.Clock.Offset = c.varint()
+	switch c.byte1() {
+	case 0:
+	case 1:
+		h.Clock.Frozen = true
+	default:
+		if c.err == nil {
+			return Header{}, fmt.Errorf("%w: clock frozen flag is not 0 or 1", ErrCorrupt)
+		}
+	}
+	h.Clock.FrozenAt = c.varint()
+	h.Clock.Last = c.varint()
+	n := c.uvarint()
+	if c.err == nil && n > MaxMeta {
+		return Header{}, fmt.Errorf("%w: %d meta pairs, at most %d", ErrCorrupt, n, MaxMeta)
+	}
+	for i := uint64(0); i < n && c.err == nil; i++ {
+		k := c.bytes(MaxMetaLen)
+		v := c.bytes(MaxMetaLen)
+		if c.err == nil {
+			h.Meta = append(h.Meta, [2]string{string(k), string(v)})
+		}
+	}
+	if c.err != nil {
+		return Header{}, c.err
+	}
+	if len(c.b) != 0 {
+		return Header{}, fmt.Errorf("%w: %d stray bytes after the header", ErrCorrupt, len(c.b))
+	}
+	return h, nil
+}
+
+// parseBlock decodes one block's records, calling fn for each, and returns
+// how many there were. first is the number of records before this block.
+func parseBlock(p []byte, base int64, first uint64, fn func(engine.Record) error) (uint64, error) {
+	c := cursor{b: p}
+	n := c.uvarint()
+	if c.err != nil {
+		return 0, c.err
+	}
+	// Every record takes at least 8 bytes (flags, five varints, key length
+	// and a one-byte key): a count beyond that is corrupt, and checking it
+	// bounds the slice below.
+	if n > uint64(len(c.b))/8 {
+		return 0, fmt.Errorf("%w: block claims %d records in %d bytes", ErrCorrupt, n, len(c.b))
+	}
+	recs := make([]engine.Record, 0, n)
+	for i := uint64(0); i < n; i++ {
+		rec, err := parseRecord(&c, base)
+		if err != nil {
+			return 0, fmt.Errorf("record %d: %w", first+i, err)
+		}
+		recs = append(recs, rec)
+	}
+	if len(c.b) != 0 {
+		return 0, fmt.Errorf("%w: %d stray bytes after the block's records", ErrCorrupt, len(c.b))
+	}
+	for i, rec := range recs {
+		if err := fn(rec); err != nil {
+			return 0, fmt.Errorf("record %d: %w", first+uint64(i), err)
+		}
+	}
+	return n, nil
+}
+
+func parseRecord(c *cursor, base int64) (engine.Record, error) {
+	var rec engine.Record
+	flags := c.byte1()
+	kind := flags & flagKindMask
+	if c.err == nil && (kind == 0 || kind > maxKind) {
+		return rec, fmt.Errorf("%w: unknown limiter kind %d", ErrCorrupt, kind)
+	}
+	rec.Rule.Kind = engine.Kind(kind)
+	rec.Rule.Limit = c.varint()
+	rec.Rule.Period = c.varint()
+	rec.A = absolute(c.varint(), base, flags&flagADelta != 0)
+	rec.B = absolute(c.varint(), base, flags&flagBDelta != 0)
+	rec.C = absolute(c.varint(), base, flags&flagCDelta != 0)
+	key := c.bytes(MaxKeyLen)
+	if c.err == nil && len(key) == 0 {
+		return rec, fmt.Errorf("%w: empty key", ErrCorrupt)
+	}
+	if c.err != nil {
+		return rec, c.err
+	}
+	rec.Key = append([]byte(nil), key...)
+	if flags&flagLog != 0 {
+		n := c.uvarint()
+		if c.err != nil {
+			return rec, c.err
+		}
+		// Each timestamp takes at least one byte.
+		if n == 0 || n > MaxLogLen || n > uint64(len(c.b)) {
+			return rec, fmt.Errorf("%w: log of %d timestamps with %d bytes left", ErrCorrupt, n, len(c.b))
+		}
+		rec.Log = make([]int64, n)
+		prev := base
+		for i := range rec.Log {
+			prev += c.varint()
+			rec.Log[i] = prev
+		}
+	}
+	return rec, c.err
+}
+
+func absolute(v, base int64, relative bool) int64 {
+	if relative {
+		return v + base
+	}
+	return v
+}
+
+// cursor reads varints and strings from a byte slice, with a sticky error.
+type cursor struct {
+	b   []byte
+	err error
+}
+
+func (c *cursor) fail(what string) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
+	}
+	c.b = nil
+}
+
+func (c *cursor) byte1() byte {
+	if c.err != nil {
+		return 0
+	}
+	if len(c.b) == 0 {
+		c.fail("byte")
+		return 0
+	}
+	v := c.b[0]
+	c.b = c.b[1:]
+	return v
+}
+
+func (c *cursor) uvarint() uint64 {
+	if c.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(c.b)
+	if n <= 0 {
+		c.fail("uvarint")
+		return 0
+	}
+	c.b = c.b[n:]
+	return v
+}
+
+func (c *cursor) varint() int64 {
+	if c.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(c.b)
+	if n <= 0 {
+		c.fail("varint")
+		return 0
+	}
+	c.b = c.b[n:]
+	return v
+}
+
+// bytes reads a length-prefixed string of at most limit bytes. The result
+// aliases the cursor's slice.
+func (c *cursor) bytes(limit int) []byte {
+	n := c.uvarint()
+	if c.err != nil {
+		return nil
+	}
+	if n > uint64(limit) {
+		c.err = fmt.Errorf("%w: string of %d bytes exceeds %d", ErrCorrupt, n, limit)
+		c.b = nil
+		return nil
+	}
+	if n > uint64(len(c.b)) {
+		c.fail("string")
+		return nil
+	}
+	v := c.b[:n]
+	c.b = c.b[n:]
+	return v
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}

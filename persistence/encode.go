@@ -1,0 +1,266 @@
+package persistence
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// Encoder writes one snapshot stream. Create it with NewEncoder, call Write
+// for every record, then Close. An Encoder is not safe for concurrent use.
+type Encoder struct {
+	w       *bufio.Writer
+	base    int64
+	block   []byte // payload of the open block, after its record count
+	nblock  uint64 // records in the open block
+	records uint64
+	blocks  uint64
+	scratch []byte
+	err     error // sticky
+	closed  bool
+}
+
+// NewEncoder writes the magic, version and header to w and returns an
+// Encoder for the records. Nothing is flushed to w until a block fills or
+// Close is called.
+func NewEncoder(w io.Writer, h Header) (*Encoder, error) {
+	if len(h.Meta) > MaxMeta {
+		return nil, fmt.Errorf("persistence: encode header: %d meta pairs, at most %d", len(h.Meta), MaxMeta)
+	}
+	for _, kv := range h.Meta {
+		if len(kv[0]) > MaxMetaLen || len(kv[1]) > MaxMetaLen {
+			return nil, fmt.Errorf("persistence: encode header: meta %q longer than %d bytes", kv[0], MaxMetaLen)
+		}
+	}
+	e := &Encoder{w: bufio.NewWriterSize(w, 256<<10), base: h.Clock.Last}
+	if _, err := e.w.WriteString(Magic); err != nil {
+		return nil, fmt.Errorf("persistence: write magic: %w", err)
+	}
+	e.scratch = binary.AppendUvarint(e.scratch[:0], Version)
+	if _, err := e.w.Write(e.scratch); err != nil {
+		return nil, fmt.Errorf("persistence: write version: %w", err)
+	}
+	p := make([]byte, 0, 64)
+	p = binary.AppendVarint(p, h.Clock.Offset)
+	if h.Clock.Frozen {
+		p = append(p, 1)
+	} else {
+		p = append(p, 0)
+	}
+	p = binary.AppendVarint(p, h.Clock.FrozenAt)
+	p = binary.AppendVarint(p, h.Clock.Last)
+	p = binary.AppendUvarint(p, uint64(len(h.Meta)))
+	for _, kv := range h.Meta {
+		p = appendString(p, kv[0])
+		p = appendString(p, kv[1])
+	}
+	if err := e.writeFrame(frameHeader, p); err != nil {
+		return nil, fmt.Errorf("persistence: write header: %w", err)
+	}
+	e.block = make([]byte, 0, blockTarget+blockTarget/4)
+	return e, nil
+}
+
+// Write adds one record. The record is encoded at once; rec may be reused
+// after Write returns.
+func (e *Encoder) Write(rec engine.Record) error {
+	if e.err != nil {
+		return e.err
+	}
+	if e.closed {
+		return errors.New("persistence: write after Close")
+	}
+	if err := checkRecord(rec); err != nil {
+		e.err = fmt.Errorf("persistence: record %d: %w", e.records, err)
+		return e.err
+	}
+	e.block = appendRecord(e.block, e.base, rec)
+	e.nblock++
+	e.records++
+	if len(e.block) >= blockTarget {
+		return e.flushBlock()
+	}
+	return nil
+}
+
+// Close writes the last block and the end frame and flushes everything to
+// the underlying writer. It does not close that writer.
+func (e *Encoder) Close() error {
+	if e.err != nil {
+		return e.err
+	}
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.nblock > 0 {
+		if err := e.flushBlock(); err != nil {
+			return err
+		}
+	}
+	p := binary.AppendUvarint(nil, e.records)
+	p = binary.AppendUvarint(p, e.blocks)
+	if err := e.writeFrame(frameEnd, p); err != nil {
+		e.err = fmt.Errorf("persistence: write end: %w", err)
+		return e.err
+	}
+	if err := e.w.Flush(); err != nil {
+		e.err = fmt.Errorf("persistence: flush: %w", err)
+		return e.err
+	}
+	return nil
+}
+
+// Records returns how many records have been written.
+func (e *Encoder) Records() uint64 { return e.records }
+
+// flushBlock writes the open block as one frame.
+func (e *Encoder) flushBlock() error {
+	// The payload is the record count followed by the records: write the
+	// count into scratch and checksum both parts without copying the block.
+	e.scratch = binary.AppendUvarint(e.scratch[:0], e.nblock)
+	n := len(e.scratch) + len(e.block)
+	if n > MaxFrameLen {
+		e.err = fmt.Errorf("persistence: block of %d bytes exceeds %d", n, MaxFrameLen)
+		return e.err
+	}
+	crc := crc32.Update(0, castagnoli, []byte{frameBlock})
+	crc = crc32.Update(crc, castagnoli, e.scratch)
+	crc = crc32.Update(crc, castagnoli, e.block)
+	var hdr [1 + binary.MaxVarintLen64]byte
+	hdr[0] = frameBlock
+	h := binary.AppendUvarint(hdr[:1], uint64(n))
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc)
+	for _, part := range [][]byte{h, e.scratch, e.block, sum[:]} {
+		if _, err := e.w.Write(part); err != nil {
+			e.err = fmt.Errorf("persistence: write block %d: %w", e.blocks, err)
+			return e.err
+		}
+	}
+	e.blocks++
+	e.block = e.block[:0]
+	e.nblock = 0
+	return nil
+}
+
+// writeFrame writes one frame whose payload is p.
+func (e *Encoder) writeFrame(typ byte, p []byte) error {
+	var hdr [1 + binary.MaxVarintLen64]byte
+	hdr[0] = typ
+	h := binary.AppendUvarint(hdr[:1], uint64(len(p)))
+	crc := crc32.Update(0, castagnoli, []byte{typ})
+	crc = crc32.Update(crc, castagnoli, p)
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc)
+	for _, part := range [][]byte{h, p, sum[:]} {
+		if _, err := e.w.Write(part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Encode writes a whole snapshot: the header, then the records that
+// shard(i) returns for i in [0, n), in that order.
+func Encode(w io.Writer, h Header, shard func(i int) []engine.Record, n int) error {
+	enc, err := NewEncoder(w, h)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		for _, rec := range shard(i) {
+			if err := enc.Write(rec); err != nil {
+				return err
+			}
+		}
+	}
+	return enc.Close()
+}
+
+// checkRecord rejects what Decode would reject, so that a snapshot that
+// was written can always be read back.
+func checkRecord(rec engine.Record) error {
+	if rec.Rule.Kind == engine.KindNone || rec.Rule.Kind > maxKind {
+		return fmt.Errorf("kind %d is not a limiter kind", rec.Rule.Kind)
+	}
+	if len(rec.Key) == 0 || len(rec.Key) > MaxKeyLen {
+		return fmt.Errorf("key of %d bytes: must be 1..%d", len(rec.Key), MaxKeyLen)
+	}
+	if len(rec.Log) > MaxLogLen {
+		return fmt.Errorf("log of %d timestamps: at most %d", len(rec.Log), MaxLogLen)
+	}
+	return nil
+}
+
+// appendRecord appends rec's encoding to b.
+func appendRecord(b []byte, base int64, rec engine.Record) []byte {
+	flags := byte(rec.Rule.Kind) & flagKindMask
+	a, fa := relative(rec.A, base)
+	bb, fb := relative(rec.B, base)
+	c, fc := relative(rec.C, base)
+	if fa {
+		flags |= flagADelta
+	}
+	if fb {
+		flags |= flagBDelta
+	}
+	if fc {
+		flags |= flagCDelta
+	}
+	if len(rec.Log) > 0 {
+		flags |= flagLog
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, rec.Rule.Limit)
+	b = binary.AppendVarint(b, rec.Rule.Period)
+	b = binary.AppendVarint(b, a)
+	b = binary.AppendVarint(b, bb)
+	b = binary.AppendVarint(b, c)
+	b = binary.AppendUvarint(b, uint64(len(rec.Key)))
+	b = append(b, rec.Key...)
+	if len(rec.Log) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(rec.Log)))
+		prev := base
+		for _, t := range rec.Log {
+			b = binary.AppendVarint(b, t-prev) // wraps, and unwraps exactly
+			prev = t
+		}
+	}
+	return b
+}
+
+// relative returns x or x-base, whichever encodes shorter, and whether it
+// chose the difference. Differences wrap around int64 and are undone
+// exactly by the decoder's wrapping addition.
+func relative(x, base int64) (int64, bool) {
+	d := x - base
+	if varintLen(d) < varintLen(x) {
+		return d, true
+	}
+	return x, false
+}
+
+// varintLen is the length of binary.AppendVarint(nil, x).
+func varintLen(x int64) int {
+	ux := uint64(x) << 1
+	if x < 0 {
+		ux = ^ux
+	}
+	n := 1
+	for ux >= 0x80 {
+		ux >>= 7
+		n++
+	}
+	return n
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}

@@ -1,0 +1,105 @@
+// Package persistence is sluice's on-disk snapshot format and the layout of
+// a node's data directory.
+//
+// A snapshot is a stream: an 8-byte magic, a version, then checksummed
+// frames. The first frame is the header (the engine's clock state and a few
+// application key-value pairs); record blocks follow, each holding up to
+// about 64 KiB of compactly encoded records; an end frame carries the number
+// of records and blocks written and must be the last bytes of the stream:
+//
+//	stream  = magic "SLUICESN" | uvarint version (1) | header | block* | end
+//	frame   = type byte | uvarint length | payload | crc32c(type, payload) LE32
+//	header  = type 'H'; payload: varint offset | frozen byte | varint frozenAt |
+//	          varint last | uvarint nmeta | (string key | string value)*
+//	block   = type 'B'; payload: uvarint nrec | record*
+//	end     = type 'E'; payload: uvarint records | uvarint blocks
+//	string  = uvarint length | bytes
+//	record  = flags byte (bits 0-3 kind, bits 4-6 "A/B/C stored relative to
+//	          the base", bit 7 "has a log") | varint limit | varint period |
+//	          varint A | varint B | varint C | string key |
+//	          [uvarint n | varint (t0 - base) | varint (ti - ti-1)*]
+//
+// varint is Go's zigzag encoding (encoding/binary.AppendVarint). The base is
+// the header's clock.Last: state words that are timestamps are stored as
+// small differences from it, counts as themselves, whichever is shorter.
+//
+// Decoding never trusts a length: every length is checked against a cap and
+// against the bytes actually present, so a corrupt or hostile snapshot yields
+// a wrapped error (errors.Is ErrCorrupt, ErrTruncated, ErrVersion or
+// ErrNotSnapshot), never a panic or an outsized allocation.
+package persistence
+
+import (
+	"errors"
+	"hash/crc32"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// Magic opens every snapshot stream.
+const Magic = "SLUICESN"
+
+// Version is the format version Encode writes and Decode reads.
+const Version = 1
+
+// Limits that bound what a snapshot may contain, and so what decoding may
+// allocate.
+const (
+	// MaxKeyLen is the longest key a snapshot may hold.
+	MaxKeyLen = 64 << 10
+	// MaxLogLen is the most timestamps one record's log may hold.
+	MaxLogLen = 10_000_000
+	// MaxFrameLen bounds one frame's payload. A record larger than the
+	// block target gets a block of its own, so this must hold the largest
+	// record: a full log of MaxLogLen timestamps at 10 bytes each.
+	MaxFrameLen = 128 << 20
+	// MaxMeta bounds the header's key-value pairs, MaxMetaLen each string.
+	MaxMeta    = 4096
+	MaxMetaLen = 64 << 10
+	// blockTarget is the payload size at which the encoder closes a block.
+	blockTarget = 64 << 10
+)
+
+// Frame types.
+const (
+	frameHeader = 'H'
+	frameBlock  = 'B'
+	frameEnd    = 'E'
+)
+
+// Record flag bits.
+const (
+	flagKindMask = 0x0f
+	flagADelta   = 1 << 4
+	flagBDelta   = 1 << 5
+	flagCDelta   = 1 << 6
+	flagLog      = 1 << 7
+)
+
+// maxKind is the highest engine.Kind a record may carry.
+const maxKind = 6
+
+// Errors Decode wraps; test them with errors.Is.
+var (
+	// ErrNotSnapshot: the stream does not start with Magic.
+	ErrNotSnapshot = errors.New("not a sluice snapshot")
+	// ErrVersion: the stream is of a format version this build cannot read.
+	ErrVersion = errors.New("unsupported snapshot version")
+	// ErrTruncated: the stream ends before its end frame.
+	ErrTruncated = errors.New("truncated snapshot")
+	// ErrCorrupt: a checksum, length or field is wrong.
+	ErrCorrupt = errors.New("corrupt snapshot")
+)
+
+// castagnoli is the CRC-32C table (hardware accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is what a snapshot carries besides its records.
+type Header struct {
+	// Clock is the engine's decision clock; Clock.Last is the last applied
+	// time, so a restored replica never rewinds.
+	Clock engine.ClockState
+	// Meta holds the application's key-value pairs, in order (the cluster
+	// keeps its applied index and the leaders' addresses here).
+	Meta [][2]string
+}
