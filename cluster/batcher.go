@@ -1,0 +1,408 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// The group commit pipeline.
+//
+// Invariants. Every decision is computed by the FSM when its log entry
+// applies, so every replica computes the same one; a caller is answered only
+// after its entry has committed on a majority and applied here; the ops of
+// one Execute call (one client pipeline) stay together, in order, in one
+// entry, applied at one instant; and every entry carries the time at which
+// the leader built it, which the engine clamps so that time never goes
+// backwards (a new leader's clock may be behind the old one's).
+//
+// The naive design, one Raft entry per command, applied one at a time, is
+// bounded by the leader's serial fsync: the bolt commit costs ~0.7 ms, so a
+// few thousand decisions per second, whatever the number of clients (see
+// NOTES.md: 13k entries/s even with 64 applies in flight). Throughput needs
+// two things at once: many ops per entry, and several entries in flight.
+//
+// The design. Callers (connection goroutines, and the forward server on
+// behalf of followers) put a request on one channel and block. One batcher
+// goroutine owns everything after that:
+//
+//  1. It takes every queued request that fits into the entry it is
+//     gathering: whole requests only, up to MaxBatchOps and MaxBatchBytes (a
+//     request that does not fit opens the next entry).
+//  2. It hands the entry to Raft at once when nothing is in flight: an idle
+//     pipeline adds no latency, and there is no timer anywhere. Otherwise
+//     it keeps gathering while the earlier entries commit, and hands the
+//     entry over only once it is full or holds a quarter of MaxBatchOps (the
+//     fill), and fewer than MaxInflight entries are in flight. The busier
+//     the pipeline, the larger the entries; several large entries commit
+//     at once, one on the leader's disk while the previous is on the
+//     followers'.
+//  3. raft.Apply takes the entry, stamped with the leader's wall clock at
+//     that moment and encoded then (a caller that gave up before that point
+//     is left out: certainly not applied). Raft appends queued entries in
+//     groups (BatchApplyCh, MaxAppendEntries) and replicates them in one
+//     AppendEntries each.
+//  4. A waiter per entry awaits its future. On success the future's
+//     Response is the []engine.Result the FSM computed; the waiter hands
+//     each request its slice of it, wakes the caller, and tells the batcher
+//     a slot is free. Entries commit and apply in log order, so callers are
+//     answered in the order their requests were queued.
+//
+// Why hold entries back instead of keeping many small ones in flight? Every
+// entry costs a bolt commit (two fdatasyncs, ~140 µs of CPU here) on every
+// node, so ops per entry is what CPU per op depends on. On a 2-core VM with
+// three nodes on one disk and 50 callers of 16 ops (BenchmarkCluster*),
+// eager submission with 8 in flight made entries of ~70 ops at ~10 CPU-µs
+// per op; 2 in flight, ~220 ops and ~7 µs; the fill rule, ~220-280 ops, 4-9
+// µs, and up to 200k ops/s when the machine was quiet (one node: 490k).
+// With few callers (50 of one op each), it runs about one entry at a time
+// of ~25 ops and matched or beat eager submission, at half its CPU per op.
+//
+// Deadlines. A Raft future can wait forever when quorum is lost (raft#498),
+// so nothing here trusts one: each caller waits on its own timer
+// (ClusterTimeout), and each waiter gives up on its future after the same
+// time plus a margin, freeing its slot. A request that times out before the
+// batcher took it is certainly not applied; one that times out after is in
+// an entry Raft may yet commit, the reply is CLUSTERDOWN either way (no
+// majority answered in time). Clients such as go-redis retry CLUSTERDOWN;
+// should the first attempt commit after all, the retry consumes the cost
+// twice: a limiter then admits less, never more. The request's state word decides, with one
+// compare-and-swap, whether the caller gave up first (the late result is
+// dropped) or the waiter claimed it (the caller takes the result), so the
+// results slice is never written after the caller returned; and while the
+// batcher reads a request's ops, the caller waits before it gives up, so
+// the ops' memory is never read after the caller returned either.
+//
+// Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
+// timeout mean Raft refused the entry before appending it: not applied, so
+// Execute routes the request again (to the new leader, through forwarding).
+// ErrLeadershipLost (or shutdown) after the entry was appended means the
+// outcome is unknown: the caller gets ErrOutcomeUnknown, never a retry
+// that could apply it twice.
+//
+// Locks: none. The batcher goroutine owns its buffers; requests cross
+// goroutines through channels and their state word; the engine is touched
+// only by the FSM goroutine, never while raft.Apply is being called.
+
+// Request states.
+const (
+	reqQueued    int32 = iota // on the channel
+	reqEncoding               // the batcher is reading its ops
+	reqSubmitted              // in an entry handed to Raft
+	reqClaimed                // a waiter is writing the outcome
+	reqAbandoned              // the caller gave up
+)
+
+// request is one Execute call's batch on its way through the pipeline.
+type request struct {
+	ops     []engine.Op
+	results []engine.Result
+	size    int // encoded size estimate
+	state   atomic.Int32
+	err     error // set before done is closed
+	done    chan struct{}
+}
+
+// batcher is the group commit pipeline's single gathering goroutine.
+type batcher struct {
+	raft        *raft.Raft
+	fsm         *fsm
+	now         func() int64
+	timeout     time.Duration
+	maxOps      int
+	maxBytes    int
+	reqs        chan *request
+	fill        int           // ops that justify a second entry in flight
+	maxInflight int           // MaxInflight
+	freed       chan struct{} // an entry was answered; capacity MaxInflight
+	closing     <-chan struct{}
+	stopped     chan struct{}
+
+	entries atomic.Uint64 // entries committed
+	ops     atomic.Uint64 // ops in those entries
+}
+
+func newBatcher(r *raft.Raft, f *fsm, cfg *Config, closing <-chan struct{}) *batcher {
+	return &batcher{
+		raft:        r,
+		fsm:         f,
+		now:         cfg.Now,
+		timeout:     cfg.ClusterTimeout,
+		maxOps:      cfg.MaxBatchOps,
+		maxBytes:    cfg.MaxBatchBytes,
+		reqs:        make(chan *request, 4*cfg.MaxBatchOps),
+		fill:        cfg.BatchFill,
+		maxInflight: cfg.MaxInflight,
+		freed:       make(chan struct{}, cfg.MaxInflight),
+		closing:     closing,
+		stopped:     make(chan struct{}),
+	}
+}
+
+// submit queues ops and waits for their results, until the deadline timer
+// fires or ctx ends. It returns errRetry when the batch was certainly not
+// applied and may be routed again.
+func (b *batcher) submit(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) error {
+	req, err := b.enqueue(ctx, deadline, ops, results)
+	if err != nil {
+		return err
+	}
+	return b.wait(ctx, deadline, req)
+}
+
+// enqueue puts ops on the batcher's queue. Requests queued by one goroutine
+// are committed in that order.
+func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) (*request, error) {
+	req := &request{ops: ops, results: results, size: opsSize(ops), done: make(chan struct{})}
+	select {
+	case b.reqs <- req:
+		return req, nil
+	case <-deadline:
+		return nil, clusterDownError{b.timeout}
+	case <-ctx.Done():
+		return nil, fmt.Errorf("cluster: execute: %w", ctx.Err())
+	case <-b.closing:
+		return nil, ErrShuttingDown
+	}
+}
+
+// wait waits for a queued request's outcome.
+func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) error {
+	var giveUp error
+	closing := b.closing
+	for giveUp == nil {
+		select {
+		case <-req.done:
+			return req.err
+		case <-deadline:
+			giveUp = clusterDownError{b.timeout}
+		case <-ctx.Done():
+			giveUp = fmt.Errorf("cluster: execute: %w", ctx.Err())
+		case <-closing:
+			// Still queued: the batcher is gone and will never take it.
+			// Already in an entry: its outcome still comes from Raft.
+			closing = nil
+			if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+				return ErrShuttingDown
+			}
+		}
+	}
+	if abandon(&req.state) {
+		return giveUp
+	}
+	<-req.done // a waiter claimed it first and is writing the outcome
+	return req.err
+}
+
+// abandon marks a request given up by its caller, waiting out a batcher
+// that is reading its ops. It returns false when the outcome was claimed
+// first: the caller must then wait for it.
+func abandon(state *atomic.Int32) bool {
+	for {
+		switch state.Load() {
+		case reqQueued:
+			if state.CompareAndSwap(reqQueued, reqAbandoned) {
+				return true
+			}
+		case reqSubmitted:
+			if state.CompareAndSwap(reqSubmitted, reqAbandoned) {
+				return true
+			}
+		case reqClaimed:
+			return false
+		case reqAbandoned:
+			return true
+		default: // reqEncoding: a few microseconds
+			runtime.Gosched()
+		}
+	}
+}
+
+// finish hands a request its outcome, unless its caller gave up.
+func finish(req *request, results []engine.Result, err error) {
+	if !req.state.CompareAndSwap(reqSubmitted, reqClaimed) && !req.state.CompareAndSwap(reqQueued, reqClaimed) {
+		return
+	}
+	if err == nil {
+		copy(req.results, results)
+	}
+	req.err = err
+	close(req.done)
+}
+
+// run is the batcher goroutine.
+func (b *batcher) run() {
+	defer close(b.stopped)
+	var (
+		pending      []*request // gathered for the next entry, still reqQueued
+		nops, nbytes int
+		over         *request // did not fit in pending: opens the entry after
+		inflight     int      // entries handed to Raft and not yet answered
+		body         []byte   // scratch for encoding
+	)
+	add := func(r *request) {
+		if len(pending) > 0 && (nops+len(r.ops) > b.maxOps || nbytes+r.size > b.maxBytes) {
+			over = r
+			return
+		}
+		pending = append(pending, r)
+		nops += len(r.ops)
+		nbytes += r.size
+	}
+	full := func() bool { return over != nil || nops >= b.maxOps || nbytes >= b.maxBytes }
+	for {
+		// Take whatever is queued, as long as it fits.
+	gather:
+		for !full() {
+			select {
+			case r := <-b.reqs:
+				add(r)
+			default:
+				break gather
+			}
+		}
+		// Submit now if nothing is in flight (an idle pipeline adds no
+		// latency), or if the entry is worth a slot of its own.
+		if len(pending) > 0 && inflight < b.maxInflight && (inflight == 0 || full() || nops >= b.fill) {
+			if b.apply(pending, &body) {
+				inflight++
+			}
+			clear(pending)
+			pending, nops, nbytes = pending[:0], 0, 0
+			if r := over; r != nil {
+				over = nil
+				add(r)
+			}
+			continue
+		}
+		// Wait for more requests (unless the entry is full), or for an
+		// entry to be answered.
+		reqs := b.reqs
+		if full() {
+			reqs = nil
+		}
+		select {
+		case r := <-reqs:
+			add(r)
+		case <-b.freed:
+			inflight--
+		case <-b.closing:
+			for _, r := range pending {
+				finish(r, nil, ErrShuttingDown)
+			}
+			if over != nil {
+				finish(over, nil, ErrShuttingDown)
+			}
+			b.drain()
+			return
+		}
+	}
+}
+
+// apply encodes the requests whose callers still wait into one entry,
+// stamped with the leader's clock, and hands it to Raft. It reports whether
+// an entry was handed over (its waiter will signal freed).
+func (b *batcher) apply(pending []*request, body *[]byte) bool {
+	batch := make([]*request, 0, len(pending))
+	*body = (*body)[:0]
+	n := 0
+	for _, r := range pending {
+		// The caller may give up at any moment and reuse its ops' memory:
+		// encode them under reqEncoding, which the caller waits out.
+		if !r.state.CompareAndSwap(reqQueued, reqEncoding) {
+			continue // abandoned before it reached the log: not applied
+		}
+		for i := range r.ops {
+			*body = appendOp(*body, &r.ops[i])
+		}
+		r.state.Store(reqSubmitted)
+		batch = append(batch, r)
+		n += len(r.ops)
+	}
+	if len(batch) == 0 {
+		return false
+	}
+	buf := make([]byte, 0, 2*binary.MaxVarintLen64+1+len(*body))
+	buf = appendOpsEntryHeader(buf, b.now(), n)
+	buf = append(buf, *body...)
+	b.fsm.await(buf)
+	f := b.raft.Apply(buf, b.timeout)
+	go b.await(f, buf, batch, n)
+	return true
+}
+
+// drain fails every queued request when the node closes.
+func (b *batcher) drain() {
+	for {
+		select {
+		case r := <-b.reqs:
+			finish(r, nil, ErrShuttingDown)
+		default:
+			return
+		}
+	}
+}
+
+// await waits for one entry's future, with a deadline of its own, hands
+// out the outcome and frees the entry's slot.
+func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops int) {
+	defer func() {
+		b.fsm.forget(data)
+		b.freed <- struct{}{} // buffered: never blocks
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }() // may never return (raft#498)
+	watchdog := time.NewTimer(b.timeout + b.timeout/2)
+	defer watchdog.Stop()
+	var err error
+	select {
+	case err = <-errc:
+	case <-watchdog.C:
+		for _, r := range batch {
+			finish(r, nil, clusterDownError{b.timeout})
+		}
+		return
+	}
+	if err != nil {
+		err = classifyApplyError(err)
+		for _, r := range batch {
+			finish(r, nil, err)
+		}
+		return
+	}
+	b.entries.Add(1)
+	b.ops.Add(uint64(nops))
+	results, ok := f.Response().([]engine.Result)
+	if !ok || len(results) != nops {
+		err := fmt.Errorf("ERR internal error: the log entry did not apply: %v", f.Response())
+		for _, r := range batch {
+			finish(r, nil, err)
+		}
+		return
+	}
+	off := 0
+	for _, r := range batch {
+		finish(r, results[off:off+len(r.ops)], nil)
+		off += len(r.ops)
+	}
+}
+
+// classifyApplyError maps a Raft apply error to what the caller may do.
+func classifyApplyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrAbortedByRestore):
+		return errRetry // refused before it was appended: not applied
+	}
+	return ErrOutcomeUnknown // ErrLeadershipLost, ErrRaftShutdown, ...
+}

@@ -1,0 +1,459 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// Log entry encoding. Every Raft command entry starts with a type byte that
+// doubles as the format version; a new format gets a new byte, and old
+// bytes stay decodable for as long as logs holding them may exist.
+//
+//	ops entry:    0x01 | varint stamp (leader's wall clock, ns) | ops
+//	leader entry: 0x02 | string id | string resp addr | string forward addr
+//	ops:          uvarint n | op*
+//	op:           code byte | field mask byte | fields in mask order
+//	fields:       rule (kind byte, varint limit, varint period) | varint cost |
+//	              uvarint cursor | string key | string pattern
+//	string:       uvarint length | bytes
+//
+// Absent fields are zero: a typical RL.TOKEN op costs 2 + 4 + key bytes
+// plus a few for its numbers.
+const (
+	entryOps    = 0x01
+	entryLeader = 0x02
+)
+
+// Field mask bits of an encoded op.
+const (
+	fieldRule = 1 << iota
+	fieldCost
+	fieldCursor
+	fieldKey
+	fieldPattern
+)
+
+// maxDecodeString bounds any string in an entry or frame; the length is also
+// checked against the bytes present, so this only names a sane ceiling.
+const maxDecodeString = 64 << 20
+
+// errMalformed is wrapped by every decoding error.
+var errMalformed = errors.New("malformed entry")
+
+// opsSize estimates the encoded size of ops, for batch byte limits.
+func opsSize(ops []engine.Op) int {
+	n := binary.MaxVarintLen64
+	for i := range ops {
+		n += 2 + 3*binary.MaxVarintLen64 + 1 + 2*binary.MaxVarintLen32 + len(ops[i].Key) + len(ops[i].Pattern)
+	}
+	return n
+}
+
+// appendOpsEntryHeader starts an ops entry stamped at stamp holding n ops;
+// the ops follow with appendOp.
+func appendOpsEntryHeader(b []byte, stamp int64, n int) []byte {
+	b = append(b, entryOps)
+	b = binary.AppendVarint(b, stamp)
+	return binary.AppendUvarint(b, uint64(n))
+}
+
+// appendOps appends a count and the ops.
+func appendOps(b []byte, ops []engine.Op) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ops)))
+	for i := range ops {
+		b = appendOp(b, &ops[i])
+	}
+	return b
+}
+
+func appendOp(b []byte, op *engine.Op) []byte {
+	var mask byte
+	if op.Rule != (engine.Rule{}) {
+		mask |= fieldRule
+	}
+	if op.Cost != 0 {
+		mask |= fieldCost
+	}
+	if op.Cursor != 0 {
+		mask |= fieldCursor
+	}
+	if len(op.Key) > 0 {
+		mask |= fieldKey
+	}
+	if len(op.Pattern) > 0 {
+		mask |= fieldPattern
+	}
+	b = append(b, byte(op.Code), mask)
+	if mask&fieldRule != 0 {
+		b = append(b, byte(op.Rule.Kind))
+		b = binary.AppendVarint(b, op.Rule.Limit)
+		b = binary.AppendVarint(b, op.Rule.Period)
+	}
+	if mask&fieldCost != 0 {
+		b = binary.AppendVarint(b, op.Cost)
+	}
+	if mask&fieldCursor != 0 {
+		b = binary.AppendUvarint(b, op.Cursor)
+	}
+	if mask&fieldKey != 0 {
+		b = appendBytes(b, op.Key)
+	}
+	if mask&fieldPattern != 0 {
+		b = appendBytes(b, op.Pattern)
+	}
+	return b
+}
+
+// leaderEntry announces a leader's addresses through the log.
+type leaderEntry struct {
+	ID      string
+	RESP    string
+	Forward string
+}
+
+func appendLeaderEntry(b []byte, e leaderEntry) []byte {
+	b = append(b, entryLeader)
+	b = appendBytes(b, []byte(e.ID))
+	b = appendBytes(b, []byte(e.RESP))
+	return appendBytes(b, []byte(e.Forward))
+}
+
+// decodedEntry is one decoded command entry: either ops with their stamp,
+// or a leader announcement.
+type decodedEntry struct {
+	typ    byte
+	stamp  int64
+	ops    []engine.Op
+	leader leaderEntry
+}
+
+// decodeEntry decodes a command entry. The ops' Key and Pattern alias data.
+func decodeEntry(data []byte) (decodedEntry, error) {
+	return decodeEntryInto(data, nil)
+}
+
+// decodeEntryInto is decodeEntry with the ops decoded into buf's array
+// when it is large enough.
+func decodeEntryInto(data []byte, buf []engine.Op) (decodedEntry, error) {
+	if len(data) == 0 {
+		return decodedEntry{}, fmt.Errorf("%w: empty", errMalformed)
+	}
+	d := decoder{b: data[1:]}
+	e := decodedEntry{typ: data[0]}
+	switch e.typ {
+	case entryOps:
+		e.stamp = d.varint()
+		e.ops = d.opsInto(buf)
+	case entryLeader:
+		e.leader.ID = string(d.bytes())
+		e.leader.RESP = string(d.bytes())
+		e.leader.Forward = string(d.bytes())
+	default:
+		return decodedEntry{}, fmt.Errorf("%w: unknown entry type 0x%02x", errMalformed, e.typ)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d stray bytes", errMalformed, len(d.b))
+	}
+	if d.err != nil {
+		return decodedEntry{}, d.err
+	}
+	return e, nil
+}
+
+// Results, for the forwarding protocol: the leader computes them and the
+// follower relays them.
+//
+//	results: uvarint n | result*
+//	result:  uvarint field mask | fields in mask order (see resultField*)
+const (
+	resultErr = 1 << iota
+	resultKind
+	resultAllowed
+	resultLimit
+	resultRemaining
+	resultRetry
+	resultReset
+	resultCount
+	resultCursor
+	resultKeys
+)
+
+// knownErrors maps engine error texts back to their values, so that
+// errors.Is works on a forwarded result.
+var knownErrors = map[string]error{
+	engine.ErrWrongType.Error():      engine.ErrWrongType,
+	engine.ErrClockBackwards.Error(): engine.ErrClockBackwards,
+	engine.ErrBadRule.Error():        engine.ErrBadRule,
+}
+
+// resultError rebuilds a result's error from its text: the engine's own
+// value when the text is one, an error that wraps it when the text extends
+// one (the engine wraps ErrBadRule with details), else a plain error.
+func resultError(text string) error {
+	if known, ok := knownErrors[text]; ok {
+		return known
+	}
+	for prefix, known := range knownErrors {
+		if strings.HasPrefix(text, prefix) {
+			return wrappedError{text: text, err: known}
+		}
+	}
+	return errors.New(text)
+}
+
+// wrappedError has the text it was sent with and unwraps to a known error.
+type wrappedError struct {
+	text string
+	err  error
+}
+
+func (e wrappedError) Error() string { return e.text }
+func (e wrappedError) Unwrap() error { return e.err }
+
+func appendResults(b []byte, rs []engine.Result) []byte {
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	for i := range rs {
+		r := &rs[i]
+		var mask uint64
+		if r.Err != nil {
+			mask |= resultErr
+		}
+		if r.Kind != 0 {
+			mask |= resultKind
+		}
+		if r.Allowed {
+			mask |= resultAllowed
+		}
+		if r.Limit != 0 {
+			mask |= resultLimit
+		}
+		if r.Remaining != 0 {
+			mask |= resultRemaining
+		}
+		if r.RetryAfter != 0 {
+			mask |= resultRetry
+		}
+		if r.ResetAfter != 0 {
+			mask |= resultReset
+		}
+		if r.Count != 0 {
+			mask |= resultCount
+		}
+		if r.Cursor != 0 {
+			mask |= resultCursor
+		}
+		if r.Keys != nil {
+			mask |= resultKeys
+		}
+		b = binary.AppendUvarint(b, mask)
+		if r.Err != nil {
+			b = appendBytes(b, []byte(r.Err.Error()))
+		}
+		if r.Kind != 0 {
+			b = append(b, byte(r.Kind))
+		}
+		for _, v := range []struct {
+			bit uint64
+			v   int64
+		}{{resultLimit, r.Limit}, {resultRemaining, r.Remaining}, {resultRetry, r.RetryAfter}, {resultReset, r.ResetAfter}, {resultCount, r.Count}} {
+			if mask&v.bit != 0 {
+				b = binary.AppendVarint(b, v.v)
+			}
+		}
+		if r.Cursor != 0 {
+			b = binary.AppendUvarint(b, r.Cursor)
+		}
+		if r.Keys != nil {
+			b = binary.AppendUvarint(b, uint64(len(r.Keys)))
+			for _, k := range r.Keys {
+				b = appendBytes(b, k)
+			}
+		}
+	}
+	return b
+}
+
+// decodeResults decodes results into rs, which must have the length the
+// encoding says. Keys are copied out of data.
+func decodeResults(data []byte, rs []engine.Result) error {
+	d := decoder{b: data}
+	n := d.uvarint()
+	if d.err == nil && n != uint64(len(rs)) {
+		return fmt.Errorf("%w: %d results for %d ops", errMalformed, n, len(rs))
+	}
+	for i := 0; i < len(rs) && d.err == nil; i++ {
+		r := engine.Result{}
+		mask := d.uvarint()
+		if mask&resultErr != 0 {
+			r.Err = resultError(string(d.bytes()))
+		}
+		if mask&resultKind != 0 {
+			r.Kind = engine.Kind(d.byte1())
+		}
+		r.Allowed = mask&resultAllowed != 0
+		for _, f := range []struct {
+			bit uint64
+			p   *int64
+		}{{resultLimit, &r.Limit}, {resultRemaining, &r.Remaining}, {resultRetry, &r.RetryAfter}, {resultReset, &r.ResetAfter}, {resultCount, &r.Count}} {
+			if mask&f.bit != 0 {
+				*f.p = d.varint()
+			}
+		}
+		if mask&resultCursor != 0 {
+			r.Cursor = d.uvarint()
+		}
+		if mask&resultKeys != 0 {
+			k := d.uvarint()
+			if d.err == nil && k > uint64(len(d.b)) { // each key takes at least its length byte
+				d.err = fmt.Errorf("%w: %d keys in %d bytes", errMalformed, k, len(d.b))
+			}
+			if d.err == nil {
+				r.Keys = make([][]byte, 0, k)
+				for j := uint64(0); j < k && d.err == nil; j++ {
+					r.Keys = append(r.Keys, bytes.Clone(d.bytes()))
+				}
+			}
+		}
+		rs[i] = r
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d stray bytes after the results", errMalformed, len(d.b))
+	}
+	return d.err
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads from a byte slice with a sticky error; it never panics and
+// never allocates more than the bytes it was given justify.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated %s", errMalformed, what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte1() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("byte")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes reads a length-prefixed string; the result aliases the input.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) || n > maxDecodeString {
+		d.fail("string")
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// ops reads a count and that many ops.
+func (d *decoder) ops() []engine.Op { return d.opsInto(nil) }
+
+// opsInto reads a count and that many ops, into buf's array when it is
+// large enough.
+func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b))/2 { // every op takes at least two bytes
+		d.err = fmt.Errorf("%w: %d ops in %d bytes", errMalformed, n, len(d.b))
+		return nil
+	}
+	var ops []engine.Op
+	if uint64(cap(buf)) >= n {
+		ops = buf[:n]
+		clear(ops)
+	} else {
+		ops = make([]engine.Op, n)
+	}
+	for i := range ops {
+		op := &ops[i]
+		op.Code = engine.OpCode(d.byte1())
+		mask := d.byte1()
+		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern) != 0 && d.err == nil {
+			d.err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", errMalformed, i, mask)
+		}
+		if mask&fieldRule != 0 {
+			op.Rule.Kind = engine.Kind(d.byte1())
+			op.Rule.Limit = d.varint()
+			op.Rule.Period = d.varint()
+		}
+		if mask&fieldCost != 0 {
+			op.Cost = d.varint()
+		}
+		if mask&fieldCursor != 0 {
+			op.Cursor = d.uvarint()
+		}
+		if mask&fieldKey != 0 {
+			op.Key = d.bytes()
+		}
+		if mask&fieldPattern != 0 {
+			op.Pattern = d.bytes()
+		}
+		if d.err != nil {
+			return nil
+		}
+		if len(op.Key) == 0 {
+			op.Key = nil // as the encoder would have omitted it
+		}
+		if len(op.Pattern) == 0 {
+			op.Pattern = nil
+		}
+	}
+	return ops
+}

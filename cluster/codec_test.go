@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+func sampleOps() []engine.Op {
+	return []engine.Op{
+		decide("k", tokenRule, 1),
+		{Code: engine.OpDecide, Key: []byte{0, '\r', '\n', 0xff}, Rule: engine.Rule{Kind: engine.KindGCRA, Limit: math.MaxInt64, Period: math.MinInt64}, Cost: -1},
+		{Code: engine.OpPeek, Key: []byte("p")},
+		{Code: engine.OpScan, Cursor: math.MaxUint64, Pattern: []byte("user:*"), Rule: engine.Rule{Kind: engine.KindLog}, Cost: 10},
+		{Code: engine.OpKeys, Pattern: []byte("*")},
+		{Code: engine.OpCount},
+		{Code: engine.OpTimeWarp, Cost: int64(time.Hour)},
+		{Code: engine.OpClockFreeze},
+		{Code: 200}, // unknown codes travel; the engine refuses them
+	}
+}
+
+func TestEntryRoundTrip(t *testing.T) {
+	ops := sampleOps()
+	data := appendOpsEntryHeader(nil, -42, len(ops))
+	for i := range ops {
+		data = appendOp(data, &ops[i])
+	}
+	if len(data) > opsSize(ops) {
+		t.Fatalf("opsSize %d underestimates %d bytes", opsSize(ops), len(data))
+	}
+	e, err := decodeEntry(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.typ != entryOps || e.stamp != -42 || !reflect.DeepEqual(e.ops, ops) {
+		t.Fatalf("decoded %+v\nwant %+v", e.ops, ops)
+	}
+
+	le := leaderEntry{ID: "n1", RESP: "127.0.0.1:6001", Forward: "127.0.0.1:8001"}
+	e, err = decodeEntry(appendLeaderEntry(nil, le))
+	if err != nil || e.typ != entryLeader || e.leader != le {
+		t.Fatalf("leader entry: %+v, %v", e, err)
+	}
+}
+
+func TestEntryDecodeErrors(t *testing.T) {
+	good := appendOpsEntryHeader(nil, 1, 1)
+	good = appendOp(good, &engine.Op{Code: engine.OpDecide, Key: []byte("key")})
+	tests := []struct {
+		name string
+		data []byte
+		text string
+	}{
+		{"empty", nil, "empty"},
+		{"unknown type", []byte{9}, "unknown entry type 0x09"},
+		{"count beyond the bytes", append([]byte{entryOps, 0}, 0xff, 0xff, 0xff, 0xff, 0x0f), "ops in"},
+		{"truncated key", good[:len(good)-1], "truncated"},
+		{"stray bytes", append(bytes.Clone(good), 0), "stray"},
+		{"unknown field", []byte{entryOps, 0, 1, 1, 0x80}, "unknown field mask"},
+		{"varint overflow", append([]byte{entryOps}, bytes.Repeat([]byte{0xff}, 11)...), "truncated varint"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeEntry(tt.data)
+			if !errors.Is(err, errMalformed) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("err = %v, want %q", err, tt.text)
+			}
+		})
+	}
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	ops := sampleOps()
+	data := appendOpsEntryHeader(nil, 7, len(ops))
+	for i := range ops {
+		data = appendOp(data, &ops[i])
+	}
+	f.Add(data)
+	f.Add(appendLeaderEntry(nil, leaderEntry{ID: "n1", RESP: "a", Forward: "b"}))
+	f.Add(appendResults(nil, sampleResults()))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if e, err := decodeEntry(data); err == nil && e.typ == entryOps {
+			again := appendOpsEntryHeader(nil, e.stamp, len(e.ops))
+			for i := range e.ops {
+				again = appendOp(again, &e.ops[i])
+			}
+			if e2, err := decodeEntry(again); err != nil || !reflect.DeepEqual(e2.ops, e.ops) {
+				t.Fatalf("re-encoding changed the ops: %v", err)
+			}
+		}
+		rs := make([]engine.Result, 4)
+		_ = decodeResults(data, rs)
+		d := decoder{b: data}
+		d.ops()
+	})
+}
+
+func sampleResults() []engine.Result {
+	return []engine.Result{
+		{Kind: engine.KindToken, Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 720000},
+		{Kind: engine.KindGCRA, Limit: 16, RetryAfter: -1, ResetAfter: 2, Remaining: 15},
+		{Err: engine.ErrWrongType},
+		{Err: errors.New("ERR invalid limiter parameters: negative cost -1")},
+		{Err: errors.New("ERR something else")},
+		{Count: -2},
+		{Cursor: math.MaxUint64, Keys: [][]byte{[]byte("a"), {}, {0, 1}}},
+		{Keys: [][]byte{}},
+		{},
+	}
+}
+
+func TestResultsRoundTrip(t *testing.T) {
+	in := sampleResults()
+	out := make([]engine.Result, len(in))
+	if err := decodeResults(appendResults(nil, in), out); err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		a, b := in[i], out[i]
+		if (a.Err == nil) != (b.Err == nil) || (a.Err != nil && a.Err.Error() != b.Err.Error()) {
+			t.Fatalf("result %d: err %v, want %v", i, b.Err, a.Err)
+		}
+		a.Err, b.Err = nil, nil
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("result %d: %+v, want %+v", i, b, a)
+		}
+	}
+	if out[2].Err != engine.ErrWrongType || !errors.Is(out[3].Err, engine.ErrBadRule) || errors.Is(out[4].Err, engine.ErrBadRule) {
+		t.Fatalf("errors not mapped back: %v, %v, %v", out[2].Err, out[3].Err, out[4].Err)
+	}
+	if err := decodeResults(appendResults(nil, in), make([]engine.Result, 2)); err == nil {
+		t.Fatal("a results count mismatch was accepted")
+	}
+}
+
+func TestReadFrame(t *testing.T) {
+	tests := []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"small", frame([]byte("hello")), true},
+		{"large", frame(bytes.Repeat([]byte("x"), 300<<10)), true},
+		{"too large", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}, false},
+		{"lying length", []byte{0xff, 0xff, 0xff, 0x0f, 'x'}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := readFrame(bufio.NewReader(bytes.NewReader(tt.data)), 64<<20)
+			if (err == nil) != tt.ok {
+				t.Fatalf("err = %v", err)
+			}
+			if tt.ok && !bytes.Equal(frame(p), tt.data) {
+				t.Fatal("payload changed")
+			}
+		})
+	}
+}
+
+func TestReplyErrorTexts(t *testing.T) {
+	cd := clusterDownError{2 * time.Second}
+	if got := cd.Error(); got != "CLUSTERDOWN no quorum: the cluster could not commit within 2s" {
+		t.Fatalf("CLUSTERDOWN text: %q", got)
+	}
+	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, cd} {
+		back := replyError(err.Error(), 2*time.Second)
+		if back.Error() != err.Error() || !errors.Is(back, err) && !errors.Is(back, ErrClusterDown) {
+			t.Fatalf("%q came back as %v", err, back)
+		}
+		if strings.HasPrefix(err.Error(), "-") {
+			t.Fatalf("%q starts with '-'", err)
+		}
+	}
+	if !errors.Is(replyError(cd.Error(), 2*time.Second), ErrClusterDown) {
+		t.Fatal("CLUSTERDOWN lost its identity")
+	}
+}

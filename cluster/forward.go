@@ -1,0 +1,612 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// Forwarding: how a follower runs a command.
+//
+// Every node listens on its forward address (ForwardAddr, by default the
+// Raft port + 1000), a dedicated listener, so that the RESP server knows
+// nothing of it. A leader announces that address through the log after its
+// barrier; followers read it from the FSM. A follower keeps a small pool of
+// connections (ForwardConns) to the current leader and sends each Execute
+// call as one request frame, whole pipelines included; concurrent calls on
+// one connection are coalesced into one write by its writer goroutine, and
+// the leader feeds them to its group commit in the order they arrive.
+// Replies carry the request's id and are matched to it, so no reply can
+// reach the wrong caller.
+//
+// Wire format, after the client's 5-byte hello "SLFW\x01":
+//
+//	frame    = uvarint length | payload
+//	request  = uvarint id | uvarint timeout (ms) | ops (see codec.go)
+//	response = uvarint id | status byte | body
+//	status   = 0 ok (body: results) | 1 error (body: string, the reply text)
+//	         | 2 not applied, route again (body: string, the reason)
+//
+// Outcome. A request that was never written, or that the leader answers
+// with status 2, was not applied: the follower routes it again (a new
+// leader, a later try) within its deadline. A request written on a
+// connection that then breaks has an unknown outcome: ErrOutcomeUnknown.
+//
+// The forward port is as trusted as the Raft port: bind both to a private
+// network.
+const (
+	fwdHello       = "SLFW\x01"
+	fwdStatusOK    = 0
+	fwdStatusError = 1
+	fwdStatusRetry = 2
+	// maxFwdRequest bounds a request frame (a client pipeline; the RESP
+	// server caps a client's query buffer far below this).
+	maxFwdRequest = 64 << 20
+	// maxFwdResponse bounds a response frame (KEYS on a large keyspace).
+	maxFwdResponse = 1 << 30
+	fwdDialTimeout = time.Second
+)
+
+// knownReplies maps error texts from the leader back to this package's
+// values, so errors.Is works on a forwarded error.
+var knownReplies = map[string]error{
+	ErrLoading.Error():        ErrLoading,
+	ErrOutcomeUnknown.Error(): ErrOutcomeUnknown,
+	ErrShuttingDown.Error():   ErrShuttingDown,
+}
+
+// replyError rebuilds an error from its text.
+func replyError(text string, timeout time.Duration) error {
+	if e, ok := knownReplies[text]; ok {
+		return e
+	}
+	if text == (clusterDownError{timeout}).Error() {
+		return clusterDownError{timeout}
+	}
+	return errors.New(text)
+}
+
+// readFrame reads one length-prefixed frame of at most limit bytes. The
+// buffer grows only as bytes arrive, so a lying length costs nothing.
+func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(limit) {
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
+	}
+	if n <= 64<<10 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b := make([]byte, 0, 64<<10)
+	for uint64(len(b)) < n {
+		step := min(int(n)-len(b), max(len(b), 64<<10))
+		if cap(b)-len(b) < step {
+			nb := make([]byte, len(b), len(b)+step)
+			copy(nb, b)
+			b = nb
+		}
+		m, err := io.ReadFull(r, b[len(b):len(b)+step])
+		b = b[:len(b)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// frame prefixes payload with its length.
+func frame(payload []byte) []byte {
+	out := make([]byte, 0, binary.MaxVarintLen64+len(payload))
+	out = binary.AppendUvarint(out, uint64(len(payload)))
+	return append(out, payload...)
+}
+
+// ---- server side: the leader ----
+
+// fwdServer accepts forwarded batches.
+type fwdServer struct {
+	n   *Node
+	ln  net.Listener
+	log *slog.Logger
+
+	mu     sync.Mutex // guards conns, closed
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // connection handlers
+}
+
+func (s *fwdServer) serve() {
+	defer s.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return
+			}
+			s.log.Warn("forward listener: accept failed", "err", err)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.handle(c)
+	}
+}
+
+func (s *fwdServer) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// close stops accepting, closes every connection and waits for the
+// handlers' reading loops to end.
+func (s *fwdServer) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// handle serves one follower connection: this goroutine reads requests and
+// queues them, in order, into the group commit; a goroutine per request
+// waits for its outcome; one writer sends the responses, coalescing them.
+func (s *fwdServer) handle(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	var hello [len(fwdHello)]byte
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(br, hello[:]); err != nil || string(hello[:]) != fwdHello {
+		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan []byte, 1024)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		bw := bufio.NewWriterSize(c, 64<<10)
+		for {
+			var f []byte
+			select {
+			case f = <-out:
+			case <-ctx.Done():
+				return
+			}
+			for f != nil {
+				if _, err := bw.Write(f); err != nil {
+					cancel()
+					c.Close()
+					return
+				}
+				select {
+				case f = <-out:
+				default:
+					f = nil
+				}
+			}
+			if err := bw.Flush(); err != nil {
+				cancel()
+				c.Close()
+				return
+			}
+		}
+	}()
+	var pending sync.WaitGroup
+	for {
+		p, err := readFrame(br, maxFwdRequest)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				s.log.Warn("forward listener: bad request", "remote", c.RemoteAddr(), "err", err)
+			}
+			break
+		}
+		d := decoder{b: p}
+		id := d.uvarint()
+		timeout := time.Duration(d.uvarint()) * time.Millisecond
+		ops := d.ops()
+		if d.err == nil && len(d.b) != 0 {
+			d.err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
+		}
+		if d.err != nil {
+			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.err)
+			break
+		}
+		if len(ops) == 0 {
+			s.respond(ctx, out, id, fwdStatusOK, nil, nil)
+			continue
+		}
+		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
+		timer := time.NewTimer(timeout)
+		results := make([]engine.Result, len(ops))
+		req, status, err := s.n.acceptForwarded(ctx, timer.C, ops, results)
+		if req == nil {
+			timer.Stop()
+			s.respond(ctx, out, id, status, nil, err)
+			continue
+		}
+		pending.Add(1)
+		go func() {
+			defer pending.Done()
+			defer timer.Stop()
+			err := s.n.batcher.wait(ctx, timer.C, req)
+			if errors.Is(err, errRetry) {
+				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
+			} else if err != nil {
+				s.respond(ctx, out, id, fwdStatusError, nil, err)
+			} else {
+				s.respond(ctx, out, id, fwdStatusOK, results, nil)
+			}
+		}()
+	}
+	// The connection is broken or closing: no answer can be delivered.
+	// Stop the writer and the waiting goroutines (their requests stay in
+	// the log's hands; the follower reports their outcome as unknown).
+	cancel()
+	pending.Wait()
+	<-writerDone
+}
+
+// respond queues one response frame.
+func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, status byte, results []engine.Result, err error) {
+	p := make([]byte, 0, 16+32*len(results))
+	p = binary.AppendUvarint(p, id)
+	p = append(p, status)
+	if status == fwdStatusOK {
+		p = appendResults(p, results)
+	} else {
+		p = appendBytes(p, []byte(err.Error()))
+	}
+	select {
+	case out <- frame(p):
+	case <-ctx.Done():
+	}
+}
+
+// ---- client side: the follower ----
+
+// fwdClient is a follower's pool of connections to the leader.
+type fwdClient struct {
+	size    int
+	timeout time.Duration // ClusterTimeout, to rebuild CLUSTERDOWN texts
+	log     *slog.Logger
+
+	mu      sync.Mutex // guards addr, conns, next, dialing, closed; never held while dialing or writing
+	addr    string
+	conns   []*fwdConn
+	next    int
+	dialing bool // one dial at a time: a dead leader must not draw a herd
+	closed  bool
+}
+
+// fwdCall is one forwarded Execute call.
+type fwdCall struct {
+	id      uint64
+	frame   []byte
+	results []engine.Result
+	state   atomic.Int32 // reqQueued (unsent), reqSubmitted (written), reqClaimed, reqAbandoned
+	err     error
+	done    chan struct{}
+}
+
+func (c *fwdCall) finish(err error) {
+	c.err = err
+	close(c.done)
+}
+
+// fwdConn is one pooled connection.
+type fwdConn struct {
+	client *fwdClient
+	c      net.Conn
+	wq     chan *fwdCall
+	dead   chan struct{}
+
+	mu      sync.Mutex // guards pending, nextID, err
+	pending map[uint64]*fwdCall
+	nextID  uint64
+	err     error // why the connection died
+}
+
+// forward runs ops on the leader at addr. It returns errRetry when they
+// were certainly not applied.
+func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, ops []engine.Op, results []engine.Result) error {
+	conn, err := c.get(addr, until)
+	if err != nil {
+		return errRetry
+	}
+	ms := max(time.Until(until).Milliseconds(), 1)
+	p := make([]byte, 0, opsSize(ops)+2*binary.MaxVarintLen64)
+	call := &fwdCall{results: results, done: make(chan struct{})}
+	conn.mu.Lock()
+	if conn.err != nil {
+		conn.mu.Unlock()
+		return errRetry
+	}
+	conn.nextID++
+	call.id = conn.nextID
+	conn.pending[call.id] = call
+	conn.mu.Unlock()
+	p = binary.AppendUvarint(p, call.id)
+	p = binary.AppendUvarint(p, uint64(ms))
+	p = appendOps(p, ops)
+	call.frame = frame(p)
+
+	var giveUp error
+	select {
+	case conn.wq <- call:
+	case <-conn.dead:
+		conn.forget(call.id)
+		return errRetry
+	case <-deadline:
+		conn.forget(call.id)
+		return clusterDownError{c.timeout}
+	case <-ctx.Done():
+		conn.forget(call.id)
+		return fmt.Errorf("cluster: forward: %w", ctx.Err())
+	}
+	select {
+	case <-call.done:
+		return call.err
+	case <-deadline:
+		giveUp = clusterDownError{c.timeout}
+	case <-ctx.Done():
+		giveUp = fmt.Errorf("cluster: forward: %w", ctx.Err())
+	}
+	if abandon(&call.state) {
+		conn.forget(call.id)
+		return giveUp
+	}
+	<-call.done
+	return call.err
+}
+
+// get returns a live connection to addr, dialing one if the pool is not
+// full. A new address (a new leader) replaces the pool.
+func (c *fwdClient) get(addr string, until time.Time) (*fwdConn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrShuttingDown
+	}
+	var old []*fwdConn
+	if addr != c.addr {
+		old, c.conns, c.addr = c.conns, nil, addr
+	}
+	if len(c.conns) >= c.size || (c.dialing && len(c.conns) > 0) {
+		conn := c.conns[c.next%len(c.conns)]
+		c.next++
+		c.mu.Unlock()
+		closeAll(old)
+		return conn, nil
+	}
+	if c.dialing {
+		c.mu.Unlock()
+		closeAll(old)
+		return nil, errRetry // another caller is dialing; look again shortly
+	}
+	c.dialing = true
+	c.mu.Unlock()
+	closeAll(old)
+
+	nc, err := c.dial(addr, until)
+	c.mu.Lock()
+	c.dialing = false
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if c.closed || c.addr != addr {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, errRetry
+	}
+	conn := &fwdConn{client: c, c: nc, wq: make(chan *fwdCall, 1024), dead: make(chan struct{}), pending: make(map[uint64]*fwdCall)}
+	c.conns = append(c.conns, conn)
+	c.mu.Unlock()
+	go conn.writer()
+	go conn.reader()
+	return conn, nil
+}
+
+// dial opens a connection to a leader's forward address and says hello.
+func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
+	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
+	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if _, err := nc.Write([]byte(fwdHello)); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
+	}
+	return nc, nil
+}
+
+func closeAll(conns []*fwdConn) {
+	for _, conn := range conns {
+		conn.c.Close()
+	}
+}
+
+// close closes every connection; their pending calls fail.
+func (c *fwdClient) close() {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	closeAll(conns)
+}
+
+// forget drops a call its caller gave up on.
+func (conn *fwdConn) forget(id uint64) {
+	conn.mu.Lock()
+	delete(conn.pending, id)
+	conn.mu.Unlock()
+}
+
+// writer writes queued calls, coalescing everything queued into one flush.
+func (conn *fwdConn) writer() {
+	bw := bufio.NewWriterSize(conn.c, 64<<10)
+	for {
+		var call *fwdCall
+		select {
+		case call = <-conn.wq:
+		case <-conn.dead:
+			conn.failQueued()
+			return
+		}
+		for call != nil {
+			// Mark it written before writing: once bytes may have left, the
+			// outcome is unknown if the connection breaks.
+			if call.state.CompareAndSwap(reqQueued, reqSubmitted) {
+				if _, err := bw.Write(call.frame); err != nil {
+					conn.die(err)
+					conn.failQueued()
+					return
+				}
+			}
+			select {
+			case call = <-conn.wq:
+			default:
+				call = nil
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			conn.die(err)
+			conn.failQueued()
+			return
+		}
+	}
+}
+
+// failQueued fails the calls still waiting to be written: not applied.
+func (conn *fwdConn) failQueued() {
+	for {
+		select {
+		case call := <-conn.wq:
+			conn.forget(call.id)
+			if call.state.CompareAndSwap(reqQueued, reqClaimed) {
+				call.finish(errRetry)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// reader matches responses to calls by id.
+func (conn *fwdConn) reader() {
+	br := bufio.NewReaderSize(conn.c, 64<<10)
+	for {
+		p, err := readFrame(br, maxFwdResponse)
+		if err != nil {
+			conn.die(err)
+			return
+		}
+		d := decoder{b: p}
+		id := d.uvarint()
+		status := d.byte1()
+		if d.err != nil {
+			conn.die(d.err)
+			return
+		}
+		conn.mu.Lock()
+		call := conn.pending[id]
+		delete(conn.pending, id)
+		conn.mu.Unlock()
+		if call == nil || !call.state.CompareAndSwap(reqSubmitted, reqClaimed) {
+			continue // its caller gave up
+		}
+		switch status {
+		case fwdStatusOK:
+			if err := decodeResults(d.b, call.results); err != nil {
+				call.finish(ErrOutcomeUnknown)
+				conn.die(err)
+				return
+			}
+			call.finish(nil)
+		case fwdStatusRetry:
+			call.finish(errRetry)
+		default:
+			call.finish(replyError(string(d.bytes()), conn.client.timeout))
+		}
+	}
+}
+
+// die closes the connection, removes it from the pool and fails every
+// call waiting for a response: unknown outcome for those written, a retry
+// for those not.
+func (conn *fwdConn) die(err error) {
+	conn.mu.Lock()
+	if conn.err != nil {
+		conn.mu.Unlock()
+		return
+	}
+	conn.err = err
+	pending := conn.pending
+	conn.pending = make(map[uint64]*fwdCall)
+	conn.mu.Unlock()
+	close(conn.dead)
+	conn.c.Close()
+
+	c := conn.client
+	c.mu.Lock()
+	for i, x := range c.conns {
+		if x == conn {
+			c.conns = append(c.conns[:i], c.conns[i+1:]...)
+			break
+		}
+	}
+	c.mu.Unlock()
+	for _, call := range pending {
+		if call.state.CompareAndSwap(reqQueued, reqClaimed) {
+			call.finish(errRetry)
+		} else if call.state.CompareAndSwap(reqSubmitted, reqClaimed) {
+			call.finish(ErrOutcomeUnknown)
+		}
+	}
+}

@@ -1,0 +1,542 @@
+// Package cluster replicates sluice's engine with Raft: a Node is the
+// resp.Executor (and resp.ClusterAdmin) of a server that is one voter of a
+// cluster, or a single durable voter on its own.
+//
+// Every operation, reads included, goes through the Raft log and is answered
+// from the result the FSM computed when its entry applied: the same log
+// gives every replica the same state, and every answer is linearizable by
+// construction (a read is ordered after every write committed before it).
+// batcher.go explains the group commit that makes this fast; forward.go how
+// followers hand commands to the leader; fsm.go the state machine and its
+// snapshots.
+//
+// Lock order. The package's mutexes are leaves: none is held while another
+// is taken, while raft is called, or while the engine is called, except
+// that fwdConn.die takes fwdClient.mu after releasing fwdConn.mu. The engine
+// takes its own shard locks only inside the FSM's calls (apply, snapshot,
+// restore) and the sweeper's, which hold no lock of this package; so Raft
+// is never called with an engine lock held.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/persistence"
+)
+
+// Node is one Raft voter running the engine. It implements resp.Executor
+// and resp.ClusterAdmin.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	eng     *engine.Engine
+	fsm     *fsm
+	raft    *raft.Raft
+	batcher *batcher
+	fwd     *fwdClient
+	fwdSrv  *fwdServer
+	fwdAddr string // advertised forward address
+
+	bolt      *raftboltdb.BoltStore // nil in memory
+	transport raft.Transport
+	ownTrans  bool // the transport is ours to close
+
+	// startIndex is the index of the last command entry in the log at
+	// start: until the FSM has applied it, the node is replaying.
+	startIndex uint64
+	replayed   atomic.Bool
+	// readyTerm is the term in which this node, as leader, finished its
+	// barrier and announced its address; 0 when not.
+	readyTerm atomic.Uint64
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	bg        sync.WaitGroup // leadership monitor, sweeper
+}
+
+// New starts a node on eng, which must be empty (or hold nothing worth
+// keeping: a snapshot restore replaces it). It opens the stores, starts
+// Raft, bootstraps the cluster on first start, and returns at once; use
+// WaitReady to wait for a leader.
+func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if eng == nil {
+		return nil, errors.New("cluster: New: nil engine")
+	}
+	cfg = cfg.withDefaults()
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.ID),
+		eng:     eng,
+		closing: make(chan struct{}),
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			if n.raft != nil {
+				_ = n.raft.Shutdown().Error()
+			}
+			if n.fwdSrv != nil {
+				n.fwdSrv.ln.Close()
+			}
+			n.cleanup()
+		}
+	}()
+
+	var (
+		logs   raft.LogStore
+		stable raft.StableStore
+		snaps  raft.SnapshotStore
+		err    error
+	)
+	hlog := newHCLogAdapter(n.log, cfg.RaftLogLevel)
+	if cfg.InMemory {
+		store := raft.NewInmemStore()
+		logs, stable, snaps = store, store, raft.NewInmemSnapshotStore()
+	} else {
+		dir, err := persistence.OpenDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		n.bolt, err = raftboltdb.New(raftboltdb.Options{
+			Path:        dir.RaftDB(),
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open %s (is another sluice using this data dir?): %w", dir.RaftDB(), err)
+		}
+		if logs, err = raft.NewLogCache(512, n.bolt); err != nil {
+			return nil, fmt.Errorf("cluster: log cache: %w", err)
+		}
+		stable = n.bolt
+		if snaps, err = raft.NewFileSnapshotStoreWithLogger(dir.SnapshotBase(), cfg.SnapshotRetain, hlog); err != nil {
+			return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+		}
+	}
+	if n.startIndex, err = lastCommandIndex(logs); err != nil {
+		return nil, err
+	}
+
+	n.transport = cfg.Transport
+	if n.transport == nil {
+		var adv net.Addr
+		if cfg.RaftAdvertise != "" {
+			if adv, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+				return nil, fmt.Errorf("cluster: RaftAdvertise: %w", err)
+			}
+		}
+		t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, hlog)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+		n.transport, n.ownTrans = t, true
+	}
+
+	ln, err := net.Listen("tcp", cfg.ForwardAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
+	}
+	n.fwdAddr = ln.Addr().String()
+	if cfg.ForwardAdvertise != "" {
+		n.fwdAddr = cfg.ForwardAdvertise
+	}
+	n.fwdSrv = &fwdServer{n: n, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
+	n.fwd = &fwdClient{size: cfg.ForwardConns, timeout: cfg.ClusterTimeout, log: n.log}
+
+	n.fsm = newFSM(eng, n.log, cfg.applyHook)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 512
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.SnapshotThreshold + cfg.SnapshotThreshold/4
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.Logger = hlog
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cluster: start: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.transport)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+
+	if !cfg.NoBootstrap {
+		var servers []raft.Server
+		if len(cfg.Peers) == 0 {
+			servers = []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr()}}
+		} else {
+			// The same order on every node: the same first log entry.
+			for _, id := range slices.Sorted(maps.Keys(cfg.Peers)) {
+				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(cfg.Peers[id])})
+			}
+		}
+		// Every node bootstraps the same voters; on restart there is state
+		// already and raft refuses, which is expected.
+		err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+
+	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.closing)
+	go n.batcher.run()
+	n.fwdSrv.wg.Add(1)
+	go n.fwdSrv.serve()
+	n.bg.Add(2)
+	go n.monitorLeadership()
+	go n.sweep()
+	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
+		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "start_index", n.startIndex)
+	ok = true
+	return n, nil
+}
+
+// lastCommandIndex returns the index of the last entry in logs that the FSM
+// will see (a command or configuration; barriers and no-ops are not sent
+// to it), or 0.
+func lastCommandIndex(logs raft.LogStore) (uint64, error) {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return 0, fmt.Errorf("cluster: read log: %w", err)
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return 0, fmt.Errorf("cluster: read log: %w", err)
+	}
+	for i := last; i >= first && i > 0 && last-i < 1024; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			break
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i, nil
+		}
+	}
+	return 0, nil
+}
+
+// Execute implements resp.Executor: it runs ops as one batch through the
+// log, on the leader directly or forwarded to it, and fills results.
+//
+// Errors (their texts are Redis replies): ErrClusterDown's kind when no
+// majority committed within ClusterTimeout (there is no leader, or it cannot
+// reach a quorum); ErrLoading while this node replays its log and knows no
+// leader to forward to; ErrOutcomeUnknown when the batch reached the log
+// but leadership changed (or a forward connection broke) before its outcome
+// was known; ErrShuttingDown after Close. Batches that certainly did not
+// reach the log (not the leader any more, no leader yet) are routed again
+// within the timeout, never retried after they may have applied.
+func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
+	if len(ops) != len(results) {
+		return fmt.Errorf("ERR internal error: %d results for %d operations", len(results), len(ops))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	select {
+	case <-n.closing:
+		return ErrShuttingDown
+	default:
+	}
+	until := time.Now().Add(n.cfg.ClusterTimeout)
+	deadline := time.NewTimer(n.cfg.ClusterTimeout)
+	defer deadline.Stop()
+	var pause *time.Timer
+	for {
+		var err error
+		switch kind, addr := n.route(); kind {
+		case routeLocal:
+			err = n.batcher.submit(ctx, deadline.C, ops, results)
+		case routeForward:
+			err = n.fwd.forward(ctx, deadline.C, until, addr, ops, results)
+		case routeLoading:
+			return ErrLoading
+		default:
+			err = errRetry
+		}
+		if !errors.Is(err, errRetry) {
+			return err
+		}
+		// No usable leader right now: look again shortly.
+		if pause == nil {
+			pause = time.NewTimer(retryPause)
+			defer pause.Stop()
+		} else {
+			pause.Reset(retryPause)
+		}
+		select {
+		case <-pause.C:
+		case <-deadline.C:
+			return clusterDownError{n.cfg.ClusterTimeout}
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: execute: %w", ctx.Err())
+		case <-n.closing:
+			return ErrShuttingDown
+		}
+	}
+}
+
+// retryPause is how long Execute waits before routing again while there
+// is no usable leader (an election, a new leader's barrier).
+const retryPause = 5 * time.Millisecond
+
+type routeKind int
+
+const (
+	routeWait    routeKind = iota // no usable leader yet
+	routeLocal                    // this node leads and is ready
+	routeForward                  // forward to the leader's address
+	routeLoading                  // still replaying, and nothing better known
+)
+
+// route says where a batch should go now.
+func (n *Node) route() (routeKind, string) {
+	if n.raft.State() == raft.Leader {
+		if n.readyTerm.Load() == n.raft.CurrentTerm() {
+			return routeLocal, ""
+		}
+		if !n.isReplayed() {
+			return routeLoading, ""
+		}
+		return routeWait, ""
+	}
+	_, id := n.raft.LeaderWithID()
+	if id == "" || string(id) == n.cfg.ID {
+		return routeWait, ""
+	}
+	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
+		return routeForward, e.Forward
+	}
+	if !n.isReplayed() {
+		return routeLoading, ""
+	}
+	return routeWait, ""
+}
+
+// isReplayed reports whether the FSM has applied the log this node started
+// with.
+func (n *Node) isReplayed() bool {
+	if n.replayed.Load() {
+		return true
+	}
+	if n.fsm.applied.Load() >= n.startIndex {
+		n.replayed.Store(true)
+		return true
+	}
+	return false
+}
+
+// acceptForwarded queues a batch forwarded by a follower, if this node is
+// the ready leader. Otherwise it returns no request and the status to
+// answer: retry (not applied; the follower routes again) or an error.
+func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) (*request, byte, error) {
+	switch kind, _ := n.route(); kind {
+	case routeLocal:
+		req, err := n.batcher.enqueue(ctx, deadline, ops, results)
+		if err != nil {
+			return nil, fwdStatusError, err
+		}
+		return req, 0, nil
+	case routeLoading:
+		return nil, fwdStatusError, ErrLoading
+	}
+	return nil, fwdStatusRetry, errors.New("not the ready leader")
+}
+
+// monitorLeadership makes a new leader ready: a barrier (every entry of
+// earlier terms applied here), then an entry announcing its addresses.
+func (n *Node) monitorLeadership() {
+	defer n.bg.Done()
+	for {
+		select {
+		case leader := <-n.raft.LeaderCh():
+			n.readyTerm.Store(0)
+			if leader {
+				n.becomeReady()
+			}
+		case <-n.closing:
+			return
+		}
+	}
+}
+
+func (n *Node) becomeReady() {
+	for n.raft.State() == raft.Leader {
+		term := n.raft.CurrentTerm()
+		start := time.Now()
+		// The barrier waits for every earlier entry to apply here, which
+		// after a restart is the whole replay: no deadline but leadership.
+		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
+		if err == nil {
+			n.replayed.Store(true)
+			entry := appendLeaderEntry(nil, leaderEntry{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
+			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
+		}
+		if err == nil {
+			n.readyTerm.Store(term)
+			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
+			return
+		}
+		select {
+		case <-n.closing:
+			return
+		default:
+		}
+		if n.raft.State() == raft.Leader {
+			n.log.Warn("new leader: barrier or announcement failed; retrying", "term", term, "err", err)
+			time.Sleep(retryPause)
+		}
+	}
+}
+
+// waitWhileLeader waits for f until it resolves, this node stops leading
+// (a raft future may never resolve: raft#498), or the node closes.
+func (n *Node) waitWhileLeader(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-t.C:
+			if n.raft.State() != raft.Leader {
+				return raft.ErrLeadershipLost
+			}
+		case <-n.closing:
+			return ErrShuttingDown
+		}
+	}
+}
+
+// waitFuture waits for f with a deadline of its own, since a raft future
+// may never resolve (raft#498).
+func waitFuture(closing <-chan struct{}, f raft.Future, timeout time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-errc:
+		return err
+	case <-t.C:
+		return clusterDownError{timeout}
+	case <-closing:
+		return ErrShuttingDown
+	}
+}
+
+// sweep reclaims state back at its initial state. It runs locally on
+// every node: such state is indistinguishable from absent state at the
+// last applied time, hence at every later time the log can bring (time
+// never goes backwards), so reclaiming it changes no answer and replicas
+// need not agree on when it happens.
+func (n *Node) sweep() {
+	defer n.bg.Done()
+	t := time.NewTicker(n.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			n.eng.Sweep(n.eng.ClockState().Last, n.cfg.SweepKeys)
+		case <-n.closing:
+			return
+		}
+	}
+}
+
+// WaitReady blocks until the node can serve commands: a leader is known
+// and ready (this node, or one whose forward address the log has told
+// us), or until ctx ends. A server need not wait for it: meanwhile Execute
+// answers LOADING or CLUSTERDOWN, as Redis clients expect.
+func (n *Node) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		switch kind, _ := n.route(); kind {
+		case routeLocal, routeForward:
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			_, id := n.raft.LeaderWithID()
+			return fmt.Errorf("cluster: node %s not ready (role %s, leader %q): %w",
+				n.cfg.ID, roleName(n.raft.State()), id, ctx.Err())
+		case <-n.closing:
+			return ErrShuttingDown
+		}
+	}
+}
+
+// Close shuts the node down: no new commands, forwarding stopped, queued
+// commands failed (not applied), Raft shut down, stores closed. It waits
+// for Raft at most until ctx ends.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() {
+		close(n.closing)
+		n.fwdSrv.close()
+		n.fwd.close()
+		<-n.batcher.stopped
+		n.bg.Wait()
+		done := make(chan error, 1)
+		go func() { done <- n.raft.Shutdown().Error() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				n.closeErr = fmt.Errorf("cluster: raft shutdown: %w", err)
+			}
+			n.cleanup()
+		case <-ctx.Done():
+			// Raft may still touch the stores: leave them open.
+			n.closeErr = fmt.Errorf("cluster: raft shutdown: %w", ctx.Err())
+		}
+		n.log.Info("cluster node stopped")
+	})
+	return n.closeErr
+}
+
+// cleanup closes what New opened (after Raft has stopped, or never ran).
+// Raft's shutdown closes the transport itself; closing it again is
+// harmless, and needed when New failed before Raft started.
+func (n *Node) cleanup() {
+	if n.ownTrans {
+		if c, ok := n.transport.(raft.WithClose); ok {
+			if err := c.Close(); err != nil {
+				n.log.Warn("closing the raft transport", "err", err)
+			}
+		}
+	}
+	if n.bolt != nil {
+		if err := n.bolt.Close(); err != nil {
+			n.log.Warn("closing raft.db", "err", err)
+		}
+	}
+}
+
+// commitStats returns the entries committed by this node as leader and the
+// operations they carried.
+func (n *Node) commitStats() (entries, ops uint64) {
+	return n.batcher.entries.Load(), n.batcher.ops.Load()
+}
