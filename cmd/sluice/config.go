@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// config is everything the flags set, validated before anything starts.
+type config struct {
+	Addr          string
+	RequirePass   string
+	ProtectedMode string
+	EnableDebug   yesNo
+	InMemory      bool
+	DataDir       string
+	ID            string
+	RaftAddr      string
+	ForwardAddr   string
+	Peers         string
+	NoBootstrap   bool
+	ClusterTimout time.Duration
+	Shards        int
+	MaxKeyLen     int
+	MaxLogLimit   int64
+	MaxClients    int
+	Limits        resp.Limits
+	LogLevel      string
+	LogFormat     string
+}
+
+// yesNo is a boolean flag that also takes Redis's yes/no spelling:
+// --enable-debug-command, --enable-debug-command=yes.
+type yesNo bool
+
+func (y *yesNo) String() string {
+	if y != nil && *y {
+		return "yes"
+	}
+	return "no"
+}
+
+func (y *yesNo) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "yes", "true", "1", "local":
+		*y = true
+	case "no", "false", "0":
+		*y = false
+	default:
+		return fmt.Errorf("want yes or no, got %q", s)
+	}
+	return nil
+}
+
+func (y *yesNo) IsBoolFlag() bool { return true }
+
+// parseFlags parses args (without the program name) into a validated config.
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{Limits: resp.DefaultLimits()}
+	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:6379", "RESP address to listen on")
+	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with (default none)")
+	fs.StringVar(&c.ProtectedMode, "protected-mode", "yes", "yes: refuse to listen beyond loopback without --requirepass")
+	fs.Var(&c.EnableDebug, "enable-debug-command", "allow DEBUG TIMEWARP and DEBUG CLOCK (tests)")
+	fs.BoolVar(&c.InMemory, "in-memory", false, "keep no data on disk")
+	fs.StringVar(&c.DataDir, "data-dir", "sluice-data", "directory for the Raft log and snapshots")
+	fs.StringVar(&c.ID, "id", "", "this node's id in the cluster (default: node1 on a single node)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "", "Raft address (default: 127.0.0.1, RESP port + 1000)")
+	fs.StringVar(&c.ForwardAddr, "forward-addr", "", "address followers forward commands to (default: Raft port + 1000)")
+	fs.StringVar(&c.Peers, "peers", "", "the cluster's voters: id=raft-addr,id=raft-addr,...")
+	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
+	fs.DurationVar(&c.ClusterTimout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN after this long without a majority")
+	fs.IntVar(&c.Shards, "shards", 256, "engine lock stripes (a power of two)")
+	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
+	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit")
+	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most connected clients")
+	fs.Int64Var(&c.Limits.MaxBulk, "proto-max-bulk-len", c.Limits.MaxBulk, "longest bulk string in bytes")
+	fs.Int64Var(&c.Limits.MaxArgs, "max-args", c.Limits.MaxArgs, "most arguments in one command")
+	fs.Int64Var(&c.Limits.MaxInline, "max-inline", c.Limits.MaxInline, "longest inline command in bytes")
+	fs.Int64Var(&c.Limits.MaxQueryBuffer, "client-query-buffer-limit", c.Limits.MaxQueryBuffer, "most bytes of one unfinished command")
+	fs.Int64Var(&c.Limits.PreAuthMaxBulk, "preauth-max-bulk-len", c.Limits.PreAuthMaxBulk, "longest bulk before AUTH")
+	fs.Int64Var(&c.Limits.PreAuthMaxArgs, "preauth-max-args", c.Limits.PreAuthMaxArgs, "most arguments before AUTH")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	return c, c.validate()
+}
+
+// validate names every bad setting.
+func (c *config) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		bad("addr", "%v", err)
+	}
+	switch strings.ToLower(c.ProtectedMode) {
+	case "yes":
+		if err == nil && !isLoopback(host) && c.RequirePass == "" {
+			bad("addr", "DENIED listening on %s beyond loopback without --requirepass; set a password or start with --protected-mode no", c.Addr)
+		}
+	case "no":
+	default:
+		bad("protected-mode", "want yes or no, got %q", c.ProtectedMode)
+	}
+	if c.Shards < 1 || c.Shards > 1<<16 {
+		bad("shards", "want 1 to 65536, got %d", c.Shards)
+	}
+	if c.MaxKeyLen < 1 || c.MaxKeyLen > 64<<10 {
+		bad("max-key-len", "want 1 to 65536, got %d", c.MaxKeyLen)
+	}
+	if c.MaxLogLimit < 1 || c.MaxLogLimit > 10_000_000 {
+		bad("max-log-limit", "want 1 to 10000000, got %d", c.MaxLogLimit)
+	}
+	if c.MaxClients < 1 {
+		bad("maxclients", "want at least 1, got %d", c.MaxClients)
+	}
+	for name, v := range map[string]int64{
+		"proto-max-bulk-len": c.Limits.MaxBulk, "max-args": c.Limits.MaxArgs, "max-inline": c.Limits.MaxInline,
+		"client-query-buffer-limit": c.Limits.MaxQueryBuffer, "preauth-max-bulk-len": c.Limits.PreAuthMaxBulk,
+		"preauth-max-args": c.Limits.PreAuthMaxArgs,
+	} {
+		if v < 1 {
+			bad(name, "want at least 1, got %d", v)
+		}
+	}
+	if c.ClusterTimout <= 0 {
+		bad("cluster-timeout", "want a positive duration, got %s", c.ClusterTimout)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("log-level", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format", "want text or json, got %q", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+// logger builds the process's logger.
+func (c *config) logger(w io.Writer) *slog.Logger {
+	level, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

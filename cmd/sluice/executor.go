@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// newExecutor starts what stands behind the RESP server: a single durable
+// Raft voter by default, the engine alone with --in-memory, a cluster with
+// --peers (with Raft's in-memory stores when --in-memory). respAddr is the RESP address actually bound. It
+// returns the executor, a function that stops it, and whether state is
+// durable.
+func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr string, log *slog.Logger) (resp.Executor, func(), bool, error) {
+	peers, err := parsePeers(cfg.Peers)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if cfg.InMemory && len(peers) == 0 && !cfg.NoBootstrap {
+		// Nothing to replicate and nothing to persist: the engine itself
+		// is the executor, with no log in between.
+		local := resp.NewLocalExecutor(eng, nil)
+		sweepCtx, cancel := context.WithCancel(ctx)
+		go local.RunSweeper(sweepCtx, 100*time.Millisecond, 4096)
+		log.Info("single node in memory: state is lost on restart")
+		return local, cancel, false, nil
+	}
+	id := cfg.ID
+	if id == "" {
+		if len(peers) > 0 {
+			return nil, nil, false, fmt.Errorf("--id: required with --peers")
+		}
+		id = "node1"
+	}
+	raftAddr := cfg.RaftAddr
+	if raftAddr == "" {
+		if p, ok := peers[id]; ok {
+			raftAddr = p
+		} else if raftAddr, err = offsetPort(respAddr, 1000); err != nil {
+			return nil, nil, false, fmt.Errorf("--raft-addr: derive from --addr: %w", err)
+		}
+	}
+	node, err := cluster.New(ctx, cluster.Config{
+		ID:             id,
+		RaftAddr:       raftAddr,
+		RESPAddr:       respAddr,
+		ForwardAddr:    cfg.ForwardAddr,
+		DataDir:        cfg.DataDir,
+		InMemory:       cfg.InMemory,
+		Peers:          peers,
+		NoBootstrap:    cfg.NoBootstrap,
+		ClusterTimeout: cfg.ClusterTimout,
+		Logger:         log,
+	}, eng)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("start cluster node: %w", err)
+	}
+	stop := func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := node.Close(closeCtx); err != nil {
+			log.Warn("closing the cluster node", "err", err)
+		}
+	}
+	return node, stop, !cfg.InMemory, nil
+}
+
+// parsePeers parses --peers: id=host:port,id=host:port,...
+func parsePeers(s string) (map[string]string, error) {
+	peers := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return peers, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers: %s: %w", id, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("--peers: id %q appears twice", id)
+		}
+		peers[id] = addr
+	}
+	return peers, nil
+}
+
+// offsetPort returns addr with its port moved by delta; port 0 stays 0.
+func offsetPort(addr string, delta int) (string, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return "", fmt.Errorf("port %q: %w", portStr, err)
+	}
+	if port != 0 {
+		port += delta
+	}
+	if port > 65535 {
+		return "", fmt.Errorf("port %d + %d is beyond 65535", port-delta, delta)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}

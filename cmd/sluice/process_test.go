@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// binary is the sluice binary built once for the process tests.
+var binary string
+
+// quietLogger drops go-redis's pool messages about the nodes the tests kill.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	dir, err := os.MkdirTemp("", "sluice-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// proc is one sluice process of a test cluster.
+type proc struct {
+	id, resp, raft, fwd, dir string
+	cmd                      *exec.Cmd
+	log                      *os.File
+}
+
+type testCluster struct {
+	t     *testing.T
+	nodes []*proc
+	peers string
+}
+
+func newTestCluster(t *testing.T, n int) *testCluster {
+	c := &testCluster{t: t}
+	var peers []string
+	for i := 1; i <= n; i++ {
+		p := &proc{
+			id:   fmt.Sprintf("n%d", i),
+			resp: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			raft: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			fwd:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			dir:  filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i)),
+		}
+		c.nodes = append(c.nodes, p)
+		peers = append(peers, p.id+"="+p.raft)
+	}
+	c.peers = strings.Join(peers, ",")
+	for _, p := range c.nodes {
+		c.start(p)
+	}
+	t.Cleanup(func() {
+		for _, p := range c.nodes {
+			c.kill(p)
+		}
+	})
+	return c
+}
+
+func (c *testCluster) start(p *proc) {
+	c.t.Helper()
+	logf, err := os.OpenFile(p.dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p.log = logf
+	p.cmd = exec.Command(binary, "--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
+		"--forward-addr", p.fwd, "--data-dir", p.dir, "--peers", c.peers,
+		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// kill sends SIGKILL and reaps the process.
+func (c *testCluster) kill(p *proc) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.cmd = nil
+	if p.log != nil {
+		p.log.Close()
+	}
+}
+
+func (c *testCluster) client(p *proc) *redis.Client {
+	r := redis.NewClient(&redis.Options{Addr: p.resp, Protocol: 2, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: 5 * time.Second, PoolSize: 4})
+	c.t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// waitServing polls until every given node answers a read through the log.
+func (c *testCluster) waitServing(nodes ...*proc) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, p := range nodes {
+		r := c.client(p)
+		for {
+			err := r.Do(context.Background(), "DBSIZE").Err()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.dumpLogs()
+				c.t.Fatalf("node %s not serving: %v", p.id, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (c *testCluster) leader() *proc {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range c.nodes {
+			if p.cmd == nil {
+				continue
+			}
+			st, err := c.client(p).Do(context.Background(), "RAFT.STATUS").StringSlice()
+			if err == nil && len(st) >= 4 && st[3] == "leader" {
+				return p
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatal("no leader")
+	return nil
+}
+
+func (c *testCluster) dumpLogs() {
+	for _, p := range c.nodes {
+		b, _ := os.ReadFile(p.dir + ".log")
+		c.t.Logf("--- %s log:\n%s", p.id, b)
+	}
+}
+
+// TestClusterProcessesFailover: three real processes, clients on every node
+// hammer one key while the leader is killed with SIGKILL; the acknowledged
+// admissions never exceed the limit, state carries over, a full restart
+// keeps it, and a lone node refuses with CLUSTERDOWN.
+func TestClusterProcessesFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	c := newTestCluster(t, 3)
+	c.waitServing(c.nodes...)
+	ctx := context.Background()
+	first := c.client(c.nodes[0])
+	// A frozen, replicated clock: no refill, so the limit is exact.
+	if err := first.Do(ctx, "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 150
+	var admitted, denied, failed atomic.Int64
+	load := func(p *proc, n int, wg *sync.WaitGroup) {
+		defer wg.Done()
+		r := c.client(p)
+		for i := 0; i < n; i++ {
+			res, err := r.Do(ctx, "RL.TOKEN", "shared", limit, "1/d").Int64Slice()
+			switch {
+			case err != nil:
+				failed.Add(1)
+				time.Sleep(20 * time.Millisecond)
+			case res[0] == 1:
+				admitted.Add(1)
+			default:
+				denied.Add(1)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range c.nodes {
+		for k := 0; k < 3; k++ {
+			wg.Add(1)
+			go load(p, 40, &wg)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	old := c.leader()
+	c.kill(old)
+	wg.Wait()
+	t.Logf("phase 1: admitted %d, denied %d, failed %d", admitted.Load(), denied.Load(), failed.Load())
+	if admitted.Load() > limit {
+		t.Fatalf("admitted %d > limit %d", admitted.Load(), limit)
+	}
+
+	var alive []*proc
+	for _, p := range c.nodes {
+		if p != old {
+			alive = append(alive, p)
+		}
+	}
+	c.waitServing(alive...)
+	// Spend the rest of the limit through the survivors: the total of
+	// acknowledged admissions may never pass the limit.
+	wg = sync.WaitGroup{}
+	for _, p := range alive {
+		wg.Add(1)
+		go load(p, limit, &wg)
+	}
+	wg.Wait()
+	if admitted.Load() > limit {
+		t.Fatalf("after failover admitted %d > limit %d", admitted.Load(), limit)
+	}
+	peek := func(p *proc) []int64 {
+		t.Helper()
+		res, err := c.client(p).Do(ctx, "RL.PEEK", "shared").Int64Slice()
+		if err != nil {
+			t.Fatalf("RL.PEEK on %s: %v", p.id, err)
+		}
+		return res
+	}
+	before := peek(alive[0])
+	if before[2] != 0 {
+		t.Fatalf("after %d requests the bucket still has %d tokens", limit*2, before[2])
+	}
+
+	// Restart every node (SIGKILL first): state and the frozen clock are kept.
+	c.start(old)
+	c.waitServing(c.nodes...)
+	for _, p := range c.nodes {
+		c.kill(p)
+	}
+	for _, p := range c.nodes {
+		c.start(p)
+	}
+	c.waitServing(c.nodes...)
+	after := peek(c.nodes[2])
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("state after a full restart %v, before %v", after, before)
+	}
+
+	// A lone node never decides.
+	c.kill(c.nodes[0])
+	c.kill(c.nodes[1])
+	start := time.Now()
+	err := c.client(c.nodes[2]).Do(ctx, "RL.TOKEN", "lone", 10, "1/s").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {
+		t.Fatalf("lone node: err %v, want CLUSTERDOWN", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("lone node took %s to refuse (cluster timeout 2s)", d)
+	}
+}
