@@ -34,6 +34,7 @@ type config struct {
 	Limits        resp.Limits
 	LogLevel      string
 	LogFormat     string
+	GCPercent     int
 }
 
 // yesNo is a boolean flag that also takes Redis's yes/no spelling:
@@ -90,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Int64Var(&c.Limits.PreAuthMaxArgs, "preauth-max-args", c.Limits.PreAuthMaxArgs, "most arguments before AUTH")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	fs.IntVar(&c.GCPercent, "gc-percent", 25, "Go GC target: heap growth over live data before a collection (the GOGC environment variable wins)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -144,6 +146,9 @@ func (c *config) validate() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("log-level", "%v", err)
+	}
+	if c.GCPercent < 10 || c.GCPercent > 1000 {
+		bad("gc-percent", "want 10 to 1000, got %d", c.GCPercent)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "want text or json, got %q", c.LogFormat)
