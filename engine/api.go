@@ -158,4 +158,10 @@ var (
 	// ErrBadRule: a rule the engine cannot hold (the server validates
 	// arguments first; this guards the replicated path).
 	ErrBadRule = errors.New("ERR invalid limiter parameters")
+	// ErrOOM: the call would create a key beyond Config.MaxBytes (Redis's
+	// maxmemory error). Calls on existing keys are never refused.
+	ErrOOM = errors.New("OOM command not allowed when used memory > 'maxmemory'.")
+	// ErrKeyLimit: the call would create a key beyond Config.MaxKeys. The
+	// error returned wraps it and names the limit.
+	ErrKeyLimit = errors.New("OOM command not allowed: the key limit is reached")
 )

@@ -140,11 +140,19 @@ func (s *shard) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Re
 			s.remove(pos, idx)
 		}
 	case found && live:
+		if !stored { // a dead key comes back: a creation (memory.go)
+			if err := s.room(key, rule.Kind); err != nil {
+				return Result{Err: err}, false
+			}
+		}
 		e.a, e.b, e.c = st.a, st.b, st.c
 		s.setRule(e, rule)
 	case found:
 		s.remove(pos, idx)
 	case live:
+		if err := s.room(key, rule.Kind); err != nil {
+			return Result{Err: err}, false
+		}
 		s.insert(pos, hi, key, rule, st)
 	}
 	return res, live

@@ -29,6 +29,7 @@ type Engine struct {
 	maxLog int64
 	clock  clock
 	sweep  sweepCursor
+	tot    *totals // nil without limits (memory.go)
 }
 
 const (
@@ -56,8 +57,12 @@ func New(cfg Config) *Engine {
 	if e.maxLog <= 0 {
 		e.maxLog = DefaultMaxLogLimit
 	}
+	if cfg.MaxKeys > 0 || cfg.MaxBytes > 0 {
+		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
+		e.tot.errKeys = fmt.Errorf("%w (max-keys %d)", ErrKeyLimit, e.tot.maxKeys)
+	}
 	for i := range e.shards {
-		e.shards[i] = newShard()
+		e.shards[i] = newShard(e.tot)
 	}
 	e.clock.init()
 	return e
@@ -108,6 +113,9 @@ func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
 	s.mu.Lock()
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
 	s.mu.Unlock()
+	if res.Err == errNoRoom {
+		res = e.decideFull(now, h, key, rule, cost)
+	}
 	return res
 }
 

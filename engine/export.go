@@ -2,19 +2,22 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
 
 // ExportShard returns a consistent copy, taken under shard i's lock, of its
-// keys' records, leaving out states back at their initial state at now. The
+// keys' records, leaving out states back at their initial state at now
+// (with limits set, at now down to the whole second: memory.go). The
 // records own their bytes. The words are the stored state: see Record and the
 // state comment of each kind (bucket.go, window.go, gcra.go, log.go).
 func (e *Engine) ExportShard(i int, now int64) []Record {
 	if i < 0 || i >= len(e.shards) {
 		return nil
 	}
+	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
 	s := e.shards[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,6 +72,9 @@ func (e *Engine) Import(rec Record) error {
 		ring := &s.logs.rings[ent.a]
 		ring.buf = slices.Clone(rec.Log)
 		ring.n = len(rec.Log)
+		s.logs.ts += int64(ring.n)
+		s.reclaimedAt = math.MinInt64
+		s.account()
 		return nil
 	}
 	if initial(&st, rec.Rule.Kind, st.a) && rec.Rule.Kind != KindGCRA {
@@ -76,6 +82,7 @@ func (e *Engine) Import(rec Record) error {
 	}
 	pos, _, _ := s.find(hi, rec.Key)
 	s.insert(pos, hi, rec.Key, rec.Rule, st)
+	s.reclaimedAt = math.MinInt64
 	return nil
 }
 

@@ -14,10 +14,12 @@ type logRing struct {
 	n    int
 }
 
-// logSlab holds a shard's rings; free lists released ring ids.
+// logSlab holds a shard's rings; free lists released ring ids; ts counts
+// the timestamps the rings hold (for the accounting, memory.go).
 type logSlab struct {
 	rings []logRing
 	free  []uint32
+	ts    int64
 }
 
 func (l *logSlab) alloc() uint32 {
@@ -31,6 +33,7 @@ func (l *logSlab) alloc() uint32 {
 }
 
 func (l *logSlab) release(id uint32) {
+	l.ts -= int64(l.rings[id].n)
 	l.rings[id] = logRing{}
 	l.free = append(l.free, id)
 }
@@ -132,7 +135,7 @@ func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, 
 		if ring.n > 0 {
 			now = max(now, ring.newest())
 		}
-		ring.prune(now - old.Period)
+		s.logPrune(ring, now-old.Period)
 		stored = ring.n > 0
 		if stored && n == 0 {
 			logged := ring.n - ring.expired(now-rule.Period)
@@ -140,7 +143,7 @@ func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, 
 		}
 		if stored && rule != old {
 			s.setRule(e, rule)
-			ring.prune(now - rule.Period)
+			s.logPrune(ring, now-rule.Period)
 		}
 	}
 	logged := 0
@@ -148,12 +151,20 @@ func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, 
 		logged = ring.n
 	}
 	if n > 0 && int64(logged)+n <= rule.Limit {
+		if !stored { // a new key, or a dead one back: a creation (memory.go)
+			if err := s.room(key, KindLog); err != nil {
+				if found { // pruned empty: gone, as the other paths leave it
+					s.remove(pos, idx)
+				}
+				return Result{Err: err}, false
+			}
+		}
 		if !found {
 			e = s.entry(s.insertLog(pos, hi, key, rule))
 		}
 		s.setRule(e, rule)
 		ring = &s.logs.rings[e.a]
-		ring.push(now, int(n), int(rule.Limit))
+		s.logPush(ring, now, int(n), int(rule.Limit))
 		return logResult(rule, ring.n, now, now), true
 	}
 	if n == 0 {

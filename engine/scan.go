@@ -132,9 +132,10 @@ const sweepBatch = 512
 // Sweep examines up to maxKeys entry slots (at most one round of the whole
 // engine), continuing round-robin across shards from where the last call
 // stopped, and removes the keys whose state is back at its initial state at
-// now. It holds one shard lock at a time, for
+// now (with limits set, at now down to the whole second: memory.go). It holds one shard lock at a time, for
 // at most sweepBatch slots, and returns how many keys it removed.
 func (e *Engine) Sweep(now int64, maxKeys int) int {
+	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
 	pos := e.sweep.pos.Load()
 	si, idx := pos>>32, uint32(pos)
 	if si >= uint64(len(e.shards)) {

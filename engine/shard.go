@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,16 @@ type shard struct {
 	mu sync.Mutex
 
 	count atomic.Int64 // keys with state (written under mu)
+
+	// Limits (memory.go): tot is the engine's totals, nil without limits;
+	// accKeys and accBytes are what the shard last added to them;
+	// reclaimedAt is the quantum in which the held state was last made
+	// exactly the counted state; final marks the second asking of room.
+	tot         *totals
+	accKeys     int64
+	accBytes    int64
+	reclaimedAt int64
+	final       bool
 
 	// slab (slab.go)
 	pages []*page
@@ -33,9 +44,9 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
 
-func newShard() *shard {
-	s := &shard{}
-	s.arena.reset()
+func newShard(tot *totals) *shard {
+	s := &shard{tot: tot}
+	s.reset()
 	return s
 }
 
@@ -55,6 +66,7 @@ func (s *shard) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
 	s.setKey(e, key)
 	s.slots[pos] = hi&s.tagMask() | (idx + 1)
 	s.count.Add(1)
+	s.account()
 	return idx
 }
 
@@ -85,6 +97,7 @@ func (s *shard) remove(pos, idx uint32) {
 	if s.arena.garbage > s.arena.live && s.arena.garbage >= arenaPageSize {
 		s.compactArena()
 	}
+	s.account()
 }
 
 // removeIdx removes the live entry idx, finding its slot by its key.
@@ -108,6 +121,7 @@ func (s *shard) setRule(e *entry, r Rule) {
 	id := s.rules.acquire(r)
 	s.rules.release(e.rule)
 	e.rule = id
+	s.account()
 }
 
 // reset forgets every key of the shard and releases its memory.
@@ -118,6 +132,8 @@ func (s *shard) reset() {
 	s.rules = ruleTable{}
 	s.logs = logSlab{}
 	s.count.Store(0)
+	s.reclaimedAt = math.MinInt64
+	s.account()
 }
 
 // compactArena copies the live arena keys into a fresh arena.

@@ -11,6 +11,15 @@ type Config struct {
 	// MaxLogLimit bounds RL.LOG's limit, and so the timestamps one key may
 	// hold (default 100000).
 	MaxLogLimit int64
+	// MaxKeys, when positive, bounds the keys with live state: a decision
+	// that would create one more fails with ErrKeyLimit. (A key back at
+	// its initial state stops counting at the next whole second of the
+	// clock, and Sweep and ExportShard keep it until then: memory.go.)
+	MaxKeys int64
+	// MaxBytes, when positive, bounds the engine's accounted memory
+	// (MemoryBytes): a decision that would create a key beyond it fails
+	// with ErrOOM. Existing keys keep working under both limits.
+	MaxBytes int64
 }
 
 // ClockState is the replicated state of the decision clock (see clock.go).

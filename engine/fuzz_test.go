@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"testing"
+)
+
+// fuzzKinds are the kinds FuzzEngineOps draws rules from.
+var fuzzKinds = []Kind{KindToken, KindLeaky, KindFixed, KindSliding, KindLog, KindGCRA}
+
+// fuzzOps decodes fuzz input: every byte read past the end is 0, and done
+// reports that the input is used up.
+type fuzzOps struct {
+	b []byte
+	i int
+}
+
+func (f *fuzzOps) done() bool { return f.i >= len(f.b) }
+
+func (f *fuzzOps) next() byte {
+	if f.i >= len(f.b) {
+		return 0
+	}
+	c := f.b[f.i]
+	f.i++
+	return c
+}
+
+// u16 reads two bytes as a little-endian number.
+func (f *fuzzOps) u16() int64 { return int64(f.next()) | int64(f.next())<<8 }
+
+// fuzzStep is one decoded step of FuzzEngineOps.
+type fuzzStep struct {
+	key   string
+	rule  Rule
+	cost  int64
+	sweep bool
+}
+
+// decodeStep reads one step and moves now (never below t0). Each step is
+// six to eight bytes:
+//
+//	b0: key (3 keys) and whether to sweep first
+//	b1: kind (6) and rule variant (7 or 8 per kind)
+//	b2: how time moves: not at all, by a fraction of the rule's span,
+//	    by up to 3 spans, backwards by up to a span, to a window boundary
+//	    (-1, 0 or +1 ns), or by a few ns
+//	b3, b4: the magnitude of the move
+//	b5: the cost: 0 (a peek), 1..4, or up to limit+1
+func decodeStep(f *fuzzOps, now *int64) fuzzStep {
+	b0, b1, b2 := f.next(), f.next(), f.next()
+	kind := fuzzKinds[int(b1)%len(fuzzKinds)]
+	variants := ruleVariants[kind]
+	st := fuzzStep{
+		key:   []string{"a", "b", "c"}[b0%3],
+		rule:  variants[int(b1)/len(fuzzKinds)%len(variants)],
+		sweep: b0/3%16 == 0,
+	}
+	r := st.rule
+	span := r.Period
+	if kind == KindToken || kind == KindLeaky || kind == KindGCRA {
+		span = r.Period * r.Limit
+	}
+	mag := f.u16()
+	// part is the fraction mag/65535 of x (x <= 3*2^62: no overflow).
+	part := func(x int64) int64 { return int64(float64(x) * float64(mag) / 65535) }
+	switch b2 % 8 {
+	case 0, 1:
+	case 2, 3:
+		*now += part(span / 4)
+	case 4:
+		*now += part(3 * span)
+	case 5:
+		*now -= part(span)
+	case 6:
+		*now = align(*now, r.Period) + r.Period + mag%3 - 1
+	case 7:
+		*now += mag
+	}
+	*now = max(*now, t0)
+	switch c := f.next(); {
+	case c < 36:
+		st.cost = 0
+	case c < 220:
+		st.cost = 1 + int64(c)%min(r.Limit+1, 4)
+	default:
+		st.cost = 1 + int64(f.u16())%(r.Limit+1)
+	}
+	return st
+}
+
+// FuzzEngineOps decodes the input into a sequence of decisions on three
+// keys, with rules of every kind (extremes included), time moving forwards,
+// backwards and onto window boundaries, peeks, kind changes (WRONGTYPE) and
+// sweeps, and runs it on the engine and on the reference model of
+// model_test.go: every field of every reply, and every key's existence and
+// TTL after each step, must agree.
+func FuzzEngineOps(f *testing.F) {
+	// Seeds: a few hand-made sequences; testdata/fuzz/FuzzEngineOps holds
+	// more.
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 100})
+	f.Add([]byte{1, 2, 6, 1, 0, 200, 1, 2, 6, 2, 0, 200, 1, 2, 6, 0, 0, 10, 1, 3, 2, 255, 255, 250, 7, 0})
+	f.Add([]byte{2, 4, 4, 0, 128, 210, 2, 4, 5, 0, 64, 60, 2, 5, 3, 9, 9, 240, 2, 5, 1, 0, 0, 20})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 6*512 {
+			return // the model is slow: keep each input short
+		}
+		e := New(Config{Shards: 2, MaxLogLimit: 1000})
+		m := newModel()
+		now := t0
+		in := &fuzzOps{b: data}
+		for i := 0; !in.done(); i++ {
+			st := decodeStep(in, &now)
+			if now > t0+1<<60 {
+				return // far beyond any real clock: the model's search overflows
+			}
+			if st.sweep {
+				e.Sweep(now, 1<<20)
+				m.sweep(now)
+			}
+			got := e.Decide(now, []byte(st.key), st.rule, st.cost)
+			want := m.decide(now, st.key, st.rule, st.cost)
+			if !sameResult(got, want) {
+				t.Fatalf("step %d: %s %v cost %d at t0%+d:\n got  %s\n want %s",
+					i, st.key, st.rule, st.cost, now-t0, fmtResult(got), fmtResult(want))
+			}
+			for _, k := range []string{"a", "b", "c"} {
+				ex := e.inspect(now, OpExists, []byte(k)).Count == 1
+				if mex := m.live(now, k); ex != mex {
+					t.Fatalf("step %d key %s at t0%+d: exists %v, model %v", i, k, now-t0, ex, mex)
+				}
+				if ttl, mttl := e.inspect(now, OpTTL, []byte(k)).Count, m.ttl(now, k); ttl != mttl {
+					t.Fatalf("step %d key %s at t0%+d: ttl %d, model %d", i, k, now-t0, ttl, mttl)
+				}
+			}
+		}
+	})
+}
