@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,11 +106,18 @@ type Config struct {
 	// Transport replaces the Raft TCP transport (tests pass an
 	// raft.InmemTransport); RaftAddr must then be its LocalAddr.
 	Transport raft.Transport
+	// TLS, when set, runs Raft and forwarding over mutual TLS with this
+	// configuration (PeerTLSConfig, tls.go): peers without a certificate
+	// signed by its CA are refused.
+	TLS *tls.Config
+	// DialMap, for fault-injection tests only, maps a peer's Raft or
+	// forward address to the address this node dials instead (a proxy
+	// that can cut this one link): see dialmap.go. Plain TCP only.
+	DialMap map[string]string
 
 	// applyHook, when set, runs at the start of every FSM batch (tests
 	// stall replay with it).
 	applyHook func()
-
 }
 
 // Defaults.
@@ -249,6 +257,7 @@ func (c *Config) Validate() error {
 	if c.SnapshotThreshold > 1<<40 {
 		bad("SnapshotThreshold", "%d is absurdly large", c.SnapshotThreshold)
 	}
+	c.validateDialMap(bad)
 	d := c.withDefaults()
 	if d.LeaderLeaseTimeout > d.HeartbeatTimeout {
 		bad("LeaderLeaseTimeout", "%v exceeds HeartbeatTimeout %v", d.LeaderLeaseTimeout, d.HeartbeatTimeout)

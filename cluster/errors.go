@@ -36,6 +36,19 @@ func (e clusterDownError) Error() string {
 
 func (e clusterDownError) Is(target error) bool { return target == ErrClusterDown }
 
+// lostQuorumError reports a batch handed to Raft whose leader then lost
+// its majority, with no new leader within the timeout: the cluster is down,
+// and the batch may or may not have been applied.
+type lostQuorumError struct{ timeout time.Duration }
+
+func (e lostQuorumError) Error() string {
+	return fmt.Sprintf("CLUSTERDOWN no quorum: leadership was lost while committing and no majority answered within %v; the operation may have been applied", e.timeout)
+}
+
+func (e lostQuorumError) Is(target error) bool {
+	return target == ErrClusterDown || target == ErrOutcomeUnknown
+}
+
 // notLeaderError answers an admin command sent to a follower.
 type notLeaderError struct{ leader string }
 

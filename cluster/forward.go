@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -310,6 +311,7 @@ type fwdClient struct {
 	size    int
 	timeout time.Duration // ClusterTimeout, to rebuild CLUSTERDOWN texts
 	log     *slog.Logger
+	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
 
 	mu      sync.Mutex // guards addr, conns, next, dialing, closed; never held while dialing or writing
 	addr    string
@@ -451,7 +453,7 @@ func (c *fwdClient) get(addr string, until time.Time) (*fwdConn, error) {
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
-	nc, err := net.DialTimeout("tcp", addr, timeout)
+	nc, err := dialPeer(c.tls, addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}

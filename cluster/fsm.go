@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/persistence"
@@ -26,6 +28,7 @@ type fsm struct {
 	eng     *engine.Engine
 	log     *slog.Logger
 	hook    func()
+	metrics *nodeMetrics  // nil in tests that build an fsm alone
 	applied atomic.Uint64 // index of the last entry applied
 
 	// Scratch, owned by the FSM goroutine: the decoded ops of the entry
@@ -71,12 +74,16 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if f.hook != nil {
 		f.hook()
 	}
+	start := time.Now()
 	resp := make([]any, len(logs))
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			resp[i] = f.applyCommand(l)
 		}
 		f.applied.Store(l.Index)
+	}
+	if f.metrics != nil {
+		f.metrics.apply.Observe(time.Since(start).Seconds())
 	}
 	return resp
 }
@@ -149,6 +156,7 @@ func (f *fsm) leader(id string) (leaderEntry, bool) {
 // and leaves the encoding to Persist, which runs concurrently with later
 // Applies. The copy is the only part that stalls decisions.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	start := time.Now()
 	clock := f.eng.ClockState()
 	s := &fsmSnapshot{
 		header: persistence.Header{Clock: clock},
@@ -174,6 +182,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		s.header.Meta = append(s.header.Meta, [2]string{metaLeaderPfx + id, e.RESP + " " + e.Forward})
 	}
 	f.mu.RUnlock()
+	if f.metrics != nil {
+		f.metrics.snapCapture.Observe(time.Since(start).Seconds())
+		s.persisted = f.metrics.snapPersist
+	}
 	return s, nil
 }
 
@@ -213,12 +225,16 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 
 // fsmSnapshot is a copy of the state taken on the FSM goroutine.
 type fsmSnapshot struct {
-	header persistence.Header
-	shards [][]engine.Record
+	header    persistence.Header
+	shards    [][]engine.Record
+	persisted prometheus.Observer // Persist's duration, or nil
 }
 
 // Persist implements raft.FSMSnapshot: it encodes the copy into the sink.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if s.persisted != nil {
+		defer func(start time.Time) { s.persisted.Observe(time.Since(start).Seconds()) }(time.Now())
+	}
 	err := persistence.Encode(sink, s.header, func(i int) []engine.Record { return s.shards[i] }, len(s.shards))
 	if err != nil {
 		return errors.Join(fmt.Errorf("cluster: persist snapshot: %w", err), sink.Cancel())

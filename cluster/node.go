@@ -49,7 +49,8 @@ type Node struct {
 	batcher *batcher
 	fwd     *fwdClient
 	fwdSrv  *fwdServer
-	fwdAddr string // advertised forward address
+	fwdAddr string       // advertised forward address
+	metrics *nodeMetrics // metrics.go
 
 	bolt      *raftboltdb.BoltStore // nil in memory
 	transport raft.Transport
@@ -85,6 +86,7 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.ID),
 		eng:     eng,
+		metrics: newNodeMetrics(),
 		closing: make(chan struct{}),
 	}
 	ok := false
@@ -142,14 +144,21 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 				return nil, fmt.Errorf("cluster: RaftAdvertise: %w", err)
 			}
 		}
-		t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, hlog)
+		var t *raft.NetworkTransport
+		if cfg.TLS != nil {
+			t, err = newTLSTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, 3, 10*time.Second, hlog)
+		} else if len(cfg.DialMap) > 0 {
+			t, err = newDialMapTransport(&cfg, adv, hlog) // tests only: dialmap.go
+		} else {
+			t, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, hlog)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
 		}
 		n.transport, n.ownTrans = t, true
 	}
 
-	ln, err := net.Listen("tcp", cfg.ForwardAddr)
+	ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
 	}
@@ -158,9 +167,10 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		n.fwdAddr = cfg.ForwardAdvertise
 	}
 	n.fwdSrv = &fwdServer{n: n, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
-	n.fwd = &fwdClient{size: cfg.ForwardConns, timeout: cfg.ClusterTimeout, log: n.log}
+	n.fwd = &fwdClient{size: cfg.ForwardConns, timeout: cfg.ClusterTimeout, log: n.log, tls: cfg.TLS}
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
+	n.fsm.metrics = n.metrics
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
@@ -269,10 +279,16 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			err = n.batcher.submit(ctx, deadline.C, ops, results)
 		case routeForward:
 			err = n.fwd.forward(ctx, deadline.C, until, addr, ops, results)
+			if !errors.Is(err, errRetry) {
+				n.metrics.forwarded(len(ops))
+			}
 		case routeLoading:
 			return ErrLoading
 		default:
 			err = errRetry
+		}
+		if errors.Is(err, ErrOutcomeUnknown) {
+			return n.awaitLeaderAfterLoss(ctx, deadline.C)
 		}
 		if !errors.Is(err, errRetry) {
 			return err
@@ -292,6 +308,31 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			return fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-n.closing:
 			return ErrShuttingDown
+		}
+	}
+}
+
+// awaitLeaderAfterLoss decides how to report a batch whose outcome became
+// unknown when leadership changed. If a leader is known again before the
+// command's deadline the cluster is working and the answer is
+// ErrOutcomeUnknown; if none is by then, this node has no majority, and
+// SPEC section 5 says such a command fails with CLUSTERDOWN (whose text
+// still says the operation may have been applied).
+func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Time) error {
+	t := time.NewTicker(retryPause)
+	defer t.Stop()
+	for {
+		if kind, _ := n.route(); kind == routeLocal || kind == routeForward {
+			return ErrOutcomeUnknown
+		}
+		select {
+		case <-t.C:
+		case <-deadline:
+			return lostQuorumError{n.cfg.ClusterTimeout}
+		case <-ctx.Done():
+			return ErrOutcomeUnknown
+		case <-n.closing:
+			return ErrOutcomeUnknown
 		}
 	}
 }
@@ -325,7 +366,7 @@ func (n *Node) route() (routeKind, string) {
 		return routeWait, ""
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routeForward, e.Forward
+		return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
 	}
 	if !n.isReplayed() {
 		return routeLoading, ""

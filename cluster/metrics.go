@@ -1,0 +1,167 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics. A Node owns its metrics (nothing is registered globally): the
+// process registers Node.Collector() in its registry. Raft's state is read
+// when scraped; durations and forwarding are counted as they happen, with
+// no label that grows with the keyspace.
+
+// nodeMetrics are the metrics a node updates as it runs.
+type nodeMetrics struct {
+	apply       prometheus.Histogram // one FSM ApplyBatch call
+	snapCapture prometheus.Observer  // the copy on the FSM goroutine
+	snapPersist prometheus.Observer  // encoding into the snapshot store
+	snapshots   *prometheus.HistogramVec
+	fwdBatches  prometheus.Counter
+	fwdOps      prometheus.Counter
+}
+
+func newNodeMetrics() *nodeMetrics {
+	m := &nodeMetrics{
+		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_raft_apply_duration_seconds",
+			Help:    "Time the state machine took to apply one batch of committed log entries.",
+			Buckets: prometheus.ExponentialBuckets(5e-6, 4, 10), // 5µs .. 1.3s
+		}),
+		snapshots: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_raft_snapshot_duration_seconds",
+			Help:    "Time taken by snapshots: capture (stalls applies) and persist (encoding to the store).",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 10), // 100µs .. 26s
+		}, []string{"phase"}),
+		fwdBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_forwarded_batches_total",
+			Help: "Batches (a client's pipeline) this node forwarded to the leader.",
+		}),
+		fwdOps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_forwarded_ops_total",
+			Help: "Engine operations this node forwarded to the leader.",
+		}),
+	}
+	m.snapCapture = m.snapshots.WithLabelValues("capture")
+	m.snapPersist = m.snapshots.WithLabelValues("persist")
+	return m
+}
+
+// forwarded counts one batch of ops sent to the leader.
+func (m *nodeMetrics) forwarded(ops int) {
+	if m != nil {
+		m.fwdBatches.Inc()
+		m.fwdOps.Add(float64(ops))
+	}
+}
+
+var (
+	descRaftState = prometheus.NewDesc("sluice_raft_state",
+		"1 for this node's current Raft role (leader, follower, candidate, shutdown), 0 for the others.", []string{"state"}, nil)
+	descRaftTerm = prometheus.NewDesc("sluice_raft_term",
+		"Current Raft term.", nil, nil)
+	descRaftCommit = prometheus.NewDesc("sluice_raft_commit_index",
+		"Index of the latest log entry known to be committed.", nil, nil)
+	descRaftApplied = prometheus.NewDesc("sluice_raft_applied_index",
+		"Index of the latest log entry applied to the engine.", nil, nil)
+	descRaftLastIndex = prometheus.NewDesc("sluice_raft_last_log_index",
+		"Index of the latest entry in this node's log.", nil, nil)
+	descRaftLastContact = prometheus.NewDesc("sluice_raft_last_contact_seconds",
+		"Seconds since this follower last heard from the leader (0 on the leader, -1 never).", nil, nil)
+	descRaftLeader = prometheus.NewDesc("sluice_raft_leader_known",
+		"1 when this node knows a ready leader it can send commands to.", nil, nil)
+	descRaftCommitted = prometheus.NewDesc("sluice_raft_committed_entries_total",
+		"Log entries of commands this node committed as leader.", nil, nil)
+	descRaftCommittedOps = prometheus.NewDesc("sluice_raft_committed_ops_total",
+		"Engine operations carried by the entries this node committed as leader.", nil, nil)
+)
+
+// nodeCollector reads a node's Raft state when scraped.
+type nodeCollector struct{ n *Node }
+
+// Collector returns the node's metrics (sluice_raft_*, forwarding), for the
+// process's registry.
+func (n *Node) Collector() prometheus.Collector { return nodeCollector{n} }
+
+func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied,
+		descRaftLastIndex, descRaftLastContact, descRaftLeader, descRaftCommitted, descRaftCommittedOps} {
+		ch <- d
+	}
+	m := c.n.metrics
+	m.apply.Describe(ch)
+	m.snapshots.Describe(ch)
+	m.fwdBatches.Describe(ch)
+	m.fwdOps.Describe(ch)
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	state := n.raft.State()
+	for _, s := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, roleName(s))
+	}
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	gauge(descRaftTerm, float64(n.raft.CurrentTerm()))
+	gauge(descRaftCommit, float64(n.raft.CommitIndex()))
+	gauge(descRaftApplied, float64(n.raft.AppliedIndex()))
+	gauge(descRaftLastIndex, float64(n.raft.LastIndex()))
+	contact := -1.0
+	switch last := n.raft.LastContact(); {
+	case state == raft.Leader:
+		contact = 0
+	case !last.IsZero():
+		contact = time.Since(last).Seconds()
+	}
+	gauge(descRaftLastContact, contact)
+	known := 0.0
+	if kind, _ := n.route(); kind == routeLocal || kind == routeForward {
+		known = 1
+	}
+	gauge(descRaftLeader, known)
+	entries, ops := n.commitStats()
+	ch <- prometheus.MustNewConstMetric(descRaftCommitted, prometheus.CounterValue, float64(entries))
+	ch <- prometheus.MustNewConstMetric(descRaftCommittedOps, prometheus.CounterValue, float64(ops))
+	m := n.metrics
+	m.apply.Collect(ch)
+	m.snapshots.Collect(ch)
+	m.fwdBatches.Collect(ch)
+	m.fwdOps.Collect(ch)
+}
+
+// readyLag is how many committed entries a node may have left to apply and
+// still call itself caught up.
+const readyLag = 256
+
+// Ready reports whether the node can serve commands now (the /readyz
+// probe): nil when a ready leader is known (this node or one it can forward
+// to), the node has replayed its log, and it has applied nearly everything
+// committed; otherwise an error saying why not.
+func (n *Node) Ready() error {
+	select {
+	case <-n.closing:
+		return ErrShuttingDown
+	default:
+	}
+	switch kind, _ := n.route(); kind {
+	case routeLocal, routeForward:
+	case routeLoading:
+		return ErrLoading
+	default:
+		return errors.New("no leader ready")
+	}
+	if !n.isReplayed() {
+		return ErrLoading
+	}
+	if commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex(); commit > applied+readyLag {
+		return fmt.Errorf("catching up: applied index %d, commit index %d", applied, commit)
+	}
+	return nil
+}
