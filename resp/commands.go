@@ -21,8 +21,10 @@ type command struct {
 	complexity string
 	args       []argDoc
 	subs       []*command
-	noAuth     bool // allowed before AUTH
-	tolerant   bool // render runs even when the executor failed (results carry the error)
+	noAuth     bool      // allowed before AUTH
+	tolerant   bool      // render runs even when the executor failed (results carry the error)
+	decision   bool      // a rate-limit decision: counted by result in the metrics
+	stats      *cmdStats // resolved metric children (metrics.go)
 
 	// run parses the arguments and either renders a reply into c.local or
 	// enqueues engine operations (c.enqueue) to be rendered by render.

@@ -22,10 +22,14 @@ const (
 	infoReplication
 	infoKeyspace
 	infoRaft
+	infoCommandstats
 	infoAll = 1<<iota - 1
+	// infoDefault is INFO without arguments: every section but
+	// commandstats, as in Redis.
+	infoDefault = infoAll &^ infoCommandstats
 )
 
-var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft"}
+var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft", "commandstats"}
 
 // errSyntax is Redis's generic syntax error.
 var errSyntax = errors.New("ERR syntax error")
@@ -47,13 +51,16 @@ func sortStrings(s []string) { slices.Sort(s) }
 func runInfo(s *Server, c *client, args [][]byte, p *pending) {
 	mask := int64(0)
 	if len(args) == 1 {
-		mask = infoAll
+		mask = infoDefault
 	}
 	for _, a := range args[1:] {
 		name := strings.ToLower(string(a))
 		switch name {
-		case "all", "everything", "default":
+		case "all", "everything":
 			mask = infoAll
+			continue
+		case "default":
+			mask |= infoDefault
 			continue
 		}
 		for i, n := range infoSectionNames {
@@ -114,12 +121,19 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	if mask&infoMemory != 0 {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
+		var engBytes, maxKeys, maxBytes int64
+		if eng := s.cfg.Engine; eng != nil {
+			engBytes = eng.MemoryBytes()
+			maxKeys, maxBytes = eng.Limits()
+		}
 		section(infoMemory, "Memory",
 			"used_memory", strconv.FormatUint(ms.HeapAlloc, 10),
 			"used_memory_rss", strconv.FormatUint(ms.Sys-ms.HeapReleased, 10),
 			"used_memory_peak", strconv.FormatUint(ms.HeapSys, 10),
-			"maxmemory", "0",
-			"maxmemory_policy", "noeviction")
+			"used_memory_engine", itoa(engBytes),
+			"maxmemory", itoa(maxBytes),
+			"maxmemory_policy", "noeviction",
+			"max_keys", itoa(maxKeys))
 	}
 	loading := "0"
 	if err := results[0].Err; err != nil && strings.HasPrefix(err.Error(), "LOADING") {
@@ -133,10 +147,26 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 		"loading", loading,
 		"aof_enabled", aof,
 		"rdb_changes_since_last_save", "0")
-	section(infoStats, "Stats",
-		"total_connections_received", itoa(s.connsTotal.Load()),
-		"total_commands_processed", itoa(s.commandsTotal.Load()),
-		"rejected_connections", itoa(s.rejectedConns.Load()))
+	if mask&infoStats != 0 {
+		var allowed, denied, errored, failed int64
+		for _, st := range s.metrics.byName {
+			failed += counterValue(st.failed)
+			if st.decision {
+				allowed += counterValue(st.allowed)
+				denied += counterValue(st.denied)
+				errored += counterValue(st.errored)
+			}
+		}
+		section(infoStats, "Stats",
+			"total_connections_received", itoa(s.connsTotal.Load()),
+			"total_commands_processed", itoa(s.commandsTotal.Load()),
+			"rejected_connections", itoa(s.rejectedConns.Load()),
+			"total_error_replies", itoa(failed),
+			"total_decisions_allowed", itoa(allowed),
+			"total_decisions_denied", itoa(denied),
+			"total_decisions_errors", itoa(errored),
+			"total_oom_rejections", itoa(counterValue(s.metrics.oom)))
+	}
 	section(infoReplication, "Replication",
 		"role", "master",
 		"connected_slaves", "0")
@@ -153,6 +183,30 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			fields = append(fields, "raft_"+kv[0], kv[1])
 		}
 		section(infoRaft, "Raft", fields...)
+	}
+	if mask&infoCommandstats != 0 {
+		var fields []string
+		names := make([]string, 0, len(s.metrics.byName))
+		for name := range s.metrics.byName {
+			names = append(names, name)
+		}
+		sortStrings(names)
+		for _, name := range names {
+			st := s.metrics.byName[name]
+			calls := counterValue(st.calls)
+			if calls == 0 {
+				continue
+			}
+			usec := int64(histogramSum(st.latency) * 1e6)
+			v := "calls=" + itoa(calls) + ",usec=" + itoa(usec) +
+				",usec_per_call=" + strconv.FormatFloat(float64(usec)/float64(calls), 'f', 2, 64) +
+				",rejected_calls=0,failed_calls=" + itoa(counterValue(st.failed))
+			if st.decision {
+				v += ",allowed=" + itoa(counterValue(st.allowed)) + ",denied=" + itoa(counterValue(st.denied))
+			}
+			fields = append(fields, "cmdstat_"+name, v)
+		}
+		section(infoCommandstats, "Commandstats", fields...)
 	}
 	r.Verbatim(b.String())
 }

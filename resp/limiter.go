@@ -13,8 +13,8 @@ func limiterCommands() []*command {
 		return &command{
 			name: name, arity: -4, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
-			summary: summary,
-			args:    []argDoc{keyArg("key"), intArg(limitName), strArg(periodName), costArgDoc},
+			summary: summary, decision: true,
+			args: []argDoc{keyArg("key"), intArg(limitName), strArg(periodName), costArgDoc},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				s.runLimiter(c, args, p, kind, limitName, periodName)
 			},
@@ -37,7 +37,7 @@ func limiterCommands() []*command {
 		{
 			name: "cl.throttle", arity: -5, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
-			summary: "redis-cell compatible GCRA rate limiting",
+			summary: "redis-cell compatible GCRA rate limiting", decision: true,
 			args: []argDoc{keyArg("key"), intArg("max_burst"), intArg("count"), intArg("period"),
 				optional(intArg("quantity"))},
 			run:    runThrottle,

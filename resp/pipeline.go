@@ -37,6 +37,7 @@ type client struct {
 	results []engine.Result
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
+	tallies []tally  // the pipeline's counts per command (metrics.go)
 }
 
 // pending is one command of a pipeline on its way to a reply: either bytes
@@ -51,6 +52,7 @@ type pending struct {
 	localEnd   int
 	arg        int64 // a parse-time value the renderer needs (command specific)
 	deferred   bool  // rendered by cmd.render after the batch ran
+	stats      *cmdStats
 }
 
 // enqueue adds an engine operation for the command being dispatched; its
@@ -60,14 +62,52 @@ func (c *client) enqueue(p *pending, op engine.Op) {
 	c.ops = append(c.ops, op)
 }
 
-// runPipeline parses every command of a pipeline, runs all their engine
-// operations as one batch, and writes every reply in order in one write.
+// maxSegmentReply bounds the replies a segment of a pipeline renders before
+// they are written: see runPipeline.
+const maxSegmentReply = 256 << 10
+
+// runPipeline runs a pipeline, normally as one segment: every command
+// parsed, all their engine operations as one batch, every reply written in
+// order in one write.
+//
+// A client that pipelines without reading must stall only itself, holding
+// a bounded amount of the server's memory. The guard bounds the bytes of a
+// pipeline, not its replies: 16 KiB of `COMMAND DOCS` renders 12 MB, and
+// KEYS or a large SCAN COUNT as much as the keyspace. So a segment ends
+// once its locally rendered replies pass maxSegmentReply, and after an
+// operation whose result grows with the keyspace (KEYS, SCAN); its replies
+// are written (blocking while the client does not read) before the next
+// segment is parsed. Pipelines of limiter commands stay one segment.
 func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
+	for len(cmds) > 0 {
+		cmds = s.runSegment(c, cmds)
+	}
+}
+
+// segmentFull reports whether the segment being parsed must end before the
+// next command.
+func segmentFull(c *client) bool {
+	if len(c.local.b) >= maxSegmentReply {
+		return true
+	}
+	n := len(c.ops)
+	return n > 0 && (c.ops[n-1].Code == engine.OpKeys || c.ops[n-1].Code == engine.OpScan)
+}
+
+// runSegment runs the commands of cmds up to the end of a segment and
+// returns the rest of the pipeline (nil when done or the connection is
+// closing).
+func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Command) {
+	start := time.Now()
 	c.pending = c.pending[:0]
 	c.ops = c.ops[:0]
 	c.local.b = c.local.b[:0]
-	for _, rc := range cmds {
+	for i, rc := range cmds {
 		if c.quit {
+			break
+		}
+		if i > 0 && segmentFull(c) {
+			rest = cmds[i:]
 			break
 		}
 		c.pending = append(c.pending, pending{})
@@ -93,6 +133,7 @@ func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
 	c.out.b = c.out.b[:0]
 	for i := range c.pending {
 		p := &c.pending[i]
+		c.count(p, execErr)
 		if !p.deferred {
 			c.out.b = append(c.out.b, c.local.b[p.localStart:p.localEnd]...)
 			continue
@@ -112,7 +153,15 @@ func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
 	// Keys and patterns point into redcon's buffers: drop them so the
 	// scratch slices do not pin old pipelines.
 	clear(c.ops)
-	c.conn.WriteRaw(c.out.b)
+	if rest == nil {
+		c.conn.WriteRaw(c.out.b) // redcon flushes it after the handler
+	} else if _, err := c.conn.NetConn().Write(c.out.b); err != nil {
+		// More follows, so the replies went out directly (redcon's own
+		// buffer is empty inside the handler: their order is kept).
+		rest = nil
+		c.quit = true
+	}
+	s.flushTallies(c, time.Since(start))
 	if c.quit {
 		_ = c.conn.Close()
 	}
@@ -127,6 +176,7 @@ func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
 	if cap(c.ops) > 4096 {
 		c.ops, c.results, c.pending = nil, nil, nil
 	}
+	return rest
 }
 
 // dispatch looks a command up, checks arity and authentication, and lets it
@@ -145,9 +195,11 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 	}
 	cmd := s.lookup(args[0])
 	if cmd == nil {
+		p.stats = s.metrics.other
 		c.local.Error(unknownCommand(args))
 		return
 	}
+	p.stats = cmd.stats
 	if !c.authed && !cmd.noAuth {
 		c.local.Error("NOAUTH Authentication required.")
 		return

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/sluice-rl/sluice/engine"
 )
 
 // Config is the RESP server's configuration. Zero values take the defaults
@@ -35,6 +38,9 @@ type Config struct {
 	Version string
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Engine, when set, is the engine behind the executor: INFO memory and
+	// the metrics report its keys, accounted memory and limits.
+	Engine *engine.Engine
 }
 
 func (c *Config) setDefaults() {
@@ -71,10 +77,12 @@ type Server struct {
 	commands map[string]*command
 	started  time.Time
 
-	mu      sync.Mutex
-	clients map[*client]struct{}
-	srv     *redcon.Server
-	ln      net.Listener
+	mu        sync.Mutex
+	clients   map[*client]struct{}
+	listeners []listener // guarded by mu
+	shut      bool       // Close was called; guarded by mu
+
+	metrics *serverMetrics // metrics.go
 
 	nextID        atomic.Int64
 	connected     atomic.Int64
@@ -94,32 +102,75 @@ func NewServer(cfg Config, exec Executor) *Server {
 	}
 	s.admin, _ = exec.(ClusterAdmin)
 	s.commands = buildCommandTable(s.admin != nil)
+	s.metrics = newServerMetrics(s)
 	return s
 }
 
+// listener is one address the server accepts connections on.
+type listener struct {
+	srv *redcon.Server
+	ln  net.Listener
+	tls bool
+}
+
 // Serve accepts connections on ln until Close. Every connection is wrapped
-// by the protocol guard before redcon reads from it.
+// by the protocol guard before redcon reads from it. A server may serve
+// several listeners at once (Serve and ServeTLS, each on its goroutine);
+// Close stops them all.
 func (s *Server) Serve(ln net.Listener) error {
+	return s.serve(ln, ln, false)
+}
+
+// ServeTLS is Serve over TLS: it accepts TLS connections on ln (a plain
+// TCP listener) with cfg. The handshake runs on the connection's own
+// goroutine, and the protocol guard sees the decrypted bytes.
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
+	return s.serve(ln, tls.NewListener(ln, cfg), true)
+}
+
+func (s *Server) serve(raw, ln net.Listener, isTLS bool) error {
 	guarded := NewGuardListener(ln, s.cfg.Limits, s.cfg.RequirePass != "")
-	srv := redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.handle, s.accept, s.closed)
+	srv := redcon.NewServerNetwork(raw.Addr().Network(), raw.Addr().String(), s.handle, s.accept, s.closed)
 	s.mu.Lock()
-	s.srv = srv
-	s.ln = ln
+	if s.shut {
+		s.mu.Unlock()
+		raw.Close()
+		return nil
+	}
+	s.listeners = append(s.listeners, listener{srv: srv, ln: raw, tls: isTLS})
 	s.mu.Unlock()
 	if err := srv.Serve(guarded); err != nil {
-		return fmt.Errorf("serve RESP on %s: %w", ln.Addr(), err)
+		return fmt.Errorf("serve RESP on %s: %w", raw.Addr(), err)
 	}
 	return nil
 }
 
-// Addr is the address the server listens on (nil before Serve).
+// Addr is the address of the first plain (not TLS) listener, or of the
+// first listener when all are TLS (nil before Serve).
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
-		return nil
+	for _, l := range s.listeners {
+		if !l.tls {
+			return l.ln.Addr()
+		}
 	}
-	return s.ln.Addr()
+	if len(s.listeners) > 0 {
+		return s.listeners[0].ln.Addr()
+	}
+	return nil
+}
+
+// TLSAddr is the address of the first TLS listener (nil when none).
+func (s *Server) TLSAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.listeners {
+		if l.tls {
+			return l.ln.Addr()
+		}
+	}
+	return nil
 }
 
 // Close stops accepting connections and closes every client connection.
@@ -127,15 +178,23 @@ func (s *Server) Addr() net.Addr {
 // not reach clients.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
-	srv := s.srv
+	lns := s.listeners
+	if s.shut {
+		lns = nil // closed already
+	}
+	s.shut = true
 	conns := make([]redcon.Conn, 0, len(s.clients))
 	for c := range s.clients {
 		conns = append(conns, c.conn)
 	}
 	s.mu.Unlock()
 	var err error
-	if srv != nil {
-		err = srv.Close()
+	for _, l := range lns {
+		if e := l.srv.Close(); e != nil {
+			// Not serving yet: closing the listener stops Serve as soon
+			// as it accepts.
+			err = errors.Join(err, l.ln.Close())
+		}
 	}
 	for _, c := range conns {
 		_ = c.NetConn().Close()
@@ -159,7 +218,9 @@ func (s *Server) accept(conn redcon.Conn) bool {
 		s.connected.Add(-1)
 		s.rejectedConns.Add(1)
 		nc := conn.NetConn()
-		_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		// Both ways: on a TLS listener the write runs the handshake, which
+		// must not hold the accept loop on a client that sends nothing.
+		_ = nc.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
 		return false
 	}

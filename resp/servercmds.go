@@ -45,7 +45,7 @@ func serverCommands() []*command {
 	}
 	debug := &command{
 		name: "debug", arity: -2, group: "server", since: "1.0.0", complexity: "O(1)",
-		summary: "The test clock: TIMEWARP ms, CLOCK FREEZE [unix-ms], CLOCK RESUME (needs --enable-debug-command)",
+		summary: "The test clock: TIMEWARP ms, CLOCK FREEZE [unix-ms], CLOCK RESUME; DIGEST (needs --enable-debug-command)",
 		run: func(s *Server, c *client, args [][]byte, p *pending) {
 			if !s.cfg.EnableDebug {
 				c.local.Error("ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.")
@@ -68,6 +68,7 @@ func serverCommands() []*command {
 			args: []argDoc{{name: "action", typ: "oneof", subargs: []argDoc{
 				{name: "freeze", typ: "block", token: "FREEZE", subargs: []argDoc{optional(intArg("unix-time-milliseconds"))}},
 				{name: "resume", typ: "pure-token", token: "RESUME"}}}}},
+		{name: "debug|digest", arity: 2, group: "server", since: "1.0.0", summary: "A hash of this replica's own state (chaos tests)"},
 	}
 	return []*command{
 		{
@@ -125,6 +126,8 @@ func runDebug(s *Server, c *client, args [][]byte, p *pending) {
 		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Cost: at})
 	case sub == "clock" && len(args) == 3 && strings.EqualFold(string(args[2]), "resume"):
 		c.enqueue(p, engine.Op{Code: engine.OpClockResume})
+	case sub == "digest" && len(args) == 2:
+		runDebugDigest(s, c) // debugdigest.go
 	default:
 		c.local.Error("ERR unknown DEBUG subcommand or wrong arguments: use DEBUG TIMEWARP ms, DEBUG CLOCK FREEZE [unix-ms] or DEBUG CLOCK RESUME")
 	}
@@ -306,6 +309,10 @@ func (s *Server) configValues() [][2]string {
 	if s.cfg.Persistent {
 		appendonly = "yes"
 	}
+	var maxKeys, maxBytes int64
+	if s.cfg.Engine != nil {
+		maxKeys, maxBytes = s.cfg.Engine.Limits()
+	}
 	return [][2]string{
 		{"appendonly", appendonly},
 		{"save", ""},
@@ -314,7 +321,8 @@ func (s *Server) configValues() [][2]string {
 		{"proto-max-bulk-len", strconv.FormatInt(s.cfg.Limits.MaxBulk, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(s.cfg.Limits.MaxQueryBuffer, 10)},
 		{"timeout", "0"},
-		{"maxmemory", "0"},
+		{"maxmemory", strconv.FormatInt(maxBytes, 10)},
+		{"max-keys", strconv.FormatInt(maxKeys, 10)},
 		{"maxmemory-policy", "noeviction"},
 		{"cluster-enabled", "no"},
 		{"enable-debug-command", map[bool]string{true: "yes", false: "no"}[s.cfg.EnableDebug]},

@@ -1,0 +1,44 @@
+package resp
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+func TestDebugDigest(t *testing.T) {
+	eng := engine.New(engine.Config{Shards: 4})
+	srv := NewServer(Config{EnableDebug: true, Engine: eng}, NewLocalExecutor(eng, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	c := rawDial(t, ln.Addr().String())
+	c.do(t, "DEBUG", "CLOCK", "FREEZE", "1893456000000").expect(t, "+OK")
+	empty := string(c.do(t, "DEBUG", "DIGEST"))
+	if !strings.HasPrefix(empty, "$66 ") || !strings.HasSuffix(empty, " 0") {
+		t.Fatalf("digest of an empty engine: %q", empty)
+	}
+	c.do(t, "RL.TOKEN", "k", "5", "1/s")
+	one := string(c.do(t, "DEBUG", "DIGEST"))
+	if one == empty || !strings.HasSuffix(one, " 1") {
+		t.Fatalf("digest after one decision: %q (empty: %q)", one, empty)
+	}
+	if again := string(c.do(t, "DEBUG", "DIGEST")); again != one {
+		t.Fatalf("digest changed with nothing applied: %q, then %q", one, again)
+	}
+
+	off := startServer(t, Config{})
+	rawDial(t, off).do(t, "DEBUG", "DIGEST").expect(t,
+		"-ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.")
+}
