@@ -35,6 +35,8 @@ type config struct {
 	LogLevel      string
 	LogFormat     string
 	GCPercent     int
+	opsConfig     // TLS, memory limits, metrics, --config (opsconfig.go)
+	debugConfig   // hidden flags for fault-injection tests only (debugflags.go)
 }
 
 // yesNo is a boolean flag that also takes Redis's yes/no spelling:
@@ -92,6 +94,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.IntVar(&c.GCPercent, "gc-percent", 25, "Go GC target: heap growth over live data before a collection (the GOGC environment variable wins)")
+	c.registerOps(fs)
+	args, err := c.debugConfig.extract(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.applyConfigFile(fs, args); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -105,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 func (c *config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s: %s", c.setting(field), fmt.Sprintf(format, args...)))
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
@@ -153,6 +163,7 @@ func (c *config) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "want text or json, got %q", c.LogFormat)
 	}
+	c.validateOps(bad)
 	return errors.Join(errs...)
 }
 

@@ -46,7 +46,26 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 			raftAddr = p
 		} else if raftAddr, err = offsetPort(respAddr, 1000); err != nil {
 			return nil, nil, false, fmt.Errorf("--raft-addr: derive from --addr: %w", err)
+		} else if host, port, _ := net.SplitHostPort(raftAddr); host == "" || net.ParseIP(host).IsUnspecified() {
+			raftAddr = net.JoinHostPort("127.0.0.1", port) // as --raft-addr's help says
 		}
+	}
+	peerTLS, err := cfg.peerTLSConfig()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if peerTLS == nil {
+		if err := checkPrivate("--raft-addr", raftAddr); err != nil {
+			return nil, nil, false, err
+		}
+		if cfg.ForwardAddr != "" {
+			if err := checkPrivate("--forward-addr", cfg.ForwardAddr); err != nil {
+				return nil, nil, false, err
+			}
+		}
+	}
+	if cfg.debugConfig.active() {
+		log.Warn("test-only flags set", "debug_dial_map", cfg.DialMap, "debug_clock_skew", cfg.ClockSkew)
 	}
 	node, err := cluster.New(ctx, cluster.Config{
 		ID:             id,
@@ -59,6 +78,9 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		NoBootstrap:    cfg.NoBootstrap,
 		ClusterTimeout: cfg.ClusterTimout,
 		Logger:         log,
+		TLS:            peerTLS,
+		DialMap:        cfg.DialMap,
+		Now:            cfg.debugConfig.wallClock(),
 	}, eng)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("start cluster node: %w", err)

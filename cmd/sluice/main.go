@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,15 +48,32 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
-	eng := engine.New(engine.Config{Shards: cfg.Shards, MaxLogLimit: cfg.MaxLogLimit})
+	eng := engine.New(engine.Config{Shards: cfg.Shards, MaxLogLimit: cfg.MaxLogLimit,
+		MaxKeys: cfg.MaxKeys, MaxBytes: int64(cfg.MaxMemory)})
 
+	var tlsCfg *tls.Config
+	if cfg.TLSAddr != "" {
+		if tlsCfg, err = cfg.clientTLSConfig(); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", cfg.Addr, err)
 	}
+	var tlsLn net.Listener
+	if tlsCfg != nil {
+		if tlsLn, err = net.Listen("tcp", cfg.TLSAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on --tls-addr %s: %w", cfg.TLSAddr, err)
+		}
+	}
 	exec, closeExec, persistent, err := newExecutor(ctx, cfg, eng, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
 		return err
 	}
 	defer closeExec()
@@ -70,9 +88,29 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Persistent:  persistent,
 		Version:     version,
 		Logger:      log,
+		Engine:      eng,
 	}, exec)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	if tlsLn != nil {
+		go func() { served <- srv.ServeTLS(tlsLn, tlsCfg) }()
+		log.Info("TLS listener", "addr", tlsLn.Addr().String(), "client_certificates", cfg.TLSCACertFile != "")
+	}
+	if cfg.MetricsAddr != "" {
+		ms, err := startOpsMetrics(cfg.MetricsAddr, srv, exec, log)
+		if err != nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Close(closeCtx)
+			return err
+		}
+		defer func() {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ms.close(closeCtx)
+		}()
+		log.Info("metrics", "addr", ms.ln.Addr().String())
+	}
 	log.Info("sluice ready", "addr", ln.Addr().String(), "version", version, "persistent", persistent)
 
 	select {
