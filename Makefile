@@ -4,7 +4,7 @@ BIN     ?= bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run run-memory cluster cluster-stop test lint bench bench-doc clean
+.PHONY: all build run run-memory cluster cluster-stop test lint fuzz chaos chaos-short bench bench-doc clean
 
 all: build
 
@@ -44,6 +44,24 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# Each fuzz target for FUZZTIME (CI: 10s); seed corpora in testdata/fuzz/.
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./resp/
+	$(GO) test -run '^$$' -fuzz '^FuzzGrammar$$' -fuzztime $(FUZZTIME) ./resp/
+	$(GO) test -run '^$$' -fuzz '^FuzzEngineOps$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSnapshot$$' -fuzztime $(FUZZTIME) ./persistence/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME) ./cluster/
+
+# Fault injection on a real three-node cluster (cmd/sluice-chaos); output in results/chaos.
+CHAOS_DURATION ?= 5m
+chaos: build
+	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration $(CHAOS_DURATION) -out results/chaos
+
+# The one-minute run CI does.
+chaos-short: build
+	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration 60s -out results/chaos-short
 
 # Engine micro-benchmarks, then sluice against redis-server + Lua, side by side
 # (under 5 minutes on 2 cores; needs redis-server and redis-benchmark on PATH).

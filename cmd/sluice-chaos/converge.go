@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// finalReads reads every zero-refill key through every node with RL.PEEK
+// (a linearizable read through the log). Nothing comes back to those keys,
+// so every node must report the same units remaining. (The other fields,
+// and other keys, move with the time of each read.)
+func (c *cluster) finalReads(keys []*keySpec) []finalRead {
+	var reads []finalRead
+	for _, k := range keys {
+		if !k.Zero {
+			continue
+		}
+		fr := finalRead{key: k, ok: true}
+		for i, nd := range c.nodes {
+			r, err := command(nd.resp, 5*time.Second, "RL.PEEK", k.Name)
+			rem, text := int64(-1), ""
+			switch v, isInts := r.ints(); {
+			case err != nil:
+				text = "error: " + err.Error()
+			case r.err != "":
+				text = "-" + r.err
+			case r.isNil:
+				rem, text = k.Limit, "nil"
+			case isInts && len(v) == 5:
+				rem, text = v[2], r.String()
+			default:
+				text = "malformed " + r.String()
+			}
+			fr.nodes = append(fr.nodes, nd.id+"="+text)
+			if rem < 0 || (i > 0 && rem != fr.rem) {
+				fr.ok = false
+			}
+			fr.rem = rem
+		}
+		reads = append(reads, fr)
+	}
+	return reads
+}
+
+// digests waits until every node has applied the same log (equal applied
+// and commit indexes, unchanged across the reading of the digests), then
+// returns each node's DEBUG DIGEST: a hash of its own engine state.
+func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string, uint64, error) {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		idx, same, err := c.appliedIndexes()
+		if err == nil && same {
+			var ds []string
+			for _, nd := range c.nodes {
+				r, derr := command(nd.resp, 5*time.Second, "DEBUG", "DIGEST")
+				if derr != nil || r.err != "" {
+					err = fmt.Errorf("DEBUG DIGEST on %s: %v %s", nd.id, derr, r.err)
+					break
+				}
+				ds = append(ds, nd.id+"="+r.str)
+			}
+			if err == nil {
+				idx2, same2, err2 := c.appliedIndexes()
+				if err2 == nil && same2 && idx2 == idx {
+					return ds, idx, nil
+				}
+			}
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return nil, 0, fmt.Errorf("replicas did not reach the same applied index within %v (%s)", timeout, last)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// appliedIndexes reports whether every node has applied everything it
+// knows committed, and the same as the others; it returns that index.
+func (c *cluster) appliedIndexes() (uint64, bool, error) {
+	var first string
+	var desc []string
+	same := true
+	for i, nd := range c.nodes {
+		st, err := raftStatus(nd.resp, 2*time.Second)
+		if err != nil {
+			return 0, false, fmt.Errorf("RAFT.STATUS on %s: %w", nd.id, err)
+		}
+		a, cm := st["applied_index"], st["commit_index"]
+		desc = append(desc, fmt.Sprintf("%s applied %s commit %s", nd.id, a, cm))
+		if a != cm || a == "" {
+			same = false
+		}
+		if i == 0 {
+			first = a
+		} else if a != first {
+			same = false
+		}
+	}
+	var idx uint64
+	if _, err := fmt.Sscan(first, &idx); err != nil {
+		return 0, false, fmt.Errorf("applied index %q: %w (%s)", first, err, strings.Join(desc, ", "))
+	}
+	if !same {
+		return idx, false, fmt.Errorf("%s", strings.Join(desc, ", "))
+	}
+	return idx, true, nil
+}

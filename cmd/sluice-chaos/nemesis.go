@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"time"
+)
+
+// faultKind is one kind of fault the nemesis injects.
+type faultKind int
+
+const (
+	faultKillLeader      faultKind = iota // kill -9 the leader, restart it on heal
+	faultKillFollower                     // kill -9 a follower, restart it on heal
+	faultPauseLeader                      // SIGSTOP the leader, SIGCONT on heal
+	faultPauseFollower                    // SIGSTOP a follower, SIGCONT on heal
+	faultIsolateLeader                    // cut the leader from both others
+	faultIsolateFollower                  // cut a follower from both others: minority and majority
+	faultCutLink                          // cut the leader-follower link only: the other follower bridges
+	faultRestartAll                       // kill -9 every node, start them all on heal
+	faultSkewedLeader                     // hand leadership to the node whose clock is off
+	numFaultKinds
+)
+
+func (k faultKind) String() string {
+	return [...]string{"kill-leader", "kill-follower", "pause-leader", "pause-follower",
+		"isolate-leader", "isolate-follower", "cut-link", "restart-all", "skewed-leader"}[k]
+}
+
+// faultEvent is one injected fault, for the report.
+type faultEvent struct {
+	N         int
+	Kind      faultKind
+	Desc      string
+	Start     time.Duration // since the run's start
+	Held      time.Duration
+	Recovered time.Duration // from heal until every node served again; -1 if never
+}
+
+// nemesis injects faults into a cluster, one at a time.
+type nemesis struct {
+	c      *cluster
+	rng    *rand.Rand
+	skewed int // the node whose clock is off
+	order  []faultKind
+}
+
+// nextKind cycles through every kind in a shuffled order, so that each
+// occurs once in every numFaultKinds faults.
+func (n *nemesis) nextKind() faultKind {
+	if len(n.order) == 0 {
+		for k := range numFaultKinds {
+			n.order = append(n.order, k)
+		}
+		n.rng.Shuffle(len(n.order), func(i, j int) { n.order[i], n.order[j] = n.order[j], n.order[i] })
+	}
+	k := n.order[0]
+	n.order = n.order[1:]
+	return k
+}
+
+// follower returns a running node other than leader, at random.
+func (n *nemesis) follower(leader *node) *node {
+	var fs []*node
+	for _, nd := range n.c.nodes {
+		if nd != leader && nd.running() {
+			fs = append(fs, nd)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[n.rng.IntN(len(fs))]
+}
+
+// mode picks how cut links behave.
+func (n *nemesis) mode() cutMode {
+	if n.rng.IntN(2) == 0 {
+		return cutDrop
+	}
+	return cutReject
+}
+
+// inject starts a fault of kind k and returns what it did and how to heal
+// it.
+func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error, error) {
+	c := n.c
+	leader, err := c.leader(ctx, 10*time.Second)
+	if err != nil {
+		return "", nil, err
+	}
+	noop := func() error { return nil }
+	switch k {
+	case faultKillLeader, faultKillFollower:
+		victim := leader
+		if k == faultKillFollower {
+			if victim = n.follower(leader); victim == nil {
+				return "", nil, fmt.Errorf("no follower to kill")
+			}
+		}
+		c.kill(victim)
+		return "kill -9 " + victim.id, func() error { return c.start(victim) }, nil
+	case faultPauseLeader, faultPauseFollower:
+		victim := leader
+		if k == faultPauseFollower {
+			if victim = n.follower(leader); victim == nil {
+				return "", nil, fmt.Errorf("no follower to pause")
+			}
+		}
+		if err := c.signal(victim, syscall.SIGSTOP); err != nil {
+			return "", nil, err
+		}
+		return "SIGSTOP " + victim.id, func() error { return c.signal(victim, syscall.SIGCONT) }, nil
+	case faultIsolateLeader, faultIsolateFollower:
+		victim := leader
+		if k == faultIsolateFollower {
+			if victim = n.follower(leader); victim == nil {
+				return "", nil, fmt.Errorf("no follower to isolate")
+			}
+		}
+		m := n.mode()
+		for _, other := range c.nodes {
+			if other != victim {
+				if err := c.cut(victim.idx, other.idx, m); err != nil {
+					return "", nil, errors.Join(err, c.healLinks())
+				}
+			}
+		}
+		return fmt.Sprintf("isolate %s (%s)", victim.id, m), c.healLinks, nil
+	case faultCutLink:
+		f := n.follower(leader)
+		if f == nil {
+			return "", nil, fmt.Errorf("no follower to cut off")
+		}
+		m := n.mode()
+		if err := c.cut(leader.idx, f.idx, m); err != nil {
+			return "", nil, errors.Join(err, c.healLinks())
+		}
+		return fmt.Sprintf("cut link %s-%s (%s)", leader.id, f.id, m), c.healLinks, nil
+	case faultRestartAll:
+		for _, i := range n.rng.Perm(len(c.nodes)) {
+			c.kill(c.nodes[i])
+		}
+		return "kill -9 every node, then start them all", func() error {
+			for _, nd := range c.nodes {
+				if err := c.start(nd); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil
+	case faultSkewedLeader:
+		target := c.nodes[n.skewed]
+		if target == leader {
+			return fmt.Sprintf("%s (clock %+v) leads already", target.id, target.skew), noop, nil
+		}
+		r, err := command(leader.resp, 5*time.Second, "RAFT.TRANSFER", target.id)
+		if err != nil {
+			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %w", target.id, err)
+		}
+		if r.err != "" {
+			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %s", target.id, r.err)
+		}
+		return fmt.Sprintf("leadership %s -> %s (clock %+v)", leader.id, target.id, target.skew), noop, nil
+	}
+	return "", nil, fmt.Errorf("unknown fault kind %d", k)
+}
+
+// healAll undoes whatever may still be broken: links up, paused nodes
+// resumed, stopped nodes started.
+func (c *cluster) healAll() error {
+	if err := c.healLinks(); err != nil {
+		return err
+	}
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		paused, down := nd.paused, nd.cmd == nil
+		nd.mu.Unlock()
+		if paused {
+			if err := c.signal(nd, syscall.SIGCONT); err != nil {
+				return err
+			}
+		}
+		if down {
+			if err := c.start(nd); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

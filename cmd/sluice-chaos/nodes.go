@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// node is one sluice process of the cluster. Its addresses, data
+// directory and skew stay the same across restarts.
+type node struct {
+	idx             int
+	id              string
+	resp, raft, fwd string
+	dir, logPath    string
+	skew            time.Duration
+	dialMap         string
+	mu              sync.Mutex
+	cmd             *exec.Cmd
+	exited          chan struct{} // closed when the current process has exited
+	expectExit      bool
+	paused          bool
+	unexpectedExits []string
+}
+
+// clusterTimeout is every node's --cluster-timeout: without a majority, a
+// command fails with CLUSTERDOWN after this long.
+const clusterTimeout = 2 * time.Second
+
+// cluster is three sluice processes on 127.0.0.1, each dialing its peers
+// through the link proxies.
+type cluster struct {
+	bin     string
+	nodes   []*node
+	peers   string
+	proxies map[[2]int][]*linkProxy // (from, to): the Raft and forward proxies
+	log     *slog.Logger
+}
+
+// reserveAddr holds a free port of 127.0.0.1 until the returned listener
+// closes, so that nothing else (the proxies) takes it meanwhile.
+func reserveAddr() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("find a free port: %w", err)
+	}
+	return ln, nil
+}
+
+// newCluster allocates the addresses and proxies of n nodes (node skewed
+// gets the clock skew) and starts them.
+func newCluster(bin, out string, n, skewed int, skew time.Duration, log *slog.Logger) (*cluster, error) {
+	c := &cluster{bin: bin, proxies: map[[2]int][]*linkProxy{}, log: log}
+	// The nodes' ports stay reserved until the proxies have theirs.
+	var reserved []net.Listener
+	defer func() {
+		for _, ln := range reserved {
+			ln.Close()
+		}
+	}()
+	var peers []string
+	for i := range n {
+		nd := &node{idx: i, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(out, "data", fmt.Sprintf("n%d", i+1)),
+			logPath: filepath.Join(out, fmt.Sprintf("n%d.log", i+1))}
+		if i == skewed {
+			nd.skew = skew
+		}
+		for _, a := range []*string{&nd.resp, &nd.raft, &nd.fwd} {
+			ln, err := reserveAddr()
+			if err != nil {
+				return nil, err
+			}
+			reserved = append(reserved, ln)
+			*a = ln.Addr().String()
+		}
+		c.nodes = append(c.nodes, nd)
+		peers = append(peers, nd.id+"="+nd.raft)
+	}
+	c.peers = strings.Join(peers, ",")
+	for _, from := range c.nodes {
+		var m []string
+		for _, to := range c.nodes {
+			if from == to {
+				continue
+			}
+			var pair []*linkProxy
+			for _, target := range []string{to.raft, to.fwd} {
+				p, err := newLinkProxy(target, log)
+				if err != nil {
+					c.stop()
+					return nil, err
+				}
+				pair = append(pair, p)
+				m = append(m, target+"="+p.addr())
+			}
+			c.proxies[[2]int{from.idx, to.idx}] = pair
+		}
+		from.dialMap = strings.Join(m, ",")
+	}
+	for _, ln := range reserved {
+		ln.Close()
+	}
+	reserved = nil
+	for _, nd := range c.nodes {
+		if err := c.start(nd); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// proxiesTo returns the proxies in front of nd.
+func (c *cluster) proxiesTo(nd *node) []*linkProxy {
+	var ps []*linkProxy
+	for key, pair := range c.proxies {
+		if key[1] == nd.idx {
+			ps = append(ps, pair...)
+		}
+	}
+	return ps
+}
+
+// start starts nd's process (again).
+func (c *cluster) start(nd *node) error {
+	for _, p := range c.proxiesTo(nd) {
+		if err := p.targetUp(); err != nil {
+			return err
+		}
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd != nil {
+		return fmt.Errorf("%s is already running", nd.id)
+	}
+	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", nd.id, err)
+	}
+	args := []string{"--id", nd.id, "--addr", nd.resp, "--raft-addr", nd.raft, "--forward-addr", nd.fwd,
+		"--data-dir", nd.dir, "--peers", c.peers, "--enable-debug-command",
+		"--cluster-timeout", clusterTimeout.String(), "--log-level", "info",
+		"--debug-dial-map", nd.dialMap}
+	if nd.skew != 0 {
+		args = append(args, "--debug-clock-skew", nd.skew.String())
+	}
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The nodes die with the chaos tool, however it ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(logf, "--- chaos: starting %s at %s\n", nd.id, time.Now().Format(time.RFC3339Nano))
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", nd.id, err)
+	}
+	nd.cmd, nd.exited, nd.expectExit, nd.paused = cmd, make(chan struct{}), false, false
+	exited := nd.exited
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		nd.mu.Lock()
+		defer nd.mu.Unlock()
+		if !nd.expectExit {
+			msg := fmt.Sprintf("%s exited unexpectedly at %s: %v", nd.id, time.Now().Format(time.RFC3339Nano), err)
+			nd.unexpectedExits = append(nd.unexpectedExits, msg)
+			c.log.Error("node exited unexpectedly", "node", nd.id, "err", err)
+		}
+		nd.cmd = nil
+		close(exited)
+	}()
+	return nil
+}
+
+// kill sends SIGKILL (kill -9) and waits for the process to go.
+func (c *cluster) kill(nd *node) {
+	nd.mu.Lock()
+	cmd, exited := nd.cmd, nd.exited
+	if cmd == nil {
+		nd.mu.Unlock()
+		return
+	}
+	nd.expectExit = true
+	nd.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	for _, p := range c.proxiesTo(nd) {
+		p.targetDown()
+	}
+}
+
+// signal sends SIGSTOP or SIGCONT.
+func (c *cluster) signal(nd *node, sig syscall.Signal) error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd == nil {
+		return fmt.Errorf("%s is not running", nd.id)
+	}
+	if err := nd.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", nd.id, err)
+	}
+	nd.paused = sig == syscall.SIGSTOP
+	return nil
+}
+
+// running reports whether nd's process is up and not paused.
+func (nd *node) running() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.cmd != nil && !nd.paused
+}
+
+// crashes returns the unexpected exits seen so far.
+func (nd *node) crashes() []string {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return append([]string(nil), nd.unexpectedExits...)
+}
+
+// cut sets the link between nodes a and b, both ways, to mode.
+func (c *cluster) cut(a, b int, mode cutMode) error {
+	var errs []error
+	for _, key := range [][2]int{{a, b}, {b, a}} {
+		for _, p := range c.proxies[key] {
+			errs = append(errs, p.set(mode))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// healLinks brings every link up.
+func (c *cluster) healLinks() error {
+	var errs []error
+	for _, ps := range c.proxies {
+		for _, p := range ps {
+			errs = append(errs, p.set(linkUp))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// leader returns a running node that says it leads (RAFT.STATUS), polling
+// until timeout.
+func (c *cluster) leader(ctx context.Context, timeout time.Duration) (*node, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, nd := range c.nodes {
+			if !nd.running() {
+				continue
+			}
+			st, err := raftStatus(nd.resp, 500*time.Millisecond)
+			if err == nil && st["role"] == "leader" {
+				return nd, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no leader within %v", timeout)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitServing polls until every running node answers a read through the
+// log (so a ready leader has a quorum), or timeout.
+func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, nd := range c.nodes {
+		for nd.running() {
+			r, err := command(nd.resp, time.Second, "DBSIZE")
+			if err == nil && r.err == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				if err == nil {
+					err = errors.New(r.err)
+				}
+				return fmt.Errorf("%s not serving within %v: %w", nd.id, timeout, err)
+			}
+			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stop kills every node and closes the proxies.
+func (c *cluster) stop() {
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		paused := nd.paused
+		nd.mu.Unlock()
+		if paused {
+			_ = c.signal(nd, syscall.SIGCONT)
+		}
+		c.kill(nd)
+	}
+	for _, ps := range c.proxies {
+		for _, p := range ps {
+			p.close()
+		}
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

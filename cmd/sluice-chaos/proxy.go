@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Partitions.
+//
+// Every node dials each peer (for Raft, and for forwarding to a leader)
+// through a proxy of its own: one linkProxy per ordered pair of nodes and
+// per port, 12 for three nodes. Node a learns them from its hidden
+// --debug-dial-map flag, which maps b's real Raft and forward addresses to
+// the proxies of (a, b). Cutting the link between a and b cuts the four
+// proxies of (a, b) and (b, a), and nothing else: a partition is any set
+// of cut links (isolate one node, or cut one link and leave a bridge).
+//
+// A cut link either drops (it goes silent: bytes already read wait, new
+// connections hang, as when packets are lost, and everything resumes
+// intact on heal) or rejects (its connections are closed and new ones are
+// refused, as when a host answers with resets).
+//
+// A proxy listens only while its link does not reject and the node behind
+// it is up, so that a dial is refused exactly when it would be without the
+// proxy. (A proxy that accepted and then closed would make the dialer
+// believe its connection worked, and what it sent on it of unknown fate.)
+
+// cutMode is how a link behaves.
+type cutMode int
+
+const (
+	linkUp cutMode = iota
+	cutDrop
+	cutReject
+)
+
+func (m cutMode) String() string { return [...]string{"up", "drop", "reject"}[m] }
+
+// linkProxy forwards connections from one node to one port of another.
+type linkProxy struct {
+	target string
+	listen string // the proxy's address, kept while its listener comes and goes
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	ln   net.Listener // nil while not listening
+	mode cutMode
+	down bool          // the node behind is down
+	gate chan struct{} // closed unless the link drops
+	// conns are the open connections, both sides.
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// newLinkProxy listens on a free port of 127.0.0.1 for connections to
+// forward to target.
+func newLinkProxy(target string, log *slog.Logger) (*linkProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy for %s: %w", target, err)
+	}
+	gate := make(chan struct{})
+	close(gate)
+	p := &linkProxy{target: target, listen: ln.Addr().String(), ln: ln, log: log, gate: gate,
+		conns: map[net.Conn]struct{}{}}
+	go p.serve(ln)
+	return p, nil
+}
+
+// addr is the address nodes dial.
+func (p *linkProxy) addr() string { return p.listen }
+
+// serve accepts connections until ln closes.
+func (p *linkProxy) serve(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go p.handle(c)
+	}
+}
+
+// syncListener listens, or stops, as the link and the target say. p.mu is
+// held.
+func (p *linkProxy) syncListener() error {
+	want := !p.down && p.mode != cutReject
+	switch {
+	case !want && p.ln != nil:
+		p.ln.Close()
+		p.ln = nil
+	case want && p.ln == nil:
+		var err error
+		for range 50 { // the old socket may linger a moment
+			var ln net.Listener
+			if ln, err = net.Listen("tcp", p.listen); err == nil {
+				p.ln = ln
+				go p.serve(ln)
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("proxy %s: listen again: %w", p.listen, err)
+	}
+	return nil
+}
+
+// targetDown stops listening: the node behind the proxy is down.
+func (p *linkProxy) targetDown() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	_ = p.syncListener()
+}
+
+// targetUp listens again, unless the link rejects.
+func (p *linkProxy) targetUp() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+	return p.syncListener()
+}
+
+// set changes the link's mode: dropping holds every byte until the link
+// is up again; rejecting closes every connection and refuses new ones.
+func (p *linkProxy) set(mode cutMode) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if mode == p.mode {
+		return nil
+	}
+	if p.mode == cutDrop {
+		close(p.gate) // release what waits
+	}
+	if mode == cutDrop {
+		p.gate = make(chan struct{})
+	}
+	p.mode = mode
+	if mode == cutReject {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+	return p.syncListener()
+}
+
+// track registers c, or reports false when the link rejects.
+func (p *linkProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mode == cutReject {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *linkProxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	for _, c := range cs {
+		delete(p.conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// waitUp blocks while the link drops, until it heals or ctx ends.
+func (p *linkProxy) waitUp(ctx context.Context) bool {
+	p.mu.Lock()
+	gate := p.gate
+	p.mu.Unlock()
+	select {
+	case <-gate:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (p *linkProxy) handle(client net.Conn) {
+	defer p.wg.Done()
+	if !p.track(client) {
+		client.Close()
+		return
+	}
+	// The connection's context ends when either side closes. A dropping
+	// link holds a new connection before it reaches the target.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !p.waitUp(ctx) {
+		p.untrack(client)
+		return
+	}
+	server, err := net.DialTimeout("tcp", p.target, time.Second)
+	if err != nil {
+		p.untrack(client)
+		return
+	}
+	if !p.track(server) {
+		p.untrack(client, server)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pump := func(dst, src net.Conn) {
+		defer wg.Done()
+		defer cancel()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if !p.waitUp(ctx) {
+					return
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+					p.log.Debug("proxy read", "target", p.target, "err", err)
+				}
+				return
+			}
+		}
+	}
+	go pump(server, client)
+	go pump(client, server)
+	<-ctx.Done()
+	p.untrack(client, server) // unblocks the other pump's Read
+	wg.Wait()
+}
+
+// close stops the proxy and every connection through it.
+func (p *linkProxy) close() {
+	_ = p.set(linkUp)
+	p.mu.Lock()
+	p.down = true
+	_ = p.syncListener()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

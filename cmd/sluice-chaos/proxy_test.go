@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer answers every line with itself.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip sends a line and reads it back within d.
+func roundTrip(c net.Conn, rd *bufio.Reader, line string, d time.Duration) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	got, err := rd.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return got[:len(got)-1], nil
+}
+
+func TestLinkProxy(t *testing.T) {
+	p, err := newLinkProxy(echoServer(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	dial := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", p.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	c, rd := dial()
+	if got, err := roundTrip(c, rd, "up", time.Second); err != nil || got != "up" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+
+	// Dropping: silence, then the held bytes arrive intact on heal.
+	set := func(m cutMode) {
+		t.Helper()
+		if err := p.set(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(cutDrop)
+	if got, err := roundTrip(c, rd, "held", 200*time.Millisecond); err == nil {
+		t.Fatalf("a dropped link answered %q", got)
+	}
+	set(linkUp)
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if got, err := rd.ReadString('\n'); err != nil || got != "held\n" {
+		t.Fatalf("after heal: %q, %v", got, err)
+	}
+	c2, rd2 := dial() // a connection made while dropping waits too
+	set(cutDrop)
+	c3, rd3 := dial()
+	if _, err := roundTrip(c3, rd3, "new", 200*time.Millisecond); err == nil {
+		t.Fatal("a new connection crossed a dropped link")
+	}
+	set(linkUp)
+	_ = c3.SetDeadline(time.Now().Add(time.Second))
+	if got, err := rd3.ReadString('\n'); err != nil || got != "new\n" {
+		t.Fatalf("new connection after heal: %q, %v", got, err)
+	}
+
+	// Rejecting: existing connections close, new ones close at once.
+	set(cutReject)
+	_ = c2.SetDeadline(time.Now().Add(time.Second))
+	if _, err := rd2.ReadString('\n'); err == nil {
+		t.Fatal("a rejecting link kept a connection open")
+	}
+	if c, err := net.Dial("tcp", p.addr()); err == nil {
+		c.Close()
+		t.Fatal("a rejecting link took a new connection")
+	}
+	set(linkUp)
+	c5, rd5 := dial()
+	if got, err := roundTrip(c5, rd5, "back", time.Second); err != nil || got != "back" {
+		t.Fatalf("after the reject heals: %q, %v", got, err)
+	}
+
+	// The node behind is down: dials are refused, as without a proxy.
+	p.targetDown()
+	if c, err := net.Dial("tcp", p.addr()); err == nil {
+		c.Close()
+		t.Fatal("a proxy in front of a down node accepted a connection")
+	}
+	if err := p.targetUp(); err != nil {
+		t.Fatal(err)
+	}
+	c6, rd6 := dial()
+	if got, err := roundTrip(c6, rd6, "again", time.Second); err != nil || got != "again" {
+		t.Fatalf("after the node is up again: %q, %v", got, err)
+	}
+}
