@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -146,7 +147,7 @@ func readReply(rd *bufio.Reader) (string, error) {
 			return "$-1", nil
 		}
 		buf := make([]byte, n+2)
-		if _, err := ioReadFull(rd, buf); err != nil {
+		if _, err := io.ReadFull(rd, buf); err != nil {
 			return "", err
 		}
 		return string(line[0]) + fmt.Sprint(n) + " " + string(buf[:n]), nil
@@ -171,18 +172,6 @@ func readReply(rd *bufio.Reader) (string, error) {
 		return string(line[0]) + fmt.Sprint(n) + " [" + strings.Join(parts, " ") + "]", nil
 	}
 	return "", fmt.Errorf("unexpected reply line %q", line)
-}
-
-func ioReadFull(rd *bufio.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := rd.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // ints renders integers as a flattened array reply.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -144,7 +145,7 @@ func readReply(rd *bufio.Reader, depth int) (reply, error) {
 			return reply{isNil: true}, nil
 		}
 		buf := make([]byte, n+2)
-		if _, err := readFull(rd, buf); err != nil {
+		if _, err := io.ReadFull(rd, buf); err != nil {
 			return reply{}, err
 		}
 		return reply{str: string(buf[:n])}, nil
@@ -168,18 +169,6 @@ func readReply(rd *bufio.Reader, depth int) (reply, error) {
 		return r, nil
 	}
 	return reply{}, fmt.Errorf("unexpected reply line %q", line)
-}
-
-func readFull(rd *bufio.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := rd.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // command runs one command on a fresh connection (for control requests:

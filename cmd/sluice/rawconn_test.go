@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -78,7 +79,7 @@ func readReply(rd *bufio.Reader) (string, error) {
 			return "$-1", nil
 		}
 		buf := make([]byte, n+2)
-		if _, err := ioReadFull(rd, buf); err != nil {
+		if _, err := io.ReadFull(rd, buf); err != nil {
 			return "", err
 		}
 		return "$" + string(buf[:n]), nil
@@ -99,18 +100,6 @@ func readReply(rd *bufio.Reader) (string, error) {
 		return fmt.Sprintf("*%d [%s]", n, strings.Join(parts, " ")), nil
 	}
 	return "", fmt.Errorf("unexpected reply line %q", line)
-}
-
-func ioReadFull(rd *bufio.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := rd.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // procUsage is what /proc says about a process.
