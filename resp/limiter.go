@@ -90,12 +90,11 @@ func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Ki
 		return
 	}
 	if limit < 1 {
-		c.local.Error("ERR invalid " + limitName + " '" + printable(args[2], 64) + "': must be at least 1")
+		c.local.Error(NewArgError(limitName, args[2], "must be at least 1").Error())
 		return
 	}
 	if kind == engine.KindLog && limit > s.cfg.MaxLogLimit {
-		c.local.Error("ERR invalid limit '" + printable(args[2], 64) + "': exceeds max-log-limit " +
-			strconv.FormatInt(s.cfg.MaxLogLimit, 10))
+		c.local.Error(NewArgError("limit", args[2], "exceeds max-log-limit "+strconv.FormatInt(s.cfg.MaxLogLimit, 10)).Error())
 		return
 	}
 	var period int64
@@ -162,20 +161,20 @@ func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 	}
 	const maxPeriod = 366 * 24 * 3600
 	if period > maxPeriod {
-		c.local.Error("ERR invalid period '" + printable(args[4], 64) + "': must be at most 31622400 seconds (366d)")
+		c.local.Error(NewArgError("period", args[4], "must be at most 31622400 seconds (366d)").Error())
 		return
 	}
 	interval := period * 1e9 / count
 	if interval < 1 {
-		c.local.Error("ERR invalid count '" + printable(args[3], 64) + "': more than 1000000000 per second")
+		c.local.Error(NewArgError("count", args[3], "more than 1000000000 per second").Error())
 		return
 	}
 	if burst+1 > maxGCRASpan/interval {
-		c.local.Error("ERR invalid max_burst '" + printable(args[2], 64) + "': the burst spans more than 146 years")
+		c.local.Error(NewArgError("max_burst", args[2], "the burst spans more than 146 years").Error())
 		return
 	}
 	if quantity > maxGCRASpan/interval {
-		c.local.Error("ERR invalid quantity '" + printable(args[5], 64) + "': the quantity spans more than 146 years")
+		c.local.Error(NewArgError("quantity", args[5], "the quantity spans more than 146 years").Error())
 		return
 	}
 	c.enqueue(p, engine.Op{

@@ -105,7 +105,7 @@ func runDebug(s *Server, c *client, args [][]byte, p *pending) {
 			return
 		}
 		if ms > maxTimewarpMillis {
-			c.local.Error("ERR invalid milliseconds '" + printable(args[2], 64) + "': at most 31622400000 (366d) per call")
+			c.local.Error(NewArgError("milliseconds", args[2], "at most 31622400000 (366d) per call").Error())
 			return
 		}
 		c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})
@@ -118,7 +118,7 @@ func runDebug(s *Server, c *client, args [][]byte, p *pending) {
 				return
 			}
 			if ms > 9_000_000_000_000 || ms == 0 {
-				c.local.Error("ERR invalid unix-ms '" + printable(args[3], 64) + "': must be a time from 1970 to 2255")
+				c.local.Error(NewArgError("unix-ms", args[3], "must be a time from 1970 to 2255").Error())
 				return
 			}
 			at = ms * 1e6
