@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("TLS listener", "addr", tlsLn.Addr().String(), "client_certificates", cfg.TLSCACertFile != "")
 	}
 	if cfg.MetricsAddr != "" {
-		ms, err := startOpsMetrics(cfg.MetricsAddr, srv, exec, log)
+		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log)
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

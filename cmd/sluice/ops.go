@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -109,7 +110,8 @@ type metricsServer struct {
 // startMetrics listens on addr and serves the registry's metrics, the
 // liveness probe (/healthz: the process answers) and the readiness probe
 // (/readyz: ready() is nil).
-func startMetrics(addr string, reg *prometheus.Registry, ready readiness, log *slog.Logger) (*metricsServer, error) {
+// With withPprof it also serves net/http/pprof under /debug/pprof/.
+func startMetrics(addr string, reg *prometheus.Registry, ready readiness, withPprof bool, log *slog.Logger) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", addr, err)
@@ -133,6 +135,13 @@ func startMetrics(addr string, reg *prometheus.Registry, ready readiness, log *s
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	m := &metricsServer{
 		srv: &http.Server{
 			Handler:           mux,
@@ -176,7 +185,7 @@ func newRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
 // startOpsMetrics starts the metrics server over the RESP server's and,
 // on a cluster node, the node's metrics; a node is ready when Node.Ready
 // says so, a single in-memory node always.
-func startOpsMetrics(addr string, srv *resp.Server, exec resp.Executor, log *slog.Logger) (*metricsServer, error) {
+func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Executor, log *slog.Logger) (*metricsServer, error) {
 	cs := []prometheus.Collector{srv.Collector()}
 	ready := readiness(func() error { return nil })
 	if node, ok := exec.(*cluster.Node); ok {
@@ -187,5 +196,5 @@ func startOpsMetrics(addr string, srv *resp.Server, exec resp.Executor, log *slo
 	if err != nil {
 		return nil, err
 	}
-	return startMetrics(addr, reg, ready, log)
+	return startMetrics(addr, reg, ready, withPprof, log)
 }

@@ -326,6 +326,21 @@ func TestOpsTLSMetricsOOM(t *testing.T) {
 	if code, body := httpGet(n.metrics + "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
+	if code, _ := httpGet(n.metrics + "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without --pprof: %d, want 404", code)
+	}
+}
+
+// TestOpsPprof: --pprof serves Go's profiler on the metrics listener, and
+// needs one.
+func TestOpsPprof(t *testing.T) {
+	if _, err := parseFlags([]string{"--pprof"}, io.Discard); err == nil || !strings.Contains(err.Error(), "pprof") {
+		t.Errorf("--pprof without --metrics-addr: %v", err)
+	}
+	n := startOpsNode(t, "--in-memory", "--pprof")
+	if code, body := httpGet(n.metrics + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("/debug/pprof/goroutine: %d %.80q", code, body)
+	}
 }
 
 // TestOpsRaftTLSNode: a durable node whose Raft and forward ports use

@@ -30,6 +30,7 @@ type opsConfig struct {
 	MaxMemory byteSize
 
 	MetricsAddr string
+	Pprof       bool
 
 	// origin maps a setting taken from the configuration file (and not
 	// overridden on the command line) to its "file:line", for messages.
@@ -49,6 +50,7 @@ func (o *opsConfig) registerOps(fs *flag.FlagSet) {
 	fs.Int64Var(&o.MaxKeys, "max-keys", 0, "most keys with live state; beyond, commands creating a key fail with -OOM (0: no limit)")
 	fs.Var(&o.MaxMemory, "maxmemory", "most bytes of engine state (e.g. 100mb, 1gb); beyond, commands creating a key fail with -OOM (0: no limit)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (Prometheus), /healthz and /readyz (default: off)")
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 }
 
 // raftTLS reports whether peer traffic runs over mutual TLS.
@@ -74,6 +76,9 @@ func (c *config) validateOps(bad func(field, format string, args ...any)) {
 	}
 	if c.MaxKeys < 0 {
 		bad("max-keys", "want 0 (no limit) or more, got %d", c.MaxKeys)
+	}
+	if c.Pprof && c.MetricsAddr == "" {
+		bad("pprof", "needs --metrics-addr")
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
