@@ -35,6 +35,7 @@ type config struct {
 	LogLevel      string
 	LogFormat     string
 	GCPercent     int
+	GCMinHeadroom byteSize
 	opsConfig     // TLS, memory limits, metrics, --config (opsconfig.go)
 	debugConfig   // hidden flags for fault-injection tests only (debugflags.go)
 }
@@ -94,6 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.IntVar(&c.GCPercent, "gc-percent", 25, "Go GC target: heap growth over live data before a collection (the GOGC environment variable wins)")
+	c.GCMinHeadroom = 16 << 20
+	fs.Var(&c.GCMinHeadroom, "gc-min-headroom", "least heap growth in bytes between collections (e.g. 16mb): raises --gc-percent, up to 1000, while the live heap is small (0: keep --gc-percent fixed)")
 	c.registerOps(fs)
 	args, err := c.debugConfig.extract(args)
 	if err != nil {
@@ -159,6 +162,9 @@ func (c *config) validate() error {
 	}
 	if c.GCPercent < 10 || c.GCPercent > 1000 {
 		bad("gc-percent", "want 10 to 1000, got %d", c.GCPercent)
+	}
+	if c.GCMinHeadroom < 0 {
+		bad("gc-min-headroom", "want 0 (off) or a size in bytes, got %d", c.GCMinHeadroom)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "want text or json, got %q", c.LogFormat)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/gctune"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -44,9 +45,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := cfg.logger(stderr)
 	// The engine's state is pointer-free, so a collection costs little
 	// however many keys there are: collect early and keep RSS near the
-	// live data instead of Go's default of twice it.
-	if os.Getenv("GOGC") == "" {
+	// live data instead of Go's default of twice it. But a small live heap
+	// then leaves so little headroom that per-request garbage (Raft
+	// entries, msgpack, arguments) runs the collector many times a second:
+	// the tuner raises the percent after each collection until the
+	// headroom is at least --gc-min-headroom.
+	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
+		if cfg.GCMinHeadroom > 0 {
+			tuner, err := gctune.Start(ctx, gctune.Config{Base: cfg.GCPercent, MinHeadroom: int64(cfg.GCMinHeadroom)})
+			if err != nil {
+				return err
+			}
+			defer tuner.Stop()
+		}
 	}
 	eng := engine.New(engine.Config{Shards: cfg.Shards, MaxLogLimit: cfg.MaxLogLimit,
 		MaxKeys: cfg.MaxKeys, MaxBytes: int64(cfg.MaxMemory)})
