@@ -129,3 +129,45 @@ func BenchmarkEngineTokenParallelHot(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEngineApplyParallel is BenchmarkEngineTokenParallel through the
+// batch entry point that the FSM and the single node's pipelines use: each
+// Apply call decides 64 keys at one time (ns/op is per decision).
+func BenchmarkEngineApplyParallel(b *testing.B) {
+	const n, batch = 1 << 20, 64
+	e := New(Config{})
+	r := Rule{KindToken, 100, ms}
+	var kb [15]byte
+	for i := range uint64(n) {
+		e.Decide(t0, benchKey(&kb, i), r, 1)
+	}
+	var seed atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		x := seed.Add(0x9E3779B97F4A7C15) | 1
+		wall := t0
+		keys := make([]byte, batch*15)
+		ops := make([]Op, batch)
+		results := make([]Result, batch)
+		for i := range ops {
+			ops[i] = Op{Code: OpDecide, Rule: r, Cost: 1, Key: keys[i*15 : (i+1)*15]}
+		}
+		for {
+			for i := range ops {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				var kb [15]byte
+				copy(ops[i].Key, benchKey(&kb, x&(n-1)))
+			}
+			wall += 6400
+			e.Apply(wall, ops, results)
+			for range batch {
+				if !pb.Next() {
+					return
+				}
+			}
+		}
+	})
+}

@@ -105,10 +105,15 @@ func (e *Engine) SetClockState(cs ClockState) { e.clock.setState(cs) }
 // Decide runs one OpDecide at time now, without the clock. It does not
 // allocate when key already has state.
 func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
+	return e.decideHashed(now, xxhash.Sum64(key), key, rule, cost)
+}
+
+// decideHashed is Decide with the key's xxhash h computed; the rule is not
+// yet checked.
+func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
 	if err := e.checkRule(rule, cost); err != nil {
 		return Result{Err: err}
 	}
-	h := xxhash.Sum64(key)
 	s := e.shards[h&e.mask]
 	s.mu.Lock()
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
@@ -119,6 +124,45 @@ func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
 	return res
 }
 
+// lookAhead is how many consecutive decisions Apply looks up before it
+// decides the first of them.
+const lookAhead = 32
+
+// decideRun runs a run of at most lookAhead OpDecide ops at now. A lookup
+// of a key among millions misses the cache twice, on its index slot and
+// then on its entry, and a decision waits for both. So the run is looked up
+// first, in two passes whose iterations do not depend on each other and
+// branch on nothing that is not yet in cache: the index slots of every key,
+// then their entries. The CPU has the misses of many keys in flight at once,
+// and the decisions that follow find their slots and entries in cache. The
+// look-up changes nothing: the outcome is that of deciding each op in turn.
+func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
+	var hashes [lookAhead]uint64
+	var sink uint32
+	for i := range ops {
+		h := xxhash.Sum64(ops[i].Key)
+		hashes[i] = h
+		s := e.shards[h&e.mask]
+		s.mu.Lock()
+		sink += s.touchSlot(hiHash(h))
+		s.mu.Unlock()
+	}
+	for _, h := range hashes[:len(ops)] {
+		s := e.shards[h&e.mask]
+		s.mu.Lock()
+		sink += s.touchEntry(hiHash(h))
+		s.mu.Unlock()
+	}
+	// The loaded words stay in a register until here: a store of one
+	// before the next lock would make that lock wait for the miss. The
+	// results are overwritten below; storing sink keeps the loads.
+	results[0].Count = int64(sink)
+	for i := range ops {
+		op := &ops[i]
+		results[i] = e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost)
+	}
+}
+
 // Apply runs ops in order. It first advances the clock with wall time wall
 // (nanoseconds since the epoch); every op runs at the clock's time, and the
 // clock operations in the batch change it for the ops after them.
@@ -127,8 +171,19 @@ func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
 func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 	results = results[:len(ops)]
 	now := e.clock.now(wall)
-	for i := range ops {
+	for i := 0; i < len(ops); i++ {
 		op := &ops[i]
+		if op.Code == OpDecide {
+			j := i + 1
+			for j < len(ops) && j-i < lookAhead && ops[j].Code == OpDecide {
+				j++
+			}
+			if j-i > 1 {
+				e.decideRun(now, ops[i:j], results[i:j])
+				i = j - 1
+				continue
+			}
+		}
 		var r Result
 		switch op.Code {
 		case OpDecide:

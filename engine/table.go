@@ -47,6 +47,43 @@ func (s *shard) find(hi uint32, key []byte) (pos, idx uint32, ok bool) {
 	}
 }
 
+// touchSlot loads and returns the index slot at hi's home position (see
+// Engine.decideRun). It changes nothing.
+func (s *shard) touchSlot(hi uint32) uint32 {
+	if len(s.slots) == 0 {
+		return 0
+	}
+	return s.slots[hi>>(32-s.capBits)]
+}
+
+// touchEntry finds the first slot of hi's probe run whose tag is hi's, and
+// loads both ends of the entry it names (a 48-byte entry may straddle two
+// cache lines). It returns what it loaded, 0 when there was nothing (see
+// Engine.decideRun), and changes nothing. The slots are expected in cache.
+func (s *shard) touchEntry(hi uint32) uint32 {
+	if len(s.slots) == 0 {
+		return 0
+	}
+	mask := uint32(len(s.slots) - 1)
+	tm := s.tagMask()
+	want := hi & tm
+	for pos := hi >> (32 - s.capBits); ; pos = (pos + 1) & mask {
+		sl := s.slots[pos]
+		if sl == 0 {
+			return 0
+		}
+		if sl&tm == want {
+			idx := sl&^tm - 1
+			pg := s.pages[idx>>pageBits]
+			if pg == nil {
+				return 0
+			}
+			e := &pg[idx&(pageSize-1)]
+			return uint32(e.a) + uint32(e.kbuf[inlineKey-1])
+		}
+	}
+}
+
 // home returns the home position of the key in slot value sl.
 func (s *shard) home(sl uint32) uint32 {
 	if int(s.capBits)+int(s.ib) <= 32 {
