@@ -171,3 +171,39 @@ func BenchmarkEngineApplyParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEngineApplyChurn is the server's workload on uniform random
+// keys: 64 decisions per Apply over 1M possible keys, each key seen so
+// rarely that its bucket is full again (reclaimable) by its next decision,
+// and the sweep reclaiming as the server's sweeper does. Most decisions
+// create their key again (ns/op is per decision).
+func BenchmarkEngineApplyChurn(b *testing.B) {
+	const n, batch = 1 << 20, 64
+	e := New(Config{})
+	r := Rule{KindToken, 100, ms}
+	x := uint64(88172645463325252)
+	wall := t0
+	keys := make([]byte, batch*15)
+	ops := make([]Op, batch)
+	results := make([]Result, batch)
+	for i := range ops {
+		ops[i] = Op{Code: OpDecide, Rule: r, Cost: 1, Key: keys[i*15 : (i+1)*15]}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		for i := range ops {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			var kb [15]byte
+			copy(ops[i].Key, benchKey(&kb, x&(n-1)))
+		}
+		wall += 6400
+		e.Apply(wall, ops, results)
+		if done%(batch*16) == 0 {
+			e.Sweep(wall, 1024)
+		}
+	}
+	b.ReportMetric(float64(e.Len()), "keys")
+}

@@ -58,8 +58,9 @@ func (s *shard) touchSlot(hi uint32) uint32 {
 
 // touchEntry finds the first slot of hi's probe run whose tag is hi's, and
 // loads both ends of the entry it names (a 48-byte entry may straddle two
-// cache lines). It returns what it loaded, 0 when there was nothing (see
-// Engine.decideRun), and changes nothing. The slots are expected in cache.
+// cache lines); when the run ends first, the key is new and it loads the
+// entry the key would take (touchFree). It returns what it loaded (see
+// Engine.decideRun) and changes nothing. The slots are expected in cache.
 func (s *shard) touchEntry(hi uint32) uint32 {
 	if len(s.slots) == 0 {
 		return 0
@@ -70,7 +71,7 @@ func (s *shard) touchEntry(hi uint32) uint32 {
 	for pos := hi >> (32 - s.capBits); ; pos = (pos + 1) & mask {
 		sl := s.slots[pos]
 		if sl == 0 {
-			return 0
+			return s.touchFree()
 		}
 		if sl&tm == want {
 			idx := sl&^tm - 1
@@ -82,6 +83,29 @@ func (s *shard) touchEntry(hi uint32) uint32 {
 			return uint32(e.a) + uint32(e.kbuf[inlineKey-1])
 		}
 	}
+}
+
+// touchFree loads the entry that allocEntry would hand out next, which a
+// key not found is likely to take, and returns what it loaded (0 when there
+// is none). It changes nothing.
+func (s *shard) touchFree() uint32 {
+	n := len(s.avail)
+	if n == 0 {
+		return 0
+	}
+	pg := s.avail[n-1]
+	p, m := s.pages[pg], &s.meta[pg]
+	if p == nil {
+		return 0
+	}
+	slot := uint32(m.fresh)
+	if m.free != 0 {
+		slot = uint32(m.free - 1)
+	}
+	if slot >= pageSize {
+		return 0
+	}
+	return uint32(p[slot].a)
 }
 
 // home returns the home position of the key in slot value sl.
