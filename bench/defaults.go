@@ -137,12 +137,16 @@ func (o SuiteOptions) Cases() []Case {
 	var cs []Case
 	if o.Sections[SectionGoals] {
 		for _, p := range []int{1, 16} {
+			targets := GoalTargets()
+			if p == 16 { // the redis-benchmark -c 50 -P 16 sends every connection to one node
+				targets = slices.Insert(targets, 3, TargetSluiceClusterLeader)
+			}
 			cs = append(cs, Case{
 				ID:       fmt.Sprintf("goal-p%d", p),
 				Title:    fmt.Sprintf("Token bucket, %d connections, pipeline %d, uniform over %d keys (redis-benchmark -c %d -r %d -P %d)", o.Conns, p, o.Keys, o.Conns, o.Keys, p),
 				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
 				Load:     LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup},
-				Targets:  GoalTargets(), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+				Targets:  targets, Rounds: o.Rounds, Baseline: TargetRedisAnchor,
 			})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ const (
 	// TargetSluiceCluster is three durable sluice nodes forming a Raft
 	// cluster; connections are spread over the three.
 	TargetSluiceCluster = "sluice-cluster"
+	// TargetSluiceClusterLeader is the same cluster with every connection
+	// on its leader, as a single redis-benchmark sends them.
+	TargetSluiceClusterLeader = "sluice-cluster-leader"
 	// TargetRedis is redis-server without persistence, running lua/*.lua.
 	TargetRedis = "redis"
 	// TargetRedisAnchor is the same redis-server running the anchor token
@@ -35,7 +39,7 @@ const (
 
 // TargetNames lists every target.
 func TargetNames() []string {
-	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetRedis, TargetRedisAnchor}
+	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedis, TargetRedisAnchor}
 }
 
 // ParseTarget checks a target name.
@@ -153,6 +157,30 @@ func (t *Target) Stop() error {
 	}
 	t.procs, t.dirs = nil, nil
 	return errors.Join(errs...)
+}
+
+// onLeader returns a view of cluster target t (sharing its processes, not
+// owning them) named TargetSluiceClusterLeader whose only address is the
+// leader's, as RAFT.STATUS on t's first node names it. When t owns its
+// processes, the view takes them over.
+func onLeader(ctx context.Context, t *Target) (*Target, error) {
+	v, err := DoAt(ctx, t.Addrs[0], "RAFT.STATUS")
+	if err != nil {
+		t.Stop()
+		return nil, fmt.Errorf("cluster leader: RAFT.STATUS: %w", err)
+	}
+	leader := ""
+	for i := 0; i+1 < len(v.Array); i += 2 {
+		if v.Array[i].Str == "leader_addr" {
+			leader = v.Array[i+1].Str
+		}
+	}
+	if !slices.Contains(t.Addrs, leader) {
+		t.Stop()
+		return nil, fmt.Errorf("cluster leader: RAFT.STATUS names %q, not one of %v", leader, t.Addrs)
+	}
+	t.Name, t.Addrs = TargetSluiceClusterLeader, []string{leader}
+	return t, nil
 }
 
 // DoAt runs one command on a fresh connection to addr.
@@ -360,6 +388,12 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOp
 		return startSluiceSingle(ctx, cfg, name, opt)
 	case TargetSluiceCluster:
 		return startSluiceCluster(ctx, cfg, opt)
+	case TargetSluiceClusterLeader:
+		t, err := startSluiceCluster(ctx, cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		return onLeader(ctx, t)
 	case TargetRedis, TargetRedisAnchor:
 		t, err := startRedis(ctx, cfg)
 		if err != nil {
@@ -569,7 +603,8 @@ func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
 	}
 	var t *Target
 	var err error
-	if name == TargetRedisAnchor { // a view on the redis target
+	switch name {
+	case TargetRedisAnchor: // a view on the redis target
 		e.mu.Unlock()
 		base, berr := e.Get(ctx, TargetRedis)
 		e.mu.Lock()
@@ -578,7 +613,15 @@ func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
 		} else {
 			t = &Target{Name: name, Addrs: base.Addrs, Dialect: LuaDialect{Anchor: true}, procs: base.procs}
 		}
-	} else {
+	case TargetSluiceClusterLeader: // a view on the cluster target
+		e.mu.Unlock()
+		base, berr := e.Get(ctx, TargetSluiceCluster)
+		if berr == nil {
+			t, berr = onLeader(ctx, &Target{Name: base.Name, Addrs: base.Addrs, Dialect: base.Dialect, procs: base.procs})
+		}
+		e.mu.Lock()
+		err = berr
+	default:
 		e.cfg.Logger.Info("starting target", "target", name)
 		t, err = StartTarget(ctx, e.cfg, name, StartOptions{})
 	}
