@@ -10,6 +10,7 @@ type ruleTable struct {
 	slots []ruleSlot
 	ids   map[Rule]uint32
 	free  []uint32
+	last  uint32 // the id acquire returned last: most keys of a shard share one rule
 }
 
 type ruleSlot struct {
@@ -21,8 +22,15 @@ func (t *ruleTable) get(id uint32) Rule { return t.slots[id].rule }
 
 // acquire returns r's id with one more reference.
 func (t *ruleTable) acquire(r Rule) uint32 {
+	if id := t.last; int(id) < len(t.slots) {
+		if sl := &t.slots[id]; sl.refs > 0 && sl.rule == r {
+			sl.refs++
+			return id
+		}
+	}
 	if id, ok := t.ids[r]; ok {
 		t.slots[id].refs++
+		t.last = id
 		return id
 	}
 	if t.ids == nil {
@@ -39,6 +47,7 @@ func (t *ruleTable) acquire(r Rule) uint32 {
 	}
 	t.slots[id] = ruleSlot{rule: r, refs: 1}
 	t.ids[r] = id
+	t.last = id
 	return id
 }
 
