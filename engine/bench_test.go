@@ -52,12 +52,15 @@ func BenchmarkEngineGCRA(b *testing.B)    { benchDecide(b, Rule{KindGCRA, 100, m
 
 // BenchmarkEngineTokenParallel: RunParallel over 1M distinct pre-created
 // keys, each goroutine visiting them in its own pseudo-random order.
-func BenchmarkEngineTokenParallel(b *testing.B) {
-	const n = 1 << 20
+func BenchmarkEngineTokenParallel(b *testing.B) { benchDecideParallel(b, 1<<20) }
+
+// benchDecideParallel runs Decide under RunParallel over n (a power of two)
+// pre-created token keys, each goroutine in its own pseudo-random order.
+func benchDecideParallel(b *testing.B, n uint64) {
 	e := New(Config{})
 	r := Rule{KindToken, 100, ms}
 	var kb [15]byte
-	for i := range uint64(n) {
+	for i := range n {
 		e.Decide(t0, benchKey(&kb, i), r, 1)
 	}
 	var seed atomic.Uint64
@@ -68,13 +71,18 @@ func BenchmarkEngineTokenParallel(b *testing.B) {
 		now := t0
 		var kb [15]byte
 		for pb.Next() {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
+			x = xorshift(x)
 			now += 100
 			e.Decide(now, benchKey(&kb, x&(n-1)), r, 1)
 		}
 	})
+}
+
+func xorshift(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
 }
 
 // BenchmarkEngineMemory creates 1M token keys of 15 bytes and reports the
@@ -105,41 +113,45 @@ func BenchmarkEngineMemory(b *testing.B) {
 
 // BenchmarkEngineTokenParallelHot is BenchmarkEngineTokenParallel over 4096
 // keys, which stay in cache: the engine's CPU cost without memory latency.
-func BenchmarkEngineTokenParallelHot(b *testing.B) {
-	const n = 1 << 12
-	e := New(Config{})
-	r := Rule{KindToken, 100, ms}
-	var kb [15]byte
-	for i := range uint64(n) {
-		e.Decide(t0, benchKey(&kb, i), r, 1)
+func BenchmarkEngineTokenParallelHot(b *testing.B) { benchDecideParallel(b, 1<<12) }
+
+// applyBatch is a batch of 64 token decisions on keys of 15 bytes that
+// fill draws at random out of n (a power of two).
+type applyBatch struct {
+	keys    []byte
+	ops     []Op
+	results []Result
+}
+
+const applyBatchLen = 64
+
+func newApplyBatch() *applyBatch {
+	ab := &applyBatch{keys: make([]byte, applyBatchLen*15), ops: make([]Op, applyBatchLen), results: make([]Result, applyBatchLen)}
+	for i := range ab.ops {
+		ab.ops[i] = Op{Code: OpDecide, Rule: Rule{KindToken, 100, ms}, Cost: 1, Key: ab.keys[i*15 : (i+1)*15]}
 	}
-	var seed atomic.Uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		x := seed.Add(0x9E3779B97F4A7C15) | 1
-		now := t0
-		var kb [15]byte
-		for pb.Next() {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			now += 100
-			e.Decide(now, benchKey(&kb, x&(n-1)), r, 1)
-		}
-	})
+	return ab
+}
+
+// fill draws the batch's keys with the xorshift state x and returns it.
+func (ab *applyBatch) fill(x, n uint64) uint64 {
+	var kb [15]byte
+	for i := range ab.ops {
+		x = xorshift(x)
+		copy(ab.ops[i].Key, benchKey(&kb, x&(n-1)))
+	}
+	return x
 }
 
 // BenchmarkEngineApplyParallel is BenchmarkEngineTokenParallel through the
 // batch entry point that the FSM and the single node's pipelines use: each
 // Apply call decides 64 keys at one time (ns/op is per decision).
 func BenchmarkEngineApplyParallel(b *testing.B) {
-	const n, batch = 1 << 20, 64
+	const n = 1 << 20
 	e := New(Config{})
-	r := Rule{KindToken, 100, ms}
 	var kb [15]byte
 	for i := range uint64(n) {
-		e.Decide(t0, benchKey(&kb, i), r, 1)
+		e.Decide(t0, benchKey(&kb, i), Rule{KindToken, 100, ms}, 1)
 	}
 	var seed atomic.Uint64
 	b.ReportAllocs()
@@ -147,23 +159,12 @@ func BenchmarkEngineApplyParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		x := seed.Add(0x9E3779B97F4A7C15) | 1
 		wall := t0
-		keys := make([]byte, batch*15)
-		ops := make([]Op, batch)
-		results := make([]Result, batch)
-		for i := range ops {
-			ops[i] = Op{Code: OpDecide, Rule: r, Cost: 1, Key: keys[i*15 : (i+1)*15]}
-		}
+		ab := newApplyBatch()
 		for {
-			for i := range ops {
-				x ^= x << 13
-				x ^= x >> 7
-				x ^= x << 17
-				var kb [15]byte
-				copy(ops[i].Key, benchKey(&kb, x&(n-1)))
-			}
-			wall += 6400
-			e.Apply(wall, ops, results)
-			for range batch {
+			x = ab.fill(x, n)
+			wall += 100 * applyBatchLen
+			e.Apply(wall, ab.ops, ab.results)
+			for range applyBatchLen {
 				if !pb.Next() {
 					return
 				}
@@ -178,30 +179,18 @@ func BenchmarkEngineApplyParallel(b *testing.B) {
 // and the sweep reclaiming as the server's sweeper does. Most decisions
 // create their key again (ns/op is per decision).
 func BenchmarkEngineApplyChurn(b *testing.B) {
-	const n, batch = 1 << 20, 64
+	const n = 1 << 20
 	e := New(Config{})
-	r := Rule{KindToken, 100, ms}
 	x := uint64(88172645463325252)
 	wall := t0
-	keys := make([]byte, batch*15)
-	ops := make([]Op, batch)
-	results := make([]Result, batch)
-	for i := range ops {
-		ops[i] = Op{Code: OpDecide, Rule: r, Cost: 1, Key: keys[i*15 : (i+1)*15]}
-	}
+	ab := newApplyBatch()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for done := 0; done < b.N; done += batch {
-		for i := range ops {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			var kb [15]byte
-			copy(ops[i].Key, benchKey(&kb, x&(n-1)))
-		}
-		wall += 6400
-		e.Apply(wall, ops, results)
-		if done%(batch*16) == 0 {
+	for done := 0; done < b.N; done += applyBatchLen {
+		x = ab.fill(x, n)
+		wall += 100 * applyBatchLen
+		e.Apply(wall, ab.ops, ab.results)
+		if done%(applyBatchLen*16) == 0 {
 			e.Sweep(wall, 1024)
 		}
 	}
