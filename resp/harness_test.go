@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // epoch2030 is 2030-01-01T00:00:00Z in milliseconds: tests freeze the clock
@@ -65,18 +65,18 @@ func newClient(t testing.TB, addr string, proto int) *redis.Client {
 // rawConn is a minimal RESP client that returns replies as text, so tests
 // can assert on exact wire bytes.
 type rawConn struct {
-	conn net.Conn
-	rd   *bufio.Reader
+	conn *respwire.Conn
+	rd   *bufio.Reader // conn's reader, for tests that read raw bytes
 }
 
 func rawDial(t testing.TB, addr string) *rawConn {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	conn, err := respwire.Dial(addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &rawConn{conn: conn, rd: bufio.NewReader(conn)}
+	return &rawConn{conn: conn, rd: conn.Reader}
 }
 
 // send writes raw bytes.
@@ -89,17 +89,10 @@ func (c *rawConn) send(t testing.TB, data string) {
 }
 
 // encode renders a command as a RESP multibulk.
-func encode(args ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.String()
-}
+func encode(args ...string) string { return string(respwire.AppendCommand(nil, args...)) }
 
-// reply is one RESP reply flattened to text: "+OK", ":1", "$3 foo",
-// "*2 [:1 :2]", "_", "%1 [...]", "-ERR ...".
+// reply is one RESP reply flattened to text by respwire.WithLengths:
+// "+OK", ":1", "$3 foo", "*2 [:1 :2]", "_", "%1 [...]", "-ERR ...".
 type reply string
 
 func (r reply) expect(t testing.TB, want string) {
@@ -119,59 +112,11 @@ func (c *rawConn) do(t testing.TB, args ...string) reply {
 func (c *rawConn) read(t testing.TB) reply {
 	t.Helper()
 	_ = c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	r, err := readReply(c.rd)
+	v, err := c.conn.ReadReply()
 	if err != nil {
 		t.Fatalf("read reply: %v", err)
 	}
-	return reply(r)
-}
-
-func readReply(rd *bufio.Reader) (string, error) {
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return "", fmt.Errorf("empty line")
-	}
-	switch line[0] {
-	case '+', '-', ':', '_', ',', '#':
-		return line, nil
-	case '$', '=':
-		var n int
-		if _, err := fmt.Sscan(line[1:], &n); err != nil {
-			return "", err
-		}
-		if n < 0 {
-			return "$-1", nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		return string(line[0]) + fmt.Sprint(n) + " " + string(buf[:n]), nil
-	case '*', '%', '~':
-		var n int
-		if _, err := fmt.Sscan(line[1:], &n); err != nil {
-			return "", err
-		}
-		if n < 0 {
-			return "*-1", nil
-		}
-		count := n
-		if line[0] == '%' {
-			count = 2 * n
-		}
-		parts := make([]string, count)
-		for i := range parts {
-			if parts[i], err = readReply(rd); err != nil {
-				return "", err
-			}
-		}
-		return string(line[0]) + fmt.Sprint(n) + " [" + strings.Join(parts, " ") + "]", nil
-	}
-	return "", fmt.Errorf("unexpected reply line %q", line)
+	return reply(v.Text(respwire.WithLengths))
 }
 
 // ints renders integers as a flattened array reply.

@@ -1,36 +1,31 @@
 package main
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
-// respConn is a minimal RESP2 client: one request at a time, each with its
-// own deadline, so that the recorder knows exactly when a request was sent
-// and when its reply came (or did not).
+// respConn is a RESP client: one request at a time, each with its own
+// deadline, so that the recorder knows exactly when a request was sent and
+// when its reply came (or did not).
 type respConn struct {
-	conn net.Conn
-	rd   *bufio.Reader
-	wr   *bufio.Writer
+	*respwire.Conn
 }
 
-// dialRESP connects to addr.
+// dialRESP connects to addr. The replies it takes nest at most 8 deep:
+// the workload's and the control commands' need 1.
 func dialRESP(addr string, timeout time.Duration) (*respConn, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	c, err := respwire.Dial(addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	return &respConn{conn: conn, rd: bufio.NewReader(conn), wr: bufio.NewWriter(conn)}, nil
+	c.Limits.MaxDepth = 8
+	return &respConn{c}, nil
 }
-
-// Close closes the connection.
-func (c *respConn) Close() error { return c.conn.Close() }
 
 // reply is one RESP reply: an error, a simple or bulk string, an integer,
 // nil, or an array of replies.
@@ -94,81 +89,37 @@ func (r reply) String() string {
 // do sends one command and reads its reply within timeout. Any error
 // leaves the connection unusable: the caller closes it.
 func (c *respConn) do(timeout time.Duration, args ...string) (reply, error) {
-	_ = c.conn.SetDeadline(time.Now().Add(timeout))
-	fmt.Fprintf(c.wr, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(c.wr, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if err := c.wr.Flush(); err != nil {
-		return reply{}, fmt.Errorf("write: %w", err)
-	}
-	r, err := readReply(c.rd, 0)
-	if err != nil {
-		return reply{}, fmt.Errorf("read: %w", err)
-	}
-	return r, nil
-}
-
-// readReply parses one reply (RESP2, plus RESP3's null and map, which the
-// server does not send to a RESP2 client but costs nothing to accept).
-func readReply(rd *bufio.Reader, depth int) (reply, error) {
-	if depth > 8 {
-		return reply{}, errors.New("reply nested too deep")
-	}
-	line, err := rd.ReadString('\n')
+	v, err := c.Do(timeout, args...)
 	if err != nil {
 		return reply{}, err
 	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return reply{}, errors.New("empty reply line")
-	}
-	switch line[0] {
-	case '-':
-		return reply{err: line[1:]}, nil
-	case '+':
-		return reply{str: line[1:]}, nil
-	case ':':
-		n, err := strconv.ParseInt(line[1:], 10, 64)
-		if err != nil {
-			return reply{}, fmt.Errorf("integer reply %q: %w", line, err)
-		}
-		return reply{num: n, isNum: true}, nil
-	case '_':
+	return fromWire(v)
+}
+
+// fromWire converts a reply as read into the workload's view: RESP2's
+// types, plus RESP3's null and map (a map as its flattened pairs), which
+// the server does not send to a RESP2 client but cost nothing to accept.
+func fromWire(v respwire.Value) (reply, error) {
+	switch {
+	case v.IsNull():
 		return reply{isNil: true}, nil
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n > 64<<20 {
-			return reply{}, fmt.Errorf("bulk length %q", line)
-		}
-		if n < 0 {
-			return reply{isNil: true}, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return reply{}, err
-		}
-		return reply{str: string(buf[:n])}, nil
-	case '*', '%':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n > 1<<20 {
-			return reply{}, fmt.Errorf("array length %q", line)
-		}
-		if n < 0 {
-			return reply{isNil: true}, nil
-		}
-		if line[0] == '%' {
-			n *= 2
-		}
-		r := reply{isArr: true, arr: make([]reply, n)}
-		for i := range r.arr {
-			if r.arr[i], err = readReply(rd, depth+1); err != nil {
+	case v.Kind == respwire.SimpleError:
+		return reply{err: v.Str}, nil
+	case v.Kind == respwire.SimpleString, v.Kind == respwire.BulkString:
+		return reply{str: v.Str}, nil
+	case v.Kind == respwire.Integer:
+		return reply{num: v.Int, isNum: true}, nil
+	case v.Kind == respwire.Array, v.Kind == respwire.Map:
+		r := reply{isArr: true, arr: make([]reply, len(v.Elems))}
+		for i, e := range v.Elems {
+			var err error
+			if r.arr[i], err = fromWire(e); err != nil {
 				return reply{}, err
 			}
 		}
 		return r, nil
 	}
-	return reply{}, fmt.Errorf("unexpected reply line %q", line)
+	return reply{}, fmt.Errorf("read: unexpected reply %.64s", v)
 }
 
 // command runs one command on a fresh connection (for control requests:

@@ -1,105 +1,51 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // rawConn is a minimal RESP client for the process tests: it sends exact
-// bytes and flattens each reply to text (":1", "+PONG", "-ERR ...",
-// "*5 [:1 :4 :3 :0 :15000]"), so that a test asserts on the wire.
+// bytes and flattens each reply to text by respwire.NoLengths (":1",
+// "+PONG", "-ERR ...", "$" and a bulk string's bytes, "*5 [:1 :4 :3 :0
+// :15000]"), so that a test asserts on the wire.
 type rawConn struct {
-	conn net.Conn
-	rd   *bufio.Reader
+	conn *respwire.Conn
 }
 
 // dialRaw connects to addr; the connection closes when the test ends.
 func dialRaw(t testing.TB, addr string) *rawConn {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	conn, err := respwire.Dial(addr, 2*time.Second)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &rawConn{conn: conn, rd: bufio.NewReader(conn)}
+	return &rawConn{conn: conn}
 }
 
 // encodeCmd renders a command as a RESP multibulk.
-func encodeCmd(args ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.String()
-}
+func encodeCmd(args ...string) string { return string(respwire.AppendCommand(nil, args...)) }
 
 // do sends one command and returns its reply, failing the test on an I/O
 // error or when no reply comes within timeout.
 func (c *rawConn) do(t testing.TB, timeout time.Duration, args ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	_ = c.conn.SetDeadline(deadline)
-	if _, err := c.conn.Write([]byte(encodeCmd(args...))); err != nil {
+	_ = c.conn.SetDeadline(time.Now().Add(timeout))
+	if err := c.conn.Send(args...); err != nil {
 		t.Fatalf("%s: write: %v", args[0], err)
 	}
-	r, err := readReply(c.rd)
+	v, err := c.conn.ReadReply()
 	if err != nil {
 		t.Fatalf("%s: no reply within %v: %v", args[0], timeout, err)
 	}
-	return r
-}
-
-// readReply reads one reply and flattens it.
-func readReply(rd *bufio.Reader) (string, error) {
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return "", fmt.Errorf("empty reply line")
-	}
-	switch line[0] {
-	case '+', '-', ':':
-		return line, nil
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return "", fmt.Errorf("bulk length %q: %w", line, err)
-		}
-		if n < 0 {
-			return "$-1", nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		return "$" + string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return "", fmt.Errorf("array length %q: %w", line, err)
-		}
-		if n < 0 {
-			return "*-1", nil
-		}
-		parts := make([]string, n)
-		for i := range parts {
-			if parts[i], err = readReply(rd); err != nil {
-				return "", err
-			}
-		}
-		return fmt.Sprintf("*%d [%s]", n, strings.Join(parts, " ")), nil
-	}
-	return "", fmt.Errorf("unexpected reply line %q", line)
+	return v.Text(respwire.NoLengths)
 }
 
 // procUsage is what /proc says about a process.

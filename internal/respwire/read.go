@@ -1,0 +1,255 @@
+package respwire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+)
+
+// Defaults for the zero fields of Limits. The deepest reply sluice sends,
+// COMMAND DOCS, nests its innermost values in 11 aggregates.
+const (
+	DefaultMaxDepth = 16       // aggregates around a value
+	DefaultMaxBulk  = 64 << 20 // bytes in a string
+	DefaultMaxElems = 1 << 20  // elements an aggregate declares
+)
+
+// Limits bound what Read accepts, so that a server cannot make it recurse
+// or allocate without limit. Past a small fixed amount, what Read
+// allocates grows with the bytes that actually arrive, never with a length
+// a header merely declares. A zero field takes its default.
+type Limits struct {
+	// MaxDepth is how many aggregates a reply may be nested in: 0, a
+	// top-level reply, is always allowed. Default DefaultMaxDepth.
+	MaxDepth int
+	// MaxBulk is the most bytes of one string, bulk or on a line (a
+	// simple string, an error). Default DefaultMaxBulk.
+	MaxBulk int
+	// MaxElems is the most elements one aggregate may declare (pairs, for
+	// a map). Default DefaultMaxElems.
+	MaxElems int
+}
+
+// withDefaults returns l with its zero fields set to their defaults.
+func (l Limits) withDefaults() Limits {
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxBulk <= 0 {
+		l.MaxBulk = DefaultMaxBulk
+	}
+	if l.MaxElems <= 0 {
+		l.MaxElems = DefaultMaxElems
+	}
+	return l
+}
+
+// ProtocolError is what Read returns for a reply that breaks the protocol
+// or one of its Limits. The stream is out of step after it: close the
+// connection.
+type ProtocolError struct {
+	// Msg says what was wrong.
+	Msg string
+}
+
+// Error implements error.
+func (e *ProtocolError) Error() string { return "resp: " + e.Msg }
+
+// protoErr returns a ProtocolError about line (quoted, cut to 64 bytes).
+func protoErr(msg string, line []byte) error {
+	if len(line) > 64 {
+		line = line[:64]
+	}
+	return &ProtocolError{Msg: msg + " " + strconv.Quote(string(line))}
+}
+
+// What Read allocates ahead of the bytes that arrive: the bytes of a bulk
+// string, the elements of an aggregate.
+const (
+	bulkAhead  = 64 << 10
+	elemsAhead = 256
+)
+
+// Read reads one reply from rd within lim. It returns io.EOF when rd ends
+// before the reply starts and io.ErrUnexpectedEOF when it ends within; any
+// other read error as it comes; a *ProtocolError for a malformed reply.
+func Read(rd *bufio.Reader, lim Limits) (Value, error) {
+	return read(rd, lim.withDefaults(), 0)
+}
+
+// read reads one reply nested in depth aggregates.
+func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
+	if depth > lim.MaxDepth {
+		return Value{}, &ProtocolError{Msg: "reply nested deeper than " + strconv.Itoa(lim.MaxDepth)}
+	}
+	line, err := readLine(rd, lim.MaxBulk)
+	if err != nil {
+		return Value{}, err
+	}
+	if len(line) == 0 {
+		return Value{}, &ProtocolError{Msg: "empty reply line"}
+	}
+	v := Value{Kind: Kind(line[0])}
+	text := line[1:]
+	switch v.Kind {
+	case SimpleString, SimpleError:
+		v.Str = string(text)
+	case Integer:
+		if v.Int, err = strconv.ParseInt(string(text), 10, 64); err != nil {
+			return Value{}, protoErr("integer", line)
+		}
+	case Null:
+		if len(text) != 0 {
+			return Value{}, protoErr("null", line)
+		}
+	case Double:
+		if _, err := strconv.ParseFloat(string(text), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return Value{}, protoErr("double", line)
+		}
+		v.Str = string(text)
+	case Boolean:
+		switch string(text) {
+		case "t":
+			v.Int = 1
+		case "f":
+		default:
+			return Value{}, protoErr("boolean", line)
+		}
+	case BigNumber:
+		if !isBigNumber(text) {
+			return Value{}, protoErr("big number", line)
+		}
+		v.Str = string(text)
+	case BulkString, BulkError, VerbatimString, Array, Map, Set, Push:
+		return readCounted(rd, lim, depth, v, line)
+	default:
+		return Value{}, protoErr("unknown reply type", line)
+	}
+	return v, nil
+}
+
+// readCounted reads the rest of v, a bulk string or an aggregate whose
+// header line (holding its length) is line.
+func readCounted(rd *bufio.Reader, lim Limits, depth int, v Value, line []byte) (Value, error) {
+	limit, nullable := lim.MaxBulk, v.Kind == BulkString
+	if v.IsAggregate() {
+		limit, nullable = lim.MaxElems, v.Kind == Array
+	}
+	n, err := length(line, limit, nullable)
+	switch {
+	case err != nil:
+		return Value{}, err
+	case n < 0:
+		v.Null = true
+	case !v.IsAggregate():
+		if v.Str, err = readBulk(rd, n); err != nil {
+			return Value{}, err
+		}
+		if v.Kind == VerbatimString && (len(v.Str) < 4 || v.Str[3] != ':') {
+			return Value{}, protoErr("verbatim string without a format", []byte(v.Str))
+		}
+	default:
+		if v.Kind == Map {
+			n *= 2
+		}
+		v.Elems = make([]Value, 0, min(n, elemsAhead))
+		for range n {
+			e, err := read(rd, lim, depth+1)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				return Value{}, err
+			}
+			v.Elems = append(v.Elems, e)
+		}
+	}
+	return v, nil
+}
+
+// length parses the count of a bulk or aggregate header line: -1 (a null,
+// when nullable), or 0 to limit.
+func length(line []byte, limit int, nullable bool) (int, error) {
+	n, err := strconv.Atoi(string(line[1:]))
+	switch {
+	case err != nil, n < -1, n == -1 && !nullable:
+		return 0, protoErr("length", line)
+	case n > limit:
+		return 0, protoErr("length over the limit of "+strconv.Itoa(limit)+":", line)
+	}
+	return n, nil
+}
+
+// readLine reads one CRLF-terminated line of at most limit bytes and
+// returns it without the CRLF. The slice is valid until the next read from
+// rd.
+func readLine(rd *bufio.Reader, limit int) ([]byte, error) {
+	var long []byte // a line longer than rd's buffer
+	for {
+		frag, err := rd.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, frag...)
+			if len(long) > limit+2 {
+				return nil, protoErr("line longer than "+strconv.Itoa(limit)+" bytes:", long)
+			}
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && (len(frag) > 0 || len(long) > 0) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		line := frag
+		if long != nil {
+			line = append(long, frag...)
+		}
+		if len(line) > limit+2 {
+			return nil, protoErr("line longer than "+strconv.Itoa(limit)+" bytes:", line)
+		}
+		if len(line) < 2 || line[len(line)-2] != '\r' {
+			return nil, protoErr("line not ended by CRLF", line)
+		}
+		return line[:len(line)-2], nil
+	}
+}
+
+// isBigNumber reports whether text is an optional sign and then digits.
+func isBigNumber(text []byte) bool {
+	if len(text) > 0 && (text[0] == '-' || text[0] == '+') {
+		text = text[1:]
+	}
+	for _, c := range text {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(text) > 0
+}
+
+// readBulk reads n bytes and the CRLF after them, allocating as they
+// arrive (at most doubling what came) rather than all that n declares.
+func readBulk(rd *bufio.Reader, n int) (string, error) {
+	want := n + 2
+	buf := make([]byte, 0, min(want, bulkAhead))
+	for len(buf) < want {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(want-len(buf), len(buf)))
+		}
+		m, err := io.ReadFull(rd, buf[len(buf):min(cap(buf), want)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	if !bytes.HasSuffix(buf, []byte("\r\n")) {
+		return "", protoErr("bulk string not ended by CRLF", buf[max(0, len(buf)-8):])
+	}
+	return string(buf[:n]), nil
+}
