@@ -269,9 +269,7 @@ func (b *batcher) run() {
 				break gather
 			}
 		}
-		// Submit now if nothing is in flight (an idle pipeline adds no
-		// latency), or if the entry is worth a slot of its own.
-		if len(pending) > 0 && inflight < b.maxInflight && (inflight == 0 || full() || nops >= b.fill) {
+		if len(pending) > 0 && b.submitNow(nops, full(), inflight) {
 			if b.apply(pending, &body) {
 				inflight++
 			}
@@ -305,6 +303,23 @@ func (b *batcher) run() {
 			return
 		}
 	}
+}
+
+// submitNow reports whether the entry being gathered, of nops ops (full
+// when it can take no more), goes to Raft now, with inflight entries in
+// flight: if a slot is free, and nothing is in flight (an idle pipeline
+// adds no latency) or the entry is worth a slot of its own (full, or
+// holding the fill).
+//
+// Not done: letting a second entry go early at low concurrency. Tried with
+// "as large as the one in flight": the clients of the entry in flight wait
+// for it, so the second can only gather the others, and the two settled
+// into one large entry and one of a few ops, no faster (P1: 12k/s either way).
+func (b *batcher) submitNow(nops int, full bool, inflight int) bool {
+	if nops == 0 || inflight >= b.maxInflight {
+		return false
+	}
+	return inflight == 0 || full || nops >= b.fill
 }
 
 // apply encodes the requests whose callers still wait into one entry,
