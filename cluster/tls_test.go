@@ -19,15 +19,20 @@ import (
 	"github.com/sluice-rl/sluice/internal/testcerts"
 )
 
-// freeAddr returns a 127.0.0.1 address that was free a moment ago.
-func freeAddr(t *testing.T) string {
+// reserveAddr listens on a free 127.0.0.1 port and returns its address
+// with the listener, which the caller closes just before it binds the
+// address itself. While the listener is open no outgoing connection takes
+// the port as its source port: with ports picked and let go at once, a node
+// dialling its peers could take the port of one not yet started ("bind:
+// address already in use").
+func reserveAddr(t *testing.T) (string, net.Listener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), ln
 }
 
 // TestTLSCluster: three nodes over real TCP with mutual TLS elect a leader,
@@ -43,13 +48,16 @@ func TestTLSCluster(t *testing.T) {
 	const n = 3
 	peers := map[string]string{}
 	fwd := make([]string, n)
+	held := make([][2]net.Listener, n)
 	for i := range n {
-		peers[fmt.Sprintf("n%d", i+1)] = freeAddr(t)
-		fwd[i] = freeAddr(t)
+		peers[fmt.Sprintf("n%d", i+1)], held[i][0] = reserveAddr(t)
+		fwd[i], held[i][1] = reserveAddr(t)
 	}
 	nodes := make([]*Node, n)
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
+		held[i][0].Close()
+		held[i][1].Close()
 		cfg := Config{
 			ID: id, RaftAddr: peers[id], ForwardAddr: fwd[i], RESPAddr: fmt.Sprintf("127.0.0.1:%d", 6001+i),
 			InMemory: true, Peers: peers, TLS: peerTLS, Now: clock.now, Logger: testLogger(t),
