@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/freeport"
 )
 
 // The targets the tool knows how to start.
@@ -215,23 +216,13 @@ func ReadRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("read rss: no VmRSS in /proc/%d/status", pid)
 }
 
-// FreePorts reserves n distinct free TCP ports on 127.0.0.1 by listening on
-// port 0, then releases them for the servers to take.
+// FreePorts returns n distinct TCP ports of 127.0.0.1 that were free a
+// moment ago, below the ephemeral range (see internal/freeport), for the
+// servers to take.
 func FreePorts(n int) ([]int, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Ports(n)
+	if err != nil {
+		return nil, fmt.Errorf("free port: %w", err)
 	}
 	return ports, nil
 }

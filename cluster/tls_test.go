@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/freeport"
 	"github.com/sluice-rl/sluice/internal/testcerts"
 )
 
@@ -27,7 +28,7 @@ import (
 // address already in use").
 func reserveAddr(t *testing.T) (string, net.Listener) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := freeport.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}

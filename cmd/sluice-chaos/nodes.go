@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/freeport"
 )
 
 // node is one sluice process of the cluster. Its addresses, data
@@ -49,7 +51,7 @@ type cluster struct {
 // reserveAddr holds a free port of 127.0.0.1 until the returned listener
 // closes, so that nothing else (the proxies) takes it meanwhile.
 func reserveAddr() (net.Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := freeport.Listen()
 	if err != nil {
 		return nil, fmt.Errorf("find a free port: %w", err)
 	}

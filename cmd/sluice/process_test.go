@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/freeport"
 )
 
 // binary is the sluice binary built once for the process tests.
@@ -44,15 +45,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
+// freePort returns a port on 127.0.0.1 that was free a moment ago, below
+// the ephemeral range, so that no node's outgoing connection takes it
+// before the node it is meant for binds it (internal/freeport).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // proc is one sluice process of a test cluster.
