@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// entries, msgpack, arguments) runs the collector many times a second:
 	// the tuner raises the percent after each collection until the
 	// headroom is at least --gc-min-headroom.
-	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
+	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.GCPercent)
 		if cfg.GCMinHeadroom > 0 {
 			tuner, err := gctune.Start(ctx, gctune.Config{Base: cfg.GCPercent, MinHeadroom: int64(cfg.GCMinHeadroom)})
