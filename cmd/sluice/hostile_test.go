@@ -19,15 +19,18 @@ import (
 // The hostile-input suite of SPEC section 6, against a real sluice process
 // (the default mode: a single durable Raft voter) so that its RSS and CPU
 // time can be read from /proc. Each attack is followed by the same checks:
-// the process is alive, another client's PING and RL.TOKEN are answered
-// within replyBound (a liveness bound: a starved client would wait forever;
-// it is not a latency goal, and a durable fsync under -race on a loaded CI
-// machine takes hundreds of milliseconds), an idle second after the attack costs less than
+// the process is alive, another client's PING and RL.TOKEN are each answered
+// within replyBound (the hostile-input issue's 200 ms) in at least one of probeTries tries, and
+// every try within livenessBound (one durable fsync on a loaded CI machine
+// can take longer than 200 ms; a starved client fails every try), an idle
+// second after the attack costs less than
 // idleCPUBound of CPU, RSS stays within rssGrowthBound of the baseline, and
 // a fresh key gets the exact replies of SPEC's worked example under the
 // frozen clock.
 const (
-	replyBound     = 3 * time.Second
+	replyBound     = 200 * time.Millisecond
+	livenessBound  = 3 * time.Second
+	probeTries     = 5
 	idleWindow     = time.Second
 	idleCPUBound   = 300 * time.Millisecond
 	rssGrowthBound = 64 << 20
@@ -149,17 +152,26 @@ func (n *hostileNode) alive(t *testing.T) {
 }
 
 // responsive asserts that the checker's PING and an RL.TOKEN each get their
-// answer within replyBound.
+// answer within replyBound in at least one of probeTries tries, and within
+// livenessBound in every try.
 func (n *hostileNode) responsive(t *testing.T) {
 	t.Helper()
 	for _, args := range [][]string{{"PING"}, {"RL.TOKEN", "probe", "1000000", "1000000/s"}} {
-		start := time.Now()
-		r := n.check.do(t, 5*time.Second, args...)
-		if d := time.Since(start); d > replyBound {
-			t.Fatalf("%s answered in %v (bound %v)", args[0], d, replyBound)
+		fastest := time.Duration(1<<63 - 1)
+		for try := 0; try < probeTries && fastest > replyBound; try++ {
+			start := time.Now()
+			r := n.check.do(t, 2*livenessBound, args...)
+			d := time.Since(start)
+			if d > livenessBound {
+				t.Fatalf("%s answered in %v (liveness bound %v)", args[0], d, livenessBound)
+			}
+			if strings.HasPrefix(r, "-") {
+				t.Fatalf("%s: %s", args[0], r)
+			}
+			fastest = min(fastest, d)
 		}
-		if strings.HasPrefix(r, "-") {
-			t.Fatalf("%s: %s", args[0], r)
+		if fastest > replyBound {
+			t.Fatalf("%s: fastest of %d answers took %v (bound %v)", args[0], probeTries, fastest, replyBound)
 		}
 	}
 }
