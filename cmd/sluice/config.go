@@ -15,29 +15,29 @@ import (
 
 // config is everything the flags set, validated before anything starts.
 type config struct {
-	Addr          string
-	RequirePass   string
-	ProtectedMode string
-	EnableDebug   yesNo
-	InMemory      bool
-	DataDir       string
-	ID            string
-	RaftAddr      string
-	ForwardAddr   string
-	Peers         string
-	NoBootstrap   bool
-	ClusterTimout time.Duration
-	Shards        int
-	MaxKeyLen     int
-	MaxLogLimit   int64
-	MaxClients    int
-	Limits        resp.Limits
-	LogLevel      string
-	LogFormat     string
-	GCPercent     int
-	GCMinHeadroom byteSize
-	opsConfig     // TLS, memory limits, metrics, --config (opsconfig.go)
-	debugConfig   // hidden flags for fault-injection tests only (debugflags.go)
+	Addr           string
+	RequirePass    string
+	ProtectedMode  string
+	EnableDebug    yesNo
+	InMemory       bool
+	DataDir        string
+	ID             string
+	RaftAddr       string
+	ForwardAddr    string
+	Peers          string
+	NoBootstrap    bool
+	ClusterTimeout time.Duration
+	Shards         int
+	MaxKeyLen      int
+	MaxLogLimit    int64
+	MaxClients     int
+	Limits         resp.Limits
+	LogLevel       string
+	LogFormat      string
+	GCPercent      int
+	GCMinHeadroom  byteSize
+	opsConfig      // TLS, memory limits, metrics, --config (opsconfig.go)
+	debugConfig    // hidden flags for fault-injection tests only (debugflags.go)
 }
 
 // yesNo is a boolean flag that also takes Redis's yes/no spelling:
@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.ForwardAddr, "forward-addr", "", "address followers forward commands to (default: Raft port + 1000)")
 	fs.StringVar(&c.Peers, "peers", "", "the cluster's voters: id=raft-addr,id=raft-addr,...")
 	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
-	fs.DurationVar(&c.ClusterTimout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN after this long without a majority")
+	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN after this long without a majority")
 	fs.IntVar(&c.Shards, "shards", 256, "engine lock stripes (a power of two)")
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
 	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit")
@@ -154,8 +154,8 @@ func (c *config) validate() error {
 			bad(name, "want at least 1, got %d", v)
 		}
 	}
-	if c.ClusterTimout <= 0 {
-		bad("cluster-timeout", "want a positive duration, got %s", c.ClusterTimout)
+	if c.ClusterTimeout <= 0 {
+		bad("cluster-timeout", "want a positive duration, got %s", c.ClusterTimeout)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("log-level", "%v", err)

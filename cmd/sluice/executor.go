@@ -76,7 +76,7 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		InMemory:       cfg.InMemory,
 		Peers:          peers,
 		NoBootstrap:    cfg.NoBootstrap,
-		ClusterTimeout: cfg.ClusterTimout,
+		ClusterTimeout: cfg.ClusterTimeout,
 		Logger:         log,
 		TLS:            peerTLS,
 		DialMap:        cfg.DialMap,
