@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -199,8 +200,9 @@ func parseInt(b []byte) (int64, error) {
 }
 
 // ReadDecision reads one reply and keeps only its decision, without
-// allocating: the first integer of an array, or an integer. Any other
-// well-formed reply is skipped and reported as Allowed 0.
+// allocating: the first integer of an array, or an integer. A bulk string
+// (an ECHO, see EchoDialect) is reported as Allowed 1; any other well-formed
+// reply is skipped and reported as Allowed 0.
 func (c *Conn) ReadDecision() (Decision, error) {
 	l, err := c.line()
 	if err != nil {
@@ -212,6 +214,11 @@ func (c *Conn) ReadDecision() (Decision, error) {
 		return Decision{Allowed: n}, err
 	case '-':
 		return Decision{Err: true, Msg: string(l[1:])}, nil
+	case '$':
+		if err := c.skipRest(l); err != nil || bytes.HasPrefix(l, []byte("$-")) {
+			return Decision{}, err
+		}
+		return Decision{Allowed: 1}, nil
 	case '*':
 		n, err := parseInt(l[1:])
 		if err != nil || n <= 0 {

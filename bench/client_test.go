@@ -107,6 +107,7 @@ func TestClientPipelinedDecisions(t *testing.T) {
 		"ERR":   "-WRONGTYPE Operation against a key holding the wrong kind of limiter\r\n",
 		"MIXED": "*3\r\n:1\r\n$3\r\nabc\r\n*2\r\n+x\r\n%1\r\n+k\r\n:2\r\n",
 		"BULK":  "$4\r\nPONG\r\n",
+		"NULL":  "$-1\r\n",
 	}
 	s := startFake(t, func(args []string) string { return replies[args[0]] })
 	ctx := testCtx(t)
@@ -115,7 +116,7 @@ func TestClientPipelinedDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	order := []string{"ALLOW", "DENY", "ONE", "ZERO", "ERR", "MIXED", "BULK", "ALLOW"}
+	order := []string{"ALLOW", "DENY", "ONE", "ZERO", "ERR", "MIXED", "BULK", "NULL", "ALLOW"}
 	for _, cmd := range order {
 		c.Append(cmd, "key")
 	}
@@ -128,7 +129,7 @@ func TestClientPipelinedDecisions(t *testing.T) {
 	want := []Decision{
 		{Allowed: 1}, {Allowed: 0}, {Allowed: 1}, {Allowed: 0},
 		{Err: true, Msg: "WRONGTYPE Operation against a key holding the wrong kind of limiter"},
-		{Allowed: 1}, {Allowed: 0}, {Allowed: 1},
+		{Allowed: 1}, {Allowed: 1}, {Allowed: 0}, {Allowed: 1},
 	}
 	for i, w := range want {
 		d, err := c.ReadDecision()

@@ -140,6 +140,8 @@ func (o SuiteOptions) Cases() []Case {
 			targets := GoalTargets()
 			if p == 16 { // the redis-benchmark -c 50 -P 16 sends every connection to one node
 				targets = slices.Insert(targets, 3, TargetSluiceClusterLeader)
+			} else { // one request per round trip: the load generator's own ceiling matters
+				targets = append(targets, TargetRedisEcho)
 			}
 			cs = append(cs, Case{
 				ID:       fmt.Sprintf("goal-p%d", p),

@@ -81,6 +81,10 @@ func (r *Report) EvaluateGoals() {
 					g.Measured += fmt.Sprintf("; server CPU per request %s against %s", cpuCell(a.Median.ServerCPU), cpuCell(b.Median.ServerCPU))
 				}
 				g.Status = passIf(g.Ratio >= want)
+				if c := cr.Run(TargetRedisEcho); c != nil && c.OK() && b.Median.Throughput > 0 {
+					g.Measured += fmt.Sprintf("; ceiling (%s: Redis answering ECHO, no limiter) %s/s, %.2fx",
+						TargetRedisEcho, FormatCount(c.Median.Throughput), c.Median.Throughput/b.Median.Throughput)
+				}
 				if a.Median.Errors > 0 {
 					g.Measured += fmt.Sprintf("; %d error replies", a.Median.Errors)
 					g.Status = GoalFallsShort
@@ -270,7 +274,7 @@ func (r *Report) Markdown(chartDir string) string {
 			}
 			p("| %s | %s | %s | %s |\n", g.Goal, g.Want, mdEscape(g.Measured), res)
 		}
-		p("\nThe Redis+Lua baseline of the goals is `redis-anchor`: the anchor script `bench/lua/anchor_token_bucket.lua` (what users run today; it replies 1 or 0). `redis` runs `bench/lua/token_bucket.lua`, which does the same in the same hash but replies the same five integers as sluice (in the `alg-*` and variant cases).\n\n")
+		p("\nThe Redis+Lua baseline of the goals is `redis-anchor`: the anchor script `bench/lua/anchor_token_bucket.lua` (what users run today; it replies 1 or 0). `redis` runs `bench/lua/token_bucket.lua`, which does the same in the same hash but replies the same five integers as sluice (in the `alg-*` and variant cases). `redis-echo` is the same redis-server answering `ECHO key`, no limiter at all: at pipeline 1 its throughput is the ceiling that the load generator and the machine allow any server, limiter or not.\n\n")
 	}
 
 	if len(r.Cases) > 0 {

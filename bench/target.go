@@ -36,11 +36,15 @@ const (
 	// TargetRedisAnchor is the same redis-server running the anchor token
 	// bucket script (token workloads only).
 	TargetRedisAnchor = "redis-anchor"
+	// TargetRedisEcho is the same redis-server answering ECHO key: a
+	// server doing next to no work, so its throughput is the ceiling of
+	// the load generator and the machine, which no limiter can pass.
+	TargetRedisEcho = "redis-echo"
 )
 
 // TargetNames lists every target.
 func TargetNames() []string {
-	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedis, TargetRedisAnchor}
+	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedis, TargetRedisAnchor, TargetRedisEcho}
 }
 
 // ParseTarget checks a target name.
@@ -54,7 +58,9 @@ func ParseTarget(s string) (string, error) {
 }
 
 // IsRedis reports whether a target is a redis-server one.
-func IsRedis(name string) bool { return name == TargetRedis || name == TargetRedisAnchor }
+func IsRedis(name string) bool {
+	return name == TargetRedis || name == TargetRedisAnchor || name == TargetRedisEcho
+}
 
 // ServerConfig says where the servers' binaries are and where their files go.
 type ServerConfig struct {
@@ -385,17 +391,25 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOp
 			return nil, err
 		}
 		return onLeader(ctx, t)
-	case TargetRedis, TargetRedisAnchor:
+	case TargetRedis, TargetRedisAnchor, TargetRedisEcho:
 		t, err := startRedis(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		if name == TargetRedisAnchor {
-			t.Name, t.Dialect = name, LuaDialect{Anchor: true}
+		if name != TargetRedis {
+			t.Name, t.Dialect = name, redisView(name)
 		}
 		return t, nil
 	}
 	return nil, fmt.Errorf("unknown target %q", name)
+}
+
+// redisView is the dialect of a target that shares the redis server.
+func redisView(name string) Dialect {
+	if name == TargetRedisEcho {
+		return EchoDialect{}
+	}
+	return LuaDialect{Anchor: true}
 }
 
 func checkBin(what, bin string) error {
@@ -595,14 +609,14 @@ func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
 	var t *Target
 	var err error
 	switch name {
-	case TargetRedisAnchor: // a view on the redis target
+	case TargetRedisAnchor, TargetRedisEcho: // views on the redis target
 		e.mu.Unlock()
 		base, berr := e.Get(ctx, TargetRedis)
 		e.mu.Lock()
 		if berr != nil {
 			err = berr
 		} else {
-			t = &Target{Name: name, Addrs: base.Addrs, Dialect: LuaDialect{Anchor: true}, procs: base.procs}
+			t = &Target{Name: name, Addrs: base.Addrs, Dialect: redisView(name), procs: base.procs}
 		}
 	case TargetSluiceClusterLeader: // a view on the cluster target
 		e.mu.Unlock()

@@ -242,6 +242,19 @@ func SluiceArgs(a Algorithm, p Params) []string {
 	return args
 }
 
+// EchoDialect sends ECHO key whatever the algorithm: the cheapest request
+// that still carries the key, to measure the load generator's ceiling. The
+// load counts its bulk reply as allowed.
+type EchoDialect struct{}
+
+// Name implements Dialect.
+func (EchoDialect) Name() string { return "ECHO key (no limiter: the ceiling)" }
+
+// Template implements Dialect.
+func (EchoDialect) Template(Algorithm, Params) (Template, error) {
+	return Template{Head: AppendBulk(AppendArrayHeader(nil, 2), "ECHO")}, nil
+}
+
 // LuaDialect spells requests as EVALSHA of the scripts in lua/, loaded into
 // the server with SCRIPT LOAD; the SHA1s are computed locally.
 type LuaDialect struct {
