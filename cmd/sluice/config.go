@@ -170,6 +170,7 @@ func (c *config) validate() error {
 		bad("log-format", "want text or json, got %q", c.LogFormat)
 	}
 	c.validateOps(bad)
+	c.checkPeers(bad)
 	return errors.Join(errs...)
 }
 

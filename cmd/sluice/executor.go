@@ -55,13 +55,10 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		return nil, nil, false, err
 	}
 	if peerTLS == nil {
-		if err := checkPrivate("--raft-addr", raftAddr); err != nil {
-			return nil, nil, false, err
-		}
-		if cfg.ForwardAddr != "" {
-			if err := checkPrivate("--forward-addr", cfg.ForwardAddr); err != nil {
-				return nil, nil, false, err
-			}
+		// A --raft-addr or --peers address was checked with the settings;
+		// this one may be derived from --addr.
+		if err := checkPrivate(raftAddr); err != nil {
+			return nil, nil, false, fmt.Errorf("%s: the Raft address derived from it: %w", cfg.setting("addr"), err)
 		}
 	}
 	if cfg.debugConfig.active() {
@@ -104,13 +101,13 @@ func parsePeers(s string) (map[string]string, error) {
 	for _, part := range strings.Split(s, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--peers: %q is not id=host:port", part)
+			return nil, fmt.Errorf("%q is not id=host:port", part)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--peers: %s: %w", id, err)
+			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		if _, dup := peers[id]; dup {
-			return nil, fmt.Errorf("--peers: id %q appears twice", id)
+			return nil, fmt.Errorf("id %q appears twice", id)
 		}
 		peers[id] = addr
 	}

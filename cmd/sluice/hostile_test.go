@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,12 +20,12 @@ import (
 // The hostile-input suite of SPEC section 6, against a real sluice process
 // (the default mode: a single durable Raft voter) so that its RSS and CPU
 // time can be read from /proc. Each attack is followed by the same checks:
-// the process is alive, another client's PING and RL.TOKEN are each answered
-// within replyBound (the hostile-input issue's 200 ms) in at least one of probeTries tries, and
-// every try within livenessBound (one durable fsync on a loaded CI machine
-// can take longer than 200 ms; a starved client fails every try), an idle
-// second after the attack costs less than
-// idleCPUBound of CPU, RSS stays within rssGrowthBound of the baseline, and
+// the process is alive, another client's PING and RL.TOKEN are answered
+// within replyBound (the hostile-input issue's 200 ms) at the median of
+// probeTries tries, and every try within livenessBound (one durable fsync on
+// a loaded CI machine can take longer than 200 ms; a starved client fails
+// every try), an idle second after the attack costs less than idleCPUBound
+// of CPU, RSS stays within rssGrowthBound of the baseline, and
 // a fresh key gets the exact replies of SPEC's worked example under the
 // frozen clock.
 const (
@@ -151,27 +152,27 @@ func (n *hostileNode) alive(t *testing.T) {
 	}
 }
 
-// responsive asserts that the checker's PING and an RL.TOKEN each get their
-// answer within replyBound in at least one of probeTries tries, and within
-// livenessBound in every try.
+// responsive asserts that the checker's PING and an RL.TOKEN each get the
+// median of probeTries answers within replyBound, and every answer within
+// livenessBound.
 func (n *hostileNode) responsive(t *testing.T) {
 	t.Helper()
 	for _, args := range [][]string{{"PING"}, {"RL.TOKEN", "probe", "1000000", "1000000/s"}} {
-		fastest := time.Duration(1<<63 - 1)
-		for try := 0; try < probeTries && fastest > replyBound; try++ {
+		took := make([]time.Duration, probeTries)
+		for try := range took {
 			start := time.Now()
 			r := n.check.do(t, 2*livenessBound, args...)
-			d := time.Since(start)
-			if d > livenessBound {
-				t.Fatalf("%s answered in %v (liveness bound %v)", args[0], d, livenessBound)
+			took[try] = time.Since(start)
+			if took[try] > livenessBound {
+				t.Fatalf("%s answered in %v (liveness bound %v)", args[0], took[try], livenessBound)
 			}
 			if strings.HasPrefix(r, "-") {
 				t.Fatalf("%s: %s", args[0], r)
 			}
-			fastest = min(fastest, d)
 		}
-		if fastest > replyBound {
-			t.Fatalf("%s: fastest of %d answers took %v (bound %v)", args[0], probeTries, fastest, replyBound)
+		slices.Sort(took)
+		if median := took[probeTries/2]; median > replyBound {
+			t.Fatalf("%s: median of %d answers %v (bound %v): %v", args[0], probeTries, median, replyBound, took)
 		}
 	}
 }

@@ -54,10 +54,10 @@ func (c *config) peerTLSConfig() (*tls.Config, error) {
 // ULA), shared (RFC 6598, 100.64/10) or link-local addresses. An unspecified
 // address (0.0.0.0, ::) binds public interfaces too and is refused; a host
 // name is checked by every address it resolves to.
-func checkPrivate(flagName, addr string) error {
+func checkPrivate(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%s: %w", flagName, err)
+		return err
 	}
 	fix := "listen on a loopback or private address, or secure peer traffic with --raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file"
 	var ips []net.IP
@@ -78,10 +78,10 @@ func checkPrivate(flagName, addr string) error {
 	}
 	for _, ip := range ips {
 		if ip.IsUnspecified() {
-			return fmt.Errorf("%s %s binds every interface, public ones included, and Raft and forwarding traffic is neither encrypted nor authenticated: %s", flagName, addr, fix)
+			return fmt.Errorf("%s binds every interface, public ones included, and Raft and forwarding traffic is neither encrypted nor authenticated: %s", addr, fix)
 		}
 		if !privateIP(ip) {
-			return fmt.Errorf("%s %s is a public address, and Raft and forwarding traffic is neither encrypted nor authenticated: %s", flagName, addr, fix)
+			return fmt.Errorf("%s is a public address, and Raft and forwarding traffic is neither encrypted nor authenticated: %s", addr, fix)
 		}
 	}
 	return nil

@@ -77,6 +77,14 @@ func TestConfigFileErrors(t *testing.T) {
 		{"addr\n", `:1: addr needs a value`},
 		{"config other.conf\n", `:1: unknown setting "config"`},
 		{"\n\nprotected-mode maybe\n", `:3: protected-mode: want yes or no, got "maybe"`},
+		// Values checked beyond their syntax name their line too.
+		{"id n1\npeers garbage\n", `:2: peers: "garbage" is not id=host:port`},
+		{"peers n1=127.0.0.1:7001\n", `:1: peers`}, // and --id is missing
+		{"raft-addr 8.8.8.8:7001\n", `:1: raft-addr: 8.8.8.8:7001 is a public address`},
+		{"id n1\npeers n1=0.0.0.0:7001\n", `:2: peers: n1's Raft address: 0.0.0.0:7001 binds every interface`},
+		{"forward-addr 8.8.4.4:8001\n", `:1: forward-addr: 8.8.4.4:8001 is a public address`},
+		{"tls-addr 127.0.0.1:0\ntls-cert-file /nonexistent/c.pem\ntls-key-file /nonexistent/k.pem\n", `:2: tls-cert-file: with`},
+		{"raft-tls-cert-file /nonexistent/c.pem\nraft-tls-key-file /nonexistent/k.pem\nraft-tls-ca-cert-file /nonexistent/ca.pem\n", `:1: raft-tls-cert-file: `},
 	}
 	for _, c := range cases {
 		path := writeConfig(t, c.text)
@@ -109,7 +117,7 @@ func TestByteSizes(t *testing.T) {
 func TestPeerAddressesPrivate(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:7001", "[::1]:7001", "10.1.2.3:7001", "172.16.0.9:7001", "192.168.1.1:7001",
 		"[fd00::1]:7001", "169.254.0.7:7001", "[fe80::1]:7001", "100.64.1.2:7001", "localhost:7001"} {
-		if err := checkPrivate("--raft-addr", addr); err != nil {
+		if err := checkPrivate(addr); err != nil {
 			t.Errorf("%s refused: %v", addr, err)
 		}
 	}
@@ -117,7 +125,7 @@ func TestPeerAddressesPrivate(t *testing.T) {
 		"0.0.0.0:7001": "binds every interface", "[::]:7001": "binds every interface", ":7001": "binds every interface",
 		"8.8.8.8:7001": "is a public address", "[2001:4860::8888]:7001": "is a public address", "100.128.0.1:7001": "is a public address",
 	} {
-		err := checkPrivate("--raft-addr", addr)
+		err := checkPrivate(addr)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--raft-tls-cert-file") {
 			t.Errorf("%s: %v", addr, err)
 		}
@@ -125,7 +133,7 @@ func TestPeerAddressesPrivate(t *testing.T) {
 	// At start-up: a public --raft-addr stops the process before Raft starts.
 	err := run(context.Background(), []string{"--addr", "127.0.0.1:0", "--raft-addr", "8.8.8.8:7001",
 		"--data-dir", t.TempDir(), "--log-level", "error"}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--raft-addr 8.8.8.8:7001 is a public address") {
+	if err == nil || !strings.Contains(err.Error(), "--raft-addr: 8.8.8.8:7001 is a public address") {
 		t.Fatalf("run: %v", err)
 	}
 	// TLS flags go together, and the TLS listener needs its certificate.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluice-rl/sluice/cluster"
 	"math"
 	"net"
 	"os"
@@ -74,6 +76,14 @@ func (c *config) validateOps(bad func(field, format string, args ...any)) {
 	if n := countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile); n != 0 && n != 3 {
 		bad("raft-tls-cert-file", "--raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file go together")
 	}
+	if c.TLSAddr != "" && c.TLSCertFile != "" && c.TLSKeyFile != "" {
+		c.checkClientTLS(bad)
+	}
+	if countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile) == 3 {
+		if _, err := c.peerTLSConfig(); err != nil {
+			bad("raft-tls-cert-file", "%v", err)
+		}
+	}
 	if c.MaxKeys < 0 {
 		bad("max-keys", "want 0 (no limit) or more, got %d", c.MaxKeys)
 	}
@@ -83,6 +93,49 @@ func (c *config) validateOps(bad func(field, format string, args ...any)) {
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			bad("metrics-addr", "%v", err)
+		}
+	}
+}
+
+// checkClientTLS loads the client TLS files, naming the setting of the
+// one that fails.
+func (c *config) checkClientTLS(bad func(field, format string, args ...any)) {
+	if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+		bad("tls-cert-file", "with %s %s: %v", c.setting("tls-key-file"), c.TLSKeyFile, err)
+	}
+	if c.TLSCACertFile != "" {
+		if _, err := cluster.LoadCertPool(c.TLSCACertFile); err != nil {
+			bad("tls-ca-cert-file", "%v", err)
+		}
+	}
+}
+
+// checkPeers checks --peers and that, without peer TLS, the Raft and
+// forward addresses are private, naming the setting each comes from.
+func (c *config) checkPeers(bad func(field, format string, args ...any)) {
+	peers, err := parsePeers(c.Peers)
+	if err != nil {
+		bad("peers", "%v", err)
+		return
+	}
+	if len(peers) > 0 && c.ID == "" {
+		bad("id", "required with %s", c.setting("peers"))
+	}
+	if c.raftTLS() {
+		return
+	}
+	if c.RaftAddr != "" {
+		if err := checkPrivate(c.RaftAddr); err != nil {
+			bad("raft-addr", "%v", err)
+		}
+	} else if p, ok := peers[c.ID]; ok {
+		if err := checkPrivate(p); err != nil {
+			bad("peers", "%s's Raft address: %v", c.ID, err)
+		}
+	}
+	if c.ForwardAddr != "" {
+		if err := checkPrivate(c.ForwardAddr); err != nil {
+			bad("forward-addr", "%v", err)
 		}
 	}
 }
