@@ -262,3 +262,23 @@ func TestAccuracyTraffic(t *testing.T) {
 		t.Error("bands")
 	}
 }
+
+// TestSharedMachineBanner: the measured CPU of other processes decides the
+// banner; the load average before the run only when nothing was measured.
+func TestSharedMachineBanner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    Machine
+		want bool
+	}{
+		{"measured busy", Machine{OtherCPU: 100, OtherShare: 0.25, LoadStart: 0.2}, true},
+		{"measured quiet after a busy start", Machine{OtherCPU: 0, OtherShare: 0, LoadStart: 2.1}, false},
+		{"unmeasured, loaded", Machine{OtherCPU: -1, LoadStart: 3}, true},
+		{"unmeasured, quiet", Machine{OtherCPU: -1, LoadStart: 0.5}, false},
+	} {
+		r := &Report{Machine: tc.m}
+		if got := strings.Contains(r.Markdown("charts"), "Shared machine"); got != tc.want {
+			t.Errorf("%s: banner %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
