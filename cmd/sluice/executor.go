@@ -64,12 +64,16 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 	if cfg.debugConfig.active() {
 		log.Warn("test-only flags set", "debug_dial_map", cfg.DialMap, "debug_clock_skew", cfg.ClockSkew)
 	}
+	dataDir := cfg.DataDir
+	if cfg.InMemory {
+		dataDir = "" // --data-dir's default names nothing to keep
+	}
 	node, err := cluster.New(ctx, cluster.Config{
 		ID:             id,
 		RaftAddr:       raftAddr,
 		RESPAddr:       respAddr,
 		ForwardAddr:    cfg.ForwardAddr,
-		DataDir:        cfg.DataDir,
+		DataDir:        dataDir,
 		InMemory:       cfg.InMemory,
 		Peers:          peers,
 		NoBootstrap:    cfg.NoBootstrap,
