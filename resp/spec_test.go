@@ -1,9 +1,14 @@
 package resp
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // step is one command of a scripted scenario: warp the frozen clock by
@@ -18,22 +23,133 @@ type step struct {
 
 func cmd(args ...string) []string { return args }
 
-// runScenario freezes a new server's clock at startMs and plays the steps.
+// scenarioClient sends one command and returns its reply flattened as
+// respwire.WithLengths writes it ("*2 [:1 :2]", "+OK", "$-1", "-ERR ..."),
+// or in the client's own rendering when it has one (redis-cli).
+type scenarioClient struct {
+	name string
+	dial func(t *testing.T, addr string) func(args []string) string
+	// render turns a flattened expectation into what this client shows;
+	// nil for none.
+	render func(want string) string
+}
+
+// scenarioClients are the clients every scenario is played with: the raw
+// RESP client, go-redis speaking RESP2 and RESP3, and the real redis-cli
+// when it is installed.
+func scenarioClients(t *testing.T) []scenarioClient {
+	cs := []scenarioClient{
+		{name: "raw", dial: func(t *testing.T, addr string) func([]string) string {
+			c := rawDial(t, addr)
+			return func(args []string) string { return string(c.do(t, args...)) }
+		}},
+	}
+	for _, proto := range []int{2, 3} {
+		cs = append(cs, scenarioClient{name: fmt.Sprintf("go-redis-resp%d", proto), dial: func(t *testing.T, addr string) func([]string) string {
+			c := newClient(t, addr, proto)
+			return func(args []string) string {
+				a := make([]any, len(args))
+				for i, s := range args {
+					a[i] = s
+				}
+				v, err := c.Do(context.Background(), a...).Result()
+				return flattenGoRedis(v, err)
+			}
+		}})
+	}
+	if cli, err := exec.LookPath("redis-cli"); err == nil {
+		cs = append(cs, scenarioClient{name: "redis-cli", render: renderCLI, dial: func(t *testing.T, addr string) func([]string) string {
+			host, port, _ := strings.Cut(addr, ":")
+			return func(args []string) string {
+				out, err := exec.Command(cli, append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+				var exit *exec.ExitError
+				if err != nil && !(errors.As(err, &exit) && len(out) > 0) { // an error reply may exit 1
+					t.Fatalf("redis-cli %.60q: %v\n%s", args, err, out)
+				}
+				return strings.TrimRight(string(out), "\n") // an error reply ends with an empty line
+			}
+		}})
+	} else {
+		t.Log("redis-cli is not installed (.ci/run installs redis-tools): scenarios without it")
+	}
+	return cs
+}
+
+// flattenGoRedis renders a go-redis result as respwire.WithLengths does
+// the same reply: a status or bulk string without its length (go-redis does
+// not tell them apart; the scenarios use statuses only).
+func flattenGoRedis(v any, err error) string {
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "$-1"
+	case err != nil:
+		return "-" + err.Error()
+	}
+	switch v := v.(type) {
+	case int64:
+		return fmt.Sprintf(":%d", v)
+	case string:
+		return "+" + v
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = flattenGoRedis(e, nil)
+		}
+		return fmt.Sprintf("*%d [%s]", len(v), strings.Join(parts, " "))
+	}
+	return fmt.Sprintf("?%T %v", v, v)
+}
+
+// renderCLI turns a flattened expectation into redis-cli's output off a
+// terminal: one line per array element, integers and strings bare, a null
+// as an empty line, an error as its text.
+func renderCLI(want string) string {
+	switch {
+	case want == "$-1":
+		return ""
+	case strings.HasPrefix(want, "*"):
+		_, inner, _ := strings.Cut(want, "[")
+		inner = strings.TrimSuffix(inner, "]")
+		var lines []string
+		for _, f := range strings.Fields(inner) {
+			lines = append(lines, renderCLI(f))
+		}
+		if strings.HasSuffix(want, " ") { // a prefix ends with its separator
+			return strings.Join(lines, "\n") + "\n"
+		}
+		return strings.Join(lines, "\n")
+	case strings.HasPrefix(want, ":"), strings.HasPrefix(want, "+"), strings.HasPrefix(want, "-"):
+		return want[1:]
+	}
+	return want
+}
+
+// runScenario freezes a new server's clock at startMs and plays the steps
+// with every scenario client, each on a server of its own.
 func runScenario(t *testing.T, startMs int64, steps []step) {
 	t.Helper()
-	addr := debugServer(t, startMs)
-	c := rawDial(t, addr)
-	for i, s := range steps {
-		if s.warpMs > 0 {
-			c.do(t, "DEBUG", "TIMEWARP", fmt.Sprint(s.warpMs)).expect(t, "+OK")
-		}
-		if s.args == nil {
-			continue
-		}
-		got := string(c.do(t, s.args...))
-		if s.prefix && !strings.HasPrefix(got, s.want) || !s.prefix && got != s.want {
-			t.Fatalf("step %d %v: reply %q, want %q", i, s.args, got, s.want)
-		}
+	for _, sc := range scenarioClients(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			addr := debugServer(t, startMs)
+			ctl := rawDial(t, addr)
+			do := sc.dial(t, addr)
+			for i, s := range steps {
+				if s.warpMs > 0 {
+					ctl.do(t, "DEBUG", "TIMEWARP", fmt.Sprint(s.warpMs)).expect(t, "+OK")
+				}
+				if s.args == nil {
+					continue
+				}
+				want := s.want
+				if sc.render != nil {
+					want = sc.render(want)
+				}
+				got := do(s.args)
+				if s.prefix && !strings.HasPrefix(got, want) || !s.prefix && got != want {
+					t.Fatalf("step %d %v: reply %q, want %q", i, s.args, got, want)
+				}
+			}
+		})
 	}
 }
 
@@ -163,24 +279,29 @@ func TestBadInput(t *testing.T) {
 		{cmd("SCAN", "x"), "-ERR invalid cursor"},
 		{cmd("FLUSHALL", "NOW"), "-ERR syntax error"},
 	}
-	addr := startServer(t, Config{})
-	c := rawDial(t, addr)
-	for _, tc := range tests {
-		got := string(c.do(t, tc.args...))
-		if !strings.HasPrefix(got, tc.want) {
-			t.Errorf("%.60q: reply %q, want prefix %q", tc.args, got, tc.want)
-		}
+	for _, sc := range scenarioClients(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			addr := startServer(t, Config{})
+			do := sc.dial(t, addr)
+			for _, tc := range tests {
+				want := tc.want
+				if sc.render != nil {
+					want = sc.render(want)
+				}
+				if got := do(tc.args); !strings.HasPrefix(got, want) {
+					t.Errorf("%.60q: reply %q, want prefix %q", tc.args, got, want)
+				}
+			}
+			rawDial(t, addr).do(t, "DBSIZE").expect(t, ":0")
+		})
 	}
-	c.do(t, "DBSIZE").expect(t, ":0")
 }
 
 // TestWrongType: another algorithm on a key is WRONGTYPE and changes nothing,
 // peeks included.
 func TestWrongType(t *testing.T) {
-	addr := debugServer(t, epoch2030)
-	c := rawDial(t, addr)
-	c.do(t, "RL.TOKEN", "k", "10", "1/s").expect(t, ints(1, 10, 9, 0, 1000))
 	const wrongType = "-WRONGTYPE Operation against a key holding the wrong kind of limiter"
+	steps := []step{{args: cmd("RL.TOKEN", "k", "10", "1/s"), want: ints(1, 10, 9, 0, 1000)}}
 	for _, args := range [][]string{
 		{"RL.FIXED", "k", "5", "1m"},
 		{"RL.LEAKY", "k", "10", "1/s", "COST", "0"},
@@ -188,8 +309,10 @@ func TestWrongType(t *testing.T) {
 		{"RL.LOG", "k", "5", "1m"},
 		{"CL.THROTTLE", "k", "15", "30", "60"},
 	} {
-		c.do(t, args...).expect(t, wrongType)
+		steps = append(steps, step{args: args, want: wrongType})
 	}
-	c.do(t, "RL.PEEK", "k").expect(t, ints(1, 10, 9, 0, 1000))
-	c.do(t, "TYPE", "k").expect(t, "+token")
+	steps = append(steps,
+		step{args: cmd("RL.PEEK", "k"), want: ints(1, 10, 9, 0, 1000)},
+		step{args: cmd("TYPE", "k"), want: "+token"})
+	runScenario(t, epoch2030, steps)
 }
