@@ -6,12 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluice-rl/sluice/cluster"
 	"math"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-rl/sluice/cluster"
 )
 
 // opsConfig holds the operational settings: TLS, memory limits, metrics and
