@@ -1,29 +1,16 @@
 package resp
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/engine"
 )
 
 func TestDebugDigest(t *testing.T) {
 	eng := engine.New(engine.Config{Shards: 4})
-	srv := NewServer(Config{EnableDebug: true, Engine: eng}, NewLocalExecutor(eng, nil))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	c := rawDial(t, ln.Addr().String())
+	_, addr := serveEngine(t, Config{EnableDebug: true}, eng)
+	c := rawDial(t, addr)
 	c.do(t, "DEBUG", "CLOCK", "FREEZE", "1893456000000").expect(t, "+OK")
 	empty := string(c.do(t, "DEBUG", "DIGEST"))
 	if !strings.HasPrefix(empty, "$66 ") || !strings.HasSuffix(empty, " 0") {

@@ -22,7 +22,15 @@ const epoch2030 = int64(1893456000000)
 // and returns its address; it stops when the test ends.
 func startServer(t testing.TB, cfg Config) string {
 	t.Helper()
-	eng := engine.New(engine.Config{Shards: 16, MaxLogLimit: cfg.MaxLogLimit})
+	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Shards: 16, MaxLogLimit: cfg.MaxLogLimit}))
+	return addr
+}
+
+// serveEngine runs a server over eng (cfg.Engine is set to it) on
+// 127.0.0.1:0 and returns it and its address; it stops when the test ends.
+func serveEngine(t testing.TB, cfg Config, eng *engine.Engine) (*Server, string) {
+	t.Helper()
+	cfg.Engine = eng
 	srv := NewServer(cfg, NewLocalExecutor(eng, nil))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,7 +49,7 @@ func startServer(t testing.TB, cfg Config) string {
 		}
 		<-done
 	})
-	return ln.Addr().String()
+	return srv, ln.Addr().String()
 }
 
 // debugServer starts a server with DEBUG enabled and its clock frozen at

@@ -253,18 +253,8 @@ next:
 // pipeline, and INFO reports the same counts.
 func TestMetricsAndInfo(t *testing.T) {
 	eng := engine.New(engine.Config{Shards: 4, MaxKeys: 2})
-	srv := NewServer(Config{Engine: eng}, NewLocalExecutor(eng, nil))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-	})
-	c := rawDial(t, ln.Addr().String())
+	srv, addr := serveEngine(t, Config{}, eng)
+	c := rawDial(t, addr)
 	// One pipeline: 3 allowed, 1 denied, 1 bad argument, 1 OOM (a third
 	// key), a CL.THROTTLE, a peek, an unknown command.
 	c.send(t, encode("RL.TOKEN", "a", "3", "3/m")+encode("RL.TOKEN", "a", "3", "3/m")+encode("RL.TOKEN", "a", "3", "3/m")+

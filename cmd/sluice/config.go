@@ -171,6 +171,11 @@ func (c *config) validate() error {
 	}
 	c.validateOps(bad)
 	c.checkPeers(bad)
+	if c.TLSAddr != "" && c.TLSCertFile != "" && c.TLSKeyFile != "" {
+		if _, err := c.clientTLSConfig(); err != nil { // names its settings
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

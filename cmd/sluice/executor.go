@@ -34,10 +34,7 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		return local, cancel, false, nil
 	}
 	id := cfg.ID
-	if id == "" {
-		if len(peers) > 0 {
-			return nil, nil, false, fmt.Errorf("--id: required with --peers")
-		}
+	if id == "" { // validated: only without --peers
 		id = "node1"
 	}
 	raftAddr := cfg.RaftAddr

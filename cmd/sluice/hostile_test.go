@@ -51,7 +51,6 @@ type hostileNode struct {
 	cmd   *exec.Cmd
 	check *rawConn
 	base  procUsage
-	logf  string
 }
 
 // plainBinary builds sluice without the race detector: its shadow memory
@@ -72,28 +71,10 @@ func plainBinary(t *testing.T) string {
 // and the query-buffer limit (8 MiB) has to stop it while it streams.
 func startHostileNode(t *testing.T) *hostileNode {
 	t.Helper()
-	dir := t.TempDir()
-	n := &hostileNode{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logf: filepath.Join(dir, "sluice.log")}
-	logf, err := os.Create(n.logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.cmd = exec.Command(plainBinary(t), "--addr", n.addr, "--data-dir", filepath.Join(dir, "data"),
+	n := &hostileNode{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	n.cmd = startProcess(t, plainBinary(t), "--addr", n.addr, "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--enable-debug-command", "--maxclients", fmt.Sprint(hostileMaxClients),
 		"--proto-max-bulk-len", fmt.Sprint(int64(4)<<30), "--log-level", "warn")
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = n.cmd.Process.Signal(syscall.SIGKILL)
-		_ = n.cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(n.logf)
-			t.Logf("sluice log:\n%s", b)
-		}
-	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		conn, err := net.DialTimeout("tcp", n.addr, time.Second)
@@ -120,6 +101,7 @@ func startHostileNode(t *testing.T) *hostileNode {
 	}
 	// Warm up the paths the checks use before taking the baseline.
 	n.decisionsCorrect(t, "warmup")
+	var err error
 	if n.base, err = readUsage(n.cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}

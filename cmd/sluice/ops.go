@@ -25,13 +25,13 @@ import (
 func (c *config) clientTLSConfig() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert-file %s, --tls-key-file %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
+		return nil, fmt.Errorf("%s: with %s %s: %w", c.setting("tls-cert-file"), c.setting("tls-key-file"), c.TLSKeyFile, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if c.TLSCACertFile != "" {
 		pool, err := cluster.LoadCertPool(c.TLSCACertFile)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-ca-cert-file: %w", err)
+			return nil, fmt.Errorf("%s: %w", c.setting("tls-ca-cert-file"), err)
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,27 +87,9 @@ tls-ca-cert-file %s
 func TestOpsNotReadyWithoutLeader(t *testing.T) {
 	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	peers := fmt.Sprintf("n1=127.0.0.1:%d,n2=127.0.0.1:%d,n3=127.0.0.1:%d", freePort(t), freePort(t), freePort(t))
-	logPath := filepath.Join(t.TempDir(), "sluice.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "--id", "n1", "--peers", peers, "--in-memory",
+	startProcess(t, binary, "--id", "n1", "--peers", peers, "--in-memory",
 		"--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--forward-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--metrics-addr", metrics, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("sluice log:\n%s", b)
-		}
-	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, _ := httpGet(metrics + "/healthz")

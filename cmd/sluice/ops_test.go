@@ -79,7 +79,6 @@ func TestConfigFileErrors(t *testing.T) {
 		{"\n\nprotected-mode maybe\n", `:3: protected-mode: want yes or no, got "maybe"`},
 		// Values checked beyond their syntax name their line too.
 		{"id n1\npeers garbage\n", `:2: peers: "garbage" is not id=host:port`},
-		{"peers n1=127.0.0.1:7001\n", `:1: peers`}, // and --id is missing
 		{"raft-addr 8.8.8.8:7001\n", `:1: raft-addr: 8.8.8.8:7001 is a public address`},
 		{"id n1\npeers n1=0.0.0.0:7001\n", `:2: peers: n1's Raft address: 0.0.0.0:7001 binds every interface`},
 		{"forward-addr 8.8.4.4:8001\n", `:1: forward-addr: 8.8.4.4:8001 is a public address`},
@@ -92,6 +91,11 @@ func TestConfigFileErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), path+c.want) {
 			t.Errorf("%q: error %v, want it to contain %q", c.text, err, path+c.want)
 		}
+	}
+	// --peers from the file without --id: the message names both.
+	path := writeConfig(t, "peers n1=127.0.0.1:7001\n")
+	if _, err := parseFlags([]string{"--config", path}, io.Discard); err == nil || !strings.Contains(err.Error(), "--id: required with "+path+":1: peers") {
+		t.Errorf("--peers without --id: %v", err)
 	}
 	if _, err := parseFlags([]string{"--config", "/nonexistent/sluice.conf"}, io.Discard); err == nil || !strings.Contains(err.Error(), "/nonexistent/sluice.conf") {
 		t.Errorf("missing file: %v", err)
@@ -154,8 +158,33 @@ func TestPeerAddressesPrivate(t *testing.T) {
 type opsNode struct {
 	cmd     *exec.Cmd
 	resp    string
-	log     string
 	metrics string
+}
+
+// startProcess starts bin with args, its output in a log file that is
+// printed if the test fails; the process is killed when the test ends.
+func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "sluice.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("sluice log:\n%s", b)
+		}
+	})
+	return cmd
 }
 
 func startOpsNode(t *testing.T, args ...string) *opsNode {
@@ -163,27 +192,9 @@ func startOpsNode(t *testing.T, args ...string) *opsNode {
 	n := &opsNode{
 		resp:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		metrics: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		log:     filepath.Join(t.TempDir(), "sluice.log"),
-	}
-	logf, err := os.Create(n.log)
-	if err != nil {
-		t.Fatal(err)
 	}
 	args = append([]string{"--addr", n.resp, "--metrics-addr", n.metrics, "--log-level", "warn"}, args...)
-	n.cmd = exec.Command(binary, args...)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = n.cmd.Process.Kill()
-		_ = n.cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(n.log)
-			t.Logf("sluice log:\n%s", b)
-		}
-	})
+	n.cmd = startProcess(t, binary, args...)
 	// Ready when /readyz says so.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -192,8 +203,7 @@ func startOpsNode(t *testing.T, args ...string) *opsNode {
 			return n
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(n.log)
-			t.Fatalf("not ready: %d\n%s", code, b)
+			t.Fatalf("not ready: %d", code)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/sluice-rl/sluice/cluster"
 )
 
 // opsConfig holds the operational settings: TLS, memory limits, metrics and
@@ -77,9 +74,6 @@ func (c *config) validateOps(bad func(field, format string, args ...any)) {
 	if n := countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile); n != 0 && n != 3 {
 		bad("raft-tls-cert-file", "--raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file go together")
 	}
-	if c.TLSAddr != "" && c.TLSCertFile != "" && c.TLSKeyFile != "" {
-		c.checkClientTLS(bad)
-	}
 	if countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile) == 3 {
 		if _, err := c.peerTLSConfig(); err != nil {
 			bad("raft-tls-cert-file", "%v", err)
@@ -94,19 +88,6 @@ func (c *config) validateOps(bad func(field, format string, args ...any)) {
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			bad("metrics-addr", "%v", err)
-		}
-	}
-}
-
-// checkClientTLS loads the client TLS files, naming the setting of the
-// one that fails.
-func (c *config) checkClientTLS(bad func(field, format string, args ...any)) {
-	if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
-		bad("tls-cert-file", "with %s %s: %v", c.setting("tls-key-file"), c.TLSKeyFile, err)
-	}
-	if c.TLSCACertFile != "" {
-		if _, err := cluster.LoadCertPool(c.TLSCACertFile); err != nil {
-			bad("tls-ca-cert-file", "%v", err)
 		}
 	}
 }
