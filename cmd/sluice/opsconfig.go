@@ -71,13 +71,14 @@ func (c *config) validateOps(bad func(field, format string, args ...any)) {
 	} else if c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCACertFile != "" {
 		bad("tls-addr", "required with --tls-cert-file, --tls-key-file or --tls-ca-cert-file")
 	}
-	if n := countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile); n != 0 && n != 3 {
-		bad("raft-tls-cert-file", "--raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file go together")
-	}
-	if countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile) == 3 {
+	switch countSet(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile) {
+	case 0:
+	case 3:
 		if _, err := c.peerTLSConfig(); err != nil {
 			bad("raft-tls-cert-file", "%v", err)
 		}
+	default:
+		bad("raft-tls-cert-file", "--raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file go together")
 	}
 	if c.MaxKeys < 0 {
 		bad("max-keys", "want 0 (no limit) or more, got %d", c.MaxKeys)
