@@ -251,12 +251,18 @@ func TestForwarding(t *testing.T) {
 }
 
 // TestSnapshotRestore: decisions survive a restart, both those in the
-// snapshot and those only in the log after it; so does the clock.
+// snapshot and those only in the log after it; so does the clock. For
+// every log store and durability mode.
 func TestSnapshotRestore(t *testing.T) {
+	for _, ds := range diskSetups {
+		t.Run(ds.name(), func(t *testing.T) { testSnapshotRestore(t, ds) })
+	}
+}
+
+func testSnapshotRestore(t *testing.T, ds diskSetup) {
 	dir := t.TempDir()
 	tc := newTestCluster(t, 1, func(_ int, c *Config) {
-		c.InMemory = false
-		c.DataDir = dir
+		ds.apply(c, dir)
 	})
 	n := tc.nodes[0]
 	for i := 0; i < 20; i++ {
@@ -299,14 +305,20 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	tc.waitConverged(l)
 }
 
-// TestLoading: a node replaying its log answers LOADING.
+// TestLoading: a node replaying its log answers LOADING, with either log
+// store.
 func TestLoading(t *testing.T) {
+	for _, ds := range storeSetups {
+		t.Run(ds.name(), func(t *testing.T) { testLoading(t, ds) })
+	}
+}
+
+func testLoading(t *testing.T, ds diskSetup) {
 	dir := t.TempDir()
 	gate := make(chan struct{})
 	var gated atomic.Bool
 	tc := newTestCluster(t, 1, func(_ int, c *Config) {
-		c.InMemory = false
-		c.DataDir = dir
+		ds.apply(c, dir)
 		c.applyHook = func() {
 			if gated.Load() {
 				<-gate
@@ -480,11 +492,17 @@ func TestFailoverUnderLoad(t *testing.T) {
 }
 
 // TestRestartAll: every node of a durable cluster stops and comes back
-// with its state.
+// with its state, with either log store (and everysec's flusher: a clean
+// shutdown keeps everything).
 func TestRestartAll(t *testing.T) {
+	for _, ds := range append(storeSetups, diskSetup{LogStoreWAL, FsyncEverysec}) {
+		t.Run(ds.name(), func(t *testing.T) { testRestartAll(t, ds) })
+	}
+}
+
+func testRestartAll(t *testing.T, ds diskSetup) {
 	tc := newTestCluster(t, 3, func(i int, c *Config) {
-		c.InMemory = false
-		c.DataDir = t.TempDir()
+		ds.apply(c, t.TempDir())
 	})
 	l := tc.leader()
 	for i := 0; i < 5; i++ {

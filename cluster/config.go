@@ -37,11 +37,19 @@ type Config struct {
 	// ForwardAdvertise is the forward address the others dial, when
 	// ForwardAddr binds an unspecified IP.
 	ForwardAdvertise string
-	// DataDir holds raft.db and snapshots/. Required unless InMemory.
+	// DataDir holds the log store and snapshots/. Required unless
+	// InMemory.
 	DataDir string
 	// InMemory keeps the log, stable state and snapshots in memory: a
 	// restart forgets everything.
 	InMemory bool
+	// LogStore is the store of Raft's log on disk: LogStoreBolt (the
+	// default) or LogStoreWAL. A data dir keeps the store it was created
+	// with: New refuses the other one.
+	LogStore string
+	// Fsync is the durability mode: FsyncAlways (the default),
+	// FsyncEverysec or FsyncNo; logstore.go says what each risks.
+	Fsync string
 	// Peers maps every voter's ID to its Raft address, this node included.
 	// All nodes given the same Peers bootstrap one cluster; empty means a
 	// single voter of this node alone (unless NoBootstrap).
@@ -122,6 +130,7 @@ type Config struct {
 
 // Defaults.
 const (
+	DefaultLogStore          = LogStoreBolt
 	DefaultClusterTimeout    = 2 * time.Second
 	DefaultMaxBatchOps       = 1024
 	DefaultMaxBatchBytes     = 256 << 10
@@ -187,6 +196,19 @@ func (c *Config) Validate() error {
 		bad("DataDir", "must be empty with InMemory")
 	} else if !c.InMemory && c.DataDir == "" {
 		bad("DataDir", "required unless InMemory")
+	}
+	switch c.LogStore {
+	case "", LogStoreBolt, LogStoreWAL:
+	default:
+		bad("LogStore", "%q is not %q or %q", c.LogStore, LogStoreWAL, LogStoreBolt)
+	}
+	switch c.Fsync {
+	case "", FsyncAlways, FsyncEverysec, FsyncNo:
+	default:
+		bad("Fsync", "%q is not %q, %q or %q", c.Fsync, FsyncAlways, FsyncEverysec, FsyncNo)
+	}
+	if c.InMemory && (c.LogStore != "" || c.Fsync != "") {
+		bad("InMemory", "keeps no log on disk: LogStore and Fsync must be empty")
 	}
 	if len(c.Peers) > 0 {
 		if c.NoBootstrap {
@@ -270,6 +292,14 @@ func (c *Config) Validate() error {
 
 // withDefaults returns a copy with every unset optional field set.
 func (c Config) withDefaults() Config {
+	if !c.InMemory {
+		if c.LogStore == "" {
+			c.LogStore = DefaultLogStore
+		}
+		if c.Fsync == "" {
+			c.Fsync = FsyncAlways
+		}
+	}
 	if c.ClusterTimeout == 0 {
 		c.ClusterTimeout = DefaultClusterTimeout
 	}

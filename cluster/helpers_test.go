@@ -282,3 +282,29 @@ func allowed(rs []engine.Result) string {
 	}
 	return string(b)
 }
+
+// diskSetup is a log store and a durability mode for the tests that touch
+// disk.
+type diskSetup struct {
+	store, fsync string
+}
+
+func (d diskSetup) name() string { return d.store + "/" + d.fsync }
+
+// apply makes c a durable node in dir with d's store and mode.
+func (d diskSetup) apply(c *Config, dir string) {
+	c.InMemory = false
+	c.DataDir = dir
+	c.LogStore = d.store
+	c.Fsync = d.fsync
+}
+
+var (
+	// storeSetups: each log store, syncing every append.
+	storeSetups = []diskSetup{{LogStoreBolt, FsyncAlways}, {LogStoreWAL, FsyncAlways}}
+	// diskSetups: each log store in each durability mode.
+	diskSetups = []diskSetup{
+		{LogStoreBolt, FsyncAlways}, {LogStoreBolt, FsyncEverysec}, {LogStoreBolt, FsyncNo},
+		{LogStoreWAL, FsyncAlways}, {LogStoreWAL, FsyncEverysec}, {LogStoreWAL, FsyncNo},
+	}
+)

@@ -31,8 +31,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/persistence"
@@ -52,7 +50,7 @@ type Node struct {
 	fwdAddr string       // advertised forward address
 	metrics *nodeMetrics // metrics.go
 
-	bolt      *raftboltdb.BoltStore // nil in memory
+	stores    *logStores // nil in memory
 	transport raft.Transport
 	ownTrans  bool // the transport is ours to close
 
@@ -117,23 +115,16 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		// The hashmap freelist: once snapshots start compacting the log,
-		// bolt holds tens of thousands of free pages, and the default
-		// array freelist merges and scans all of them on every commit
-		// (bolt commits got 50% slower and cluster throughput fell by a
-		// third after a few compactions; with the map it stays flat).
-		n.bolt, err = raftboltdb.New(raftboltdb.Options{
-			Path: dir.RaftDB(),
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true,
-				FreelistType: bbolt.FreelistMapType},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: open %s (is another sluice using this data dir?): %w", dir.RaftDB(), err)
+		if n.stores, err = openLogStore(&cfg, dir, hlog); err != nil {
+			return nil, err
 		}
-		if logs, err = raft.NewLogCache(512, n.bolt); err != nil {
+		// Raft reads back the entries it just appended (to replicate and
+		// apply them): the cache answers those from memory, whichever
+		// store is below.
+		if logs, err = raft.NewLogCache(512, n.stores.logs); err != nil {
 			return nil, fmt.Errorf("cluster: log cache: %w", err)
 		}
-		stable = n.bolt
+		stable = n.stores.stable
 		if snaps, err = raft.NewFileSnapshotStoreWithLogger(dir.SnapshotBase(), cfg.SnapshotRetain, hlog); err != nil {
 			return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 		}
@@ -222,7 +213,7 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 	go n.monitorLeadership()
 	go n.sweep()
 	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
-		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "start_index", n.startIndex)
+		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.startIndex)
 	ok = true
 	return n, nil
 }
@@ -575,9 +566,9 @@ func (n *Node) cleanup() {
 			}
 		}
 	}
-	if n.bolt != nil {
-		if err := n.bolt.Close(); err != nil {
-			n.log.Warn("closing raft.db", "err", err)
+	if n.stores != nil {
+		if err := n.stores.close(); err != nil {
+			n.log.Warn("closing the raft log store", "store", n.cfg.LogStore, "err", err)
 		}
 	}
 }

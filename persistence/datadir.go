@@ -1,18 +1,26 @@
 package persistence
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // DataDir is the layout of one node's data directory:
 //
-//	<root>/raft.db       Raft's log and stable store (bolt), fsynced per write
+//	<root>/raft-log      which log store the directory holds: "bolt" or "wal"
+//	<root>/raft.db       the bolt log store: Raft's log and stable store
+//	<root>/raft-wal/     the wal log store: segment files and wal-meta.db
 //	<root>/snapshots/    Raft's file snapshot store, one directory per snapshot
 //
-// The root and snapshots/ are created 0700 (raft.db is 0600), so whatever
-// modes Raft gives the files below, only the owner can read the state.
+// Only one of raft.db and raft-wal/ is ever used in one directory: the
+// raft-log file records which (ClaimLogStore), so a node started with the
+// other store is refused instead of starting an empty log next to a full
+// one. The root, raft-wal/ and snapshots/ are created 0700 (raft.db is
+// 0600), so whatever modes Raft gives the files below, only the owner can
+// read the state.
 type DataDir struct {
 	root string
 }
@@ -57,9 +65,135 @@ func (d DataDir) SnapshotBase() string { return d.root }
 // SnapshotDir is where the snapshots are.
 func (d DataDir) SnapshotDir() string { return filepath.Join(d.root, "snapshots") }
 
-// HasState reports whether the directory already holds a Raft log: a node
-// restarted on it rejoins with its data instead of starting afresh.
+// WALDir is the directory of the wal log store.
+func (d DataDir) WALDir() string { return filepath.Join(d.root, "raft-wal") }
+
+// logStoreFile records which log store the directory holds.
+func (d DataDir) logStoreFile() string { return filepath.Join(d.root, "raft-log") }
+
+// The log stores a data dir can hold.
+const (
+	LogStoreBolt = "bolt"
+	LogStoreWAL  = "wal"
+)
+
+// HasState reports whether the directory already holds a Raft log (of
+// either store): a node restarted on it rejoins with its data instead of
+// starting afresh.
 func (d DataDir) HasState() bool {
+	return d.boltHasState() || d.walHasState()
+}
+
+func (d DataDir) boltHasState() bool {
 	fi, err := os.Stat(d.RaftDB())
 	return err == nil && fi.Size() > 0
+}
+
+func (d DataDir) walHasState() bool {
+	ents, err := os.ReadDir(d.WALDir())
+	return err == nil && len(ents) > 0
+}
+
+// LogStore returns the log store the directory holds: the one recorded by
+// ClaimLogStore, or for a directory from before the record existed, the
+// one whose files are there; "" for a directory with no log yet.
+func (d DataDir) LogStore() (string, error) {
+	b, err := os.ReadFile(d.logStoreFile())
+	switch {
+	case err == nil:
+		kind := strings.TrimSpace(string(b))
+		if kind != LogStoreBolt && kind != LogStoreWAL {
+			return "", fmt.Errorf("persistence: %s names an unknown log store %q", d.logStoreFile(), kind)
+		}
+		return kind, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("persistence: read %s: %w", d.logStoreFile(), err)
+	}
+	bolt, wal := d.boltHasState(), d.walHasState()
+	switch {
+	case bolt && wal:
+		return "", fmt.Errorf("persistence: data dir %q holds both %s and %s and does not say which is its log: move the one not in use away",
+			d.root, d.RaftDB(), d.WALDir())
+	case bolt:
+		return LogStoreBolt, nil
+	case wal:
+		return LogStoreWAL, nil
+	}
+	return "", nil
+}
+
+// LogStoreMismatchError is returned by ClaimLogStore when the directory
+// holds the other log store's log.
+type LogStoreMismatchError struct {
+	Dir  string // the data dir
+	Has  string // the store whose log it holds
+	Want string // the store asked for
+}
+
+func (e *LogStoreMismatchError) Error() string {
+	return fmt.Sprintf("data dir %q holds a Raft log in the %q log store, but the %q log store was asked for: "+
+		"a node must keep the store its data dir was created with (or start on an empty data dir)", e.Dir, e.Has, e.Want)
+}
+
+// ClaimLogStore records that the directory holds kind's log, or returns a
+// *LogStoreMismatchError if it already holds the other store's. Call it
+// before opening the store: a node must never start an empty log of one
+// store next to the full log of the other, which would forget every
+// decision the directory holds.
+func (d DataDir) ClaimLogStore(kind string) error {
+	if kind != LogStoreBolt && kind != LogStoreWAL {
+		return fmt.Errorf("persistence: unknown log store %q", kind)
+	}
+	has, err := d.LogStore()
+	if err != nil {
+		return err
+	}
+	if has != "" && has != kind {
+		return &LogStoreMismatchError{Dir: d.root, Has: has, Want: kind}
+	}
+	if kind == LogStoreWAL {
+		if err := os.MkdirAll(d.WALDir(), 0o700); err != nil {
+			return fmt.Errorf("persistence: create %s: %w", d.WALDir(), err)
+		}
+	}
+	if _, err := os.Stat(d.logStoreFile()); err == nil {
+		return nil
+	}
+	if err := writeFileSync(d.logStoreFile(), []byte(kind+"\n")); err != nil {
+		return fmt.Errorf("persistence: record the log store: %w", err)
+	}
+	return nil
+}
+
+// writeFileSync writes path whole and durably: a temporary file, fsynced,
+// renamed over path, and the directory fsynced.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	err = dir.Sync()
+	if cerr := dir.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

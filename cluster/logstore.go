@@ -1,0 +1,370 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+	"go.etcd.io/bbolt"
+
+	"github.com/sluice-rl/sluice/persistence"
+)
+
+// The log stores (Config.LogStore).
+const (
+	// LogStoreBolt keeps Raft's log and stable state in one bolt B+tree
+	// file (raft-boltdb/v2). Each append is a bolt transaction: two
+	// fdatasyncs (the pages, then the meta page) plus freelist work.
+	LogStoreBolt = persistence.LogStoreBolt
+	// LogStoreWAL keeps Raft's log in append-only segment files
+	// (hashicorp/raft-wal): one fsync per append, and compaction deletes
+	// whole segments. Its stable state (term, vote) and the segment list
+	// live in a small bolt file beside them.
+	LogStoreWAL = persistence.LogStoreWAL
+)
+
+// The durability modes (Config.Fsync), named after Redis's appendfsync.
+//
+// What each risks:
+//   - FsyncAlways: nothing. An entry is on disk on a majority before it
+//     commits, so an acknowledged decision survives any crash, including
+//     every machine losing power at once.
+//   - FsyncEverysec: entries are written to the operating system at once
+//     (so they survive the process crashing) and flushed to disk by a
+//     background loop at least once a second. A power loss (or kernel
+//     crash) of a majority of machines within the same second can lose
+//     the last second of acknowledged decisions; a minority can always
+//     recover them from the others. With the bolt store, a machine that
+//     loses power may also find raft.db unreadable (bolt's commit order
+//     relies on its syncs) and must be rebuilt from its peers; the wal
+//     store checksums every append and recovers up to the last complete
+//     one.
+//   - FsyncNo: as everysec, but nothing flushes the log explicitly: the
+//     operating system writes it back when it chooses (Linux: within about
+//     30 s), so a power loss can lose more.
+//
+// In every mode Raft's stable state (the current term and the vote) is
+// synced on every change, as Raft's safety needs: a node that forgot its
+// vote could vote twice in one term and let two leaders be elected. Those
+// writes are rare (elections), so this costs nothing in steady state.
+// With the wal store, the segment list is also synced on every change,
+// after the segment files it names (rotation every 64 MiB, compaction):
+// the log never names data that is not on disk.
+const (
+	FsyncAlways   = "always"
+	FsyncEverysec = "everysec"
+	FsyncNo       = "no"
+)
+
+// flushInterval is how often the everysec flusher syncs the log.
+const flushInterval = time.Second
+
+// logStores is what openLogStore opened: the log (without the cache), the
+// stable store, and how to close them.
+type logStores struct {
+	logs    raft.LogStore
+	stable  raft.StableStore
+	flusher *flusher // nil unless everysec
+	close   func() error
+}
+
+// openLogStore opens the log store cfg names in dir, with cfg's
+// durability mode.
+func openLogStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger) (*logStores, error) {
+	if err := dir.ClaimLogStore(cfg.LogStore); err != nil {
+		return nil, fmt.Errorf("cluster: log store: %w", err)
+	}
+	var tick <-chan time.Time
+	var ticker *time.Ticker
+	if cfg.Fsync == FsyncEverysec {
+		ticker = time.NewTicker(flushInterval)
+		tick = ticker.C
+	}
+	st, err := openStore(cfg, dir, hlog, tick, walfs.New())
+	if err != nil {
+		if ticker != nil {
+			ticker.Stop()
+		}
+		return nil, err
+	}
+	if ticker != nil {
+		inner := st.close
+		st.close = func() error {
+			ticker.Stop()
+			return inner()
+		}
+	}
+	return st, nil
+}
+
+// openStore opens the store; tick drives the everysec flusher (nil: none)
+// and fs is the file system under the wal store (tests count its syncs).
+func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-chan time.Time, fs types.VFS) (*logStores, error) {
+	lazy := cfg.Fsync != FsyncAlways
+	switch cfg.LogStore {
+	case LogStoreWAL:
+		unlock, err := lockDir(dir.WALDir())
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		vfs := newLazySyncVFS(fs, lazy)
+		meta := &metadb.BoltMetaDB{}
+		w, err := wal.Open(dir.WALDir(),
+			wal.WithSegmentFiler(segment.NewFiler(dir.WALDir(), vfs)),
+			wal.WithMetaStore(&syncFirstMeta{MetaStore: meta, vfs: vfs}),
+			wal.WithLogger(hlog.Named("wal")))
+		if err != nil {
+			_ = meta.Close()
+			_ = unlock()
+			return nil, fmt.Errorf("cluster: open the wal log store in %s: %w", dir.WALDir(), err)
+		}
+		st := &logStores{logs: w, stable: w}
+		var fl *flusher
+		if tick != nil {
+			fl = startFlusher(vfs.syncAll, tick, cfg.Logger)
+			st.flusher = fl
+		}
+		st.close = func() error {
+			err := fl.stop()
+			// WAL.Close closes the segment files; sync them first in every
+			// lazy mode, so a clean shutdown leaves the whole log on disk.
+			if lazy {
+				err = errors.Join(err, vfs.syncAll())
+			}
+			// WAL.Close (v0.4.0) leaves its meta store open, and with it
+			// the lock on wal-meta.db: close it too.
+			return errors.Join(err, w.Close(), meta.Close(), unlock())
+		}
+		return st, nil
+	case LogStoreBolt:
+		// The hashmap freelist: once snapshots start compacting the log,
+		// bolt holds tens of thousands of free pages, and the default
+		// array freelist merges and scans all of them on every commit
+		// (bolt commits got 50% slower and cluster throughput fell by a
+		// third after a few compactions; with the map it stays flat).
+		b, err := raftboltdb.New(raftboltdb.Options{
+			Path:   dir.RaftDB(),
+			NoSync: lazy,
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true,
+				FreelistType: bbolt.FreelistMapType, NoSync: lazy},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open %s (is another sluice using this data dir?): %w", dir.RaftDB(), err)
+		}
+		st := &logStores{logs: b, stable: b}
+		if lazy {
+			// The log and the stable state share one bolt file, whose
+			// syncs are off: sync after every stable write ourselves.
+			st.stable = syncedStable{StableStore: b, sync: b.Sync}
+		}
+		var fl *flusher
+		if tick != nil {
+			fl = startFlusher(b.Sync, tick, cfg.Logger)
+			st.flusher = fl
+		}
+		st.close = func() error {
+			err := fl.stop()
+			if lazy {
+				err = errors.Join(err, b.Sync())
+			}
+			return errors.Join(err, b.Close())
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("cluster: unknown log store %q", cfg.LogStore)
+}
+
+// syncedStable syncs after every write of the stable state, for a store
+// whose own writes are not synced.
+type syncedStable struct {
+	raft.StableStore
+	sync func() error
+}
+
+func (s syncedStable) Set(k, v []byte) error {
+	if err := s.StableStore.Set(k, v); err != nil {
+		return err
+	}
+	return s.sync()
+}
+
+func (s syncedStable) SetUint64(k []byte, v uint64) error {
+	if err := s.StableStore.SetUint64(k, v); err != nil {
+		return err
+	}
+	return s.sync()
+}
+
+// flusher syncs a store on every tick until stopped (everysec). The tick
+// channel is injected so tests drive it.
+type flusher struct {
+	sync    func() error
+	log     *slog.Logger
+	quit    chan struct{}
+	done    chan struct{}
+	flushes atomic.Uint64 // completed syncs
+	failed  atomic.Uint64 // failed syncs
+}
+
+func startFlusher(sync func() error, tick <-chan time.Time, log *slog.Logger) *flusher {
+	f := &flusher{sync: sync, log: log, quit: make(chan struct{}), done: make(chan struct{})}
+	go f.run(tick)
+	return f
+}
+
+func (f *flusher) run(tick <-chan time.Time) {
+	defer close(f.done)
+	for {
+		select {
+		case <-tick:
+			if err := f.sync(); err != nil {
+				f.failed.Add(1)
+				f.log.Error("flushing the raft log to disk", "err", err)
+				continue
+			}
+			f.flushes.Add(1)
+		case <-f.quit:
+			return
+		}
+	}
+}
+
+// stop ends the loop and waits for it; nil-safe.
+func (f *flusher) stop() error {
+	if f == nil {
+		return nil
+	}
+	close(f.quit)
+	<-f.done
+	return nil
+}
+
+// lazySyncVFS wraps raft-wal's file system so that, when lazy, a segment
+// file's Sync only marks it dirty, and syncAll (the flusher's tick, and
+// before every change of the segment list) syncs the dirty ones. Writes
+// still go to the operating system at once (raft-wal writes each append
+// with WriteAt before it calls Sync), so a process crash loses nothing.
+type lazySyncVFS struct {
+	types.VFS
+	lazy bool
+
+	mu   sync.Mutex // guards open; a leaf, held only to copy or edit the set
+	open map[*lazyFile]struct{}
+}
+
+func newLazySyncVFS(inner types.VFS, lazy bool) *lazySyncVFS {
+	return &lazySyncVFS{VFS: inner, lazy: lazy, open: make(map[*lazyFile]struct{})}
+}
+
+func (v *lazySyncVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil || !v.lazy {
+		return f, err
+	}
+	return v.track(f), nil
+}
+
+func (v *lazySyncVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil || !v.lazy {
+		return f, err
+	}
+	return v.track(f), nil
+}
+
+func (v *lazySyncVFS) track(f types.WritableFile) *lazyFile {
+	lf := &lazyFile{WritableFile: f, vfs: v}
+	v.mu.Lock()
+	v.open[lf] = struct{}{}
+	v.mu.Unlock()
+	return lf
+}
+
+// syncAll syncs every open file written since its last sync.
+func (v *lazySyncVFS) syncAll() error {
+	if !v.lazy {
+		return nil
+	}
+	v.mu.Lock()
+	files := make([]*lazyFile, 0, len(v.open))
+	for f := range v.open {
+		files = append(files, f)
+	}
+	v.mu.Unlock()
+	var errs []error
+	for _, f := range files {
+		if err := f.flush(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lazyFile is a segment file whose Sync is deferred to its flush.
+type lazyFile struct {
+	types.WritableFile
+	vfs   *lazySyncVFS
+	dirty atomic.Bool
+
+	mu     sync.Mutex // serializes flush with Close; a leaf
+	closed bool
+}
+
+// Sync marks the file dirty: the data is already written to the
+// operating system; the flusher makes it durable.
+func (f *lazyFile) Sync() error {
+	f.dirty.Store(true)
+	return nil
+}
+
+func (f *lazyFile) flush() error {
+	if !f.dirty.Swap(false) {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	if err := f.WritableFile.Sync(); err != nil {
+		f.dirty.Store(true)
+		return err
+	}
+	return nil
+}
+
+func (f *lazyFile) Close() error {
+	f.vfs.mu.Lock()
+	delete(f.vfs.open, f)
+	f.vfs.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return f.WritableFile.Close()
+}
+
+// syncFirstMeta syncs the segment files before every change of the
+// segment list, so the list (synced by its bolt file) never names a
+// sealed segment whose data is not on disk.
+type syncFirstMeta struct {
+	types.MetaStore
+	vfs *lazySyncVFS
+}
+
+func (m *syncFirstMeta) CommitState(s types.PersistentState) error {
+	if err := m.vfs.syncAll(); err != nil {
+		return fmt.Errorf("sync the segments before their list: %w", err)
+	}
+	return m.MetaStore.CommitState(s)
+}
