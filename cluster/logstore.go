@@ -213,6 +213,7 @@ type flusher struct {
 	log     *slog.Logger
 	quit    chan struct{}
 	done    chan struct{}
+	once    sync.Once
 	flushes atomic.Uint64 // completed syncs
 	failed  atomic.Uint64 // failed syncs
 }
@@ -240,12 +241,12 @@ func (f *flusher) run(tick <-chan time.Time) {
 	}
 }
 
-// stop ends the loop and waits for it; nil-safe.
+// stop ends the loop and waits for it; nil-safe and idempotent.
 func (f *flusher) stop() error {
 	if f == nil {
 		return nil
 	}
-	close(f.quit)
+	f.once.Do(func() { close(f.quit) })
 	<-f.done
 	return nil
 }

@@ -1,0 +1,267 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/persistence"
+)
+
+// countingVFS counts the syncs that reach the segment files.
+type countingVFS struct {
+	types.VFS
+	syncs atomic.Int64
+}
+
+func (v *countingVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return &countingFile{WritableFile: f, n: &v.syncs}, nil
+}
+
+func (v *countingVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return &countingFile{WritableFile: f, n: &v.syncs}, nil
+}
+
+type countingFile struct {
+	types.WritableFile
+	n *atomic.Int64
+}
+
+func (f *countingFile) Sync() error {
+	f.n.Add(1)
+	return f.WritableFile.Sync()
+}
+
+func appendN(t *testing.T, logs raft.LogStore, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		if err := logs.StoreLog(&raft.Log{Index: uint64(i), Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+	}
+}
+
+// TestWALSyncsPerMode: with the wal store, always syncs the segment on
+// every append; everysec syncs nothing on append and everything on the
+// flusher's tick; no syncs only on a clean close. The stable state is
+// durable in every mode and survives a reopen.
+func TestWALSyncsPerMode(t *testing.T) {
+	tests := []struct {
+		fsync                           string
+		afterAppends, afterTick, closed int64 // segment syncs seen
+	}{
+		{FsyncAlways, 10, 10, 10},
+		{FsyncEverysec, 0, 1, 1},
+		{FsyncNo, 0, 0, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fsync, func(t *testing.T) {
+			dir, err := persistence.OpenDataDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dir.ClaimLogStore(LogStoreWAL); err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{LogStore: LogStoreWAL, Fsync: tc.fsync, Logger: testLogger(t)}
+			var tick chan time.Time
+			if tc.fsync == FsyncEverysec {
+				tick = make(chan time.Time)
+			}
+			fs := &countingVFS{VFS: walfs.New()}
+			st, err := openStore(&cfg, dir, hclog.NewNullLogger(), tick, fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := fs.syncs.Load() // opening may sync a new segment
+			appendN(t, st.logs, 1, 10)
+			if got := fs.syncs.Load() - base; got != tc.afterAppends {
+				t.Fatalf("%d segment syncs after 10 appends, want %d", got, tc.afterAppends)
+			}
+			if tick != nil {
+				tick <- time.Time{}
+				waitFor(t, 5*time.Second, func() error {
+					if st.flusher.flushes.Load() < 1 {
+						return errors.New("no flush yet")
+					}
+					return nil
+				})
+				// A tick with nothing written since syncs nothing.
+				tick <- time.Time{}
+				waitFor(t, 5*time.Second, func() error {
+					if st.flusher.flushes.Load() < 2 {
+						return errors.New("no second flush yet")
+					}
+					return nil
+				})
+			}
+			if got := fs.syncs.Load() - base; got != tc.afterTick {
+				t.Fatalf("%d segment syncs after the flusher ran, want %d", got, tc.afterTick)
+			}
+			if err := st.stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.syncs.Load() - base; got != tc.closed {
+				t.Fatalf("%d segment syncs after close, want %d", got, tc.closed)
+			}
+
+			st, err = openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.close()
+			if last, err := st.logs.LastIndex(); err != nil || last != 10 {
+				t.Fatalf("after reopen: last index %d, %v; want 10", last, err)
+			}
+			if term, err := st.stable.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
+				t.Fatalf("after reopen: term %d, %v; want 7", term, err)
+			}
+		})
+	}
+}
+
+// countingStable counts writes and the syncs that follow them.
+type countingStable struct {
+	raft.StableStore
+	order []string
+}
+
+func (s *countingStable) Set(k, v []byte) error { s.order = append(s.order, "set"); return nil }
+func (s *countingStable) SetUint64(k []byte, v uint64) error {
+	s.order = append(s.order, "set")
+	return nil
+}
+
+// TestSyncedStable: with bolt's syncs off, every stable write is followed
+// by a sync.
+func TestSyncedStable(t *testing.T) {
+	inner := &countingStable{}
+	s := syncedStable{StableStore: inner, sync: func() error { inner.order = append(inner.order, "sync"); return nil }}
+	if err := s.SetUint64([]byte("CurrentTerm"), 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set([]byte("LastVoteCand"), []byte("n2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(inner.order, ","); got != "set,sync,set,sync" {
+		t.Fatalf("order %s, want set,sync,set,sync", got)
+	}
+}
+
+// TestFlusher: every tick syncs once; a failed sync is counted and the
+// loop goes on; stop ends it.
+func TestFlusher(t *testing.T) {
+	results := []error{nil, nil, nil, errors.New("disk on fire"), nil}
+	var calls atomic.Int64
+	tick := make(chan time.Time)
+	f := startFlusher(func() error {
+		return results[calls.Add(1)-1]
+	}, tick, testLogger(t))
+	for range results {
+		tick <- time.Time{}
+	}
+	if err := f.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The loop is done: every tick it accepted ran to the end.
+	if calls.Load() != 5 || f.flushes.Load() != 4 || f.failed.Load() != 1 {
+		t.Fatalf("calls %d flushes %d failed %d, want 5, 4, 1", calls.Load(), f.flushes.Load(), f.failed.Load())
+	}
+}
+
+// TestBoltEverysecFlushes: the bolt store in everysec mode syncs on the
+// flusher's tick, and its log and stable state survive a reopen.
+func TestBoltEverysecFlushes(t *testing.T) {
+	dir, err := persistence.OpenDataDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{LogStore: LogStoreBolt, Fsync: FsyncEverysec, Logger: testLogger(t)}
+	tick := make(chan time.Time)
+	st, err := openStore(&cfg, dir, hclog.NewNullLogger(), tick, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.stable.(syncedStable); !ok {
+		t.Fatalf("bolt everysec: the stable store %T does not sync its writes", st.stable)
+	}
+	appendN(t, st.logs, 1, 5)
+	tick <- time.Time{}
+	tick <- time.Time{}
+	if err := st.flusher.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n, f := st.flusher.flushes.Load(), st.flusher.failed.Load(); n != 2 || f != 0 {
+		t.Fatalf("%d flushes, %d failed; want 2, 0", n, f)
+	}
+	if err := st.close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = openStore(&cfg, dir, hclog.NewNullLogger(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if last, err := st.logs.LastIndex(); err != nil || last != 5 {
+		t.Fatalf("after reopen: last index %d, %v; want 5", last, err)
+	}
+}
+
+// TestLogStoreMismatchRefused: a node restarted on its data dir with the
+// other log store refuses to start, naming both stores, and the data dir
+// still serves its own store afterwards.
+func TestLogStoreMismatchRefused(t *testing.T) {
+	for _, tc := range []struct{ first, second string }{
+		{LogStoreBolt, LogStoreWAL},
+		{LogStoreWAL, LogStoreBolt},
+	} {
+		t.Run(tc.first+"-then-"+tc.second, func(t *testing.T) {
+			dir := t.TempDir()
+			tcl := newTestCluster(t, 1, func(_ int, c *Config) {
+				diskSetup{tc.first, FsyncAlways}.apply(c, dir)
+			})
+			exec(t, tcl.nodes[0], decide("m", tokenRule, 5)) // the whole bucket
+			tcl.stop(0)
+
+			cfg := tcl.cfgs[0]
+			cfg.LogStore = tc.second
+			_, tr := raft.NewInmemTransportWithTimeout(cfg.Transport.LocalAddr(), 200*time.Millisecond)
+			cfg.Transport = tr
+			n, err := New(context.Background(), cfg, engine.New(engine.Config{Shards: 16}))
+			if err == nil {
+				n.Close(context.Background())
+				t.Fatalf("started with %s on a %s data dir", tc.second, tc.first)
+			}
+			if msg := err.Error(); !strings.Contains(msg, `"`+tc.first+`"`) || !strings.Contains(msg, `"`+tc.second+`"`) {
+				t.Fatalf("the error does not name both stores: %v", err)
+			}
+
+			tcl.start(0)
+			tcl.waitReady()
+			if got := allowed(exec(t, tcl.nodes[0], decide("m", tokenRule, 1))); got != "0" {
+				t.Fatalf("after the refused start: %s, want 0 (the decision was kept)", got)
+			}
+		})
+	}
+}
