@@ -146,6 +146,8 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	section(infoPersistence, "Persistence",
 		"loading", loading,
 		"aof_enabled", aof,
+		"appendfsync", s.cfg.appendFsync(),
+		"raft_log_store", s.cfg.logStore(),
 		"rdb_changes_since_last_save", "0")
 	if mask&infoStats != 0 {
 		var allowed, denied, errored, failed int64

@@ -34,6 +34,13 @@ type Config struct {
 	// Persistent says whether state survives a restart (INFO and CONFIG
 	// GET appendonly report it).
 	Persistent bool
+	// AppendFsync is the durability mode ("always", "everysec" or "no"),
+	// reported by INFO persistence and CONFIG GET appendfsync. Without
+	// Persistent nothing is written to disk and both report "no".
+	AppendFsync string
+	// LogStore names the store of the replicated log on disk ("bolt",
+	// "wal"), reported by INFO persistence; "" when not Persistent.
+	LogStore string
 	// Version is reported by INFO as sluice_version.
 	Version string
 	// Logger receives the server's logs (default slog.Default()).
@@ -41,6 +48,23 @@ type Config struct {
 	// Engine, when set, is the engine behind the executor: INFO memory and
 	// the metrics report its keys, accounted memory and limits.
 	Engine *engine.Engine
+}
+
+// appendFsync is the durability mode to report: "no" when nothing is
+// written to disk.
+func (c *Config) appendFsync() string {
+	if !c.Persistent || c.AppendFsync == "" {
+		return "no"
+	}
+	return c.AppendFsync
+}
+
+// logStore is the log store to report: "none" when nothing is on disk.
+func (c *Config) logStore() string {
+	if !c.Persistent || c.LogStore == "" {
+		return "none"
+	}
+	return c.LogStore
 }
 
 func (c *Config) setDefaults() {

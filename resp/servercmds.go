@@ -315,6 +315,7 @@ func (s *Server) configValues() [][2]string {
 	}
 	return [][2]string{
 		{"appendonly", appendonly},
+		{"appendfsync", s.cfg.appendFsync()},
 		{"save", ""},
 		{"databases", "1"},
 		{"maxclients", strconv.Itoa(s.cfg.MaxClients)},

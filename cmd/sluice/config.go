@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -21,6 +23,8 @@ type config struct {
 	EnableDebug    yesNo
 	InMemory       bool
 	DataDir        string
+	RaftLog        choice // --raft-log: the log store
+	Fsync          choice // --fsync (or appendfsync): the durability mode
 	ID             string
 	RaftAddr       string
 	ForwardAddr    string
@@ -65,9 +69,47 @@ func (y *yesNo) Set(s string) error {
 
 func (y *yesNo) IsBoolFlag() bool { return true }
 
+// choice is a flag taking one of a few words.
+type choice struct {
+	value   string
+	allowed []string
+}
+
+func newChoice(def string, allowed ...string) choice {
+	return choice{value: def, allowed: allowed}
+}
+
+func (c *choice) String() string {
+	if c == nil {
+		return ""
+	}
+	return c.value
+}
+
+func (c *choice) Set(s string) error {
+	s = strings.ToLower(s)
+	if !slices.Contains(c.allowed, s) {
+		return fmt.Errorf("want %s, got %q", orList(c.allowed), s)
+	}
+	c.value = s
+	return nil
+}
+
+// orList renders "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
 // parseFlags parses args (without the program name) into a validated config.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	c := &config{Limits: resp.DefaultLimits()}
+	c := &config{
+		Limits:  resp.DefaultLimits(),
+		RaftLog: newChoice(cluster.DefaultLogStore, cluster.LogStoreBolt, cluster.LogStoreWAL),
+		Fsync:   newChoice(cluster.FsyncAlways, cluster.FsyncAlways, cluster.FsyncEverysec, cluster.FsyncNo),
+	}
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:6379", "RESP address to listen on")
@@ -76,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Var(&c.EnableDebug, "enable-debug-command", "allow DEBUG TIMEWARP and DEBUG CLOCK (tests)")
 	fs.BoolVar(&c.InMemory, "in-memory", false, "keep no data on disk")
 	fs.StringVar(&c.DataDir, "data-dir", "sluice-data", "directory for the Raft log and snapshots")
+	fs.Var(&c.RaftLog, "raft-log", "the Raft log store: bolt (one B+tree file) or wal (append-only segments, one fsync per append); a data dir keeps the store it was created with")
+	fs.Var(&c.Fsync, "fsync", "durability: always (answer after a majority has the entry on disk), everysec (flush at least once a second) or no (leave flushing to the OS)")
+	fs.Var(&c.Fsync, "appendfsync", "the same as --fsync (Redis's name)")
 	fs.StringVar(&c.ID, "id", "", "this node's id in the cluster (default: node1 on a single node)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "Raft address (default: 127.0.0.1, RESP port + 1000)")
 	fs.StringVar(&c.ForwardAddr, "forward-addr", "", "address followers forward commands to (default: Raft port + 1000)")
@@ -168,6 +213,14 @@ func (c *config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "want text or json, got %q", c.LogFormat)
+	}
+	for _, ch := range []struct {
+		name string
+		c    *choice
+	}{{"raft-log", &c.RaftLog}, {"fsync", &c.Fsync}} {
+		if !slices.Contains(ch.c.allowed, ch.c.value) {
+			bad(ch.name, "want %s, got %q", orList(ch.c.allowed), ch.c.value)
+		}
 	}
 	c.validateOps(bad)
 	c.checkPeers(bad)

@@ -56,3 +56,64 @@ func TestGCMinHeadroom(t *testing.T) {
 		t.Errorf("validate with a negative headroom: %v", err)
 	}
 }
+
+// TestDurabilityFlags: --raft-log and --fsync (also spelled --appendfsync,
+// and appendfsync or fsync in the configuration file) take their words,
+// bolt and always by default; anything else is refused naming the setting
+// and the words it takes.
+func TestDurabilityFlags(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		store, fsync string
+	}{
+		{nil, "bolt", "always"},
+		{[]string{"--raft-log", "wal"}, "wal", "always"},
+		{[]string{"--raft-log=BOLT", "--fsync", "everysec"}, "bolt", "everysec"},
+		{[]string{"--fsync", "no"}, "bolt", "no"},
+		{[]string{"--appendfsync", "everysec"}, "bolt", "everysec"},
+		{[]string{"--config", writeConfig(t, "appendfsync everysec\nraft-log wal\n")}, "wal", "everysec"},
+		{[]string{"--config", writeConfig(t, "fsync no\n")}, "bolt", "no"},
+		{[]string{"--config", writeConfig(t, "appendfsync everysec\n"), "--fsync", "always"}, "bolt", "always"},
+	} {
+		cfg, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if cfg.RaftLog.value != c.store || cfg.Fsync.value != c.fsync {
+			t.Errorf("%v: --raft-log %s --fsync %s, want %s %s", c.args, cfg.RaftLog.value, cfg.Fsync.value, c.store, c.fsync)
+		}
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--raft-log", "lsm"}, `invalid value "lsm" for flag -raft-log: want bolt or wal, got "lsm"`},
+		{[]string{"--fsync", "sometimes"}, `invalid value "sometimes" for flag -fsync: want always, everysec or no, got "sometimes"`},
+		{[]string{"--appendfsync", ""}, `invalid value "" for flag -appendfsync: want always, everysec or no, got ""`},
+	} {
+		_, err := parseFlags(c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	path := writeConfig(t, "\nappendfsync always-ish\n")
+	if _, err := parseFlags([]string{"--config", path}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), path+`:2: bad value "always-ish" for appendfsync: want always, everysec or no`) {
+		t.Errorf("bad appendfsync in the configuration file: %v", err)
+	}
+
+	// The check behind the flags, for values set some other way.
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RaftLog.value, cfg.Fsync.value = "lsm", "never"
+	err = cfg.validate()
+	for _, want := range []string{`--raft-log: want bolt or wal, got "lsm"`, `--fsync: want always, everysec or no, got "never"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validate: %v, want %q", err, want)
+		}
+	}
+}

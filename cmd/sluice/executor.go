@@ -61,9 +61,11 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 	if cfg.debugConfig.active() {
 		log.Warn("test-only flags set", "debug_dial_map", cfg.DialMap, "debug_clock_skew", cfg.ClockSkew)
 	}
-	dataDir := cfg.DataDir
+	dataDir, logStore, fsync := cfg.DataDir, cfg.RaftLog.value, cfg.Fsync.value
 	if cfg.InMemory {
-		dataDir = "" // --data-dir's default names nothing to keep
+		// --data-dir's default names nothing to keep, and with nothing on
+		// disk there is no log store and nothing to flush.
+		dataDir, logStore, fsync = "", "", ""
 	}
 	node, err := cluster.New(ctx, cluster.Config{
 		ID:             id,
@@ -72,6 +74,8 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		ForwardAddr:    cfg.ForwardAddr,
 		DataDir:        dataDir,
 		InMemory:       cfg.InMemory,
+		LogStore:       logStore,
+		Fsync:          fsync,
 		Peers:          peers,
 		NoBootstrap:    cfg.NoBootstrap,
 		ClusterTimeout: cfg.ClusterTimeout,

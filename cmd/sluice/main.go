@@ -98,6 +98,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxLogLimit: cfg.MaxLogLimit,
 		MaxClients:  cfg.MaxClients,
 		Persistent:  persistent,
+		AppendFsync: cfg.Fsync.value,
+		LogStore:    cfg.RaftLog.value,
 		Version:     version,
 		Logger:      log,
 		Engine:      eng,

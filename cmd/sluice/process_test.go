@@ -68,10 +68,11 @@ type testCluster struct {
 	t     *testing.T
 	nodes []*proc
 	peers string
+	extra []string // more flags for every node
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t}
+func newTestCluster(t *testing.T, n int, extra ...string) *testCluster {
+	c := &testCluster{t: t, extra: extra}
 	var peers []string
 	for i := 1; i <= n; i++ {
 		p := &proc{
@@ -103,9 +104,10 @@ func (c *testCluster) start(p *proc) {
 		c.t.Fatal(err)
 	}
 	p.log = logf
-	p.cmd = exec.Command(binary, "--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
+	args := []string{"--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
 		"--forward-addr", p.fwd, "--data-dir", p.dir, "--peers", c.peers,
-		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
+		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn"}
+	p.cmd = exec.Command(binary, append(args, c.extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -182,11 +184,23 @@ func (c *testCluster) dumpLogs() {
 // hammer one key while the leader is killed with SIGKILL; the acknowledged
 // admissions never exceed the limit, state carries over, a full restart
 // keeps it, and a lone node refuses with CLUSTERDOWN.
+//
+// It runs with each log store; the wal store in everysec mode, since a
+// SIGKILL (a process crash) must lose nothing in that mode either.
 func TestClusterProcessesFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	c := newTestCluster(t, 3)
+	for _, flags := range [][]string{
+		{"--raft-log", "bolt", "--fsync", "always"},
+		{"--raft-log", "wal", "--fsync", "everysec"},
+	} {
+		t.Run(flags[1]+"-"+flags[3], func(t *testing.T) { testClusterProcessesFailover(t, flags) })
+	}
+}
+
+func testClusterProcessesFailover(t *testing.T, flags []string) {
+	c := newTestCluster(t, 3, flags...)
 	c.waitServing(c.nodes...)
 	ctx := context.Background()
 	first := c.client(c.nodes[0])
