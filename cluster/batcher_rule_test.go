@@ -18,6 +18,7 @@ func TestSubmitNow(t *testing.T) {
 		{"busy, at the fill", 256, false, 1, true},
 		{"busy, full below the fill", 40, true, 2, true},
 		{"low concurrency: a second small entry waits", 20, false, 1, false},
+		{"P1: the entry in flight was answered, the gathered one goes at once", 25, false, 0, true},
 		{"no slot free, even when full", 1024, true, 4, false},
 	}
 	for _, c := range cases {

@@ -36,8 +36,10 @@ func freeAddrs(tb testing.TB, n int) []string {
 	return addrs
 }
 
-// durableCluster starts n durable nodes (bolt, fsync on, TCP transport on
-// loopback) and returns them with the index of the leader.
+// durableCluster starts n durable nodes (TCP transport on loopback) and
+// returns them with the index of the leader. The log store and durability
+// mode are the defaults (bolt, always) unless SLUICE_BENCH_LOG_STORE and
+// SLUICE_BENCH_FSYNC say otherwise.
 func durableCluster(b *testing.B, n int) ([]*Node, int) {
 	b.Helper()
 	addrs := freeAddrs(b, n)
@@ -54,6 +56,8 @@ func durableCluster(b *testing.B, n int) ([]*Node, int) {
 			ForwardAddr: "127.0.0.1:0",
 			DataDir:     b.TempDir(),
 			Logger:      testLogger(b),
+			LogStore:    os.Getenv("SLUICE_BENCH_LOG_STORE"),
+			Fsync:       os.Getenv("SLUICE_BENCH_FSYNC"),
 		}
 		if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_INFLIGHT")); err == nil {
 			cfg.MaxInflight = v
@@ -185,6 +189,14 @@ func BenchmarkClusterThreeNodes(b *testing.B) {
 func BenchmarkClusterThreeNodesForwarded(b *testing.B) {
 	nodes, leader := durableCluster(b, 3)
 	benchExecute(b, nodes[leader], nodes, 256, 1)
+}
+
+// BenchmarkClusterThreeNodesP1: the shape of redis-benchmark -c 50 (P1)
+// against the leader: 50 clients of one operation per call, the batcher's
+// hardest case (see submitNow).
+func BenchmarkClusterThreeNodesP1(b *testing.B) {
+	nodes, leader := durableCluster(b, 3)
+	benchExecute(b, nodes[leader], nodes[leader:leader+1], 50, 1)
 }
 
 // BenchmarkClusterThreeNodesPipelined: the shape of redis-benchmark -c 50
