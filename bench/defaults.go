@@ -10,6 +10,7 @@ import (
 // Suite sections, for SuiteOptions.Only and Skip.
 const (
 	SectionGoals      = "goals"
+	SectionDurability = "durability"
 	SectionAlgorithms = "algorithms"
 	SectionVariants   = "variants"
 	SectionConns      = "conns"
@@ -21,7 +22,13 @@ const (
 
 // Sections lists every section in the order the suite runs them.
 func Sections() []string {
-	return []string{SectionGoals, SectionAlgorithms, SectionVariants, SectionConns, SectionClient, SectionMemory, SectionKeys, SectionAccuracy}
+	return []string{SectionGoals, SectionDurability, SectionAlgorithms, SectionVariants, SectionConns, SectionClient, SectionMemory, SectionKeys, SectionAccuracy}
+}
+
+// DefaultSections are the sections a suite runs unless told otherwise:
+// all but durability, which starts six clusters (about two minutes more).
+func DefaultSections() []string {
+	return slices.DeleteFunc(Sections(), func(s string) bool { return s == SectionDurability })
 }
 
 // SuiteOptions configure the default suite.
@@ -47,11 +54,14 @@ func DefaultSuiteOptions() SuiteOptions {
 	return o
 }
 
-// FullSuiteOptions is a longer, steadier suite: 10 s runs, 5 rounds, and
-// the key-count sweep up to 10M keys.
+// FullSuiteOptions is a longer, steadier suite: 10 s runs, 5 rounds, the
+// key-count sweep up to 10M keys, and every section.
 func FullSuiteOptions() SuiteOptions {
 	o := SuiteOptions{Duration: 10 * time.Second, ShortDuration: 5 * time.Second, Warmup: time.Second,
-		Rounds: 5, ShortRounds: 3, MaxKeys: 10_000_000}
+		Rounds: 5, ShortRounds: 3, MaxKeys: 10_000_000, Sections: map[string]bool{}}
+	for _, s := range Sections() {
+		o.Sections[s] = true
+	}
 	o.defaults()
 	return o
 }
@@ -89,7 +99,7 @@ func (o *SuiteOptions) defaults() {
 	}
 	if o.Sections == nil {
 		o.Sections = map[string]bool{}
-		for _, s := range Sections() {
+		for _, s := range DefaultSections() {
 			o.Sections[s] = true
 		}
 	}
@@ -149,6 +159,19 @@ func (o SuiteOptions) Cases() []Case {
 				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
 				Load:     LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup},
 				Targets:  targets, Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+			})
+		}
+	}
+	if o.Sections[SectionDurability] {
+		// The durable cluster, clients on the leader, with each log store
+		// in each durability mode, beside the goals' Redis+Lua baseline.
+		for _, p := range []int{1, 16} {
+			cs = append(cs, Case{
+				ID:       fmt.Sprintf("durability-p%d", p),
+				Title:    fmt.Sprintf("Log stores and durability modes: token bucket, %d connections on the cluster's leader, pipeline %d, uniform over %d keys", o.Conns, p, o.Keys),
+				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
+				Load:     LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup},
+				Targets:  append(DurabilityTargets(), TargetRedisAnchor), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
 			})
 		}
 	}

@@ -34,6 +34,10 @@ type LoadOptions struct {
 	// ServerPIDs, if set, are the server's processes: their CPU time over
 	// the measured phase is reported per request.
 	ServerPIDs []int
+	// LogCounters, if set, returns the server's committed log entries and
+	// the operations they carried, read at the start and the end of the
+	// measured phase for ops per log entry.
+	LogCounters func(context.Context) (entries, ops float64, err error)
 	// OnProgress, if set, is called about every 200 ms with the requests
 	// completed in the measured phase so far.
 	OnProgress func(done int64, elapsed time.Duration)
@@ -78,6 +82,9 @@ type LoadResult struct {
 	// not measured). Less sensitive to a busy machine than throughput.
 	ServerCPU float64    `json:"server_cpu_ns_per_req,omitempty"`
 	ClientCPU float64    `json:"client_cpu_ns_per_req,omitempty"`
+	// OpsPerEntry is the operations per Raft log entry committed in the
+	// measured phase (0 when not measured).
+	OpsPerEntry float64 `json:"ops_per_entry,omitempty"`
 	Hist      *Histogram `json:"-"`
 }
 
@@ -233,6 +240,11 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	start := time.Now()
 	srvCPU0, srvErr := ProcessCPU(o.ServerPIDs)
 	cliCPU0 := selfCPU()
+	var entries0, ops0 float64
+	logErr := errors.New("not measured")
+	if o.LogCounters != nil {
+		entries0, ops0, logErr = o.LogCounters(ctx)
+	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var end <-chan time.Time
@@ -261,6 +273,10 @@ loop:
 	elapsed := time.Since(start)
 	srvCPU1, srvErr1 := ProcessCPU(o.ServerPIDs)
 	cliCPU1 := selfCPU()
+	var entries1, ops1 float64
+	if logErr == nil {
+		entries1, ops1, logErr = o.LogCounters(ctx)
+	}
 
 	res := LoadResult{Hist: NewHistogram(), Elapsed: elapsed}
 	var fails []error
@@ -289,6 +305,9 @@ loop:
 			res.ServerCPU = (srvCPU1 - srvCPU0) * 1e9 / float64(res.Requests)
 		}
 		res.ClientCPU = (cliCPU1 - cliCPU0) * 1e9 / float64(res.Requests)
+	}
+	if logErr == nil && entries1 > entries0 {
+		res.OpsPerEntry = (ops1 - ops0) / (entries1 - entries0)
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("load: %w", err)

@@ -284,13 +284,27 @@ func (r *Report) Markdown(chartDir string) string {
 		p("## Throughput and latency\n\n")
 		p("Medians over the rounds; rounds alternate between the targets (A B A B). Latency is per request, from the write of its pipelined batch to its reply, so at P16 it includes the wait behind the batch. *Server CPU per request* is the CPU time (user + system, all threads, from /proc/PID/stat) the server's processes used in the measured phase over the requests answered: what a request costs, less sensitive to a busy machine than throughput (for the cluster, the three nodes together).\n\n")
 		for _, cr := range r.Cases {
-			if strings.HasPrefix(cr.Case.ID, "conns-") {
+			if strings.HasPrefix(cr.Case.ID, "conns-") || strings.HasPrefix(cr.Case.ID, "durability-") {
 				continue
 			}
 			r.caseTable(&b, cr)
 		}
 		img("latency-p16.svg", "latency percentiles at P16")
 		img("latency-p1.svg", "latency percentiles at P1")
+	}
+
+	var durability []CaseResult
+	for _, c := range r.Cases {
+		if strings.HasPrefix(c.Case.ID, "durability-") {
+			durability = append(durability, c)
+		}
+	}
+	if len(durability) > 0 {
+		p("## Log stores and durability modes\n\n")
+		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
+		for _, cr := range durability {
+			durabilityTable(&b, cr)
+		}
 	}
 
 	var conns []CaseResult
@@ -420,6 +434,7 @@ func (r *Report) Markdown(chartDir string) string {
 	p("make bench        # engine micro-benchmarks, then this suite (under 5 minutes on 2 cores): results/report.md\n")
 	p("go run ./cmd/sluice-bench -suite full -max-keys 10000000     # 10 s runs, 5 rounds, up to 10M keys\n")
 	p("go run ./cmd/sluice-bench -target sluice-mem,redis -workload sliding -dist zipf -deny 0.1 -cost 2 -conns 50 -pipeline 16 -duration 5s\n")
+	p("go run ./cmd/sluice-bench -sections durability -sluice-bin bin/sluice   # only the log store and durability mode rows (about 2 minutes)\n")
 	p("go run ./cmd/sluice-bench -render results/results.json -doc docs/benchmarks.md   # re-render a saved run\n")
 	p("```\n\n")
 	p("## Method\n\n")
@@ -450,6 +465,31 @@ func (r *Report) caseTable(b *strings.Builder, cr CaseResult) {
 		fmt.Fprintf(b, "| %s | %s/s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", run.Target, FormatCount(m.Throughput),
 			ratioCell(cr.Ratio(run.Target)), FormatNs(m.Latency.P50), FormatNs(m.Latency.P90), FormatNs(m.Latency.P99),
 			FormatNs(m.Latency.P999), FormatNs(m.Latency.Max), cpuCell(m.ServerCPU), pct(m.DenyShare()), errs)
+	}
+	b.WriteString("\n")
+}
+
+// durabilityTable is a case's table with the ops per log entry.
+func durabilityTable(b *strings.Builder, cr CaseResult) {
+	c := cr.Case
+	fmt.Fprintf(b, "### %s\n\n`%s`: %s, %d connections, pipeline %d, %d rounds.\n\n", c.Title, c.ID, c.Workload, c.Conns, c.Pipeline, c.Rounds)
+	fmt.Fprintf(b, "| target | throughput | vs %s | p50 | p99 | server CPU per request | ops per log entry | errors |\n|---|---|---|---|---|---|---|---|\n", c.Baseline)
+	for _, run := range cr.Runs {
+		if !run.OK() {
+			fmt.Fprintf(b, "| %s | %s | | | | | | |\n", run.Target, mdEscape(runProblem(&run)))
+			continue
+		}
+		m := run.Median
+		errs := "0"
+		if m.Errors > 0 {
+			errs = fmt.Sprintf("%d (%s)", m.Errors, mdEscape(shorten(m.FirstError, 60)))
+		}
+		perEntry := ""
+		if m.OpsPerEntry > 0 {
+			perEntry = fmt.Sprintf("%.1f", m.OpsPerEntry)
+		}
+		fmt.Fprintf(b, "| %s | %s/s | %s | %s | %s | %s | %s | %s |\n", run.Target, FormatCount(m.Throughput),
+			ratioCell(cr.Ratio(run.Target)), FormatNs(m.Latency.P50), FormatNs(m.Latency.P99), cpuCell(m.ServerCPU), perEntry, errs)
 	}
 	b.WriteString("\n")
 }

@@ -157,6 +157,10 @@ func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (Loa
 	o := c.Load
 	o.Addrs = t.Addrs
 	o.ServerPIDs = t.PIDs()
+	if len(t.metrics) > 0 {
+		metrics := t.metrics
+		o.LogCounters = func(ctx context.Context) (float64, float64, error) { return logCounters(ctx, metrics) }
+	}
 	o.Seed = uint64(round + 1)
 	planned := o.Duration
 	o.OnProgress = func(done int64, elapsed time.Duration) {
@@ -197,6 +201,7 @@ func MedianResult(rounds []LoadResult) LoadResult {
 	}
 	m.ServerCPU = pick(func(r LoadResult) float64 { return r.ServerCPU })
 	m.ClientCPU = pick(func(r LoadResult) float64 { return r.ClientCPU })
+	m.OpsPerEntry = pick(func(r LoadResult) float64 { return r.OpsPerEntry })
 	for _, r := range rounds {
 		m.Requests += r.Requests
 		m.Allowed += r.Allowed

@@ -42,9 +42,10 @@ const (
 	TargetRedisEcho = "redis-echo"
 )
 
-// TargetNames lists every target.
+// TargetNames lists every target, the durability targets last.
 func TargetNames() []string {
-	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedis, TargetRedisAnchor, TargetRedisEcho}
+	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedis, TargetRedisAnchor, TargetRedisEcho},
+		DurabilityTargets()...)
 }
 
 // ParseTarget checks a target name.
@@ -84,6 +85,9 @@ func (c *ServerConfig) defaults() {
 type StartOptions struct {
 	// Debug starts sluice with --enable-debug-command.
 	Debug bool
+	// LogStore and Fsync, when set, start sluice with --raft-log and
+	// --fsync.
+	LogStore, Fsync string
 }
 
 // Target is a running server (or cluster) under test.
@@ -94,6 +98,9 @@ type Target struct {
 	procs   []*process
 	dirs    []string // removed on Stop
 	owned   bool     // Stop stops the processes (false for a view sharing them)
+	// metrics are the nodes' --metrics-addr (a cluster's, when the binary
+	// has the flag): ops per log entry are read from them.
+	metrics []string
 }
 
 // PIDs are the target's process ids.
@@ -401,6 +408,18 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOp
 		}
 		return t, nil
 	}
+	if store, fsync, ok := durabilityOf(name); ok {
+		opt.LogStore, opt.Fsync = store, fsync
+		t, err := startSluiceCluster(ctx, cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		if t, err = onLeader(ctx, t); err != nil {
+			return nil, err
+		}
+		t.Name = name
+		return t, nil
+	}
 	return nil, fmt.Errorf("unknown target %q", name)
 }
 
@@ -467,8 +486,13 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 		return nil, err
 	}
 	bin, _ := filepath.Abs(cfg.SluiceBin)
-	forward := strings.Contains(sluiceFlags(bin), "forward-addr")
-	ports, err := FreePorts(9)
+	flags := sluiceFlags(bin)
+	forward := strings.Contains(flags, "forward-addr")
+	metrics := strings.Contains(flags, "metrics-addr")
+	if (opt.LogStore != "" || opt.Fsync != "") && !strings.Contains(flags, "raft-log") {
+		return nil, fmt.Errorf("%s has no --raft-log or --fsync flag", bin)
+	}
+	ports, err := FreePorts(12)
 	if err != nil {
 		return nil, err
 	}
@@ -494,6 +518,17 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 		}
 		if forward {
 			args = append(args, "--forward-addr", fmt.Sprintf("127.0.0.1:%d", ports[6+i]))
+		}
+		if metrics {
+			m := fmt.Sprintf("127.0.0.1:%d", ports[9+i])
+			args = append(args, "--metrics-addr", m)
+			t.metrics = append(t.metrics, m)
+		}
+		if opt.LogStore != "" {
+			args = append(args, "--raft-log", opt.LogStore)
+		}
+		if opt.Fsync != "" {
+			args = append(args, "--fsync", opt.Fsync)
 		}
 		if opt.Debug {
 			args = append(args, "--enable-debug-command")
@@ -622,7 +657,7 @@ func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
 		e.mu.Unlock()
 		base, berr := e.Get(ctx, TargetSluiceCluster)
 		if berr == nil {
-			t, berr = onLeader(ctx, &Target{Name: base.Name, Addrs: base.Addrs, Dialect: base.Dialect, procs: base.procs})
+			t, berr = onLeader(ctx, &Target{Name: base.Name, Addrs: base.Addrs, Dialect: base.Dialect, procs: base.procs, metrics: base.metrics})
 		}
 		e.mu.Lock()
 		err = berr

@@ -61,7 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.deny, "deny", 0, "share of requests (0..1) sent to keys whose limit is used up (single case)")
 	fs.Int64Var(&o.cost, "cost", 1, "units per request, COST n (single case)")
 	fs.StringVar(&o.suite, "suite", "default", "suite to run without -workload/-target: default (under 5 minutes) or full (10 s runs, 5 rounds, up to 10M keys)")
-	fs.StringVar(&o.sections, "sections", "", "run only these suite sections (comma-separated): "+strings.Join(bench.Sections(), ", "))
+	fs.StringVar(&o.sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows)")
 	fs.Uint64Var(&o.maxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
 	fs.Uint64Var(&o.memoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
 	fs.StringVar(&o.out, "out", "results", "results folder (report.md, results.json, charts/)")
@@ -104,6 +104,9 @@ func (o *options) validate() error {
 		}
 	} else if o.suite != "default" && o.suite != "full" {
 		errs = append(errs, fmt.Errorf("-suite: want default or full, got %q", o.suite))
+	}
+	if o.sections == "all" {
+		o.sections = strings.Join(bench.Sections(), ",")
 	}
 	if o.sections != "" {
 		for _, s := range strings.Split(o.sections, ",") {

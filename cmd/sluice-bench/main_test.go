@@ -76,3 +76,21 @@ func TestRenderSavedResults(t *testing.T) {
 		t.Error("rendering a missing file succeeded")
 	}
 }
+
+// TestSectionsFlag: -sections durability runs only the log store rows;
+// -sections all every section, durability included; and a durability
+// target is a valid -target.
+func TestSectionsFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-sections", "durability"}, &bytes.Buffer{})
+	if err != nil || o.sections != "durability" {
+		t.Errorf("-sections durability: %+v %v", o, err)
+	}
+	o, err = parseFlags([]string{"-sections", "all"}, &bytes.Buffer{})
+	if err != nil || !strings.Contains(o.sections, "durability") || !strings.Contains(o.sections, "goals") {
+		t.Errorf("-sections all: %q %v", o.sections, err)
+	}
+	o, err = parseFlags([]string{"-target", "sluice-cluster-leader-wal-everysec,redis-anchor", "-pipeline", "1"}, &bytes.Buffer{})
+	if err != nil || !o.single {
+		t.Errorf("a durability target: %+v %v", o, err)
+	}
+}
