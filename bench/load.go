@@ -80,12 +80,12 @@ type LoadResult struct {
 	// ServerCPU and ClientCPU are the CPU time the server's processes and
 	// this process used per request in the measured phase, in ns (0 when
 	// not measured). Less sensitive to a busy machine than throughput.
-	ServerCPU float64    `json:"server_cpu_ns_per_req,omitempty"`
-	ClientCPU float64    `json:"client_cpu_ns_per_req,omitempty"`
+	ServerCPU float64 `json:"server_cpu_ns_per_req,omitempty"`
+	ClientCPU float64 `json:"client_cpu_ns_per_req,omitempty"`
 	// OpsPerEntry is the operations per Raft log entry committed in the
 	// measured phase (0 when not measured).
-	OpsPerEntry float64 `json:"ops_per_entry,omitempty"`
-	Hist      *Histogram `json:"-"`
+	OpsPerEntry float64    `json:"ops_per_entry,omitempty"`
+	Hist        *Histogram `json:"-"`
 }
 
 // DenyShare is the measured share of denied requests among the answered.
