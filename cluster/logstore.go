@@ -58,9 +58,10 @@ const (
 // synced on every change, as Raft's safety needs: a node that forgot its
 // vote could vote twice in one term and let two leaders be elected. Those
 // writes are rare (elections), so this costs nothing in steady state.
-// With the wal store, the segment list is also synced on every change,
-// after the segment files it names (rotation every 64 MiB, compaction):
-// the log never names data that is not on disk.
+// With the wal store, the segment list is also synced on every change
+// (rotation every 64 MiB, compaction), and the segment files before a
+// change that seals one: the list never names sealed data that is not on
+// disk.
 const (
 	FsyncAlways   = "always"
 	FsyncEverysec = "everysec"
@@ -355,17 +356,50 @@ func (f *lazyFile) Close() error {
 	return f.WritableFile.Close()
 }
 
-// syncFirstMeta syncs the segment files before every change of the
-// segment list, so the list (synced by its bolt file) never names a
-// sealed segment whose data is not on disk.
+// syncFirstMeta syncs the segment files before a change of the segment
+// list that seals a segment (rotation), so the list (synced by its bolt
+// file) never names a sealed segment whose data is not on disk. Other
+// changes (compaction moving the first index, a new empty segment) name no
+// unsynced data and skip the sync: compaction runs under the log's write
+// lock, and a sync there would stall appends.
 type syncFirstMeta struct {
 	types.MetaStore
 	vfs *lazySyncVFS
+
+	// sealed holds the IDs of the segments known sealed; raft-wal calls
+	// Load and CommitState from one goroutine at a time.
+	sealed map[uint64]bool
+}
+
+func (m *syncFirstMeta) Load(dir string) (types.PersistentState, error) {
+	s, err := m.MetaStore.Load(dir)
+	if err == nil {
+		m.remember(s)
+	}
+	return s, err
 }
 
 func (m *syncFirstMeta) CommitState(s types.PersistentState) error {
-	if err := m.vfs.syncAll(); err != nil {
-		return fmt.Errorf("sync the segments before their list: %w", err)
+	for _, seg := range s.Segments {
+		if !seg.SealTime.IsZero() && !m.sealed[seg.ID] {
+			if err := m.vfs.syncAll(); err != nil {
+				return fmt.Errorf("sync the segments before their list: %w", err)
+			}
+			break
+		}
 	}
-	return m.MetaStore.CommitState(s)
+	if err := m.MetaStore.CommitState(s); err != nil {
+		return err
+	}
+	m.remember(s)
+	return nil
+}
+
+func (m *syncFirstMeta) remember(s types.PersistentState) {
+	m.sealed = make(map[uint64]bool, len(s.Segments))
+	for _, seg := range s.Segments {
+		if !seg.SealTime.IsZero() {
+			m.sealed[seg.ID] = true
+		}
+	}
 }

@@ -265,3 +265,66 @@ func TestLogStoreMismatchRefused(t *testing.T) {
 		})
 	}
 }
+
+// fakeMeta records the states committed.
+type fakeMeta struct {
+	types.MetaStore
+	commits int
+}
+
+func (m *fakeMeta) CommitState(types.PersistentState) error { m.commits++; return nil }
+
+// TestSyncFirstMetaSealing: in a lazy mode, the segment files are synced
+// before a segment list that seals a segment is committed, and not before
+// other changes (compaction), which would stall appends.
+func TestSyncFirstMetaSealing(t *testing.T) {
+	inner := &countingVFS{VFS: walfs.New()}
+	vfs := newLazySyncVFS(inner, true)
+	dir := t.TempDir()
+	f, err := vfs.Create(dir, "seg-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	write := func() {
+		t.Helper()
+		if _, err := f.WriteAt([]byte("entry"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil { // lazy: only marks it dirty
+			t.Fatal(err)
+		}
+	}
+	meta := &fakeMeta{}
+	m := &syncFirstMeta{MetaStore: meta, vfs: vfs}
+	open := types.PersistentState{NextSegmentID: 2, Segments: []types.SegmentInfo{{ID: 1, BaseIndex: 1, MinIndex: 1}}}
+	sealed := types.PersistentState{NextSegmentID: 3, Segments: []types.SegmentInfo{
+		{ID: 1, BaseIndex: 1, MinIndex: 1, MaxIndex: 10, SealTime: time.Unix(1, 0), IndexStart: 100},
+		{ID: 2, BaseIndex: 11, MinIndex: 11},
+	}}
+	compacted := sealed
+	compacted.Segments = []types.SegmentInfo{sealed.Segments[0], sealed.Segments[1]}
+	compacted.Segments[0].MinIndex = 5
+
+	steps := []struct {
+		name  string
+		state types.PersistentState
+		syncs int64
+	}{
+		{"a new open segment", open, 0},
+		{"the segment sealed", sealed, 1},
+		{"compaction", compacted, 1},
+	}
+	for _, st := range steps {
+		write()
+		if err := m.CommitState(st.state); err != nil {
+			t.Fatal(err)
+		}
+		if got := inner.syncs.Load(); got != st.syncs {
+			t.Fatalf("%s: %d syncs of the segment files, want %d", st.name, got, st.syncs)
+		}
+	}
+	if meta.commits != len(steps) {
+		t.Fatalf("%d commits reached the meta store, want %d", meta.commits, len(steps))
+	}
+}
