@@ -55,9 +55,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME) ./cluster/
 
 # Fault injection on a real three-node cluster (cmd/sluice-chaos); output in results/chaos.
+# CHAOS_SLUICE_FLAGS="--raft-log wal --fsync everysec" runs it on another log store or mode.
 CHAOS_DURATION ?= 5m
+CHAOS_SLUICE_FLAGS ?=
 chaos: build
-	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration $(CHAOS_DURATION) -out results/chaos
+	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration $(CHAOS_DURATION) -sluice-flags "$(CHAOS_SLUICE_FLAGS)" -out results/chaos
 
 # The one-minute run CI does.
 chaos-short: build

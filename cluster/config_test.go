@@ -48,6 +48,10 @@ func TestConfigValidate(t *testing.T) {
 			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
 		}, []string{"ElectionTimeout:", "LeaderLeaseTimeout:"}},
 		{"transport mismatch", func(c *Config) { c.Transport = inmem }, []string{"RaftAddr:"}},
+		{"wal, everysec", func(c *Config) { c.LogStore, c.Fsync = LogStoreWAL, FsyncEverysec }, nil},
+		{"bolt, no", func(c *Config) { c.LogStore, c.Fsync = LogStoreBolt, FsyncNo }, nil},
+		{"unknown store and mode", func(c *Config) { c.LogStore, c.Fsync = "lsm", "sometimes" }, []string{"LogStore:", "Fsync:"}},
+		{"in memory with a store", func(c *Config) { c.DataDir, c.InMemory, c.Fsync = "", true, FsyncAlways }, []string{"InMemory:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +92,9 @@ func TestConfigDefaults(t *testing.T) {
 		}
 		if c.ClusterTimeout != 2*time.Second || c.Now == nil || c.Logger == nil {
 			t.Errorf("defaults missing: %+v", c)
+		}
+		if c.LogStore != LogStoreBolt || c.Fsync != FsyncAlways {
+			t.Errorf("durability defaults: %q %q, want bolt always", c.LogStore, c.Fsync)
 		}
 	}
 }

@@ -64,6 +64,7 @@ type options struct {
 	linPerKey      time.Duration
 	linBudget      time.Duration
 	verbose        bool
+	sluiceFlags    string
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -86,6 +87,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.linPerKey, "lin-timeout", 10*time.Second, "longest linearizability search per key")
 	fs.DurationVar(&o.linBudget, "lin-budget", 2*time.Minute, "longest linearizability search in all")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	fs.StringVar(&o.sluiceFlags, "sluice-flags", "", `more flags for every node, e.g. "--raft-log wal --fsync everysec"`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -183,7 +185,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 		skew = -skew
 	}
 
-	c, err := newCluster(bin, o.out, 3, skewed, skew, log)
+	c, err := newCluster(bin, o.out, 3, skewed, skew, strings.Fields(o.sluiceFlags), log)
 	if err != nil {
 		return nil, err
 	}

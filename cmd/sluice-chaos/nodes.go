@@ -46,6 +46,7 @@ type cluster struct {
 	peers   string
 	proxies map[[2]int][]*linkProxy // (from, to): the Raft and forward proxies
 	log     *slog.Logger
+	extra   []string // more flags for every node (-sluice-flags)
 }
 
 // reserveAddr holds a free port of 127.0.0.1 until the returned listener
@@ -60,8 +61,8 @@ func reserveAddr() (net.Listener, error) {
 
 // newCluster allocates the addresses and proxies of n nodes (node skewed
 // gets the clock skew) and starts them.
-func newCluster(bin, out string, n, skewed int, skew time.Duration, log *slog.Logger) (*cluster, error) {
-	c := &cluster{bin: bin, proxies: map[[2]int][]*linkProxy{}, log: log}
+func newCluster(bin, out string, n, skewed int, skew time.Duration, extra []string, log *slog.Logger) (*cluster, error) {
+	c := &cluster{bin: bin, proxies: map[[2]int][]*linkProxy{}, log: log, extra: extra}
 	// The nodes' ports stay reserved until the proxies have theirs.
 	var reserved []net.Listener
 	defer func() {
@@ -155,6 +156,7 @@ func (c *cluster) start(nd *node) error {
 	if nd.skew != 0 {
 		args = append(args, "--debug-clock-skew", nd.skew.String())
 	}
+	args = append(args, c.extra...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The nodes die with the chaos tool, however it ends.
