@@ -115,3 +115,39 @@ func TestAgainstSluice(t *testing.T) {
 		t.Errorf("sweep: %+v", s)
 	}
 }
+
+// TestDurabilityTargetAgainstSluice: a durability target starts the
+// cluster with its log store and mode, and a run on it reports the three
+// nodes' CPU and the ops per log entry.
+func TestDurabilityTargetAgainstSluice(t *testing.T) {
+	bin := sluiceBin(t)
+	r := quietRunner(ServerConfig{SluiceBin: bin, RedisBin: "redis-server", WorkDir: t.TempDir()})
+	defer r.Env.Close()
+	ctx := testCtx(t)
+	name := "sluice-cluster-leader-wal-everysec"
+	c := Case{ID: "d", Workload: Workload{Alg: AlgToken, Keys: 50, Dist: DistUniform, Cost: 1},
+		Load:    LoadOptions{Conns: 8, Pipeline: 4, Requests: 2000},
+		Targets: []string{name}, Rounds: 1}
+	cr, err := r.RunCase(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := cr.Run(name)
+	if run == nil || !run.OK() || run.Median.Errors != 0 {
+		t.Fatalf("%s: %+v", name, run)
+	}
+	if run.Median.OpsPerEntry < 1 || run.Median.ServerCPU <= 0 {
+		t.Errorf("ops per entry %.1f, server CPU %.0f ns: want both measured", run.Median.OpsPerEntry, run.Median.ServerCPU)
+	}
+	tg, err := r.Env.Get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tg.PIDs()) != 3 || len(tg.Addrs) != 1 {
+		t.Errorf("the target has %d processes and addresses %v, want 3 and the leader's", len(tg.PIDs()), tg.Addrs)
+	}
+	v, err := tg.Do(ctx, "CONFIG", "GET", "appendfsync")
+	if err != nil || len(v.Array) != 2 || v.Array[1].Str != "everysec" {
+		t.Errorf("CONFIG GET appendfsync on the target: %+v %v", v, err)
+	}
+}

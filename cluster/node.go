@@ -15,7 +15,9 @@
 // that fwdConn.die takes fwdClient.mu after releasing fwdConn.mu. The engine
 // takes its own shard locks only inside the FSM's calls (apply, snapshot,
 // restore) and the sweeper's, which hold no lock of this package; so Raft
-// is never called with an engine lock held.
+// is never called with an engine lock held. The log store's locks
+// (logstore.go: lazySyncVFS.mu, lazyFile.mu) are leaves too, taken inside
+// raft-wal's calls and the flusher's, never with one of the others held.
 package cluster
 
 import (
