@@ -143,8 +143,9 @@ func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-c
 			if lazy {
 				err = errors.Join(err, vfs.syncAll())
 			}
-			// WAL.Close (v0.4.0) leaves its meta store open, and with it
-			// the lock on wal-meta.db: close it too.
+			// WAL.Close closes the meta store too since v0.4.1 (v0.4.0
+			// left it, and its lock on wal-meta.db, open); closing it
+			// again is a no-op.
 			return errors.Join(err, w.Close(), meta.Close(), unlock())
 		}
 		return st, nil

@@ -328,3 +328,45 @@ func TestSyncFirstMetaSealing(t *testing.T) {
 		t.Fatalf("%d commits reached the meta store, want %d", meta.commits, len(steps))
 	}
 }
+
+// TestWALTailTruncationSurvivesRestart: a follower whose log conflicts
+// with a new leader's deletes its log's suffix; the wal store must open
+// again after that (raft-wal v0.4.0 sealed the segment without its index
+// and then refused to open: hashicorp/raft-wal#31, fixed in v0.4.1).
+func TestWALTailTruncationSurvivesRestart(t *testing.T) {
+	for _, fsync := range []string{FsyncAlways, FsyncEverysec} {
+		t.Run(fsync, func(t *testing.T) {
+			dir, err := persistence.OpenDataDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dir.ClaimLogStore(LogStoreWAL); err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{LogStore: LogStoreWAL, Fsync: fsync, Logger: testLogger(t)}
+			st, err := openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendN(t, st.logs, 1, 10)
+			if err := st.logs.DeleteRange(9, 10); err != nil { // the conflicting suffix
+				t.Fatal(err)
+			}
+			appendN(t, st.logs, 9, 4)
+			if err := st.close(); err != nil {
+				t.Fatal(err)
+			}
+			st, err = openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+			if err != nil {
+				t.Fatalf("reopen after a tail truncation: %v", err)
+			}
+			defer st.close()
+			for i := uint64(1); i <= 12; i++ {
+				var l raft.Log
+				if err := st.logs.GetLog(i, &l); err != nil || l.Index != i || string(l.Data) != fmt.Sprint(i) {
+					t.Fatalf("entry %d after reopen: %+v, %v", i, l, err)
+				}
+			}
+		})
+	}
+}
