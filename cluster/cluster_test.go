@@ -543,6 +543,11 @@ func testRestartRecoveryCompacted(t *testing.T, ds diskSetup) {
 		ds.apply(c, t.TempDir())
 		c.SnapshotThreshold = 16
 		c.SnapshotInterval = 10 * time.Millisecond
+		// Every decision below must be answered exactly once (the count
+		// of c0 is checked), so give Raft timings that a busy machine's
+		// fsyncs do not turn into elections.
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 150*time.Millisecond
+		c.ClusterTimeout = 5 * time.Second
 	})
 	rule := engine.Rule{Kind: engine.KindLog, Limit: 1000, Period: int64(time.Hour)}
 	write := func(from, n int) {
