@@ -64,7 +64,9 @@ func tokenArg(token, name, typ string) argDoc {
 var costArgDoc = optional(tokenArg("COST", "n", "integer"))
 
 // buildCommandTable returns the command table, keyed by lower-case name.
-// Cluster commands are present only when the executor is a cluster node.
+// The RAFT.* commands are present only when the executor is a cluster node;
+// a standalone node answers the Redis Cluster commands with Redis's
+// "cluster support disabled" error.
 func buildCommandTable(cluster bool) map[string]*command {
 	list := limiterCommands()
 	list = append(list, keyspaceCommands()...)
@@ -72,6 +74,8 @@ func buildCommandTable(cluster bool) map[string]*command {
 	list = append(list, serverCommands()...)
 	if cluster {
 		list = append(list, raftCommands()...)
+	} else {
+		list = append(list, clusterDisabledCommands()...)
 	}
 	table := make(map[string]*command, len(list))
 	for _, c := range list {
