@@ -41,6 +41,10 @@ type Config struct {
 	// Engine, when set, is the engine behind the executor: INFO memory and
 	// the metrics report its keys, accounted memory and limits.
 	Engine *engine.Engine
+	// Tracker, when set, enables CLIENT TRACKING. It must also be the
+	// Watcher of the engine the executor applies operations to (on every
+	// node of a cluster, each its own), which tells it of changed keys.
+	Tracker *Tracker
 }
 
 func (c *Config) setDefaults() {
@@ -249,6 +253,7 @@ func (s *Server) closed(conn redcon.Conn, err error) {
 	if !ok {
 		return
 	}
+	c.stopTracking()
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.mu.Unlock()
