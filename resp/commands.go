@@ -72,6 +72,7 @@ func buildCommandTable(cluster bool) map[string]*command {
 	list = append(list, keyspaceCommands()...)
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
+	list = append(list, transactionCommands()...)
 	if cluster {
 		list = append(list, raftCommands()...)
 	} else {

@@ -177,6 +177,7 @@ func connectionCommands() []*command {
 			complexity: "O(1)", summary: "Reset the connection: RESP2, no name, not authenticated",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.stopTracking()
+				c.multi = nil
 				c.proto = 2
 				c.setAuthenticated(s.cfg.RequirePass == "")
 				c.mu.Lock()

@@ -35,8 +35,10 @@ type client struct {
 	pending    []pending
 	ops        []engine.Op
 	results    []engine.Result
-	tracking   *tracking // CLIENT TRACKING state; nil when off (tracking.go)
-	cachingSet bool      // the command just dispatched was CLIENT CACHING
+	tracking   *tracking   // CLIENT TRACKING state; nil when off (tracking.go)
+	cachingSet bool        // the command just dispatched was CLIENT CACHING
+	multi      *multiState // the transaction being queued; nil outside one (multi.go)
+	execing    bool        // EXEC is dispatching the queued commands
 
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -115,6 +117,10 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		if i > 0 && segmentFull(c) {
 			rest = cmds[i:]
 			break
+		}
+		if c.multi != nil && len(rc.Args) > 0 {
+			s.multiStep(c, rc.Args) // multi.go
+			continue
 		}
 		c.pending = append(c.pending, pending{})
 		p := &c.pending[len(c.pending)-1]

@@ -453,7 +453,10 @@ func (c *client) afterCommand(p *pending, args [][]byte) {
 	if p.deferred && p.cmd != nil {
 		c.trackRead(p.cmd, args)
 	}
-	c.tracking.caching = 0
+	if c.multi == nil && !c.execing {
+		// In a transaction, CLIENT CACHING holds until EXEC or DISCARD.
+		c.tracking.caching = 0
+	}
 }
 
 // stopTracking turns the connection's tracking off (TRACKING OFF, RESET, a
