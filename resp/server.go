@@ -73,7 +73,8 @@ func (c *Config) setDefaults() {
 //
 // Lock order: Server.mu (the client registry) before client.mu (a client's
 // name fields). No other lock of this package is held while calling the
-// Executor.
+// Executor. The Tracker's locks (tracking.go) are leaves below the engine's
+// shard locks; GuardConn's write mutex is taken with no other lock held.
 type Server struct {
 	cfg      Config
 	exec     Executor

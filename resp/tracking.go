@@ -3,9 +3,12 @@ package resp
 import (
 	"bytes"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Client-side caching (CLIENT TRACKING), as Redis 6+ does it in its default
@@ -41,9 +44,15 @@ import (
 // one invalidation of every key. Everything a connection holds is released
 // when it turns tracking off, resets or closes.
 //
-// Lock order: Tracker.mu is a leaf lock, taken by the engine's watcher calls
-// (sometimes under a shard lock) and by the connection goroutines; nothing
-// else is taken while it is held, and no I/O happens under it.
+// Locking. The engine tells the tracker of every change, so the table is
+// split into trackStripes stripes by key hash, each with its own mutex: a
+// decision takes one stripe's lock, never a lock shared by all keys. Lock
+// order: stripe locks in ascending index order (only AllChanged holds more
+// than one), then Tracker.connsMu, then a connection's tracking.mu. All are
+// leaf locks with respect to the rest of the server: the engine calls in
+// with a shard lock held, and nothing here calls out or does I/O while
+// holding one (GuardConn's write mutex is taken only after they are
+// released).
 
 // DefaultTrackingMaxKeys is the default bound on the (key, connection) pairs
 // the tracking table holds (Redis's tracking-table-max-keys default).
@@ -52,17 +61,28 @@ const DefaultTrackingMaxKeys = 1_000_000
 // maxPendingKeys bounds the invalidations a connection holds undelivered.
 const maxPendingKeys = 1024
 
+// trackStripes is the number of lock stripes of the tracking table.
+const trackStripes = 64
+
 // Tracker is the server's half of client-side caching: the table of keys
 // read by tracking connections. It implements engine.Watcher. Create one
 // with NewTracker, pass it to engine.Config.Watcher and Config.Tracker.
 type Tracker struct {
-	maxKeys int
+	maxKeys int64
 	active  atomic.Int64 // tracking connections: the engine's calls return at once when 0
+	pairs   atomic.Int64 // (key, connection) pairs in the stripes
 
-	mu    sync.Mutex
-	keys  map[string]*watched    // key -> the connections that read it
-	pairs int                    // (key, connection) pairs in keys
-	conns map[*tracking]struct{} // every tracking connection
+	stripes [trackStripes]trackStripe
+
+	connsMu sync.Mutex
+	conns   map[*tracking]struct{} // every tracking connection
+}
+
+// trackStripe is one lock stripe of the tracking table.
+type trackStripe struct {
+	mu   sync.Mutex
+	keys map[string]*watched // key -> the connections that read it
+	_    [40]byte            // keep neighbouring stripes' locks off one cache line
 }
 
 // watched is a tracked key and the connections that read it since its
@@ -78,14 +98,19 @@ func NewTracker(maxKeys int) *Tracker {
 	if maxKeys <= 0 {
 		maxKeys = DefaultTrackingMaxKeys
 	}
-	return &Tracker{maxKeys: maxKeys, keys: make(map[string]*watched), conns: make(map[*tracking]struct{})}
+	t := &Tracker{maxKeys: int64(maxKeys), conns: make(map[*tracking]struct{})}
+	for i := range t.stripes {
+		t.stripes[i].keys = make(map[string]*watched)
+	}
+	return t
 }
 
 // Keys returns the number of (key, connection) pairs tracked.
-func (t *Tracker) Keys() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pairs
+func (t *Tracker) Keys() int { return int(t.pairs.Load()) }
+
+// stripe returns key's stripe.
+func (t *Tracker) stripe(key []byte) *trackStripe {
+	return &t.stripes[xxhash.Sum64(key)%trackStripes]
 }
 
 // KeyChanged invalidates key for every connection that read it
@@ -94,11 +119,12 @@ func (t *Tracker) KeyChanged(key []byte) {
 	if t.active.Load() == 0 {
 		return
 	}
-	t.mu.Lock()
-	if w := t.keys[string(key)]; w != nil {
-		t.invalidate(w)
+	st := t.stripe(key)
+	st.mu.Lock()
+	if w := st.keys[string(key)]; w != nil {
+		t.invalidate(st, w)
 	}
-	t.mu.Unlock()
+	st.mu.Unlock()
 }
 
 // AllChanged invalidates every key for every tracking connection
@@ -107,25 +133,55 @@ func (t *Tracker) AllChanged() {
 	if t.active.Load() == 0 {
 		return
 	}
-	t.mu.Lock()
-	clear(t.keys)
-	t.pairs = 0
+	for i := range t.stripes {
+		t.stripes[i].mu.Lock()
+	}
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		for _, w := range st.keys {
+			t.pairs.Add(-int64(len(w.conns)))
+		}
+		clear(st.keys)
+	}
+	t.connsMu.Lock()
 	for c := range t.conns {
+		c.mu.Lock()
 		clear(c.keys)
 		c.pending, c.flushAll = nil, true
 		c.signal()
+		c.mu.Unlock()
 	}
-	t.mu.Unlock()
+	t.connsMu.Unlock()
+	for i := range t.stripes {
+		t.stripes[i].mu.Unlock()
+	}
 }
 
-// invalidate forgets w and queues its invalidation for its readers (t.mu
+// invalidate forgets w and queues its invalidation for its readers (st.mu
 // held).
-func (t *Tracker) invalidate(w *watched) {
-	delete(t.keys, w.key)
+func (t *Tracker) invalidate(st *trackStripe, w *watched) {
+	delete(st.keys, w.key)
+	t.pairs.Add(-int64(len(w.conns)))
 	for _, c := range w.conns {
+		c.mu.Lock()
 		delete(c.keys, w.key)
-		t.pairs--
 		c.queue(w.key)
+		c.mu.Unlock()
+	}
+}
+
+// evictOne invalidates one key, picked at random, for all its readers.
+func (t *Tracker) evictOne() {
+	first := rand.IntN(trackStripes)
+	for i := range trackStripes {
+		st := &t.stripes[(first+i)%trackStripes]
+		st.mu.Lock()
+		for _, w := range st.keys {
+			t.invalidate(st, w) // map order: a random key
+			st.mu.Unlock()
+			return
+		}
+		st.mu.Unlock()
 	}
 }
 
@@ -138,7 +194,7 @@ type tracking struct {
 	optin, optout, noloop bool
 	caching               int8 // CLIENT CACHING for the next command: 1 yes, -1 no
 
-	// Guarded by t.mu.
+	mu       sync.Mutex          // guards the fields below
 	keys     map[string]struct{} // the keys this connection is registered for
 	pending  []string            // invalidations not yet written
 	flushAll bool                // an invalidation of every key is pending
@@ -156,9 +212,9 @@ func (t *Tracker) start(w io.Writer) *tracking {
 	// Started by a command, so inside a pipeline: busy until its end.
 	c := &tracking{t: t, w: w, keys: make(map[string]struct{}), busy: true,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	t.mu.Lock()
+	t.connsMu.Lock()
 	t.conns[c] = struct{}{}
-	t.mu.Unlock()
+	t.connsMu.Unlock()
 	t.active.Add(1)
 	go c.writer()
 	return c
@@ -168,39 +224,43 @@ func (t *Tracker) start(w io.Writer) *tracking {
 // invalidations and ends its writer.
 func (c *tracking) stop() {
 	t := c.t
-	t.mu.Lock()
+	c.mu.Lock()
 	if c.closed {
-		t.mu.Unlock()
+		c.mu.Unlock()
 		return
 	}
 	c.closed = true
-	for k := range c.keys {
-		w := t.keys[k]
-		if w == nil {
-			continue
-		}
-		for i, o := range w.conns {
-			if o == c {
-				last := len(w.conns) - 1
-				w.conns[i] = w.conns[last]
-				w.conns[last] = nil
-				w.conns = w.conns[:last]
-				break
+	keys := c.keys
+	c.keys, c.pending = nil, nil
+	c.mu.Unlock()
+	for k := range keys {
+		st := t.stripe([]byte(k))
+		st.mu.Lock()
+		if w := st.keys[k]; w != nil {
+			for i, o := range w.conns {
+				if o == c {
+					last := len(w.conns) - 1
+					w.conns[i] = w.conns[last]
+					w.conns[last] = nil
+					w.conns = w.conns[:last]
+					t.pairs.Add(-1)
+					break
+				}
+			}
+			if len(w.conns) == 0 {
+				delete(st.keys, k)
 			}
 		}
-		if len(w.conns) == 0 {
-			delete(t.keys, k)
-		}
-		t.pairs--
+		st.mu.Unlock()
 	}
-	c.keys, c.pending = nil, nil
+	t.connsMu.Lock()
 	delete(t.conns, c)
-	t.mu.Unlock()
+	t.connsMu.Unlock()
 	t.active.Add(-1)
 	close(c.done)
 }
 
-// signal wakes the writer (t.mu held).
+// signal wakes the writer (c.mu held).
 func (c *tracking) signal() {
 	select {
 	case c.wake <- struct{}{}:
@@ -208,10 +268,10 @@ func (c *tracking) signal() {
 	}
 }
 
-// queue adds an invalidation of key (t.mu held).
+// queue adds an invalidation of key (c.mu held).
 func (c *tracking) queue(key string) {
-	if c.flushAll {
-		return // every key is being invalidated already
+	if c.flushAll || c.closed {
+		return // every key is being invalidated already, or nobody listens
 	}
 	if len(c.pending) >= maxPendingKeys {
 		c.pending, c.flushAll, c.busyFrom = nil, true, 0
@@ -226,37 +286,36 @@ func (c *tracking) queue(key string) {
 // track registers key as read by the connection.
 func (c *tracking) track(key []byte) {
 	t := c.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c.closed {
+	st := t.stripe(key)
+	st.mu.Lock()
+	c.mu.Lock()
+	_, dup := c.keys[string(key)]
+	if c.closed || dup {
+		c.mu.Unlock()
+		st.mu.Unlock()
 		return
 	}
-	if _, ok := c.keys[string(key)]; ok {
-		return
-	}
-	w := t.keys[string(key)]
+	w := st.keys[string(key)]
 	if w == nil {
 		w = &watched{key: string(key)}
-		t.keys[w.key] = w
+		st.keys[w.key] = w
 	}
 	w.conns = append(w.conns, c)
 	c.keys[w.key] = struct{}{}
-	t.pairs++
-	for t.pairs > t.maxKeys {
-		for _, victim := range t.keys {
-			t.invalidate(victim) // map order: a random key
-			break
-		}
+	c.mu.Unlock()
+	st.mu.Unlock()
+	if t.pairs.Add(1) > t.maxKeys {
+		t.evictOne()
 	}
 }
 
 // begin marks the connection busy for the pipeline about to run: its
 // invalidations wait until end.
 func (c *tracking) begin() {
-	c.t.mu.Lock()
+	c.mu.Lock()
 	c.busy = true
 	c.busyFrom = len(c.pending)
-	c.t.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // end clears busy once the pipeline's replies are written, and lets the
@@ -264,8 +323,7 @@ func (c *tracking) begin() {
 // arrived during the pipeline for keys it changed itself are dropped: the
 // change is the connection's own (its keys are forgotten all the same).
 func (c *tracking) end(own func(key string) bool) {
-	t := c.t
-	t.mu.Lock()
+	c.mu.Lock()
 	if c.noloop && own != nil && c.busyFrom < len(c.pending) {
 		kept := c.pending[:c.busyFrom]
 		for _, k := range c.pending[c.busyFrom:] {
@@ -280,7 +338,7 @@ func (c *tracking) end(own func(key string) bool) {
 	if len(c.pending) > 0 || c.flushAll {
 		c.signal()
 	}
-	t.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // writer writes the connection's invalidations as they come, each batch in
@@ -294,15 +352,15 @@ func (c *tracking) writer() {
 		case <-c.done:
 			return
 		}
-		c.t.mu.Lock()
+		c.mu.Lock()
 		if c.busy || c.closed {
-			c.t.mu.Unlock()
+			c.mu.Unlock()
 			continue // end signals again
 		}
 		buf = appendInvalidations(buf[:0], c.pending, c.flushAll)
 		clear(c.pending)
 		c.pending, c.flushAll = c.pending[:0], false
-		c.t.mu.Unlock()
+		c.mu.Unlock()
 		if len(buf) == 0 {
 			continue
 		}

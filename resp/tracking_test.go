@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // push is the flattened invalidation push for keys (none: every key).
@@ -243,10 +245,82 @@ func TestTrackingBounded(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	tr.mu.Lock()
+	tr.connsMu.Lock()
 	conns := len(tr.conns)
-	tr.mu.Unlock()
+	tr.connsMu.Unlock()
 	if conns != 0 || tr.active.Load() != 0 {
 		t.Fatalf("%d tracking connections left", conns)
+	}
+}
+
+// TestTrackingConcurrent: tracking connections reading, pipelining and
+// closing while others change the same keys (run with -race): every
+// connection's replies stay well framed between pushes, and once they all
+// closed the table is empty.
+func TestTrackingConcurrent(t *testing.T) {
+	tr := NewTracker(50) // small: evictions happen too
+	addr := startServer(t, Config{Tracker: tr})
+	errs := make(chan error, 16)
+	run := func(reader bool, id int) {
+		errs <- func() error {
+			c, err := respwire.Dial(addr, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if reader {
+				if _, err := c.Do(5*time.Second, "HELLO", "3"); err != nil {
+					return err
+				}
+				if v, err := c.Do(5*time.Second, "CLIENT", "TRACKING", "ON"); err != nil || v.Text(respwire.WithLengths) != "+OK" {
+					return fmt.Errorf("TRACKING ON: %v %v", v, err)
+				}
+			}
+			for round := range 200 {
+				var buf []byte
+				for k := range 8 {
+					key := fmt.Sprint("key:", (round+k+id)%40)
+					if reader {
+						buf = respwire.AppendCommand(buf, "RL.PEEK", key)
+					} else {
+						buf = respwire.AppendCommand(buf, "RL.FIXED", key, "1000", "1m")
+					}
+				}
+				if _, err := c.Write(buf); err != nil {
+					return err
+				}
+				for got := 0; got < 8; {
+					v, err := c.ReadReply()
+					if err != nil {
+						return err
+					}
+					if v.Kind == respwire.Push {
+						continue
+					}
+					if s := v.Text(respwire.WithLengths); !strings.HasPrefix(s, "*5 ") && s != "_" && s != "$-1" {
+						return fmt.Errorf("unexpected reply %s", s)
+					}
+					got++
+				}
+			}
+			return nil
+		}()
+	}
+	for i := range 4 {
+		go run(true, i)
+		go run(false, i)
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.Keys() != 0 || tr.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pairs and %d tracking connections left", tr.Keys(), tr.active.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
