@@ -16,7 +16,7 @@ const redisCompatVersion = "7.2.0"
 func connectionCommands() []*command {
 	clientCmd := &command{
 		name: "client", arity: -2, group: "connection", since: "2.4.0", complexity: "O(1)",
-		summary: "Connection state: ID, SETNAME, GETNAME, SETINFO, LIST, INFO",
+		summary: "Connection state: ID, SETNAME, GETNAME, SETINFO, LIST, INFO, TRACKING, CACHING",
 		noAuth:  false,
 		run:     runSubcommand,
 	}

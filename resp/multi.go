@@ -131,6 +131,7 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 			m.bytes += int64(len(a))
 		}
 		m.cmds = append(m.cmds, q)
-		c.localReply(cmd, func(r *replyBuf) { r.Simple("QUEUED") })
+		// Not counted in the metrics: the command is, when EXEC runs it.
+		c.localReply(nil, func(r *replyBuf) { r.Simple("QUEUED") })
 	}
 }
