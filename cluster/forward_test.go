@@ -109,13 +109,19 @@ func TestForwardClient(t *testing.T) {
 		}, func(err error, _ []engine.Result) bool { return err == errResend }},
 		{"garbage results", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusOK, []byte{7})
-		}, func(err error, _ []engine.Result) bool { return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown) }},
+		}, func(err error, _ []engine.Result) bool {
+			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
+		}},
 		{"uncertain reply", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(commitTimeoutError(time.Second).Error())))
-		}, func(err error, _ []engine.Result) bool { return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown) }},
+		}, func(err error, _ []engine.Result) bool {
+			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
+		}},
 		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(clusterDownError{time.Minute}.Error())))
-		}, func(err error, _ []engine.Result) bool { return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain) }},
+		}, func(err error, _ []engine.Result) bool {
+			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
