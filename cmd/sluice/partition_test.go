@@ -334,4 +334,3 @@ func TestLeaderCutTimeoutIsUncertain(t *testing.T) {
 		t.Fatalf("%d units used: want the acknowledged one, and perhaps the UNCERTAIN one", used)
 	}
 }
-
