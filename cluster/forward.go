@@ -245,6 +245,11 @@ func (s *fwdServer) handle(c net.Conn) {
 			case <-ctx.Done():
 				return
 			}
+			// A follower that stops reading fails the connection instead of
+			// holding this goroutine; generous (at least 10 s), since a
+			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
+			// network sooner.
+			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
 			for f != nil {
 				if _, err := bw.Write(f); err != nil {
 					cancel()
