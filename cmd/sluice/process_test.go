@@ -60,6 +60,7 @@ func freePort(t *testing.T) int {
 // proc is one sluice process of a test cluster.
 type proc struct {
 	id, resp, raft, fwd, dir string
+	extra                    []string // more flags (a dial map)
 	cmd                      *exec.Cmd
 	log                      *os.File
 }
@@ -71,6 +72,12 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith is newTestCluster with setup called on the nodes
+// before they start (to give them more flags).
+func newTestClusterWith(t *testing.T, n int, setup func([]*proc)) *testCluster {
 	c := &testCluster{t: t}
 	var peers []string
 	for i := 1; i <= n; i++ {
@@ -85,6 +92,9 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 		peers = append(peers, p.id+"="+p.raft)
 	}
 	c.peers = strings.Join(peers, ",")
+	if setup != nil {
+		setup(c.nodes)
+	}
 	for _, p := range c.nodes {
 		c.start(p)
 	}
@@ -106,6 +116,7 @@ func (c *testCluster) start(p *proc) {
 	p.cmd = exec.Command(binary, "--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
 		"--forward-addr", p.fwd, "--data-dir", p.dir, "--peers", c.peers,
 		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
+	p.cmd.Args = append(p.cmd.Args, p.extra...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
