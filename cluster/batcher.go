@@ -70,23 +70,27 @@ import (
 // so nothing here trusts one: each caller waits on its own timer
 // (ClusterTimeout), and each waiter gives up on its future after the same
 // time plus a margin, freeing its slot. A request that times out before the
-// batcher took it is certainly not applied; one that times out after is in
-// an entry Raft may yet commit, the reply is CLUSTERDOWN either way (no
-// majority answered in time). Clients such as go-redis retry CLUSTERDOWN;
-// should the first attempt commit after all, the retry consumes the cost
-// twice: a limiter then admits less, never more. The request's state word decides, with one
+// batcher took it is certainly not applied: CLUSTERDOWN, which clients such
+// as go-redis retry. One that times out after is in an entry Raft may yet
+// commit: UNCERTAIN, which they do not retry, since a retry could charge
+// twice. The request's state word decides, with one
 // compare-and-swap, whether the caller gave up first (the late result is
-// dropped) or the waiter claimed it (the caller takes the result), so the
-// results slice is never written after the caller returned; and while the
+// dropped) or the waiter claimed it (the caller takes the result), and
+// which of the two errors fits; so the results slice is never written
+// after the caller returned; and while the
 // batcher reads a request's ops, the caller waits before it gives up, so
 // the ops' memory is never read after the caller returned either.
+//
+// Forwarded requests carry their follower's batch ID: an entry holding one
+// is a batch entry (codec.go), and the FSM applies each ID at most once
+// (dedup.go), so a follower may re-send a batch whose connection broke.
 //
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
 // timeout mean Raft refused the entry before appending it: not applied, so
 // Execute routes the request again (to the new leader, through forwarding).
 // ErrLeadershipLost (or shutdown) after the entry was appended means the
-// outcome is unknown: the caller gets ErrOutcomeUnknown, never a retry
-// that could apply it twice.
+// outcome is unknown: the caller gets ErrOutcomeUnknown (UNCERTAIN), never
+// a retry that could apply it twice.
 //
 // Locks: none. The batcher goroutine owns its buffers; requests cross
 // goroutines through channels and their state word; the engine is touched
@@ -103,6 +107,7 @@ const (
 
 // request is one Execute call's batch on its way through the pipeline.
 type request struct {
+	id      batchID // a forwarded batch's ID, or zero
 	ops     []engine.Op
 	results []engine.Result
 	size    int // encoded size estimate
@@ -151,7 +156,13 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, closing <-chan struct{}) *bat
 // fires or ctx ends. It returns errRetry when the batch was certainly not
 // applied and may be routed again.
 func (b *batcher) submit(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) error {
-	req, err := b.enqueue(ctx, deadline, ops, results)
+	return b.submitID(ctx, deadline, batchID{}, ops, results)
+}
+
+// submitID is submit for a batch with an ID (zero for none), which the
+// FSM applies at most once.
+func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) error {
+	req, err := b.enqueue(ctx, deadline, id, ops, results)
 	if err != nil {
 		return err
 	}
@@ -160,8 +171,8 @@ func (b *batcher) submit(ctx context.Context, deadline <-chan time.Time, ops []e
 
 // enqueue puts ops on the batcher's queue. Requests queued by one goroutine
 // are committed in that order.
-func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) (*request, error) {
-	req := &request{ops: ops, results: results, size: opsSize(ops), done: make(chan struct{})}
+func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, error) {
+	req := &request{id: id, ops: ops, results: results, size: opsSize(ops), done: make(chan struct{})}
 	select {
 	case b.reqs <- req:
 		return req, nil
@@ -178,11 +189,13 @@ func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, ops []
 func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) error {
 	var giveUp error
 	closing := b.closing
+	timedOut := false
 	for giveUp == nil {
 		select {
 		case <-req.done:
 			return req.err
 		case <-deadline:
+			timedOut = true
 			giveUp = clusterDownError{b.timeout}
 		case <-ctx.Done():
 			giveUp = fmt.Errorf("cluster: execute: %w", ctx.Err())
@@ -195,31 +208,33 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 			}
 		}
 	}
-	if abandon(&req.state) {
-		return giveUp
+	switch abandon(&req.state) {
+	case reqQueued:
+		return giveUp // never reached the log
+	case reqSubmitted:
+		if timedOut {
+			return commitTimeoutError(b.timeout)
+		}
+		return giveUp // ctx ended: the caller is gone, no reply is read
 	}
 	<-req.done // a waiter claimed it first and is writing the outcome
 	return req.err
 }
 
 // abandon marks a request given up by its caller, waiting out a batcher
-// that is reading its ops. It returns false when the outcome was claimed
-// first: the caller must then wait for it.
-func abandon(state *atomic.Int32) bool {
+// that is reading its ops. It returns the state it abandoned the request
+// in: reqQueued (certainly not applied) or reqSubmitted (handed over: may
+// be applied); reqClaimed when the outcome was claimed first (the caller
+// must then wait for it); reqAbandoned if it was abandoned already.
+func abandon(state *atomic.Int32) int32 {
 	for {
-		switch state.Load() {
-		case reqQueued:
-			if state.CompareAndSwap(reqQueued, reqAbandoned) {
-				return true
+		switch s := state.Load(); s {
+		case reqQueued, reqSubmitted:
+			if state.CompareAndSwap(s, reqAbandoned) {
+				return s
 			}
-		case reqSubmitted:
-			if state.CompareAndSwap(reqSubmitted, reqAbandoned) {
-				return true
-			}
-		case reqClaimed:
-			return false
-		case reqAbandoned:
-			return true
+		case reqClaimed, reqAbandoned:
+			return s
 		default: // reqEncoding: a few microseconds
 			runtime.Gosched()
 		}
@@ -343,11 +358,19 @@ func (b *batcher) apply(pending []*request, body *[]byte) bool {
 	batch := make([]*request, 0, len(pending))
 	*body = (*body)[:0]
 	n := 0
+	// A batch entry only when a forwarded request needs its ID logged.
+	withIDs := false
+	for _, r := range pending {
+		withIDs = withIDs || r.id != (batchID{})
+	}
 	for _, r := range pending {
 		// The caller may give up at any moment and reuse its ops' memory:
 		// encode them under reqEncoding, which the caller waits out.
 		if !r.state.CompareAndSwap(reqQueued, reqEncoding) {
 			continue // abandoned before it reached the log: not applied
+		}
+		if withIDs {
+			*body = appendBatchRequest(*body, r.id, len(r.ops))
 		}
 		for i := range r.ops {
 			*body = appendOp(*body, &r.ops[i])
@@ -359,8 +382,12 @@ func (b *batcher) apply(pending []*request, body *[]byte) bool {
 	if len(batch) == 0 {
 		return false
 	}
-	buf := make([]byte, 0, 2*binary.MaxVarintLen64+1+len(*body))
-	buf = appendOpsEntryHeader(buf, b.now(), n)
+	buf := make([]byte, 0, 3*binary.MaxVarintLen64+1+len(*body))
+	if withIDs {
+		buf = appendBatchEntryHeader(buf, b.now(), n, len(batch))
+	} else {
+		buf = appendOpsEntryHeader(buf, b.now(), n)
+	}
 	buf = append(buf, *body...)
 	b.fsm.await(buf)
 	f := b.raft.Apply(buf, b.timeout)
@@ -395,8 +422,9 @@ func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops 
 	select {
 	case err = <-errc:
 	case <-watchdog.C:
+		// Handed to Raft, no outcome: it may still commit.
 		for _, r := range batch {
-			finish(r, nil, clusterDownError{b.timeout})
+			finish(r, nil, commitTimeoutError(b.timeout))
 		}
 		return
 	}
@@ -419,8 +447,13 @@ func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops 
 	}
 	off := 0
 	for _, r := range batch {
-		finish(r, results[off:off+len(r.ops)], nil)
+		rs := results[off : off+len(r.ops)]
 		off += len(r.ops)
+		if r.id != (batchID{}) && len(rs) > 0 && rs[0].Err == errDuplicateBatch {
+			finish(r, nil, errDuplicateBatch) // a re-send of a batch that applied
+			continue
+		}
+		finish(r, rs, nil)
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 //
 //	ops entry:    0x01 | varint stamp (leader's wall clock, ns) | ops
 //	leader entry: 0x02 | string id | string resp addr | string forward addr
+//	batch entry:  0x03 | varint stamp | uvarint total ops | uvarint n | request*
+//	request:      0x00 ops (a local request) | 0x01 batch id (16 bytes) ops
+//	              (a follower's forwarded request, applied at most once: fsm.go)
 //	ops:          uvarint n | op*
 //	op:           code byte | field mask byte | fields in mask order
 //	fields:       rule (kind byte, varint limit, varint period) | varint cost |
@@ -23,11 +26,32 @@ import (
 //	string:       uvarint length | bytes
 //
 // Absent fields are zero: a typical RL.TOKEN op costs 2 + 4 + key bytes
-// plus a few for its numbers.
+// plus a few for its numbers. A leader writes a batch entry only when it
+// holds a forwarded request (one with an ID), else an ops entry, so that
+// entries without IDs keep the first format; both decode forever.
 const (
 	entryOps    = 0x01
 	entryLeader = 0x02
+	entryBatch  = 0x03
 )
+
+// Request flags in a batch entry.
+const (
+	reqLocal     = 0x00
+	reqForwarded = 0x01
+)
+
+// batchID identifies a follower's forwarded batch across every try to
+// send it: a random prefix drawn when the follower's process starts, then
+// a counter. The zero ID means none (a local request).
+type batchID [16]byte
+
+// batchSpan is one request of a decoded batch entry: its ID and where its
+// ops sit in the entry's ops.
+type batchSpan struct {
+	id     batchID
+	off, n int
+}
 
 // Field mask bits of an encoded op.
 const (
@@ -60,6 +84,28 @@ func appendOpsEntryHeader(b []byte, stamp int64, n int) []byte {
 	b = append(b, entryOps)
 	b = binary.AppendVarint(b, stamp)
 	return binary.AppendUvarint(b, uint64(n))
+}
+
+// appendBatchEntryHeader starts a batch entry stamped at stamp holding
+// nops ops in nreqs requests; each request follows with appendBatchRequest
+// and its ops with appendOp.
+func appendBatchEntryHeader(b []byte, stamp int64, nops, nreqs int) []byte {
+	b = append(b, entryBatch)
+	b = binary.AppendVarint(b, stamp)
+	b = binary.AppendUvarint(b, uint64(nops))
+	return binary.AppendUvarint(b, uint64(nreqs))
+}
+
+// appendBatchRequest starts one request of a batch entry: its ID (none
+// when zero) and its op count.
+func appendBatchRequest(b []byte, id batchID, nops int) []byte {
+	if id == (batchID{}) {
+		b = append(b, reqLocal)
+	} else {
+		b = append(b, reqForwarded)
+		b = append(b, id[:]...)
+	}
+	return binary.AppendUvarint(b, uint64(nops))
 }
 
 // appendOps appends a count and the ops.
@@ -129,17 +175,18 @@ type decodedEntry struct {
 	typ    byte
 	stamp  int64
 	ops    []engine.Op
+	spans  []batchSpan // batch entries: the requests, in order
 	leader leaderEntry
 }
 
 // decodeEntry decodes a command entry. The ops' Key and Pattern alias data.
 func decodeEntry(data []byte) (decodedEntry, error) {
-	return decodeEntryInto(data, nil)
+	return decodeEntryInto(data, nil, nil)
 }
 
 // decodeEntryInto is decodeEntry with the ops decoded into buf's array
-// when it is large enough.
-func decodeEntryInto(data []byte, buf []engine.Op) (decodedEntry, error) {
+// and a batch entry's requests into spans' when they are large enough.
+func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEntry, error) {
 	if len(data) == 0 {
 		return decodedEntry{}, fmt.Errorf("%w: empty", errMalformed)
 	}
@@ -149,6 +196,9 @@ func decodeEntryInto(data []byte, buf []engine.Op) (decodedEntry, error) {
 	case entryOps:
 		e.stamp = d.varint()
 		e.ops = d.opsInto(buf)
+	case entryBatch:
+		e.stamp = d.varint()
+		e.ops, e.spans = d.batch(buf, spans)
 	case entryLeader:
 		e.leader.ID = string(d.bytes())
 		e.leader.RESP = string(d.bytes())
@@ -402,6 +452,68 @@ func (d *decoder) bytes() []byte {
 
 // ops reads a count and that many ops.
 func (d *decoder) ops() []engine.Op { return d.opsInto(nil) }
+
+// batch reads a batch entry's body after its stamp: every request's ops,
+// one after the other in one slice (buf's array when large enough), and
+// the requests' spans (in spans' array when large enough).
+func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batchSpan) {
+	total := d.uvarint()
+	nreq := d.uvarint()
+	if d.err != nil {
+		return nil, nil
+	}
+	// Every op takes at least two bytes, every request at least two.
+	if total > uint64(len(d.b))/2 || nreq > uint64(len(d.b))/2 {
+		d.err = fmt.Errorf("%w: %d ops in %d requests in %d bytes", errMalformed, total, nreq, len(d.b))
+		return nil, nil
+	}
+	var ops []engine.Op
+	if uint64(cap(buf)) >= total {
+		ops = buf[:total]
+	} else {
+		ops = make([]engine.Op, total)
+	}
+	if uint64(cap(spans)) >= nreq {
+		spans = spans[:0]
+	} else {
+		spans = make([]batchSpan, 0, nreq)
+	}
+	off := 0
+	for i := uint64(0); i < nreq && d.err == nil; i++ {
+		var sp batchSpan
+		switch flag := d.byte1(); {
+		case d.err != nil:
+		case flag == reqForwarded:
+			if len(d.b) < len(sp.id) {
+				d.fail("batch id")
+				break
+			}
+			copy(sp.id[:], d.b)
+			d.b = d.b[len(sp.id):]
+		case flag != reqLocal:
+			d.err = fmt.Errorf("%w: request %d: unknown flag 0x%02x", errMalformed, i, flag)
+		}
+		if d.err != nil {
+			break
+		}
+		// opsInto decodes into ops[off:] when the count fits there.
+		sub := d.opsInto(ops[off:off])
+		if d.err == nil && len(sub) > len(ops)-off {
+			d.err = fmt.Errorf("%w: requests hold more than %d ops", errMalformed, total)
+		}
+		sp.off, sp.n = off, len(sub)
+		off += len(sub)
+		spans = append(spans, sp)
+	}
+	if d.err == nil && off != len(ops) {
+		d.err = fmt.Errorf("%w: requests hold %d ops, the entry says %d", errMalformed, off, total)
+	}
+	if d.err != nil {
+		clear(ops)
+		return nil, nil
+	}
+	return ops, spans
+}
 
 // opsInto reads a count and that many ops, into buf's array when it is
 // large enough.

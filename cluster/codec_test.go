@@ -170,10 +170,18 @@ func TestReplyErrorTexts(t *testing.T) {
 	if got := cd.Error(); got != "CLUSTERDOWN no quorum: the cluster could not commit within 2s" {
 		t.Fatalf("CLUSTERDOWN text: %q", got)
 	}
-	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, cd} {
+	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, cd, commitTimeoutError(time.Second),
+		lostQuorumError(time.Second), errDuplicateBatch} {
 		back := replyError(err.Error(), 2*time.Second)
 		if back.Error() != err.Error() || !errors.Is(back, err) && !errors.Is(back, ErrClusterDown) {
 			t.Fatalf("%q came back as %v", err, back)
+		}
+		// The two classes never mix: not applied, or may have been.
+		if errors.Is(back, ErrClusterDown) && errors.Is(back, ErrUncertain) {
+			t.Fatalf("%q: both CLUSTERDOWN and UNCERTAIN", err)
+		}
+		if errors.Is(back, ErrUncertain) != strings.HasPrefix(err.Error(), "UNCERTAIN ") {
+			t.Fatalf("%q: its code and its class differ", err)
 		}
 		if strings.HasPrefix(err.Error(), "-") {
 			t.Fatalf("%q starts with '-'", err)

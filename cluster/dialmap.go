@@ -2,10 +2,7 @@ package cluster
 
 import (
 	"fmt"
-	"net"
-	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -44,17 +41,6 @@ func mapAddr(m map[string]string, addr string) string {
 		return to
 	}
 	return addr
-}
-
-// newDialMapTransport is the Raft TCP transport with the DialMap's address
-// provider.
-func newDialMapTransport(cfg *Config, adv net.Addr, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	return raft.NewTCPTransportWithConfig(cfg.RaftAddr, adv, &raft.NetworkTransportConfig{
-		MaxPool:               3,
-		Timeout:               10 * time.Second,
-		Logger:                logger,
-		ServerAddressProvider: dialMapProvider{peers: cfg.Peers, dial: cfg.DialMap},
-	})
 }
 
 // validateDialMap names what is wrong with c.DialMap.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,23 +32,37 @@ import (
 // Replies carry the request's id and are matched to it, so no reply can
 // reach the wrong caller.
 //
-// Wire format, after the client's 5-byte hello "SLFW\x01":
+// Wire format, after the client's 5-byte hello "SLFW\x02":
 //
 //	frame    = uvarint length | payload
-//	request  = uvarint id | uvarint timeout (ms) | ops (see codec.go)
+//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see codec.go)
 //	response = uvarint id | status byte | body
 //	status   = 0 ok (body: results) | 1 error (body: string, the reply text)
 //	         | 2 not applied, route again (body: string, the reason)
 //
+// A request without ops is a ping, answered at once with status 0. A
+// follower of the previous version says "SLFW\x01" and sends no batch id;
+// the leader still takes its requests (without at-most-once re-sends).
+//
 // Outcome. A request that was never written, or that the leader answers
 // with status 2, was not applied: the follower routes it again (a new
 // leader, a later try) within its deadline. A request written on a
-// connection that then breaks has an unknown outcome: ErrOutcomeUnknown.
+// connection that then breaks may have been applied: the follower sends it
+// again, with the same batch id, on a new connection, while its deadline
+// allows, and the FSM applies a batch id at most once (dedup.go). When no
+// try is answered in time the reply is UNCERTAIN.
+//
+// Connections cannot get stuck (peerconn.go): every call has a deadline,
+// a call that times out after it was written drops its connection (it may
+// sit behind TCP's retransmission backoff, which after a long partition
+// lasts tens of seconds), writes have a deadline, and a pooled connection
+// that has heard nothing for a while is pinged before it is used.
 //
 // The forward port is as trusted as the Raft port: bind both to a private
 // network.
 const (
-	fwdHello       = "SLFW\x01"
+	fwdHello       = "SLFW\x02"
+	fwdHelloV1     = "SLFW\x01" // no batch ids
 	fwdStatusOK    = 0
 	fwdStatusError = 1
 	fwdStatusRetry = 2
@@ -61,12 +77,12 @@ const (
 // knownReplies maps error texts from the leader back to this package's
 // values, so errors.Is works on a forwarded error.
 var knownReplies = map[string]error{
-	ErrLoading.Error():        ErrLoading,
-	ErrOutcomeUnknown.Error(): ErrOutcomeUnknown,
-	ErrShuttingDown.Error():   ErrShuttingDown,
+	ErrLoading.Error():      ErrLoading,
+	ErrShuttingDown.Error(): ErrShuttingDown,
 }
 
-// replyError rebuilds an error from its text.
+// replyError rebuilds an error from its text: a known value, or one that
+// matches ErrClusterDown or ErrUncertain by its code.
 func replyError(text string, timeout time.Duration) error {
 	if e, ok := knownReplies[text]; ok {
 		return e
@@ -74,8 +90,22 @@ func replyError(text string, timeout time.Duration) error {
 	if text == (clusterDownError{timeout}).Error() {
 		return clusterDownError{timeout}
 	}
+	if reason, ok := strings.CutPrefix(text, "UNCERTAIN "); ok {
+		return uncertainError{reason}
+	}
+	if strings.HasPrefix(text, "CLUSTERDOWN ") {
+		return clusterDownText(text)
+	}
 	return errors.New(text)
 }
+
+// clusterDownText is a CLUSTERDOWN reply from the leader whose text is not
+// one of ours (a leader with another timeout): not applied all the same.
+type clusterDownText string
+
+func (e clusterDownText) Error() string { return string(e) }
+
+func (e clusterDownText) Is(target error) bool { return target == ErrClusterDown }
 
 // readFrame reads one length-prefixed frame of at most limit bytes. The
 // buffer grows only as bytes arrive, so a lying length costs nothing.
@@ -194,11 +224,12 @@ func (s *fwdServer) handle(c net.Conn) {
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(fwdHello)]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(br, hello[:]); err != nil || string(hello[:]) != fwdHello {
+	if _, err := io.ReadFull(br, hello[:]); err != nil || (string(hello[:]) != fwdHello && string(hello[:]) != fwdHelloV1) {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	withIDs := string(hello[:]) == fwdHello
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -214,6 +245,11 @@ func (s *fwdServer) handle(c net.Conn) {
 			case <-ctx.Done():
 				return
 			}
+			// A follower that stops reading fails the connection instead of
+			// holding this goroutine; generous (at least 10 s), since a
+			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
+			// network sooner.
+			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
 			for f != nil {
 				if _, err := bw.Write(f); err != nil {
 					cancel()
@@ -245,6 +281,16 @@ func (s *fwdServer) handle(c net.Conn) {
 		d := decoder{b: p}
 		id := d.uvarint()
 		timeout := time.Duration(d.uvarint()) * time.Millisecond
+		var bid batchID
+		if withIDs {
+			if len(d.b) < len(bid) && d.err == nil {
+				d.fail("batch id")
+			}
+			if d.err == nil {
+				copy(bid[:], d.b)
+				d.b = d.b[len(bid):]
+			}
+		}
 		ops := d.ops()
 		if d.err == nil && len(d.b) != 0 {
 			d.err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
@@ -260,7 +306,7 @@ func (s *fwdServer) handle(c net.Conn) {
 		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
 		timer := time.NewTimer(timeout)
 		results := make([]engine.Result, len(ops))
-		req, status, err := s.n.acceptForwarded(ctx, timer.C, ops, results)
+		req, status, err := s.n.acceptForwarded(ctx, timer.C, bid, ops, results)
 		if req == nil {
 			timer.Stop()
 			s.respond(ctx, out, id, status, nil, err)
@@ -306,12 +352,30 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, s
 
 // ---- client side: the follower ----
 
+// fwdResendWindow bounds how long after its Execute began a follower
+// re-sends a batch whose connection broke after it was written: well within
+// the FSM's dedupWindow (dedup.go), even with leaders' clocks seconds apart.
+const fwdResendWindow = 10 * time.Second
+
+// errCallTimeout closes a connection on which a written call got no answer
+// in time: it may be stuck behind TCP's retransmission backoff.
+var errCallTimeout = errors.New("a call written on this connection got no answer in time")
+
+// errBadReply is the outcome of a call whose results did not decode.
+var errBadReply error = uncertainError{"the leader's reply did not decode; the command may have been applied"}
+
 // fwdClient is a follower's pool of connections to the leader.
 type fwdClient struct {
 	size    int
 	timeout time.Duration // ClusterTimeout, to rebuild CLUSTERDOWN texts
+	t       peerTimeouts  // peerconn.go
 	log     *slog.Logger
 	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
+	prefix  [8]byte     // random: batch IDs differ across restarts
+	seq     atomic.Uint64
+	// wrap, in tests only, wraps every connection dialed (to break one at
+	// a chosen moment).
+	wrap func(net.Conn) net.Conn
 
 	mu      sync.Mutex // guards addr, conns, next, dialing, closed; never held while dialing or writing
 	addr    string
@@ -321,7 +385,23 @@ type fwdClient struct {
 	closed  bool
 }
 
-// fwdCall is one forwarded Execute call.
+// newFwdClient is a pool of size connections.
+func newFwdClient(size int, timeout time.Duration, t peerTimeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
+	c := &fwdClient{size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
+	_, _ = rand.Read(c.prefix[:]) // crypto/rand does not fail on Linux
+	return c
+}
+
+// newBatchID returns an ID no other batch of this or any other follower
+// process uses (64 random bits, then a counter).
+func (c *fwdClient) newBatchID() batchID {
+	var id batchID
+	copy(id[:8], c.prefix[:])
+	binary.BigEndian.PutUint64(id[8:], c.seq.Add(1))
+	return id
+}
+
+// fwdCall is one forwarded Execute call (or a ping: no ops).
 type fwdCall struct {
 	id      uint64
 	frame   []byte
@@ -338,10 +418,11 @@ func (c *fwdCall) finish(err error) {
 
 // fwdConn is one pooled connection.
 type fwdConn struct {
-	client *fwdClient
-	c      net.Conn
-	wq     chan *fwdCall
-	dead   chan struct{}
+	client   *fwdClient
+	c        net.Conn
+	wq       chan *fwdCall
+	dead     chan struct{}
+	lastRecv atomic.Int64 // when a frame last arrived (or the dial), Unix ns
 
 	mu      sync.Mutex // guards pending, nextID, err
 	pending map[uint64]*fwdCall
@@ -349,31 +430,28 @@ type fwdConn struct {
 	err     error // why the connection died
 }
 
-// forward runs ops on the leader at addr. It returns errRetry when they
-// were certainly not applied.
-func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, ops []engine.Op, results []engine.Result) error {
+// forward runs ops on the leader at addr as batch id. It returns errRetry
+// when they were certainly not applied, errResend when they were written
+// and the connection broke before the answer (send again with the same
+// id), a CLUSTERDOWN error when the deadline passed before they were
+// written, and an UNCERTAIN one when it passed after.
+func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id batchID, ops []engine.Op, results []engine.Result) error {
 	conn, err := c.get(addr, until)
 	if err != nil {
 		return errRetry
 	}
-	ms := max(time.Until(until).Milliseconds(), 1)
-	p := make([]byte, 0, opsSize(ops)+2*binary.MaxVarintLen64)
 	call := &fwdCall{results: results, done: make(chan struct{})}
-	conn.mu.Lock()
-	if conn.err != nil {
-		conn.mu.Unlock()
+	if !conn.register(call) {
 		return errRetry
 	}
-	conn.nextID++
-	call.id = conn.nextID
-	conn.pending[call.id] = call
-	conn.mu.Unlock()
+	ms := max(time.Until(until).Milliseconds(), 1)
+	p := make([]byte, 0, opsSize(ops)+2*binary.MaxVarintLen64+len(id))
 	p = binary.AppendUvarint(p, call.id)
 	p = binary.AppendUvarint(p, uint64(ms))
+	p = append(p, id[:]...)
 	p = appendOps(p, ops)
 	call.frame = frame(p)
 
-	var giveUp error
 	select {
 	case conn.wq <- call:
 	case <-conn.dead:
@@ -386,16 +464,30 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		conn.forget(call.id)
 		return fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
+	var giveUp error
+	timedOut := false
 	select {
 	case <-call.done:
 		return call.err
 	case <-deadline:
+		timedOut = true
 		giveUp = clusterDownError{c.timeout}
 	case <-ctx.Done():
 		giveUp = fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
-	if abandon(&call.state) {
+	switch abandon(&call.state) {
+	case reqQueued:
 		conn.forget(call.id)
+		return giveUp // never written: not applied
+	case reqSubmitted:
+		conn.forget(call.id)
+		if timedOut {
+			// Written, unanswered: the leader may have applied it, and the
+			// connection may be stuck (a dead network): drop it, so that
+			// the next call dials afresh.
+			conn.die(errCallTimeout)
+			return commitTimeoutError(c.timeout)
+		}
 		return giveUp
 	}
 	<-call.done
@@ -403,8 +495,24 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 }
 
 // get returns a live connection to addr, dialing one if the pool is not
-// full. A new address (a new leader) replaces the pool.
+// full; a pooled connection that has heard nothing for t.idle is pinged
+// first, and dropped if it does not answer in t.ping.
 func (c *fwdClient) get(addr string, until time.Time) (*fwdConn, error) {
+	for range c.size + 1 {
+		conn, err := c.pick(addr, until)
+		if err != nil {
+			return nil, err
+		}
+		if conn.healthy() {
+			return conn, nil
+		}
+	}
+	return nil, errRetry
+}
+
+// pick returns a pooled connection to addr, or dials one if the pool is
+// not full. A new address (a new leader) replaces the pool.
+func (c *fwdClient) pick(addr string, until time.Time) (*fwdConn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -443,6 +551,7 @@ func (c *fwdClient) get(addr string, until time.Time) (*fwdConn, error) {
 		return nil, errRetry
 	}
 	conn := &fwdConn{client: c, c: nc, wq: make(chan *fwdCall, 1024), dead: make(chan struct{}), pending: make(map[uint64]*fwdCall)}
+	conn.lastRecv.Store(time.Now().UnixNano())
 	c.conns = append(c.conns, conn)
 	c.mu.Unlock()
 	go conn.writer()
@@ -453,16 +562,21 @@ func (c *fwdClient) get(addr string, until time.Time) (*fwdConn, error) {
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
-	nc, err := dialPeer(c.tls, addr, timeout)
+	nc, err := dialPeer(c.tls, addr, timeout, c.t)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	_ = nc.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := nc.Write([]byte(fwdHello)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
+	}
+	_ = nc.SetWriteDeadline(time.Time{})
+	if c.wrap != nil {
+		nc = c.wrap(nc)
 	}
 	return nc, nil
 }
@@ -483,6 +597,20 @@ func (c *fwdClient) close() {
 	closeAll(conns)
 }
 
+// register gives call an id on conn and makes it pending; false when the
+// connection is dead.
+func (conn *fwdConn) register(call *fwdCall) bool {
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	if conn.err != nil {
+		return false
+	}
+	conn.nextID++
+	call.id = conn.nextID
+	conn.pending[call.id] = call
+	return true
+}
+
 // forget drops a call its caller gave up on.
 func (conn *fwdConn) forget(id uint64) {
 	conn.mu.Lock()
@@ -490,7 +618,59 @@ func (conn *fwdConn) forget(id uint64) {
 	conn.mu.Unlock()
 }
 
-// writer writes queued calls, coalescing everything queued into one flush.
+// healthy reports whether conn may carry a call: it heard from the leader
+// within t.idle, or it answers a ping within t.ping. A connection that
+// fails the ping is dropped.
+func (conn *fwdConn) healthy() bool {
+	t := conn.client.t
+	if time.Since(time.Unix(0, conn.lastRecv.Load())) < t.idle {
+		return true
+	}
+	if err := conn.ping(t.ping); err != nil {
+		conn.die(fmt.Errorf("health check: %w", err))
+		return false
+	}
+	return true
+}
+
+// ping sends a request without ops, which the leader answers at once.
+func (conn *fwdConn) ping(timeout time.Duration) error {
+	call := &fwdCall{done: make(chan struct{})}
+	if !conn.register(call) {
+		return errors.New("connection closed")
+	}
+	var id batchID
+	p := binary.AppendUvarint(nil, call.id)
+	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
+	p = append(p, id[:]...)
+	p = appendOps(p, nil)
+	call.frame = frame(p)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case conn.wq <- call:
+	case <-conn.dead:
+		return errors.New("connection closed")
+	case <-t.C:
+		conn.forget(call.id)
+		return fmt.Errorf("no room to send a ping within %v", timeout)
+	}
+	select {
+	case <-call.done:
+		return call.err
+	case <-t.C:
+	}
+	if abandon(&call.state) != reqClaimed {
+		conn.forget(call.id)
+		return fmt.Errorf("no answer to a ping within %v", timeout)
+	}
+	<-call.done
+	return call.err
+}
+
+// writer writes queued calls, coalescing everything queued into one flush,
+// each flush within t.write (a leader that stops reading, or a dead
+// network with full buffers, fails the connection instead of blocking it).
 func (conn *fwdConn) writer() {
 	bw := bufio.NewWriterSize(conn.c, 64<<10)
 	for {
@@ -501,6 +681,7 @@ func (conn *fwdConn) writer() {
 			conn.failQueued()
 			return
 		}
+		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.write))
 		for call != nil {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
@@ -549,6 +730,7 @@ func (conn *fwdConn) reader() {
 			conn.die(err)
 			return
 		}
+		conn.lastRecv.Store(time.Now().UnixNano())
 		d := decoder{b: p}
 		id := d.uvarint()
 		status := d.byte1()
@@ -566,7 +748,7 @@ func (conn *fwdConn) reader() {
 		switch status {
 		case fwdStatusOK:
 			if err := decodeResults(d.b, call.results); err != nil {
-				call.finish(ErrOutcomeUnknown)
+				call.finish(errBadReply)
 				conn.die(err)
 				return
 			}
@@ -580,8 +762,8 @@ func (conn *fwdConn) reader() {
 }
 
 // die closes the connection, removes it from the pool and fails every
-// call waiting for a response: unknown outcome for those written, a retry
-// for those not.
+// call waiting for a response: errResend for those written (the caller
+// may send them again with the same batch ID), errRetry for those not.
 func (conn *fwdConn) die(err error) {
 	conn.mu.Lock()
 	if conn.err != nil {
@@ -608,7 +790,7 @@ func (conn *fwdConn) die(err error) {
 		if call.state.CompareAndSwap(reqQueued, reqClaimed) {
 			call.finish(errRetry)
 		} else if call.state.CompareAndSwap(reqSubmitted, reqClaimed) {
-			call.finish(ErrOutcomeUnknown)
+			call.finish(errResend)
 		}
 	}
 }

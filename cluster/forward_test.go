@@ -7,6 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +24,10 @@ type fakeLeader struct {
 }
 
 type fakeRequest struct {
-	id  uint64
-	ops []engine.Op
-	c   net.Conn
+	id    uint64
+	batch batchID
+	ops   []engine.Op
+	c     net.Conn
 }
 
 func newFakeLeader(t *testing.T) *fakeLeader {
@@ -54,9 +58,16 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 						return
 					}
 					d := decoder{b: p}
-					id := d.uvarint()
+					r := fakeRequest{id: d.uvarint(), c: c}
 					d.uvarint()
-					f.reqs <- fakeRequest{id: id, ops: d.ops(), c: c}
+					copy(r.batch[:], d.b)
+					d.b = d.b[len(r.batch):]
+					r.ops = d.ops()
+					if len(r.ops) == 0 { // a ping
+						r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
+						continue
+					}
+					f.reqs <- r
 				}
 			}()
 		}
@@ -93,28 +104,41 @@ func TestForwardClient(t *testing.T) {
 		{"route again", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusRetry, appendBytes(nil, []byte("not the leader")))
 		}, func(err error, _ []engine.Result) bool { return err == errRetry }},
-		{"connection lost after sending", func(t *testing.T, r fakeRequest) {
+		{"connection lost after sending: send again", func(t *testing.T, r fakeRequest) {
 			r.c.Close()
-		}, func(err error, _ []engine.Result) bool { return err == ErrOutcomeUnknown }},
+		}, func(err error, _ []engine.Result) bool { return err == errResend }},
 		{"garbage results", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusOK, []byte{7})
-		}, func(err error, _ []engine.Result) bool { return err == ErrOutcomeUnknown }},
+		}, func(err error, _ []engine.Result) bool {
+			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
+		}},
+		{"uncertain reply", func(t *testing.T, r fakeRequest) {
+			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(commitTimeoutError(time.Second).Error())))
+		}, func(err error, _ []engine.Result) bool {
+			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
+		}},
+		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
+			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(clusterDownError{time.Minute}.Error())))
+		}, func(err error, _ []engine.Result) bool {
+			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := &fwdClient{size: 1, timeout: timeout, log: testLogger(t)}
+			c := newFwdClient(1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
 			defer c.close()
+			id := c.newBatchID()
 			res := make([]engine.Result, len(ops))
 			errc := make(chan error, 1)
 			deadline := time.NewTimer(timeout)
 			defer deadline.Stop()
 			go func() {
-				errc <- c.forward(context.Background(), deadline.C, time.Now().Add(timeout), leader.ln.Addr().String(), ops, res)
+				errc <- c.forward(context.Background(), deadline.C, time.Now().Add(timeout), leader.ln.Addr().String(), id, ops, res)
 			}()
 			r := <-leader.reqs
-			if len(r.ops) != 2 || string(r.ops[1].Key) != "b" {
-				t.Fatalf("leader got %+v", r.ops)
+			if len(r.ops) != 2 || string(r.ops[1].Key) != "b" || r.batch != id {
+				t.Fatalf("leader got %+v", r)
 			}
 			tt.answer(t, r)
 			if err := <-errc; !tt.check(err, res) {
@@ -131,27 +155,200 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := &fwdClient{size: 1, timeout: time.Second, log: testLogger(t)}
+	c := newFwdClient(1, time.Second, newPeerTimeouts(time.Second, time.Second), nil, testLogger(t))
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
-	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
 	if !errors.Is(err, errRetry) {
 		t.Fatalf("err = %v, want errRetry", err)
 	}
 }
 
+// TestForwardClientTimeout: a call written and never answered is
+// UNCERTAIN (the leader may have applied it), never CLUSTERDOWN, and its
+// connection is dropped: the next call dials a new one and gets through,
+// even though the old connection stays silent forever (as one stuck
+// behind TCP's retransmission backoff would).
 func TestForwardClientTimeout(t *testing.T) {
-	leader := newFakeLeader(t) // reads, never answers
-	c := &fwdClient{size: 1, timeout: 100 * time.Millisecond, log: testLogger(t)}
+	leader := newFakeLeader(t)
+	timeout := 100 * time.Millisecond
+	c := newFwdClient(1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
 	defer c.close()
-	deadline := time.NewTimer(100 * time.Millisecond)
-	defer deadline.Stop()
-	start := time.Now()
-	err := c.forward(context.Background(), deadline.C, time.Now().Add(100*time.Millisecond), leader.ln.Addr().String(),
-		[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
-	if !errors.Is(err, ErrClusterDown) || time.Since(start) > time.Second {
-		t.Fatalf("err = %v after %v", err, time.Since(start))
+	addr := leader.ln.Addr().String()
+	call := func() (error, time.Duration) {
+		deadline := time.NewTimer(timeout)
+		defer deadline.Stop()
+		start := time.Now()
+		err := c.forward(context.Background(), deadline.C, time.Now().Add(timeout), addr, c.newBatchID(),
+			[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+		return err, time.Since(start)
 	}
+	err, took := call()
+	if !errors.Is(err, ErrUncertain) || errors.Is(err, ErrClusterDown) || !strings.HasPrefix(err.Error(), "UNCERTAIN ") || took > time.Second {
+		t.Fatalf("err = %v after %v, want UNCERTAIN", err, took)
+	}
+	stuck := <-leader.reqs // never answered on this connection
+	c.mu.Lock()
+	pooled := len(c.conns)
+	c.mu.Unlock()
+	if pooled != 0 {
+		t.Fatalf("%d connections pooled after a call timed out on one; want it dropped", pooled)
+	}
+	// The next call dials afresh; the fake leader answers on the new
+	// connection only.
+	errc := make(chan error, 1)
+	go func() { err, _ := call(); errc <- err }()
 	r := <-leader.reqs
-	r.reply(t, r.id, fwdStatusOK, appendResults(nil, make([]engine.Result, 1))) // too late: dropped
+	if r.c == stuck.c {
+		t.Fatal("the second call used the connection whose call timed out")
+	}
+	r.reply(t, r.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true}}))
+	if err := <-errc; err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+}
+
+// fakeConn is one connection of scriptedLeader.
+type fakeConn struct {
+	mute  atomic.Bool  // answer nothing, not even pings
+	pings atomic.Int32 // pings answered
+}
+
+// scriptedLeader answers every request with results of as many ops (all
+// allowed) and every ping, on each connection until the test mutes it.
+type scriptedLeader struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []*fakeConn
+}
+
+func newScriptedLeader(t *testing.T) *scriptedLeader {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	l := &scriptedLeader{ln: ln}
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fc := &fakeConn{}
+			l.mu.Lock()
+			l.conns = append(l.conns, fc)
+			l.mu.Unlock()
+			go func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				hello := make([]byte, len(fwdHello))
+				if _, err := io.ReadFull(br, hello); err != nil {
+					return
+				}
+				for {
+					p, err := readFrame(br, maxFwdRequest)
+					if err != nil {
+						return
+					}
+					if fc.mute.Load() {
+						continue
+					}
+					d := decoder{b: p}
+					id := d.uvarint()
+					d.uvarint()
+					d.b = d.b[len(batchID{}):]
+					ops := d.ops()
+					if len(ops) == 0 {
+						fc.pings.Add(1)
+					}
+					q := binary.AppendUvarint(nil, id)
+					q = append(q, fwdStatusOK)
+					q = appendResults(q, make([]engine.Result, len(ops)))
+					if _, err := nc.Write(frame(q)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l
+}
+
+func (l *scriptedLeader) conn(i int) *fakeConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i >= len(l.conns) {
+		return nil
+	}
+	return l.conns[i]
+}
+
+func (l *scriptedLeader) accepted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// TestForwardClientHealthCheck: a pooled connection that has heard nothing
+// for the idle time is pinged before it carries a call; one that does not
+// answer the ping in time is dropped and the call goes through a new
+// connection, one that answers is kept.
+func TestForwardClientHealthCheck(t *testing.T) {
+	timeout := 2 * time.Second
+	pt := newPeerTimeouts(timeout, time.Second)
+	pt.idle, pt.ping = 50*time.Millisecond, 100*time.Millisecond
+	tests := []struct {
+		name      string
+		mute      bool // the first connection goes silent while idle
+		wantConns int
+	}{
+		{"silent connection dropped", true, 2},
+		{"live connection kept", false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newScriptedLeader(t)
+			c := newFwdClient(1, timeout, pt, nil, testLogger(t))
+			defer c.close()
+			call := func() (error, time.Duration) {
+				deadline := time.NewTimer(timeout)
+				defer deadline.Stop()
+				start := time.Now()
+				err := c.forward(context.Background(), deadline.C, time.Now().Add(timeout), l.ln.Addr().String(), c.newBatchID(),
+					[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+				return err, time.Since(start)
+			}
+			if err, _ := call(); err != nil {
+				t.Fatal(err)
+			}
+			first := l.conn(0)
+			if first.pings.Load() != 0 {
+				t.Fatal("a fresh connection was pinged")
+			}
+			first.mute.Store(tt.mute)
+			// Wait until the pooled connection counts as idle.
+			waitFor(t, 5*time.Second, func() error {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if len(c.conns) != 1 || time.Since(time.Unix(0, c.conns[0].lastRecv.Load())) < pt.idle {
+					return errors.New("not idle yet")
+				}
+				return nil
+			})
+			err, took := call()
+			if err != nil {
+				t.Fatalf("call after idle: %v", err)
+			}
+			if got := l.accepted(); got != tt.wantConns {
+				t.Fatalf("%d connections accepted, want %d", got, tt.wantConns)
+			}
+			if !tt.mute && first.pings.Load() != 1 {
+				t.Fatalf("%d pings on the idle connection, want 1", first.pings.Load())
+			}
+			if tt.mute && took > pt.ping+time.Second {
+				t.Fatalf("the call took %v behind a silent connection", took)
+			}
+		})
+	}
 }

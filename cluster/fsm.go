@@ -35,6 +35,11 @@ type fsm struct {
 	// being applied (they alias its data), and results nobody waits for.
 	ops     []engine.Op
 	results []engine.Result
+	spans   []batchSpan
+
+	// dedup is the set of forwarded batches applied (dedup.go); owned by
+	// the FSM goroutine like the engine's state.
+	dedup *dedupSet
 
 	mu      sync.RWMutex
 	leaders map[string]leaderEntry // by ID; guarded by mu
@@ -58,7 +63,8 @@ const (
 )
 
 func newFSM(eng *engine.Engine, log *slog.Logger, hook func()) *fsm {
-	return &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[*byte]struct{})}
+	return &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[*byte]struct{}),
+		dedup: newDedupSet()}
 }
 
 // Apply implements raft.FSM.
@@ -89,30 +95,42 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 }
 
 func (f *fsm) applyCommand(l *raft.Log) any {
-	e, err := decodeEntryInto(l.Data, f.ops)
+	e, err := decodeEntryInto(l.Data, f.ops, f.spans)
 	if err != nil {
 		f.log.Error("skipping a log entry that does not decode", "index", l.Index, "err", err)
 		return fmt.Errorf("log entry %d: %w", l.Index, err)
 	}
 	switch e.typ {
-	case entryOps:
+	case entryOps, entryBatch:
 		if cap(e.ops) > cap(f.ops) && cap(e.ops) <= maxScratch {
 			f.ops = e.ops[:0]
 		}
+		if cap(e.spans) > cap(f.spans) && cap(e.spans) <= maxScratch {
+			f.spans = e.spans[:0]
+		}
 		defer clear(e.ops) // drop the references into the entry's data
-		if f.isAwaited(l.Data) {
-			results := make([]engine.Result, len(e.ops))
+		awaited := f.isAwaited(l.Data)
+		var results []engine.Result
+		if awaited {
+			results = make([]engine.Result, len(e.ops))
+		} else {
+			results = f.results
+			if cap(results) < len(e.ops) {
+				results = make([]engine.Result, len(e.ops))
+				if len(e.ops) <= maxScratch {
+					f.results = results
+				}
+			}
+			results = results[:len(e.ops)]
+		}
+		if e.typ == entryBatch {
+			f.applyBatch(e, results)
+		} else {
 			f.eng.Apply(e.stamp, e.ops, results)
+		}
+		if awaited {
 			return results
 		}
-		results := f.results
-		if cap(results) < len(e.ops) {
-			results = make([]engine.Result, len(e.ops))
-			if len(e.ops) <= maxScratch {
-				f.results = results
-			}
-		}
-		f.eng.Apply(e.stamp, e.ops, results[:len(e.ops)])
 		return nil
 	case entryLeader:
 		f.mu.Lock()
@@ -120,6 +138,48 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		f.mu.Unlock()
 	}
 	return nil
+}
+
+// applyBatch applies a batch entry's ops at one instant, but for the
+// forwarded requests whose batch ID was applied already: their ops are
+// skipped, and their results say errDuplicateBatch.
+func (f *fsm) applyBatch(e decodedEntry, results []engine.Result) {
+	var dups []batchSpan
+	for _, sp := range e.spans {
+		if sp.id != (batchID{}) && !f.dedup.admit(sp.id, e.stamp) {
+			dups = append(dups, sp)
+		}
+	}
+	if len(dups) == 0 {
+		f.eng.Apply(e.stamp, e.ops, results)
+		return
+	}
+	// Rare (a re-sent batch): apply the others, then scatter their results.
+	skip := make([]bool, len(e.ops))
+	for _, sp := range dups {
+		for i := sp.off; i < sp.off+sp.n; i++ {
+			skip[i] = true
+		}
+	}
+	ops := make([]engine.Op, 0, len(e.ops))
+	for i := range e.ops {
+		if !skip[i] {
+			ops = append(ops, e.ops[i])
+		}
+	}
+	sub := make([]engine.Result, len(ops))
+	if len(ops) > 0 {
+		f.eng.Apply(e.stamp, ops, sub)
+	}
+	j := 0
+	for i := range results {
+		if skip[i] {
+			results[i] = engine.Result{Err: errDuplicateBatch}
+		} else {
+			results[i] = sub[j]
+			j++
+		}
+	}
 }
 
 // await registers an entry's data as awaited by a caller on this node;
@@ -182,6 +242,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		s.header.Meta = append(s.header.Meta, [2]string{metaLeaderPfx + id, e.RESP + " " + e.Forward})
 	}
 	f.mu.RUnlock()
+	s.header.Meta = append(s.header.Meta, f.dedup.meta()...)
 	if f.metrics != nil {
 		f.metrics.snapCapture.Observe(time.Since(start).Seconds())
 		s.persisted = f.metrics.snapPersist
@@ -199,6 +260,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: restore snapshot: %w", err)
 	}
 	f.eng.SetClockState(h.Clock)
+	dedup, err := restoreDedup(h.Meta)
+	if err != nil {
+		return fmt.Errorf("cluster: restore snapshot: %w", err)
+	}
+	f.dedup = dedup
 	leaders := make(map[string]leaderEntry)
 	for _, kv := range h.Meta {
 		switch {

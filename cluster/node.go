@@ -135,29 +135,24 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		return nil, err
 	}
 
+	pt := newPeerTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	n.transport = cfg.Transport
 	if n.transport == nil {
-		var adv net.Addr
-		if cfg.RaftAdvertise != "" {
-			if adv, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-				return nil, fmt.Errorf("cluster: RaftAdvertise: %w", err)
-			}
+		// Our stream layer, TLS or not, so that Raft's connections get the
+		// peer socket options (peerconn.go). A DialMap (tests only:
+		// dialmap.go) names the proxies to dial.
+		var provider raft.ServerAddressProvider
+		if len(cfg.DialMap) > 0 {
+			provider = dialMapProvider{peers: cfg.Peers, dial: cfg.DialMap}
 		}
-		var t *raft.NetworkTransport
-		if cfg.TLS != nil {
-			t, err = newTLSTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, 3, 10*time.Second, hlog)
-		} else if len(cfg.DialMap) > 0 {
-			t, err = newDialMapTransport(&cfg, adv, hlog) // tests only: dialmap.go
-		} else {
-			t, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, hlog)
-		}
+		t, err := newPeerTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
 		}
 		n.transport, n.ownTrans = t, true
 	}
 
-	ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS)
+	ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
 	}
@@ -166,7 +161,7 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		n.fwdAddr = cfg.ForwardAdvertise
 	}
 	n.fwdSrv = &fwdServer{n: n, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
-	n.fwd = &fwdClient{size: cfg.ForwardConns, timeout: cfg.ClusterTimeout, log: n.log, tls: cfg.TLS}
+	n.fwd = newFwdClient(cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
@@ -247,14 +242,17 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // Execute implements resp.Executor: it runs ops as one batch through the
 // log, on the leader directly or forwarded to it, and fills results.
 //
-// Errors (their texts are Redis replies): ErrClusterDown's kind when no
-// majority committed within ClusterTimeout (there is no leader, or it cannot
-// reach a quorum); ErrLoading while this node replays its log and knows no
-// leader to forward to; ErrOutcomeUnknown when the batch reached the log
-// but leadership changed (or a forward connection broke) before its outcome
-// was known; ErrShuttingDown after Close. Batches that certainly did not
-// reach the log (not the leader any more, no leader yet) are routed again
-// within the timeout, never retried after they may have applied.
+// Errors (their texts are Redis replies): ErrClusterDown's kind when the
+// batch was certainly not applied and no majority took it within
+// ClusterTimeout (there is no leader, or it cannot reach a quorum);
+// ErrUncertain's kind when it may have been applied but no outcome came
+// (handed to Raft and no answer in time, leadership changed, the connection
+// to the leader broke and no re-send was answered in time); ErrLoading
+// while this node replays its log and knows no leader to forward to;
+// ErrShuttingDown after Close. Batches that certainly did not reach the
+// log (not the leader any more, no leader yet) are routed again within the
+// timeout; a forwarded batch that may have reached it is sent again only
+// with its batch ID, which the log applies at most once.
 func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
 	if len(ops) != len(results) {
 		return fmt.Errorf("ERR internal error: %d results for %d operations", len(results), len(ops))
@@ -267,24 +265,47 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		return ErrShuttingDown
 	default:
 	}
-	until := time.Now().Add(n.cfg.ClusterTimeout)
+	start := time.Now()
+	until := start.Add(n.cfg.ClusterTimeout)
 	deadline := time.NewTimer(n.cfg.ClusterTimeout)
 	defer deadline.Stop()
-	var pause *time.Timer
+	var (
+		pause *time.Timer
+		id    batchID // given at the first forward, kept by every later try
+		sent  bool    // a try was written and its outcome is unknown
+	)
 	for {
 		var err error
 		switch kind, addr := n.route(); kind {
 		case routeLocal:
-			err = n.batcher.submit(ctx, deadline.C, ops, results)
+			// After a forwarded try that may have applied, only with its
+			// ID (this node became the leader meanwhile).
+			err = n.batcher.submitID(ctx, deadline.C, id, ops, results)
 		case routeForward:
-			err = n.fwd.forward(ctx, deadline.C, until, addr, ops, results)
-			if !errors.Is(err, errRetry) {
+			if id == (batchID{}) {
+				id = n.fwd.newBatchID()
+			}
+			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
+			if !errors.Is(err, errRetry) && !errors.Is(err, errResend) {
 				n.metrics.forwarded(len(ops))
 			}
+			if errors.Is(err, errResend) || errors.Is(err, ErrOutcomeUnknown) {
+				// Written, then the connection broke or the leader lost its
+				// leadership: send it again, same ID, while that is safe.
+				sent = true
+				if time.Since(start) >= fwdResendWindow {
+					return uncertainError{"the connection to the leader broke after the command was sent; it may have been applied"}
+				}
+				err = errRetry
+			}
 		case routeLoading:
-			return ErrLoading
+			err = ErrLoading
 		default:
 			err = errRetry
+		}
+		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
+			// This try was not applied, but an earlier one may have been.
+			return commitTimeoutError(n.cfg.ClusterTimeout)
 		}
 		if errors.Is(err, ErrOutcomeUnknown) {
 			return n.awaitLeaderAfterLoss(ctx, deadline.C)
@@ -302,21 +323,25 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		select {
 		case <-pause.C:
 		case <-deadline.C:
+			if sent {
+				return commitTimeoutError(n.cfg.ClusterTimeout)
+			}
 			return clusterDownError{n.cfg.ClusterTimeout}
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-n.closing:
+			if sent {
+				return ErrOutcomeUnknown
+			}
 			return ErrShuttingDown
 		}
 	}
 }
 
 // awaitLeaderAfterLoss decides how to report a batch whose outcome became
-// unknown when leadership changed. If a leader is known again before the
-// command's deadline the cluster is working and the answer is
-// ErrOutcomeUnknown; if none is by then, this node has no majority, and
-// SPEC section 5 says such a command fails with CLUSTERDOWN (whose text
-// still says the operation may have been applied).
+// unknown when leadership changed: UNCERTAIN either way, saying whether a
+// leader is known again before the command's deadline (the cluster works)
+// or none is (no majority).
 func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Time) error {
 	t := time.NewTicker(retryPause)
 	defer t.Stop()
@@ -327,7 +352,7 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 		select {
 		case <-t.C:
 		case <-deadline:
-			return lostQuorumError{n.cfg.ClusterTimeout}
+			return lostQuorumError(n.cfg.ClusterTimeout)
 		case <-ctx.Done():
 			return ErrOutcomeUnknown
 		case <-n.closing:
@@ -389,10 +414,10 @@ func (n *Node) isReplayed() bool {
 // acceptForwarded queues a batch forwarded by a follower, if this node is
 // the ready leader. Otherwise it returns no request and the status to
 // answer: retry (not applied; the follower routes again) or an error.
-func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) (*request, byte, error) {
+func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
 	switch kind, _ := n.route(); kind {
 	case routeLocal:
-		req, err := n.batcher.enqueue(ctx, deadline, ops, results)
+		req, err := n.batcher.enqueue(ctx, deadline, id, ops, results)
 		if err != nil {
 			return nil, fwdStatusError, err
 		}

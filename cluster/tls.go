@@ -9,14 +9,11 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 )
 
 // Mutual TLS between peers. hashicorp/raft has no TLS of its own: its
-// NetworkTransport runs over a StreamLayer, and tlsStreamLayer is one over
-// crypto/tls. The forward listener and its dialer use the same tls.Config,
+// NetworkTransport runs over a StreamLayer, and peerStreamLayer (peerconn.go)
+// is one over crypto/tls when Config.TLS is set. The forward listener and its dialer use the same tls.Config,
 // so one certificate per node, signed by the cluster's CA, admits it to
 // both: each side verifies the other's certificate against the CA (the
 // dialer also checks that the certificate names the address it dialed), and
@@ -62,71 +59,6 @@ func LoadCertPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificate found", file)
 	}
 	return pool, nil
-}
-
-// tlsStreamLayer is a raft.StreamLayer over mutual TLS.
-type tlsStreamLayer struct {
-	net.Listener // yields *peerConn
-	advertise    net.Addr
-	cfg          *tls.Config
-}
-
-// Dial implements raft.StreamLayer: a TCP connection and a TLS handshake,
-// both within timeout.
-func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialPeer(l.cfg, string(address), timeout)
-}
-
-// Addr implements net.Listener: the advertised address when there is one.
-func (l *tlsStreamLayer) Addr() net.Addr {
-	if l.advertise != nil {
-		return l.advertise
-	}
-	return l.Listener.Addr()
-}
-
-// newTLSTransport is raft.NewTCPTransportWithLogger over mutual TLS.
-func newTLSTransport(bind, advertise string, cfg *tls.Config, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	ln, err := listenPeer(bind, cfg)
-	if err != nil {
-		return nil, err
-	}
-	layer := &tlsStreamLayer{Listener: ln, cfg: cfg}
-	if advertise != "" {
-		if layer.advertise, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
-		}
-	}
-	if a, ok := layer.Addr().(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
-		ln.Close()
-		return nil, fmt.Errorf("raft address %s cannot be dialed by others: give an advertise address", layer.Addr())
-	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: maxPool,
-		Timeout: timeout,
-		Logger:  logger,
-	}), nil
-}
-
-// listenPeer listens for peers on addr: over mutual TLS when cfg is set.
-func listenPeer(addr string, cfg *tls.Config) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil || cfg == nil {
-		return ln, err
-	}
-	return &peerListener{Listener: ln, cfg: cfg}, nil
-}
-
-// dialPeer connects to a peer at addr within timeout: over mutual TLS
-// (handshake included in the timeout) when cfg is set.
-func dialPeer(cfg *tls.Config, addr string, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
-	if cfg == nil {
-		return d.Dial("tcp", addr)
-	}
-	return tls.DialWithDialer(d, "tcp", addr, cfg)
 }
 
 // peerListener accepts TLS connections whose handshake runs, bounded by

@@ -180,6 +180,7 @@ func TestTLSCluster(t *testing.T) {
 func forwardRequest() []byte {
 	p := binary.AppendUvarint(nil, 1) // id
 	p = binary.AppendUvarint(p, 1000) // timeout, ms
+	p = append(p, make([]byte, len(batchID{}))...)
 	p = appendOps(p, []engine.Op{{Code: engine.OpTime}})
 	return append([]byte(fwdHello), frame(p)...)
 }

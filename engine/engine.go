@@ -16,7 +16,10 @@ import (
 // holding one. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
 // Reset, Len) visit them one at a time, so they are not atomic snapshots of
 // the whole engine. The decide path takes no global lock: the clock is
-// lock-free for readers (see clock).
+// lock-free for readers (see clock). The Watcher (Config.Watcher) is called
+// with or without a shard lock held, and so sits below the shard locks in
+// the order: it takes only a leaf lock of its own and never calls into the
+// engine.
 //
 // Memory. A key of up to 19 bytes costs about 58 bytes: a 48-byte
 // pointer-free entry in a paged slab holding the state words, an interned rule
@@ -30,6 +33,7 @@ type Engine struct {
 	clock  clock
 	sweep  sweepCursor
 	tot    *totals // nil without limits (memory.go)
+	watch  Watcher // nil unless Config.Watcher is set
 }
 
 const (
@@ -53,6 +57,7 @@ func New(cfg Config) *Engine {
 		shards: make([]*shard, n),
 		mask:   uint64(n - 1),
 		maxLog: cfg.MaxLogLimit,
+		watch:  cfg.Watcher,
 	}
 	if e.maxLog <= 0 {
 		e.maxLog = DefaultMaxLogLimit
@@ -63,6 +68,7 @@ func New(cfg Config) *Engine {
 	}
 	for i := range e.shards {
 		e.shards[i] = newShard(e.tot)
+		e.shards[i].watch = cfg.Watcher
 	}
 	e.clock.init()
 	return e
@@ -88,6 +94,9 @@ func (e *Engine) Reset() {
 		s.mu.Lock()
 		s.reset()
 		s.mu.Unlock()
+	}
+	if e.watch != nil {
+		e.watch.AllChanged()
 	}
 }
 
@@ -180,6 +189,9 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			}
 			if j-i > 1 {
 				e.decideRun(now, ops[i:j], results[i:j])
+				if e.watch != nil {
+					e.notify(ops[i:j])
+				}
 				i = j - 1
 				continue
 			}
@@ -217,6 +229,25 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			r.Err = fmt.Errorf("%w: unknown operation code %d", ErrBadRule, op.Code)
 		}
 		results[i] = r
+		if e.watch != nil {
+			e.notify(ops[i : i+1])
+		}
+	}
+}
+
+// notify tells the watcher of the keys ops may have changed. Any mutating
+// operation with a key counts, except a decision at cost 0 (which changes
+// nothing; a reclaim it makes is reported by shard.remove).
+func (e *Engine) notify(ops []Op) {
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.Code == OpFlush:
+			e.watch.AllChanged()
+		case op.Code == OpDecide && op.Cost == 0:
+		case op.Code.Mutates() && op.Key != nil:
+			e.watch.KeyChanged(op.Key)
+		}
 	}
 }
 

@@ -12,7 +12,19 @@ const defaultScanCount = 10
 // sweepCursor is Sweep's round-robin position, shard<<32 | entry index.
 type sweepCursor struct{ pos atomic.Uint64 }
 
-// scan runs one SCAN step.
+// scanWorkFactor bounds the entry slots one SCAN step examines to this
+// many per key of its COUNT (plus one page), so that a step over a slab
+// full of holes left by deleted keys still ends quickly.
+const scanWorkFactor = 16
+
+// scan runs one SCAN step: it examines up to COUNT (op.Cost) keys, live or
+// not, from the cursor on, and returns those with state at now that match.
+// Cost is counted in keys, as Redis counts its COUNT, not in lock stripes
+// or slots: an empty stripe is skipped without taking its lock, and a step
+// that has used its COUNT looks ahead for the next key so that the cursor
+// it returns is 0 when none is left. A keyspace of n keys that does not
+// change is thus scanned in max(1, ceil(n/COUNT)) steps, unless holes left
+// by deleted keys exhaust a step's work bound (scanWorkFactor) first.
 func (e *Engine) scan(now int64, op *Op) Result {
 	budget := int(op.Cost)
 	if op.Cost <= 0 || op.Cost > 1<<20 {
@@ -21,13 +33,20 @@ func (e *Engine) scan(now int64, op *Op) Result {
 			budget = 1 << 20
 		}
 	}
+	work := budget*scanWorkFactor + pageSize
 	si, idx := op.Cursor>>32, uint32(op.Cursor)
 	var keys [][]byte
-	for si < uint64(len(e.shards)) && budget > 0 {
+	for si < uint64(len(e.shards)) && work > 0 {
 		s := e.shards[si]
+		if s.count.Load() == 0 {
+			// Nothing to return here; a key added to it now was not
+			// present for the whole scan.
+			si, idx = si+1, 0
+			continue
+		}
 		s.mu.Lock()
 		var done bool
-		idx, done, budget = s.walk(idx, budget, func(_ uint32, ent *entry) {
+		idx, done, budget, work = s.scanWalk(idx, budget, work, func(ent *entry) {
 			if op.Rule.Kind != KindNone && s.rules.get(ent.rule).Kind != op.Rule.Kind {
 				return
 			}
@@ -36,7 +55,8 @@ func (e *Engine) scan(now int64, op *Op) Result {
 		s.mu.Unlock()
 		if done {
 			si, idx = si+1, 0
-			budget-- // an empty shard still costs a step
+		} else if budget == 0 {
+			break // stopped at the next key, still unvisited
 		}
 	}
 	var cursor uint64
@@ -44,6 +64,35 @@ func (e *Engine) scan(now int64, op *Op) Result {
 		cursor = si<<32 | uint64(idx)
 	}
 	return Result{Keys: keys, Cursor: cursor}
+}
+
+// scanWalk calls fn on the entries in use from index idx on until it has
+// called it keys times and then reached the next entry in use (which it does
+// not visit), or has examined work slots (a released page counts as one),
+// or reached the end of the shard. It returns where it stopped, whether the
+// shard is done, and the keys and work left.
+func (s *shard) scanWalk(idx uint32, keys, work int, fn func(ent *entry)) (uint32, bool, int, int) {
+	end := s.slotsEnd()
+	for work > 0 {
+		if idx >= end {
+			return 0, true, keys, work
+		}
+		work--
+		pg := idx >> pageBits
+		if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
+			idx = (pg + 1) << pageBits
+			continue
+		}
+		if ent := s.entry(idx); ent.rule != 0 {
+			if keys == 0 {
+				return idx, false, 0, work
+			}
+			fn(ent)
+			keys--
+		}
+		idx++
+	}
+	return idx, idx >= end, keys, work
 }
 
 // appendIfMatch appends a copy of ent's key if it has state at now and

@@ -22,6 +22,7 @@ type shard struct {
 	// reclaimedAt is the quantum in which the held state was last made
 	// exactly the counted state; final marks the second asking of room.
 	tot         *totals
+	watch       Watcher // Config.Watcher: told of every removal
 	accKeys     int64
 	accBytes    int64
 	reclaimedAt int64
@@ -74,6 +75,9 @@ func (s *shard) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
 func (s *shard) remove(pos, idx uint32) {
 	s.deleteSlot(pos)
 	e := s.entry(idx)
+	if s.watch != nil {
+		s.watch.KeyChanged(s.keyOf(e))
+	}
 	if s.rules.get(e.rule).Kind == KindLog {
 		s.logs.release(uint32(e.a))
 	}

@@ -20,6 +20,24 @@ type Config struct {
 	// (MemoryBytes): a decision that would create a key beyond it fails
 	// with ErrOOM. Existing keys keep working under both limits.
 	MaxBytes int64
+	// Watcher, when set, is told of every key whose state may have
+	// changed (client-side caching's invalidations). Nil by default: the
+	// engine then pays one predictable branch per change.
+	Watcher Watcher
+}
+
+// Watcher is told which keys' state may have changed: by a decision with a
+// cost (a charge or a refund), a delete, a reclaim of a key back at its
+// initial state (by an access, Sweep or the memory limits), or any other
+// mutating operation with a key; AllChanged by FLUSHALL and Reset. It may be
+// told of a key that did not in fact change, and of one key more than once.
+//
+// The engine calls it on the goroutine that runs the operation, sometimes
+// with a shard lock held, so it must be cheap and take at most a leaf lock:
+// one never held while calling into the engine. It must not retain key.
+type Watcher interface {
+	KeyChanged(key []byte)
+	AllChanged()
 }
 
 // ClockState is the replicated state of the decision clock (see clock.go).

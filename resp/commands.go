@@ -64,14 +64,19 @@ func tokenArg(token, name, typ string) argDoc {
 var costArgDoc = optional(tokenArg("COST", "n", "integer"))
 
 // buildCommandTable returns the command table, keyed by lower-case name.
-// Cluster commands are present only when the executor is a cluster node.
+// The RAFT.* commands are present only when the executor is a cluster node;
+// a standalone node answers the Redis Cluster commands with Redis's
+// "cluster support disabled" error.
 func buildCommandTable(cluster bool) map[string]*command {
 	list := limiterCommands()
 	list = append(list, keyspaceCommands()...)
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
+	list = append(list, transactionCommands()...)
 	if cluster {
 		list = append(list, raftCommands()...)
+	} else {
+		list = append(list, clusterDisabledCommands()...)
 	}
 	table := make(map[string]*command, len(list))
 	for _, c := range list {

@@ -16,7 +16,7 @@ const redisCompatVersion = "7.2.0"
 func connectionCommands() []*command {
 	clientCmd := &command{
 		name: "client", arity: -2, group: "connection", since: "2.4.0", complexity: "O(1)",
-		summary: "Connection state: ID, SETNAME, GETNAME, SETINFO, LIST, INFO",
+		summary: "Connection state: ID, SETNAME, GETNAME, SETINFO, LIST, INFO, TRACKING, CACHING",
 		noAuth:  false,
 		run:     runSubcommand,
 	}
@@ -80,6 +80,16 @@ func connectionCommands() []*command {
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.local.Verbatim(c.infoLine(time.Now()) + "\n")
 			}},
+		{name: "client|tracking", arity: -3, group: "connection", since: "6.0.0",
+			summary: "Client-side caching: invalidation pushes for the keys this connection reads (RESP3)",
+			args: []argDoc{{name: "status", typ: "oneof", subargs: []argDoc{{name: "on", typ: "pure-token", token: "ON"}, {name: "off", typ: "pure-token", token: "OFF"}}},
+				optional(argDoc{name: "optin", typ: "pure-token", token: "OPTIN"}), optional(argDoc{name: "optout", typ: "pure-token", token: "OPTOUT"}),
+				optional(argDoc{name: "noloop", typ: "pure-token", token: "NOLOOP"})},
+			run: runClientTracking},
+		{name: "client|caching", arity: 3, group: "connection", since: "6.0.0",
+			summary: "Whether the next command's reads are tracked (OPTIN or OPTOUT mode)",
+			args:    []argDoc{{name: "mode", typ: "oneof", subargs: []argDoc{{name: "yes", typ: "pure-token", token: "YES"}, {name: "no", typ: "pure-token", token: "NO"}}}},
+			run:     runClientCaching},
 		{name: "client|no-evict", arity: 3, group: "connection", since: "7.0.0", summary: "Accepted for compatibility",
 			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
 		{name: "client|no-touch", arity: 3, group: "connection", since: "7.2.0", summary: "Accepted for compatibility",
@@ -166,6 +176,8 @@ func connectionCommands() []*command {
 			name: "reset", arity: 1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "6.2.0",
 			complexity: "O(1)", summary: "Reset the connection: RESP2, no name, not authenticated",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.stopTracking()
+				c.multi = nil
 				c.proto = 2
 				c.setAuthenticated(s.cfg.RequirePass == "")
 				c.mu.Lock()
@@ -241,6 +253,9 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 	if !c.authed {
 		c.local.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
+	}
+	if proto != 3 {
+		c.stopTracking() // its pushes need RESP3
 	}
 	c.mu.Lock()
 	if setName {

@@ -65,6 +65,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -192,11 +193,18 @@ func (l *guardListener) Accept() (net.Conn, error) {
 }
 
 // GuardConn is a net.Conn whose Read passes on only well-framed RESP within
-// Limits (see the package's guard notes). Everything but Read is the
-// underlying connection's. Read is not safe for concurrent use (redcon reads
-// from one goroutine); SetAuthenticated is safe from any goroutine.
+// Limits (see the package's guard notes). Everything but Read and Write is
+// the underlying connection's. Read is not safe for concurrent use (redcon
+// reads from one goroutine); SetAuthenticated is safe from any goroutine.
+//
+// Write is serialized by a mutex, so that each Write reaches the client
+// whole and in one piece. redcon writes each flush of its buffer (whole
+// replies) as one Write, and the server writes the out-of-band RESP3 pushes
+// of client-side caching (tracking.go) from another goroutine, also as one
+// Write each: a push thus falls between replies, never inside one.
 type GuardConn struct {
 	net.Conn
+	wmu      sync.Mutex // serializes Write; a leaf lock
 	limits   Limits
 	needAuth bool
 	authed   atomic.Bool
@@ -213,6 +221,13 @@ type GuardConn struct {
 // SetAuthenticated(true).
 func NewGuardConn(c net.Conn, limits Limits, needAuth bool) *GuardConn {
 	return &GuardConn{Conn: c, limits: limits.withDefaults(), needAuth: needAuth}
+}
+
+// Write writes b whole, under the connection's write mutex.
+func (c *GuardConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.Conn.Write(b)
 }
 
 // SetAuthenticated switches between the pre-auth limits (false) and the
@@ -324,7 +339,7 @@ func (c *GuardConn) reject() error {
 		c.sent = true
 		if !c.fail.silent {
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(errorWriteTimeout))
-			_, _ = io.WriteString(c.Conn, "-ERR "+c.fail.Error()+"\r\n")
+			_, _ = io.WriteString(c, "-ERR "+c.fail.Error()+"\r\n")
 		}
 	}
 	return c.fail

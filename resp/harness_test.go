@@ -18,11 +18,15 @@ import (
 // at or after it (the clock may not be frozen in the past).
 const epoch2030 = int64(1893456000000)
 
-// startServer runs a server over a fresh in-memory engine on 127.0.0.1:0
-// and returns its address; it stops when the test ends.
+// startServer runs a server over a fresh in-memory engine on 127.0.0.1:0,
+// with client tracking, and returns its address; it stops when the test
+// ends.
 func startServer(t testing.TB, cfg Config) string {
 	t.Helper()
-	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Shards: 16, MaxLogLimit: cfg.MaxLogLimit}))
+	if cfg.Tracker == nil {
+		cfg.Tracker = NewTracker(0)
+	}
+	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Shards: 16, MaxLogLimit: cfg.MaxLogLimit, Watcher: cfg.Tracker}))
 	return addr
 }
 

@@ -31,10 +31,15 @@ type client struct {
 	lastCmd    string
 	shownProto int // proto, as CLIENT LIST shows it
 
-	cmds    []redcon.Command
-	pending []pending
-	ops     []engine.Op
-	results []engine.Result
+	cmds       []redcon.Command
+	pending    []pending
+	ops        []engine.Op
+	results    []engine.Result
+	tracking   *tracking   // CLIENT TRACKING state; nil when off (tracking.go)
+	cachingSet bool        // the command just dispatched was CLIENT CACHING
+	multi      *multiState // the transaction being queued; nil outside one (multi.go)
+	execing    bool        // EXEC is dispatching the queued commands
+
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
 	tallies []tally  // the pipeline's counts per command (metrics.go)
@@ -99,6 +104,9 @@ func segmentFull(c *client) bool {
 // closing).
 func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Command) {
 	start := time.Now()
+	if c.tracking != nil {
+		c.tracking.begin()
+	}
 	c.pending = c.pending[:0]
 	c.ops = c.ops[:0]
 	c.local.b = c.local.b[:0]
@@ -109,6 +117,10 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		if i > 0 && segmentFull(c) {
 			rest = cmds[i:]
 			break
+		}
+		if c.multi != nil && len(rc.Args) > 0 {
+			s.multiStep(c, rc.Args) // multi.go
+			continue
 		}
 		c.pending = append(c.pending, pending{})
 		p := &c.pending[len(c.pending)-1]
@@ -150,17 +162,21 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		}
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
 	}
-	// Keys and patterns point into redcon's buffers: drop them so the
-	// scratch slices do not pin old pipelines.
-	clear(c.ops)
-	if rest == nil {
+	if rest == nil && c.tracking == nil {
 		c.conn.WriteRaw(c.out.b) // redcon flushes it after the handler
 	} else if _, err := c.conn.NetConn().Write(c.out.b); err != nil {
-		// More follows, so the replies went out directly (redcon's own
-		// buffer is empty inside the handler: their order is kept).
+		// More follows, or invalidations wait for these replies, so they
+		// went out directly (redcon's own buffer is empty inside the
+		// handler: their order is kept).
 		rest = nil
 		c.quit = true
 	}
+	if c.tracking != nil {
+		c.tracking.end(c.ownChange)
+	}
+	// Keys and patterns point into redcon's buffers: drop them so the
+	// scratch slices do not pin old pipelines.
+	clear(c.ops)
 	s.flushTallies(c, time.Since(start))
 	if c.quit {
 		_ = c.conn.Close()
@@ -210,6 +226,20 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 	}
 	p.cmd = cmd
 	cmd.run(s, c, args, p)
+	if c.tracking != nil {
+		c.afterCommand(p, args)
+	}
+}
+
+// ownChange reports whether the segment just run has an operation that may
+// change key (NOLOOP's filter).
+func (c *client) ownChange(key string) bool {
+	for i := range c.ops {
+		if op := &c.ops[i]; op.Code.Mutates() && string(op.Key) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup finds a command by case-insensitive name without allocating.

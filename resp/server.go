@@ -48,6 +48,10 @@ type Config struct {
 	// Engine, when set, is the engine behind the executor: INFO memory and
 	// the metrics report its keys, accounted memory and limits.
 	Engine *engine.Engine
+	// Tracker, when set, enables CLIENT TRACKING. It must also be the
+	// Watcher of the engine the executor applies operations to (on every
+	// node of a cluster, each its own), which tells it of changed keys.
+	Tracker *Tracker
 }
 
 // appendFsync is the durability mode to report: "no" when nothing is
@@ -93,7 +97,8 @@ func (c *Config) setDefaults() {
 //
 // Lock order: Server.mu (the client registry) before client.mu (a client's
 // name fields). No other lock of this package is held while calling the
-// Executor.
+// Executor. The Tracker's locks (tracking.go) are leaves below the engine's
+// shard locks; GuardConn's write mutex is taken with no other lock held.
 type Server struct {
 	cfg      Config
 	exec     Executor
@@ -273,6 +278,7 @@ func (s *Server) closed(conn redcon.Conn, err error) {
 	if !ok {
 		return
 	}
+	c.stopTracking()
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.mu.Unlock()

@@ -130,6 +130,8 @@ func TestCheckLedger(t *testing.T) {
 		decided(0, 0, 1, 2, true, 3),
 		{Key: 0, Call: 2 * ms, Return: 3 * ms, Cost: 1, Status: stUnknown},
 		decided(0, 4, 5, 3, false, 3),
+		// Certainly not applied: a final state that shows it is a violation.
+		{Key: 0, Call: 6 * ms, Return: 7 * ms, Cost: 2, Status: stFail, Err: "CLUSTERDOWN no quorum"},
 	}
 	tests := []struct {
 		name    string
@@ -140,6 +142,7 @@ func TestCheckLedger(t *testing.T) {
 		{"unknown op applied", finalRead{key: keys[0], rem: 2, ok: true}, ""},
 		{"admission forgotten", finalRead{key: keys[0], rem: 4, ok: true}, "forgotten"},
 		{"phantom admission", finalRead{key: keys[0], rem: 1, ok: true}, "at most 3"},
+		{"a CLUSTERDOWN decision applied", finalRead{key: keys[0], rem: 0, ok: true}, "at most 3"},
 		{"nodes disagree", finalRead{key: keys[0], nodes: []string{"n1=3", "n2=2"}}, "disagree"},
 	}
 	for _, tc := range tests {
@@ -169,6 +172,9 @@ func TestCheckLinearizable(t *testing.T) {
 			decided(0, 10, 11, 1, true, 4)}, false},
 		{"a denial with units left", []op{
 			decided(0, 0, 1, 1, true, 4), decided(0, 2, 3, 1, false, 4)}, true},
+		{"a CLUSTERDOWN decision that applied", []op{
+			decided(0, 0, 1, 1, true, 4), {Key: 0, Call: 2 * ms, Return: 3 * ms, Cost: 2, Status: stFail},
+			decided(0, 10, 11, 1, true, 1)}, true},
 		{"peek nil after an admission", []op{
 			decided(4, 0, 1, 1, true, 2), {Key: 4, Peek: true, Nil: true, Status: stOK, Call: 2 * ms, Return: 3 * ms}}, true},
 	}
@@ -217,8 +223,9 @@ func TestClassify(t *testing.T) {
 		{"timeout", false, reply{}, os.ErrDeadlineExceeded, stUnknown},
 		{"loading", false, reply{err: "LOADING sluice is loading the dataset in memory"}, nil, stFail},
 		{"shutting down", false, reply{err: "CLUSTERDOWN this node is shutting down"}, nil, stFail},
-		{"no quorum", false, reply{err: "CLUSTERDOWN no quorum: the cluster could not commit within 2s"}, nil, stUnknown},
-		{"outcome unknown", false, reply{err: "ERR outcome unknown: leadership changed"}, nil, stUnknown},
+		{"no quorum: not applied", false, reply{err: "CLUSTERDOWN no quorum: the cluster could not commit within 2s"}, nil, stFail},
+		{"uncertain", false, reply{err: "UNCERTAIN leadership changed while committing; the command may have been applied"}, nil, stUnknown},
+		{"old outcome unknown text", false, reply{err: "ERR outcome unknown: leadership changed"}, nil, stUnexpected},
 		{"wrongtype", false, reply{err: "WRONGTYPE Operation against a key holding the wrong kind of limiter"}, nil, stUnexpected},
 	}
 	for _, tc := range tests {

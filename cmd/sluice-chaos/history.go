@@ -19,11 +19,12 @@ const (
 	// stOK: a reply came; its fields are the outcome.
 	stOK status = iota
 	// stFail: an error after which the command certainly did not apply
-	// (LOADING, a node shutting down, maxclients).
+	// (LOADING, CLUSTERDOWN, maxclients). The checks hold sluice to it: a
+	// failed decision that turns out applied breaks the ledger and
+	// linearizability checks.
 	stFail
 	// stUnknown: no reply (timeout, broken connection), or an error after
-	// which the command may still apply (CLUSTERDOWN no quorum, outcome
-	// unknown).
+	// which the command may still apply (UNCERTAIN).
 	stUnknown
 	// stUnexpected: a reply the workload can never get (WRONGTYPE, a
 	// syntax error, a malformed reply): a violation in itself.
@@ -96,12 +97,11 @@ func classify(o *op, k *keySpec, r reply, err error) {
 	case r.err != "":
 		o.Err = r.err
 		switch {
-		case strings.HasPrefix(r.err, "LOADING"),
-			strings.HasPrefix(r.err, "CLUSTERDOWN this node is shutting down"),
+		case strings.HasPrefix(r.err, "LOADING "),
+			strings.HasPrefix(r.err, "CLUSTERDOWN "),
 			strings.HasPrefix(r.err, "ERR max number of clients"):
 			o.Status = stFail
-		case strings.HasPrefix(r.err, "CLUSTERDOWN"),
-			strings.HasPrefix(r.err, "ERR outcome unknown"):
+		case strings.HasPrefix(r.err, "UNCERTAIN "):
 			o.Status = stUnknown
 		default:
 			o.Status = stUnexpected

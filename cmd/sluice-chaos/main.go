@@ -2,8 +2,9 @@
 // three-node cluster on 127.0.0.1 while clients on every node send RL.*
 // commands against known limits, injects faults one at a time (kill -9 of
 // the leader and of a follower, SIGSTOP/SIGCONT pauses, partitions through
-// per-link proxies, full restarts, leadership on a node whose clock is off
-// by seconds), records every request with its node, send and reply time
+// per-link proxies, a leader-follower link silent for 30 s whose forwarding
+// connections stay stuck after the heal, full restarts, leadership on a
+// node whose clock is off by seconds), records every request with its node, send and reply time
 // and reply, and checks the history:
 //
 //   - bound: the admissions of each key never exceed what its algorithm
@@ -17,7 +18,12 @@
 //   - replicas: after healing, every replica holds the same state (DEBUG
 //     DIGEST once all have applied the same log);
 //   - and no node exits on its own, every reply is well-formed, and the
-//     cluster serves again after every heal.
+//     cluster serves again after every heal (within 2 s of a stalled
+//     link's).
+//
+// A CLUSTERDOWN reply counts as "certainly not applied" and UNCERTAIN as
+// "may have applied": a CLUSTERDOWN decision that turns out applied breaks
+// the ledger and linearizability checks.
 //
 // Randomness comes from one seed, printed first. The last line is
 // "chaos: F faults, N operations, V violations"; the exit status is 1 when
@@ -58,6 +64,7 @@ type options struct {
 	genEvery       time.Duration
 	holdMin        time.Duration
 	holdMax        time.Duration
+	stallHold      time.Duration
 	quietMin       time.Duration
 	quietMax       time.Duration
 	requestTimeout time.Duration
@@ -81,6 +88,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.genEvery, "generation", 15*time.Second, "a fresh set of keys every this long")
 	fs.DurationVar(&o.holdMin, "hold-min", time.Second, "shortest fault")
 	fs.DurationVar(&o.holdMax, "hold-max", 5*time.Second, "longest fault")
+	fs.DurationVar(&o.stallHold, "stall-hold", 30*time.Second, "how long a stalled link stays silent (every node must serve within 2s of its heal)")
 	fs.DurationVar(&o.quietMin, "quiet-min", 2*time.Second, "shortest calm between faults")
 	fs.DurationVar(&o.quietMax, "quiet-max", 4*time.Second, "longest calm between faults")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 5*time.Second, "a request without a reply by then has an unknown outcome")
@@ -100,7 +108,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-workers and -rate must be positive")
 	case o.skew < 0 || o.skew > time.Minute:
 		return o, fmt.Errorf("-skew: want [0, 1m], got %v", o.skew)
-	case o.holdMin <= 0 || o.holdMax < o.holdMin || o.quietMin <= 0 || o.quietMax < o.quietMin:
+	case o.holdMin <= 0 || o.holdMax < o.holdMin || o.quietMin <= 0 || o.quietMax < o.quietMin || o.stallHold <= 0:
 		return o, errors.New("-hold-min <= -hold-max and -quiet-min <= -quiet-max, all positive")
 	case o.genEvery < time.Second:
 		return o, errors.New("-generation: at least 1s")
@@ -218,13 +226,23 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	for ctx.Err() == nil {
 		quiet := between(o.quietMin, o.quietMax)
 		hold := between(o.holdMin, o.holdMax)
+		kind := nem.nextKind()
+		if kind == faultStallLink {
+			hold = o.stallHold
+			if time.Now().Add(quiet + hold).After(deadline) {
+				kind = nem.nextKind() // no time left for a long stall
+				if kind == faultStallLink {
+					kind = nem.nextKind()
+				}
+				hold = between(o.holdMin, o.holdMax)
+			}
+		}
 		if time.Now().Add(quiet + hold).After(deadline) {
 			break
 		}
 		if sleepCtx(ctx, quiet) != nil {
 			break
 		}
-		kind := nem.nextKind()
 		desc, heal, err := nem.inject(ctx, kind)
 		if err != nil {
 			log.Warn("fault not injected", "kind", kind, "err", err)
@@ -246,6 +264,11 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 		} else {
 			ev.Recovered = time.Since(healed)
 			log.Info("healed", "n", ev.N, "recovered_in", ev.Recovered.Round(time.Millisecond))
+			if kind == faultStallLink && ev.Recovered > stallRecovery {
+				rep.violations = append(rep.violations, violation{Check: "recovery",
+					Msg: fmt.Sprintf("fault %d (%s): served again %v after the heal, want within %v", ev.N, desc,
+						ev.Recovered.Round(time.Millisecond), stallRecovery)})
+			}
 		}
 		rep.faults = append(rep.faults, ev)
 	}

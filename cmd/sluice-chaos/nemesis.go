@@ -22,13 +22,19 @@ const (
 	faultCutLink                          // cut the leader-follower link only: the other follower bridges
 	faultRestartAll                       // kill -9 every node, start them all on heal
 	faultSkewedLeader                     // hand leadership to the node whose clock is off
+	faultStallLink                        // a silent leader-follower link, held long (stallHold)
 	numFaultKinds
 )
 
 func (k faultKind) String() string {
 	return [...]string{"kill-leader", "kill-follower", "pause-leader", "pause-follower",
-		"isolate-leader", "isolate-follower", "cut-link", "restart-all", "skewed-leader"}[k]
+		"isolate-leader", "isolate-follower", "cut-link", "restart-all", "skewed-leader", "stall-link"}[k]
 }
+
+// stallRecovery is how soon after the heal of a stalled link every node
+// must serve again: however long the stall, no connection may stay stuck
+// behind TCP's retransmission backoff.
+const stallRecovery = 2 * time.Second
 
 // faultEvent is one injected fault, for the report.
 type faultEvent struct {
@@ -140,6 +146,15 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 			return "", nil, errors.Join(err, c.healLinks())
 		}
 		return fmt.Sprintf("cut link %s-%s (%s)", leader.id, f.id, m), c.healLinks, nil
+	case faultStallLink:
+		f := n.follower(leader)
+		if f == nil {
+			return "", nil, fmt.Errorf("no follower to stall")
+		}
+		if err := c.stall(leader.idx, f.idx); err != nil {
+			return "", nil, errors.Join(err, c.healLinks())
+		}
+		return fmt.Sprintf("stall link %s-%s", leader.id, f.id), c.healLinks, nil
 	case faultRestartAll:
 		for _, i := range n.rng.Perm(len(c.nodes)) {
 			c.kill(c.nodes[i])

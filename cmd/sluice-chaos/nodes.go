@@ -241,6 +241,21 @@ func (c *cluster) cut(a, b int, mode cutMode) error {
 }
 
 // healLinks brings every link up.
+// stall silences the link between nodes a and b, both ways, for a long
+// while: Raft's proxies drop (their connections resume on heal: a real
+// Raft connection stuck in backoff is dropped by TCP_USER_TIMEOUT within a
+// second and redialed, which a proxy cannot show the kernel), forwarding's
+// stall (their connections stay stuck after the heal, as TCP leaves them
+// after a long cut: only new ones pass).
+func (c *cluster) stall(a, b int) error {
+	var errs []error
+	for _, key := range [][2]int{{a, b}, {b, a}} {
+		pair := c.proxies[key]
+		errs = append(errs, pair[0].set(cutDrop), pair[1].set(cutStall))
+	}
+	return errors.Join(errs...)
+}
+
 func (c *cluster) healLinks() error {
 	var errs []error
 	for _, ps := range c.proxies {

@@ -23,8 +23,12 @@ import (
 //
 // A cut link either drops (it goes silent: bytes already read wait, new
 // connections hang, as when packets are lost, and everything resumes
-// intact on heal) or rejects (its connections are closed and new ones are
-// refused, as when a host answers with resets).
+// intact on heal), stalls (silent like drop, but on heal the connections
+// that lived through it stay silent for good while new ones pass: what a
+// long cut does to TCP, whose retransmission backoff then keeps an old
+// connection quiet for tens of seconds after the network is back), or
+// rejects (its connections are closed and new ones are refused, as when a
+// host answers with resets).
 //
 // A proxy listens only while its link does not reject and the node behind
 // it is up, so that a dial is refused exactly when it would be without the
@@ -38,9 +42,10 @@ const (
 	linkUp cutMode = iota
 	cutDrop
 	cutReject
+	cutStall
 )
 
-func (m cutMode) String() string { return [...]string{"up", "drop", "reject"}[m] }
+func (m cutMode) String() string { return [...]string{"up", "drop", "reject", "stall"}[m] }
 
 // linkProxy forwards connections from one node to one port of another.
 type linkProxy struct {
@@ -53,9 +58,13 @@ type linkProxy struct {
 	mode cutMode
 	down bool          // the node behind is down
 	gate chan struct{} // closed unless the link drops
-	// conns are the open connections, both sides.
+	// conns are the open connections, both sides; stuck are the client
+	// sides of those that lived through a stall.
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	stuck map[net.Conn]bool
+	// closed is closed by close: it releases stuck connections.
+	closed chan struct{}
+	wg     sync.WaitGroup
 }
 
 // newLinkProxy listens on a free port of 127.0.0.1 for connections to
@@ -68,7 +77,7 @@ func newLinkProxy(target string, log *slog.Logger) (*linkProxy, error) {
 	gate := make(chan struct{})
 	close(gate)
 	p := &linkProxy{target: target, listen: ln.Addr().String(), ln: ln, log: log, gate: gate,
-		conns: map[net.Conn]struct{}{}}
+		conns: map[net.Conn]struct{}{}, stuck: map[net.Conn]bool{}, closed: make(chan struct{})}
 	go p.serve(ln)
 	return p, nil
 }
@@ -136,11 +145,16 @@ func (p *linkProxy) set(mode cutMode) error {
 	if mode == p.mode {
 		return nil
 	}
-	if p.mode == cutDrop {
-		close(p.gate) // release what waits
+	if p.mode == cutDrop || p.mode == cutStall {
+		close(p.gate) // release what waits (but stuck connections)
 	}
-	if mode == cutDrop {
+	if mode == cutDrop || mode == cutStall {
 		p.gate = make(chan struct{})
+	}
+	if mode == cutStall {
+		for c := range p.conns {
+			p.stuck[c] = true
+		}
 	}
 	p.mode = mode
 	if mode == cutReject {
@@ -159,6 +173,9 @@ func (p *linkProxy) track(c net.Conn) bool {
 		return false
 	}
 	p.conns[c] = struct{}{}
+	if p.mode == cutStall {
+		p.stuck[c] = true
+	}
 	return true
 }
 
@@ -166,6 +183,7 @@ func (p *linkProxy) untrack(cs ...net.Conn) {
 	p.mu.Lock()
 	for _, c := range cs {
 		delete(p.conns, c)
+		delete(p.stuck, c)
 	}
 	p.mu.Unlock()
 	for _, c := range cs {
@@ -173,16 +191,32 @@ func (p *linkProxy) untrack(cs ...net.Conn) {
 	}
 }
 
-// waitUp blocks while the link drops, until it heals or ctx ends.
-func (p *linkProxy) waitUp(ctx context.Context) bool {
-	p.mu.Lock()
-	gate := p.gate
-	p.mu.Unlock()
-	select {
-	case <-gate:
-		return true
-	case <-ctx.Done():
-		return false
+// waitUp blocks while the link drops or stalls, until it heals or ctx
+// ends; for a connection (its client side c) stuck by a stall, until ctx
+// ends.
+func (p *linkProxy) waitUp(ctx context.Context, c net.Conn) bool {
+	for {
+		p.mu.Lock()
+		gate, stuck := p.gate, p.stuck[c]
+		p.mu.Unlock()
+		if stuck {
+			select {
+			case <-ctx.Done():
+			case <-p.closed:
+			}
+			return false
+		}
+		select {
+		case <-gate:
+			p.mu.Lock()
+			stuck = p.stuck[c]
+			p.mu.Unlock()
+			if !stuck {
+				return true
+			}
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -196,7 +230,7 @@ func (p *linkProxy) handle(client net.Conn) {
 	// link holds a new connection before it reaches the target.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if !p.waitUp(ctx) {
+	if !p.waitUp(ctx, client) {
 		p.untrack(client)
 		return
 	}
@@ -218,7 +252,7 @@ func (p *linkProxy) handle(client net.Conn) {
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				if !p.waitUp(ctx) {
+				if !p.waitUp(ctx, client) {
 					return
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -242,6 +276,11 @@ func (p *linkProxy) handle(client net.Conn) {
 
 // close stops the proxy and every connection through it.
 func (p *linkProxy) close() {
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
 	_ = p.set(linkUp)
 	p.mu.Lock()
 	p.down = true

@@ -123,3 +123,47 @@ func TestLinkProxy(t *testing.T) {
 		t.Fatalf("after the node is up again: %q, %v", got, err)
 	}
 }
+
+// TestLinkProxyStall: a stalled link is silent; on heal, the connections
+// that lived through the stall stay silent (as TCP deep in retransmission
+// backoff), and new ones pass.
+func TestLinkProxyStall(t *testing.T) {
+	p, err := newLinkProxy(echoServer(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	dial := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", p.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	old, oldRd := dial()
+	if got, err := roundTrip(old, oldRd, "up", time.Second); err != nil || got != "up" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	if err := p.set(cutStall); err != nil {
+		t.Fatal(err)
+	}
+	during, duringRd := dial()
+	if got, err := roundTrip(old, oldRd, "held", 200*time.Millisecond); err == nil {
+		t.Fatalf("a stalled link answered %q", got)
+	}
+	if err := p.set(linkUp); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := roundTrip(old, oldRd, "still", 300*time.Millisecond); err == nil {
+		t.Fatalf("a connection from before the stall answered %q after the heal", got)
+	}
+	if got, err := roundTrip(during, duringRd, "during", 300*time.Millisecond); err == nil {
+		t.Fatalf("a connection made during the stall answered %q after the heal", got)
+	}
+	fresh, freshRd := dial()
+	if got, err := roundTrip(fresh, freshRd, "fresh", time.Second); err != nil || got != "fresh" {
+		t.Fatalf("a new connection after the heal: %q, %v", got, err)
+	}
+}

@@ -126,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.ForwardAddr, "forward-addr", "", "address followers forward commands to (default: Raft port + 1000)")
 	fs.StringVar(&c.Peers, "peers", "", "the cluster's voters: id=raft-addr,id=raft-addr,...")
 	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
-	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN after this long without a majority")
+	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN (not applied) or UNCERTAIN (may have been) after this long without a majority")
 	fs.IntVar(&c.Shards, "shards", 256, "engine lock stripes (a power of two)")
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
 	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit")

@@ -60,8 +60,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			defer tuner.Stop()
 		}
 	}
+	// The tracker hears of changed keys from the engine, whoever changes
+	// them (this node's clients or, on a cluster, the replicated log).
+	tracker := resp.NewTracker(resp.DefaultTrackingMaxKeys)
 	eng := engine.New(engine.Config{Shards: cfg.Shards, MaxLogLimit: cfg.MaxLogLimit,
-		MaxKeys: cfg.MaxKeys, MaxBytes: int64(cfg.MaxMemory)})
+		MaxKeys: cfg.MaxKeys, MaxBytes: int64(cfg.MaxMemory), Watcher: tracker})
 
 	var tlsCfg *tls.Config
 	if cfg.TLSAddr != "" {
@@ -103,6 +106,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Version:     version,
 		Logger:      log,
 		Engine:      eng,
+		Tracker:     tracker,
 	}, exec)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()

@@ -60,6 +60,7 @@ func freePort(t *testing.T) int {
 // proc is one sluice process of a test cluster.
 type proc struct {
 	id, resp, raft, fwd, dir string
+	extra                    []string // more flags (a dial map)
 	cmd                      *exec.Cmd
 	log                      *os.File
 }
@@ -68,11 +69,16 @@ type testCluster struct {
 	t     *testing.T
 	nodes []*proc
 	peers string
-	extra []string // more flags for every node
 }
 
-func newTestCluster(t *testing.T, n int, extra ...string) *testCluster {
-	c := &testCluster{t: t, extra: extra}
+func newTestCluster(t *testing.T, n int) *testCluster {
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith is newTestCluster with setup called on the nodes
+// before they start (to give them more flags).
+func newTestClusterWith(t *testing.T, n int, setup func([]*proc)) *testCluster {
+	c := &testCluster{t: t}
 	var peers []string
 	for i := 1; i <= n; i++ {
 		p := &proc{
@@ -86,6 +92,9 @@ func newTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 		peers = append(peers, p.id+"="+p.raft)
 	}
 	c.peers = strings.Join(peers, ",")
+	if setup != nil {
+		setup(c.nodes)
+	}
 	for _, p := range c.nodes {
 		c.start(p)
 	}
@@ -104,10 +113,10 @@ func (c *testCluster) start(p *proc) {
 		c.t.Fatal(err)
 	}
 	p.log = logf
-	args := []string{"--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
+	p.cmd = exec.Command(binary, "--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
 		"--forward-addr", p.fwd, "--data-dir", p.dir, "--peers", c.peers,
-		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn"}
-	p.cmd = exec.Command(binary, append(args, c.extra...)...)
+		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
+	p.cmd.Args = append(p.cmd.Args, p.extra...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -200,7 +209,11 @@ func TestClusterProcessesFailover(t *testing.T) {
 }
 
 func testClusterProcessesFailover(t *testing.T, flags []string) {
-	c := newTestCluster(t, 3, flags...)
+	c := newTestClusterWith(t, 3, func(ps []*proc) {
+		for _, p := range ps {
+			p.extra = append(p.extra, flags...)
+		}
+	})
 	c.waitServing(c.nodes...)
 	ctx := context.Background()
 	first := c.client(c.nodes[0])

@@ -1,0 +1,344 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/persistence"
+)
+
+// batchEntry encodes a batch entry of the given requests.
+func batchEntry(stamp int64, ids []batchID, reqs [][]engine.Op) []byte {
+	n := 0
+	for _, r := range reqs {
+		n += len(r)
+	}
+	b := appendBatchEntryHeader(nil, stamp, n, len(reqs))
+	for i, r := range reqs {
+		b = appendBatchRequest(b, ids[i], len(r))
+		for j := range r {
+			b = appendOp(b, &r[j])
+		}
+	}
+	return b
+}
+
+func testID(n byte) batchID { return batchID{15: n, 0: 0xab} }
+
+func TestBatchEntryRoundTrip(t *testing.T) {
+	ops := sampleOps()
+	reqs := [][]engine.Op{ops[:2], ops[2:3], ops[3:]}
+	ids := []batchID{{}, testID(1), testID(2)}
+	data := batchEntry(-7, ids, reqs)
+	e, err := decodeEntry(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.typ != entryBatch || e.stamp != -7 || !reflect.DeepEqual(e.ops, ops) {
+		t.Fatalf("decoded %+v", e)
+	}
+	want := []batchSpan{{id: batchID{}, off: 0, n: 2}, {id: testID(1), off: 2, n: 1}, {id: testID(2), off: 3, n: len(ops) - 3}}
+	if !reflect.DeepEqual(e.spans, want) {
+		t.Fatalf("spans %+v, want %+v", e.spans, want)
+	}
+
+	one := []engine.Op{decide("k", tokenRule, 1)}
+	good := batchEntry(1, []batchID{testID(1)}, [][]engine.Op{one})
+	hdr := appendBatchEntryHeader(nil, 1, 1, 1)
+	bad := []struct {
+		name string
+		data []byte
+		text string
+	}{
+		{"truncated id", append(append([]byte{}, hdr...), reqForwarded, 1, 2, 3), "truncated batch id"},
+		{"unknown flag", append(append([]byte{}, hdr...), 7, 1, 1, 0), "unknown flag"},
+		{"count too large", append(appendBatchEntryHeader(nil, 1, 1, 1), appendOps(appendBatchRequest(nil, batchID{}, 0)[:1], []engine.Op{one[0], one[0]})...), "requests hold more"},
+		{"fewer ops than the entry says", append(appendBatchEntryHeader(nil, 1, 2, 1), appendOps([]byte{reqLocal}, one)...), "the entry says 2"},
+		{"stray byte", append(append([]byte{}, good...), 0), "stray"},
+		{"truncated", good[:len(good)-1], "truncated"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeEntry(tt.data)
+			if !errors.Is(err, errMalformed) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("err = %v, want one naming %q", err, tt.text)
+			}
+		})
+	}
+}
+
+// TestOldEntryStillApplies: an ops entry as the previous version wrote it
+// (testdata/entry_v1.hex) decodes and applies, as a node upgraded in place
+// replays its log.
+func TestOldEntryStillApplies(t *testing.T) {
+	raw, err := os.ReadFile("testdata/entry_v1.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := hex.DecodeString(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{Shards: 4})
+	f := newFSM(eng, testLogger(t), nil)
+	if r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}); r != nil {
+		t.Fatalf("apply: %v", r)
+	}
+	res := make([]engine.Result, 1)
+	eng.Apply(1_700_000_000_000_000_000, []engine.Op{{Code: engine.OpPeek, Key: []byte("old")}}, res)
+	if res[0].Remaining != tokenRule.Limit-3 {
+		t.Fatalf("remaining %d after the old entry, want %d", res[0].Remaining, tokenRule.Limit-3)
+	}
+}
+
+func TestDedupSet(t *testing.T) {
+	s := newDedupSet()
+	t0 := int64(1e18)
+	if !s.admit(testID(1), t0) || s.admit(testID(1), t0+1) {
+		t.Fatal("an ID must be admitted once")
+	}
+	// Log time that goes back does not expire anything early.
+	if s.admit(testID(1), t0-int64(time.Hour)) {
+		t.Fatal("admitted again with an older stamp")
+	}
+	// Forgotten once the log time is a window past it.
+	if s.admit(testID(1), t0+int64(dedupWindow)-1) {
+		t.Fatal("forgotten before the window passed")
+	}
+	if !s.admit(testID(2), t0+int64(dedupWindow)+1) || s.len() != 1 {
+		t.Fatalf("not forgotten after the window: %d remembered", s.len())
+	}
+	if !s.admit(testID(1), t0+int64(dedupWindow)+1) {
+		t.Fatal("an expired ID must be admitted again")
+	}
+
+	// Bounded in count: the oldest go first.
+	s = newDedupSet()
+	var id batchID
+	for i := range dedupMax + 10 {
+		id[0], id[1], id[2] = byte(i), byte(i>>8), byte(i>>16)
+		s.admit(id, t0)
+	}
+	if s.len() != dedupMax || len(s.seen) != dedupMax {
+		t.Fatalf("%d remembered (%d in the map), want %d", s.len(), len(s.seen), dedupMax)
+	}
+	if !s.admit(batchID{}, t0) { // ID 0 (i = 0) was evicted first
+		t.Fatal("the oldest ID was not evicted")
+	}
+	if s.admit(id, t0) {
+		t.Fatal("the newest ID was evicted")
+	}
+
+	// Snapshot meta round trip, the log time included.
+	s = newDedupSet()
+	for i := range 3000 { // more than one meta pair
+		id := batchID{0: byte(i), 1: byte(i >> 8)}
+		s.admit(id, t0+int64(i))
+	}
+	meta := s.meta()
+	for _, kv := range meta {
+		if len(kv[1]) > persistence.MaxMetaLen || len(meta) > 10 {
+			t.Fatalf("meta %q of %d bytes in %d pairs", kv[0], len(kv[1]), len(meta))
+		}
+	}
+	back, err := restoreDedup(append([][2]string{{"applied", "9"}}, meta...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.now != s.now || !reflect.DeepEqual(back.order[back.head:], s.order[s.head:]) || len(back.seen) != 3000 {
+		t.Fatalf("restored %d records, now %d; want %d, %d", back.len(), back.now, s.len(), s.now)
+	}
+	if _, err := restoreDedup([][2]string{{dedupMetaPfx + "0", "short"}}); err == nil {
+		t.Fatal("a malformed record restored")
+	}
+}
+
+// TestFSMAppliesBatchOnce: a batch ID applies once, in the same entry, in a
+// later one, and after a snapshot is restored on another replica.
+func TestFSMAppliesBatchOnce(t *testing.T) {
+	eng := engine.New(engine.Config{Shards: 4})
+	f := newFSM(eng, testLogger(t), nil)
+	stamp := int64(1e18)
+	a := []engine.Op{decide("a", tokenRule, 1)}
+	b := []engine.Op{decide("b", tokenRule, 2)}
+	// One entry: a local request, a forwarded one, and a re-send of it.
+	data := batchEntry(stamp, []batchID{{}, testID(1), testID(1)}, [][]engine.Op{b, a, a})
+	f.await(data)
+	rs, ok := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).([]engine.Result)
+	f.forget(data)
+	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || rs[2].Err != errDuplicateBatch {
+		t.Fatalf("results %+v", rs)
+	}
+	// A later entry with the same ID: skipped.
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: batchEntry(stamp+1, []batchID{testID(1)}, [][]engine.Op{a})})
+	peek := func(e *engine.Engine, key string) int64 {
+		res := make([]engine.Result, 1)
+		e.Apply(stamp+2, []engine.Op{{Code: engine.OpPeek, Key: []byte(key)}}, res)
+		return res[0].Remaining
+	}
+	if got := peek(eng, "a"); got != tokenRule.Limit-1 {
+		t.Fatalf("a: remaining %d, want %d: charged more than once", got, tokenRule.Limit-1)
+	}
+	if got := peek(eng, "b"); got != tokenRule.Limit-2 {
+		t.Fatalf("b: remaining %d", got)
+	}
+
+	// The set travels in the snapshot.
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	eng2 := engine.New(engine.Config{Shards: 4})
+	f2 := newFSM(eng2, testLogger(t), nil)
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: batchEntry(stamp+2, []batchID{testID(1), testID(2)}, [][]engine.Op{a, a})})
+	if got := peek(eng2, "a"); got != tokenRule.Limit-2 {
+		t.Fatalf("restored replica: a remaining %d, want %d (ID 1 skipped, ID 2 applied)", got, tokenRule.Limit-2)
+	}
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { return nil }
+func (s *memSink) Close() error  { return nil }
+
+// breakOnReply closes its connection when the first reply arrives,
+// instead of delivering it: the leader has applied the request, and the
+// follower sees its connection break after it wrote it.
+type breakOnReply struct {
+	net.Conn
+	broke *atomic.Bool
+}
+
+func (c breakOnReply) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.broke.CompareAndSwap(false, true) {
+		c.Conn.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// TestResentBatchChargesOnce: a follower's forwarded batch whose
+// connection breaks after it was written (and applied) is sent again on a
+// new connection with the same ID; the FSM skips it, the reply is
+// UNCERTAIN, and the key is charged once on every replica.
+func TestResentBatchChargesOnce(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	leader := tc.leader()
+	f := (leader + 1) % 3
+	var broke atomic.Bool
+	var dials atomic.Int32
+	tc.nodes[f].fwd.wrap = func(c net.Conn) net.Conn {
+		dials.Add(1)
+		return breakOnReply{Conn: c, broke: &broke}
+	}
+	tc.nodes[f].fwd.close() // drop the pooled connections: the next call dials
+	tc.nodes[f].fwd.mu.Lock()
+	tc.nodes[f].fwd.closed = false
+	tc.nodes[f].fwd.mu.Unlock()
+
+	res := make([]engine.Result, 1)
+	err := tc.nodes[f].Execute(context.Background(), []engine.Op{decide("once", tokenRule, 1)}, res)
+	if !broke.Load() || dials.Load() < 2 {
+		t.Fatalf("the connection did not break after the write (broke %v, %d dials)", broke.Load(), dials.Load())
+	}
+	if err != errDuplicateBatch {
+		t.Fatalf("err = %v, want %v", err, errDuplicateBatch)
+	}
+	tc.waitConverged(leader)
+	for i, e := range tc.engines {
+		rs := make([]engine.Result, 1)
+		e.Apply(tc.clock.now(), []engine.Op{{Code: engine.OpPeek, Key: []byte("once")}}, rs)
+		if rs[0].Remaining != tokenRule.Limit-1 {
+			t.Fatalf("node %d: remaining %d, want %d: the re-sent batch was charged %d times", i+1,
+				rs[0].Remaining, tokenRule.Limit-1, tokenRule.Limit-rs[0].Remaining)
+		}
+	}
+}
+
+// TestBatcherTimeoutClass: a caller whose deadline passes while its
+// request is still queued gets CLUSTERDOWN (not applied); once the request
+// was handed to Raft, UNCERTAIN.
+func TestBatcherTimeoutClass(t *testing.T) {
+	for _, tt := range []struct {
+		state int32
+		want  error
+	}{{reqQueued, ErrClusterDown}, {reqSubmitted, ErrUncertain}} {
+		t.Run(fmt.Sprint(tt.state), func(t *testing.T) {
+			b := &batcher{timeout: time.Second, closing: make(chan struct{})}
+			req := &request{done: make(chan struct{})}
+			req.state.Store(tt.state)
+			deadline := make(chan time.Time, 1)
+			deadline <- time.Now()
+			err := b.wait(context.Background(), deadline, req)
+			if !errors.Is(err, tt.want) || errors.Is(err, ErrClusterDown) == errors.Is(err, ErrUncertain) {
+				t.Fatalf("err = %v, want %v's class only", err, tt.want)
+			}
+			if req.state.Load() != reqAbandoned {
+				t.Fatalf("state %d, want abandoned", req.state.Load())
+			}
+		})
+	}
+}
+
+// TestIsolatedLeaderNeverHidesACharge: commands sent to a leader cut off
+// from both followers time out; those answered CLUSTERDOWN must not have
+// applied once the partition heals, those handed to Raft answer UNCERTAIN.
+func TestIsolatedLeaderNeverHidesACharge(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	old := tc.leader()
+	tc.isolate(old)
+	var down, uncertain int64
+	for i := range 5 {
+		err := tc.nodes[old].Execute(context.Background(), []engine.Op{decide("iso", tokenRule, 1)}, make([]engine.Result, 1))
+		switch {
+		case err == nil:
+			t.Fatalf("the isolated leader decided command %d", i)
+		case errors.Is(err, ErrUncertain):
+			uncertain++
+		case errors.Is(err, ErrClusterDown):
+			down++
+		default:
+			t.Fatalf("command %d: %v", i, err)
+		}
+		if i == 0 && !errors.Is(err, ErrUncertain) {
+			// The first went to Raft while this node still led.
+			t.Fatalf("first command: %v, want UNCERTAIN", err)
+		}
+	}
+	tc.heal(old)
+	nl := tc.leader()
+	tc.waitConverged(nl)
+	p := exec(t, tc.nodes[nl], engine.Op{Code: engine.OpPeek, Key: []byte("iso")})[0]
+	var consumed int64
+	if p.Limit != 0 {
+		consumed = p.Limit - p.Remaining
+	}
+	t.Logf("%d UNCERTAIN, %d CLUSTERDOWN; %d consumed after the heal", uncertain, down, consumed)
+	if consumed > uncertain {
+		t.Fatalf("%d units consumed, but only %d replies were UNCERTAIN: a CLUSTERDOWN reply hid a charge", consumed, uncertain)
+	}
+}

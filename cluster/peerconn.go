@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Peer connections that cannot get stuck.
+//
+// When packets between two nodes are lost for a while, TCP keeps
+// retransmitting what it sent with a doubling timeout: after a 30 s cut a
+// connection may not send again for another 20 s or more after the network
+// heals, and every call queued on it waits that long. So every connection
+// between peers (Raft's, both ways, and forwarding's) gets:
+//
+//   - TCP_USER_TIMEOUT: the kernel drops a connection whose sent data goes
+//     unacknowledged for longer, so no connection is ever deeper in its
+//     backoff than that when the network heals: it is dropped (and the
+//     next call dials afresh) or its next retransmission comes soon;
+//   - TCP keepalive, so that an idle connection is probed and dropped the
+//     same way (the user timeout also bounds unanswered probes);
+//   - a bounded dial: a dial through a dead network fails within
+//     peerTimeouts.dial, and the next one is a fresh SYN.
+//
+// Forwarding adds its own (forward.go): a write deadline, a call that times
+// out after it was written drops its connection, and a connection idle for
+// a while is pinged before it is used again.
+
+// peerTimeouts are the timing choices for peer connections, derived from
+// the node's configuration.
+type peerTimeouts struct {
+	// user is TCP_USER_TIMEOUT and the keepalive idle time: Raft gives up
+	// on a silent leader after HeartbeatTimeout, and a connection that has
+	// heard nothing back for that long is no more alive. Clamped to
+	// [500ms, 1s]: at least 500 ms, so that a congested link (TCP's first
+	// retransmissions come after 200 and 600 ms) is not dropped; at most
+	// 1 s, so that a connection stuck when the network heals is dropped
+	// well within the 2 s the cluster promises to serve again in.
+	user time.Duration
+	// keepIntvl is the interval between keepalive probes: three fit in
+	// user.
+	keepIntvl time.Duration
+	// dial bounds a dial (and its TLS handshake): user, at least 1 s
+	// (TCP's first SYN retransmission comes after 1 s).
+	dial time.Duration
+	// write is the forward writer's deadline: ClusterTimeout, after which
+	// every call written on the connection has timed out anyway.
+	write time.Duration
+	// idle: a pooled forward connection that has received nothing for this
+	// long (user) is pinged before it is used again.
+	idle time.Duration
+	// ping bounds that ping: ClusterTimeout/8 in [50ms, 250ms], a round
+	// trip on a LAN many times over, and a small part of the command's
+	// own deadline.
+	ping time.Duration
+}
+
+func newPeerTimeouts(clusterTimeout, heartbeat time.Duration) peerTimeouts {
+	user := min(max(heartbeat, 500*time.Millisecond), time.Second)
+	return peerTimeouts{
+		user:      user,
+		keepIntvl: user / 3,
+		dial:      max(user, time.Second),
+		write:     clusterTimeout,
+		idle:      user,
+		ping:      min(max(clusterTimeout/8, 50*time.Millisecond), 250*time.Millisecond),
+	}
+}
+
+// keepAlive is the keepalive configuration of peer connections.
+func (t peerTimeouts) keepAlive() net.KeepAliveConfig {
+	return net.KeepAliveConfig{Enable: true, Idle: t.user, Interval: t.keepIntvl, Count: 3}
+}
+
+// control sets TCP_USER_TIMEOUT on a socket before it connects or listens
+// (accepted sockets inherit it from the listener).
+func (t peerTimeouts) control(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = setUserTimeout(fd, t.user) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// listenPeer listens for peers on addr with the peer socket options: over
+// mutual TLS when cfg is set.
+func listenPeer(addr string, cfg *tls.Config, t peerTimeouts) (net.Listener, error) {
+	lc := net.ListenConfig{Control: t.control, KeepAliveConfig: t.keepAlive()}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	ln = &keepAliveListener{Listener: ln, t: t}
+	if cfg == nil {
+		return ln, nil
+	}
+	return &peerListener{Listener: ln, cfg: cfg}, nil
+}
+
+// keepAliveListener applies the keepalive settings to every accepted
+// connection (ListenConfig's KeepAliveConfig covers them too; this also
+// re-applies TCP_USER_TIMEOUT, which not every kernel copies on accept).
+type keepAliveListener struct {
+	net.Listener
+	t peerTimeouts
+}
+
+func (l *keepAliveListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetKeepAliveConfig(l.t.keepAlive())
+		if rc, err := tc.SyscallConn(); err == nil {
+			_ = l.t.control("", "", rc)
+		}
+	}
+	return c, nil
+}
+
+// dialPeer connects to a peer at addr within timeout (at most t.dial),
+// with the peer socket options: over mutual TLS (handshake included in the
+// timeout) when cfg is set.
+func dialPeer(cfg *tls.Config, addr string, timeout time.Duration, t peerTimeouts) (net.Conn, error) {
+	d := &net.Dialer{Timeout: min(timeout, t.dial), Control: t.control, KeepAliveConfig: t.keepAlive()}
+	if cfg == nil {
+		return d.Dial("tcp", addr)
+	}
+	return tls.DialWithDialer(d, "tcp", addr, cfg)
+}
+
+// peerStreamLayer is the raft.StreamLayer of every Raft transport this
+// package builds: plain TCP or mutual TLS, with the peer socket options on
+// both dials and accepts.
+type peerStreamLayer struct {
+	net.Listener // yields *peerConn under TLS
+	advertise    net.Addr
+	cfg          *tls.Config // nil: plain TCP
+	t            peerTimeouts
+}
+
+// Dial implements raft.StreamLayer: a TCP connection (and a TLS handshake),
+// within timeout and at most t.dial.
+func (l *peerStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return dialPeer(l.cfg, string(address), timeout, l.t)
+}
+
+// Addr implements net.Listener: the advertised address when there is one.
+func (l *peerStreamLayer) Addr() net.Addr {
+	if l.advertise != nil {
+		return l.advertise
+	}
+	return l.Listener.Addr()
+}
+
+// newPeerTransport is raft.NewTCPTransportWithConfig over our stream
+// layer: mutual TLS when cfg is set, addresses from provider when not nil.
+func newPeerTransport(bind, advertise string, cfg *tls.Config, t peerTimeouts, provider raft.ServerAddressProvider, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := listenPeer(bind, cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	layer := &peerStreamLayer{Listener: ln, cfg: cfg, t: t}
+	if advertise != "" {
+		if layer.advertise, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
+		}
+	}
+	if a, ok := layer.Addr().(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("raft address %s cannot be dialed by others: give an advertise address", layer.Addr())
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:                layer,
+		MaxPool:               maxPool,
+		Timeout:               timeout,
+		Logger:                logger,
+		ServerAddressProvider: provider,
+	}), nil
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package cluster
+
+import "time"
+
+// setUserTimeout does nothing where TCP_USER_TIMEOUT does not exist: there
+// keepalive and forwarding's own deadlines bound a stuck connection.
+func setUserTimeout(uintptr, time.Duration) error { return nil }
