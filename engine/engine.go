@@ -11,9 +11,13 @@ import (
 //
 // Locking. Keys are spread over a power-of-two number of shards by the low
 // bits of their xxhash; each shard has one mutex guarding everything in it.
-// The lock order is flat: a goroutine holds at most one shard lock at a time,
-// and never takes the clock's mutex (taken only by the clock operations) while
-// holding one. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
+// The lock order: a goroutine holds at most one shard lock at a time, except
+// RL.ALL (OpAll, all.go), which holds the locks of every shard its keys fall
+// in at once, taken in ascending shard index, each once, so that its limits
+// are evaluated and charged at one instant; since every holder of several
+// shard locks takes them in that one order, no two can deadlock. Nothing
+// takes the clock's mutex (taken only by the clock operations) while holding
+// a shard lock. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
 // Reset, Len) visit them one at a time, so they are not atomic snapshots of
 // the whole engine. The decide path takes no global lock: the clock is
 // lock-free for readers (see clock).
@@ -114,6 +118,9 @@ func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost i
 	if err := e.checkRule(rule, cost); err != nil {
 		return Result{Err: err}
 	}
+	if rule.Kind == KindConcurrency {
+		return Result{Err: errNeedsToken}
+	}
 	s := e.shards[h&e.mask]
 	s.mu.Lock()
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
@@ -213,6 +220,12 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			now = e.clock.now(wall)
 		case OpTime:
 			r.Count = now
+		case OpAll:
+			r = e.all(now, op.All)
+		case OpAcquire:
+			r = e.acquireOp(now, op)
+		case OpRelease:
+			r = e.release(now, op.Key, op.Token)
 		default:
 			r.Err = fmt.Errorf("%w: unknown operation code %d", ErrBadRule, op.Code)
 		}
@@ -282,6 +295,8 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 		r.Count = -2
 	case code == OpTTL && rule.Kind == KindLog:
 		r.Count = s.logTTL(ent, rule, now)
+	case code == OpTTL && rule.Kind == KindConcurrency:
+		r.Count = s.leaseTTL(ent, now)
 	case code == OpTTL:
 		r.Count = satAdd(ttl(&st, rule, t), t-now)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // shard is one lock stripe: the keys whose hash's low bits select it, with
-// their entries, hash index, key arena, interned rules and RL.LOG rings. Every
+// their entries, hash index, key arena, interned rules, RL.LOG rings and lease sets. Every
 // field but count is guarded by mu; count is also read without it.
 type shard struct {
 	mu sync.Mutex
@@ -37,9 +37,10 @@ type shard struct {
 	capBits uint8 // len(slots) == 1<<capBits
 	ib      uint8 // width of the entry-index field of a slot
 
-	arena arena     // arena.go
-	rules ruleTable // rules.go
-	logs  logSlab   // log.go
+	arena  arena     // arena.go
+	rules  ruleTable // rules.go
+	logs   logSlab   // log.go
+	leases leaseSlab // concurrency.go
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
@@ -74,8 +75,11 @@ func (s *shard) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
 func (s *shard) remove(pos, idx uint32) {
 	s.deleteSlot(pos)
 	e := s.entry(idx)
-	if s.rules.get(e.rule).Kind == KindLog {
+	switch s.rules.get(e.rule).Kind {
+	case KindLog:
 		s.logs.release(uint32(e.a))
+	case KindConcurrency:
+		s.leases.release(uint32(e.a))
 	}
 	s.rules.release(e.rule)
 	if e.klen == arenaKey {
@@ -131,6 +135,7 @@ func (s *shard) reset() {
 	s.arena.reset()
 	s.rules = ruleTable{}
 	s.logs = logSlab{}
+	s.leases = leaseSlab{}
 	s.count.Store(0)
 	s.reclaimedAt = math.MinInt64
 	s.account()
