@@ -70,6 +70,8 @@ func parseByKind(tb testing.TB, kind string, b []byte) (int64, error) {
 		return ParseDuration("n", b)
 	case "rate":
 		return ParseRate("n", b)
+	case "cost":
+		return ParseCost("n", b)
 	}
 	tb.Fatalf("unknown kind %q", kind)
 	return 0, nil

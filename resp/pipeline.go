@@ -34,6 +34,7 @@ type client struct {
 	cmds    []redcon.Command
 	pending []pending
 	ops     []engine.Op
+	limits  []engine.Limit // RL.ALL's limits, which c.ops point into
 	results []engine.Result
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -101,6 +102,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	start := time.Now()
 	c.pending = c.pending[:0]
 	c.ops = c.ops[:0]
+	c.limits = c.limits[:0]
 	c.local.b = c.local.b[:0]
 	for i, rc := range cmds {
 		if c.quit {
@@ -153,6 +155,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	// Keys and patterns point into redcon's buffers: drop them so the
 	// scratch slices do not pin old pipelines.
 	clear(c.ops)
+	clear(c.limits)
 	if rest == nil {
 		c.conn.WriteRaw(c.out.b) // redcon flushes it after the handler
 	} else if _, err := c.conn.NetConn().Write(c.out.b); err != nil {
@@ -175,6 +178,9 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	}
 	if cap(c.ops) > 4096 {
 		c.ops, c.results, c.pending = nil, nil, nil
+	}
+	if cap(c.limits) > 4096 {
+		c.limits = nil
 	}
 	return rest
 }
