@@ -346,4 +346,48 @@ func exportKey(e *Engine, now int64, key string) Record {
 	return Record{}
 }
 
-var _ = errors.Is
+
+
+// TestLeaseSnapshotDigest: a concurrency key exported and imported into
+// another engine holds the same leases (same digest), keeps deciding the
+// same, and Import refuses lease sets the engine could not have made.
+func TestLeaseSnapshotDigest(t *testing.T) {
+	a := New(Config{Shards: 4, MaxLogLimit: 1000})
+	r := Rule{KindConcurrency, 5, 10 * sec}
+	for i, tok := range []string{"x", "y", "z"} {
+		res := a.acquireOp(t0+int64(i)*sec, &Op{Code: OpAcquire, Key: []byte("c"), Rule: r, Cost: int64(i + 1), Token: []byte(tok)})
+		if res.Err != nil || (i < 2) != res.Allowed {
+			t.Fatalf("acquire %s: %s", tok, fmtResult(res))
+		}
+	}
+	a.Apply(t0+3*sec, []Op{{Code: OpTime}}, make([]Result, 1)) // the clock's Last, for the digest
+	b := New(Config{Shards: 8, MaxLogLimit: 1000})
+	b.SetClockState(a.ClockState())
+	for i := range a.NumShards() {
+		for _, rec := range a.ExportShard(i, t0+3*sec) {
+			if err := b.Import(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	da, na := a.Digest()
+	db, nb := b.Digest()
+	if da != db || na != nb || na != 1 {
+		t.Fatalf("digests differ: %x (%d keys) vs %x (%d keys)", da, na, db, nb)
+	}
+	ra := a.acquireOp(t0+4*sec, &Op{Code: OpAcquire, Key: []byte("c"), Rule: r, Cost: 3, Token: []byte("w")})
+	rb := b.acquireOp(t0+4*sec, &Op{Code: OpAcquire, Key: []byte("c"), Rule: r, Cost: 3, Token: []byte("w")})
+	if !sameResult(ra, rb) || ra.Allowed || ra.RetryAfter != 6000 {
+		t.Fatalf("after restore: %s vs %s", fmtResult(ra), fmtResult(rb))
+	}
+	for _, bad := range [][]Lease{
+		{{Token: []byte("a"), Units: 0, Expiry: t0}},
+		{{Token: nil, Units: 1, Expiry: t0}},
+		{{Token: []byte("b"), Units: 1, Expiry: t0 + 1}, {Token: []byte("a"), Units: 1, Expiry: t0}},
+		{{Token: []byte("a"), Units: 1, Expiry: t0}, {Token: []byte("a"), Units: 1, Expiry: t0 + 1}},
+	} {
+		if err := b.Import(Record{Key: []byte("bad"), Rule: r, Leases: bad}); !errors.Is(err, ErrBadRule) {
+			t.Fatalf("Import %v: %v", bad, err)
+		}
+	}
+}
