@@ -346,8 +346,6 @@ func exportKey(e *Engine, now int64, key string) Record {
 	return Record{}
 }
 
-
-
 // TestLeaseSnapshotDigest: a concurrency key exported and imported into
 // another engine holds the same leases (same digest), keeps deciding the
 // same, and Import refuses lease sets the engine could not have made.
