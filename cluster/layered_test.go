@@ -206,3 +206,45 @@ func stopping(stop <-chan struct{}) bool {
 		return false
 	}
 }
+
+// TestSnapshotRestoreLeasesAndAll: leases and RL.ALL's charges survive a
+// restart from a snapshot plus the log after it, bit for bit.
+func TestSnapshotRestoreLeasesAndAll(t *testing.T) {
+	dir := t.TempDir()
+	tc := newTestCluster(t, 1, func(_ int, c *Config) {
+		c.InMemory = false
+		c.DataDir = dir
+	})
+	n := tc.nodes[0]
+	conc := engine.Rule{Kind: engine.KindConcurrency, Limit: 3, Period: int64(time.Hour)}
+	acquire := func(token string, cost int64) engine.Op {
+		return engine.Op{Code: engine.OpAcquire, Key: []byte("conc"), Rule: conc, Cost: cost, Token: []byte(token)}
+	}
+	all := engine.Op{Code: engine.OpAll, All: []engine.Limit{
+		{Key: []byte("u"), Rule: tokenRule, Cost: 2},
+		{Key: []byte("t"), Rule: engine.Rule{Kind: engine.KindLog, Limit: 4, Period: int64(time.Hour)}, Cost: 1},
+	}}
+	if got := allowed(exec(t, n, acquire("a", 1), acquire("b", 2), all)); got != "111" {
+		t.Fatalf("before the snapshot: %s", got)
+	}
+	if err := n.Snapshot(context.Background()); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	tc.clock.advance(time.Second)
+	res := exec(t, n, engine.Op{Code: engine.OpRelease, Key: []byte("conc"), Token: []byte("a")}, acquire("c", 1), all)
+	if res[0].Count != 1 || allowed(res[1:]) != "11" {
+		t.Fatalf("after the snapshot: %d %s", res[0].Count, allowed(res[1:]))
+	}
+	before := dump(tc.engines[0])
+	tc.stop(0)
+	tc.start(0)
+	tc.waitReady()
+	if after := dump(tc.engines[0]); after != before {
+		t.Fatalf("state after restart:\n%s\nwant\n%s", clip(after), clip(before))
+	}
+	// Held: b (2) and c (1) of 3; u has 1 token of 5 left.
+	res = exec(t, tc.nodes[0], acquire("d", 1), all, acquire("b", 5))
+	if got := allowed(res); got != "001" || res[1].Each[0].Remaining != 1 {
+		t.Fatalf("after restart: %s, %+v", got, res[1].Each)
+	}
+}
