@@ -16,7 +16,7 @@ func limiterCommands() []*command {
 			summary: summary, decision: true,
 			args: []argDoc{keyArg("key"), intArg(limitName), strArg(periodName), costArgDoc},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				s.runLimiter(c, args, p, kind, limitName, periodName)
+				s.runLimiter(c, args, p, kind)
 			},
 			render: renderDecision,
 		}
@@ -128,7 +128,7 @@ func (s *Server) parseRule(kind engine.Kind, a, b []byte) (engine.Rule, error) {
 }
 
 // runLimiter parses `RL.X key limit period [COST n]` into an OpDecide.
-func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Kind, limitName, periodName string) {
+func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Kind) {
 	if !s.checkKey(c, args[1]) {
 		return
 	}
