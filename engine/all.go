@@ -80,6 +80,43 @@ func (e *Engine) all(now int64, lims []Limit) Result {
 	return res
 }
 
+// allRunKeys bounds the keys allRun looks up ahead.
+const allRunKeys = 4 * lookAhead
+
+// allRun runs a run of at most lookAhead OpAll ops at now, looking their
+// keys up first (up to allRunKeys of them) as decideRun does for single
+// decisions, so that a pipeline of RL.ALL calls has the cache misses of
+// many keys in flight at once. The look-up changes nothing.
+func (e *Engine) allRun(now int64, ops []Op, results []Result) {
+	var hashes [allRunKeys]uint64
+	n := 0
+	var sink uint32
+	for i := range ops {
+		for j := range ops[i].All {
+			if n == len(hashes) {
+				break
+			}
+			h := xxhash.Sum64(ops[i].All[j].Key)
+			hashes[n] = h
+			n++
+			s := e.shards[h&e.mask]
+			s.mu.Lock()
+			sink += s.touchSlot(hiHash(h))
+			s.mu.Unlock()
+		}
+	}
+	for _, h := range hashes[:n] {
+		s := e.shards[h&e.mask]
+		s.mu.Lock()
+		sink += s.touchEntry(hiHash(h))
+		s.mu.Unlock()
+	}
+	results[0].Count = int64(sink) // overwritten below; keeps the loads
+	for i := range ops {
+		results[i] = e.all(now, ops[i].All)
+	}
+}
+
 func (e *Engine) lockAll(k *allKeys) {
 	for _, si := range k.shards[:k.ns] {
 		e.shards[si].mu.Lock()
@@ -100,7 +137,18 @@ func (e *Engine) setFinal(k *allKeys, v bool) {
 
 // allLocked is OpAll with its shards locked.
 func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
+	// Look every key up before deciding any, as decideRun does: the index
+	// slots, then the entries, so that the cache misses of the limits are
+	// in flight together rather than one after the other.
+	var sink uint32
+	for i := range lims {
+		sink += e.shards[k.h[i]&e.mask].touchSlot(hiHash(k.h[i]))
+	}
+	for i := range lims {
+		sink += e.shards[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
+	}
 	each := make([]Result, len(lims))
+	each[0].Count = int64(sink) // overwritten below; keeps the loads
 	allowed := true
 	for i := range lims {
 		l := &lims[i]

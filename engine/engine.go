@@ -180,13 +180,18 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 	now := e.clock.now(wall)
 	for i := 0; i < len(ops); i++ {
 		op := &ops[i]
-		if op.Code == OpDecide {
+		if op.Code == OpDecide || op.Code == OpAll {
 			j := i + 1
-			for j < len(ops) && j-i < lookAhead && ops[j].Code == OpDecide {
+			for j < len(ops) && j-i < lookAhead && ops[j].Code == op.Code {
 				j++
 			}
-			if j-i > 1 {
+			if j-i > 1 && op.Code == OpDecide {
 				e.decideRun(now, ops[i:j], results[i:j])
+				i = j - 1
+				continue
+			}
+			if j-i > 1 {
+				e.allRun(now, ops[i:j], results[i:j])
 				i = j - 1
 				continue
 			}
