@@ -20,7 +20,9 @@ import (
 // key and memory limits): before charging, the room every new key and
 // every added timestamp needs is checked against the totals at once, with
 // the same reclaim-and-ask-again protocol a single decision uses
-// (memory.go), so a call is refused whole or charged whole.
+// (memory.go), and the charges that follow are not asked again (shard.
+// approved), so a call is refused whole or charged whole even while other
+// callers create keys in other shards.
 
 // allKeys is an OpAll's keys' hashes and the sorted distinct shards they
 // fall in.
@@ -129,6 +131,12 @@ func (e *Engine) unlockAll(k *allKeys) {
 	}
 }
 
+func (e *Engine) setApproved(k *allKeys, v bool) {
+	for _, si := range k.shards[:k.ns] {
+		e.shards[si].approved = v
+	}
+}
+
 func (e *Engine) setFinal(k *allKeys, v bool) {
 	for _, si := range k.shards[:k.ns] {
 		e.shards[si].final = v
@@ -164,6 +172,10 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
 		if err := e.allRoom(now, lims, k); err != nil {
 			return Result{Err: err}
 		}
+		// The room was granted for the whole call: creations in other
+		// shards by concurrent callers must not refuse a charge half way.
+		e.setApproved(k, true)
+		defer e.setApproved(k, false)
 		for i := range lims {
 			// A cost-0 limit goes through decide too: it stores nothing
 			// visible (a state brought forward, a dead key dropped), as a

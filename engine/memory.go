@@ -130,7 +130,7 @@ func (s *shard) room(key []byte, kind Kind) error {
 // added besides key (RL.ALL's earlier limits).
 func (s *shard) roomExtra(key []byte, kind Kind, keys, bytes int64) error {
 	t := s.tot
-	if t == nil {
+	if t == nil || s.approved {
 		return nil
 	}
 	if t.maxKeys > 0 && t.keys.Load()+keys >= t.maxKeys {

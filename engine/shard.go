@@ -26,6 +26,7 @@ type shard struct {
 	accBytes    int64
 	reclaimedAt int64
 	final       bool
+	approved    bool // RL.ALL checked the room of its creations already (all.go)
 
 	// slab (slab.go)
 	pages []*page

@@ -115,6 +115,10 @@ func TestAll(t *testing.T) {
 		{args: cmd("RL.ALL", "2", "FIXED", "a", "1", "1m", "0", "FIXED", "z", "10", "1m", "1"),
 			want: allReply([5]int64{0, 1, 0, 59000, 59000}, [5]int64{0, 1, 0, 59000, 59000}, [5]int64{1, 10, 10, 0, 0})},
 		{args: cmd("EXISTS", "z"), want: ":0"},
+		// A cost-0 limit on an absent key stores nothing in an allowed call.
+		{args: cmd("RL.ALL", "2", "FIXED", "x", "3", "1m", "0", "FIXED", "fresh", "3", "1m", "0"),
+			want: allReply([5]int64{1, 3, 2, 0, 59000}, [5]int64{1, 3, 2, 0, 59000}, [5]int64{1, 3, 3, 0, 0})},
+		{args: cmd("EXISTS", "fresh"), want: ":0"},
 		// Wrong type anywhere: an error, nothing changes.
 		{args: cmd("RL.TOKEN", "t", "5", "1/s"), want: ints(1, 5, 4, 0, 1000)},
 		{args: cmd("RL.ALL", "2", "FIXED", "y", "3", "1m", "1", "SLIDING", "t", "5", "1m", "1"), want: wrongTypeReply},
@@ -175,6 +179,13 @@ func TestLeases(t *testing.T) {
 		{args: cmd("RL.PEEK", "e"), want: ints(0, 1, 0, 10000, 10000)},
 		// After expiry the same token starts a new lease.
 		{warpMs: 10000, args: cmd("RL.ACQUIRE", "e", "3", "10s", "ID", "a"), want: ints(1, 3, 2, 0, 10000)},
+		// A renewal's expiry is now + ttl even if earlier; above a lowered
+		// limit it is still allowed, and it stores the new limit.
+		{args: cmd("RL.ACQUIRE", "f", "2", "30s", "ID", "a", "COST", "2"), want: ints(1, 2, 0, 0, 30000)},
+		{warpMs: 1000, args: cmd("RL.ACQUIRE", "f", "1", "5s", "ID", "a"), want: ints(1, 1, 0, 0, 5000)},
+		{args: cmd("RL.PEEK", "f"), want: ints(0, 1, 0, 5000, 5000)},
+		{args: cmd("PTTL", "f"), want: ":5000"},
+		{warpMs: 5000, args: cmd("EXISTS", "f"), want: ":0"},
 		// Errors, checked before the key's type.
 		{args: cmd("RL.TOKEN", "t", "5", "1/s"), want: ints(1, 5, 4, 0, 1000)},
 		{args: cmd("RL.ACQUIRE", "t", "2", "10s", "ID", "x"), want: wrongTypeReply},
