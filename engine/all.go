@@ -158,10 +158,11 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
 	each := make([]Result, len(lims))
 	each[0].Count = int64(sink) // overwritten below; keeps the loads
 	allowed := true
+	var commits [MaxAll]commit
 	for i := range lims {
 		l := &lims[i]
 		s := e.shards[k.h[i]&e.mask]
-		r, err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost)
+		r, err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost, &commits[i])
 		if err != nil {
 			return Result{Err: err}
 		}
@@ -177,11 +178,20 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
 		e.setApproved(k, true)
 		defer e.setApproved(k, false)
 		for i := range lims {
-			// A cost-0 limit goes through decide too: it stores nothing
-			// visible (a state brought forward, a dead key dropped), as a
-			// single peek does.
 			l := &lims[i]
 			s := e.shards[k.h[i]&e.mask]
+			switch c := &commits[i]; {
+			case c.skip: // a peek with nothing to drop: each[i] stands
+				continue
+			case c.e != nil: // a live key staying live: decide would write just this
+				c.e.a, c.e.b, c.e.c = c.st.a, c.st.b, c.st.c
+				if !c.peek {
+					s.setRule(c.e, l.Rule)
+				}
+				continue
+			}
+			// Creations, removals, dead keys and RL.LOG go through decide,
+			// whose outcome is the one evaluated (nothing ran in between).
 			r, _ := s.decide(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost)
 			if r.Err != nil { // cannot happen: the room was checked above
 				return Result{Err: fmt.Errorf("RL.ALL charge of %q: %w", l.Key, r.Err)}
@@ -196,7 +206,7 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
 			}
 			l := &lims[i]
 			s := e.shards[k.h[i]&e.mask]
-			r, _ := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, 0)
+			r, _ := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, 0, nil)
 			r.Allowed, r.RetryAfter = true, 0
 			each[i] = r
 		}
@@ -267,11 +277,25 @@ func (s *shard) hasLiveKey(now int64, hi uint32, key []byte) bool {
 	return live
 }
 
+// commit says how to charge a limit that evalOnly evaluated, with nothing
+// run in between: skip (a peek on an absent key), write st (and, unless a
+// peek, the rule) into the live entry e, or, when neither is set, run decide (creations, removals, dead keys and RL.LOG, whose ring
+// evalOnly does not build). Entries do not move while their key lives, so
+// e stays valid while the other limits of the call are charged.
+type commit struct {
+	e    *entry
+	st   state
+	skip bool
+	peek bool // write st (the stored state brought forward) but not the rule
+}
+
 // evalOnly is what decide would reply for rule and n at now, changing
 // nothing (under mu); ErrWrongType when the key holds a live limiter of
-// another kind. rule is one of the five RL.* kinds.
-func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64) (Result, error) {
+// another kind. rule is one of the five RL.* kinds. When c is not nil it
+// receives how the outcome is to be stored.
+func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64, c *commit) (Result, error) {
 	_, idx, found := s.find(hi, key)
+	hadEntry := found
 	var e *entry
 	var old Rule
 	if found {
@@ -298,6 +322,9 @@ func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64) (
 		st = state{e.a, e.b, e.c}
 		t = normalize(&st, old, now)
 		stored = !initial(&st, rule.Kind, t)
+		if stored && n == 0 && c != nil {
+			c.e, c.st, c.peek = e, st, true // as decide writes a peek back
+		}
 		if stored && old != rule {
 			change(&st, old, rule, t)
 		}
@@ -306,5 +333,14 @@ func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64) (
 		t = now
 		st = fresh(rule, now)
 	}
-	return eval(&st, rule, n, t), nil
+	res := eval(&st, rule, n, t)
+	if c != nil {
+		switch {
+		case n == 0 && !hadEntry:
+			c.skip = true
+		case n != 0 && stored && !initial(&st, rule.Kind, t):
+			c.e, c.st = e, st
+		}
+	}
+	return res, nil
 }
