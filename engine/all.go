@@ -32,8 +32,9 @@ type allKeys struct {
 	ns     int
 }
 
-// all runs an OpAll at now.
-func (e *Engine) all(now int64, lims []Limit) Result {
+// all runs an OpAll at now; room, when large enough, holds the per-limit
+// results.
+func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
 	if len(lims) == 0 || len(lims) > MaxAll {
 		return Result{Err: fmt.Errorf("%w: %d limits in RL.ALL: must be 1 to %d", ErrBadRule, len(lims), MaxAll)}
 	}
@@ -69,13 +70,13 @@ func (e *Engine) all(now int64, lims []Limit) Result {
 		k.ns++
 	}
 	e.lockAll(&k)
-	res := e.allLocked(now, lims, &k)
+	res := e.allLocked(now, lims, &k, room)
 	if res.Err == errNoRoom {
 		e.unlockAll(&k)
 		e.reclaimAll(now)
 		e.lockAll(&k)
 		e.setFinal(&k, true)
-		res = e.allLocked(now, lims, &k)
+		res = e.allLocked(now, lims, &k, room)
 		e.setFinal(&k, false)
 	}
 	e.unlockAll(&k)
@@ -115,7 +116,7 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 	}
 	results[0].Count = int64(sink) // overwritten below; keeps the loads
 	for i := range ops {
-		results[i] = e.all(now, ops[i].All)
+		results[i] = e.all(now, ops[i].All, ops[i].Each)
 	}
 }
 
@@ -144,7 +145,7 @@ func (e *Engine) setFinal(k *allKeys, v bool) {
 }
 
 // allLocked is OpAll with its shards locked.
-func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
+func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result) Result {
 	// Look every key up before deciding any, as decideRun does: the index
 	// slots, then the entries, so that the cache misses of the limits are
 	// in flight together rather than one after the other.
@@ -155,7 +156,13 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys) Result {
 	for i := range lims {
 		sink += e.shards[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
 	}
-	each := make([]Result, len(lims))
+	var each []Result
+	if cap(room) >= len(lims) {
+		each = room[:len(lims):len(lims)]
+		clear(each)
+	} else {
+		each = make([]Result, len(lims))
+	}
 	each[0].Count = int64(sink) // overwritten below; keeps the loads
 	allowed := true
 	var commits [MaxAll]commit

@@ -150,6 +150,10 @@ type Op struct {
 	Pattern []byte
 	Token   []byte  // OpAcquire, OpRelease: the lease's token (1..MaxToken bytes)
 	All     []Limit // OpAll: the limits, 1..MaxAll of them, keys distinct
+	// Each is optional room for OpAll's per-limit results: when its
+	// capacity holds len(All) results, Result.Each is built in it (and so
+	// aliases it) instead of being allocated. It is not replicated.
+	Each []Result
 }
 
 // Limit is one limit of an OpAll: a key, its rule (one of the five RL.*

@@ -222,6 +222,7 @@ func BenchmarkAllVsToken(b *testing.B) {
 			ops := make([]Op, 1)
 			res := make([]Result, 1)
 			lims := make([]Limit, 3)
+			each := make([]Result, 3) // as the server passes its scratch
 			// Keys are written into buffers, not read from a table, so
 			// that only the engine's memory accesses are measured.
 			var ub, tb, nb [15]byte
@@ -234,7 +235,7 @@ func BenchmarkAllVsToken(b *testing.B) {
 				lims[1] = Limit{Key: tk, Rule: tpm, Cost: 733}
 				lims[2] = Limit{Key: nk, Rule: ten, Cost: 1}
 				if all {
-					ops[0] = Op{Code: OpAll, All: lims}
+					ops[0] = Op{Code: OpAll, All: lims, Each: each}
 				} else {
 					// One of the same keys: both cases work on state of the
 					// same size, so the caches favour neither.

@@ -226,7 +226,7 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpTime:
 			r.Count = now
 		case OpAll:
-			r = e.all(now, op.All)
+			r = e.all(now, op.All, op.Each)
 		case OpAcquire:
 			r = e.acquireOp(now, op)
 		case OpRelease:

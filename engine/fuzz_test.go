@@ -148,7 +148,7 @@ func FuzzEngineOps(f *testing.F) {
 			switch in.b[min(in.i, len(in.b))-min(in.i, 1)] % 4 { // the step's last byte picks an extra op
 			case 1:
 				lims := decodeAll(in, st.cost)
-				res := []Result{e.all(now, lims)} // not Apply: its clock never goes back
+				res := []Result{e.all(now, lims, nil)} // not Apply: its clock never goes back
 				if want := m.all(now, lims); !sameAll(res[0], want) {
 					t.Fatalf("step %d: RL.ALL %v at t0%+d:\n got  %s\n want %s", i, lims, now-t0, fmtAll(res[0]), fmtAll(want))
 				}

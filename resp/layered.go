@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 
 	"github.com/sluice-rl/sluice/engine"
@@ -128,7 +129,9 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 		}
 	}
 	end := len(c.limits)
-	c.enqueue(p, engine.Op{Code: engine.OpAll, All: c.limits[start:end:end]})
+	es := len(c.each)
+	c.each = slices.Grow(c.each, end-start)[:es+end-start]
+	c.enqueue(p, engine.Op{Code: engine.OpAll, All: c.limits[start:end:end], Each: c.each[es : es+end-start : es+end-start]})
 }
 
 // renderAll writes RL.ALL's reply: the five combined integers, then one

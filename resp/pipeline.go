@@ -34,7 +34,8 @@ type client struct {
 	cmds    []redcon.Command
 	pending []pending
 	ops     []engine.Op
-	limits  []engine.Limit // RL.ALL's limits, which c.ops point into
+	limits  []engine.Limit  // RL.ALL's limits, which c.ops point into
+	each    []engine.Result // room for RL.ALL's per-limit results, likewise
 	results []engine.Result
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -103,6 +104,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	c.pending = c.pending[:0]
 	c.ops = c.ops[:0]
 	c.limits = c.limits[:0]
+	c.each = c.each[:0]
 	c.local.b = c.local.b[:0]
 	for i, rc := range cmds {
 		if c.quit {
@@ -156,6 +158,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	// scratch slices do not pin old pipelines.
 	clear(c.ops)
 	clear(c.limits)
+	clear(c.each)
 	if rest == nil {
 		c.conn.WriteRaw(c.out.b) // redcon flushes it after the handler
 	} else if _, err := c.conn.NetConn().Write(c.out.b); err != nil {
@@ -180,7 +183,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		c.ops, c.results, c.pending = nil, nil, nil
 	}
 	if cap(c.limits) > 4096 {
-		c.limits = nil
+		c.limits, c.each = nil, nil
 	}
 	return rest
 }
