@@ -73,8 +73,8 @@ func wrongArgs(c *client, p *pending) {
 
 // runAll parses `RL.ALL numlimits ALGO key a b cost ...`. Every argument is
 // checked first, in argument order: the count, numlimits, then each limit's
-// algorithm, key length, parameters, cost and whether its key came before;
-// the key types are the engine's to judge, all at once.
+// algorithm, key length, parameters and cost; then whether a key came
+// twice; the key types are the engine's to judge, all at once.
 func runAll(s *Server, c *client, args [][]byte, p *pending) {
 	if (len(args)-2)%5 != 0 {
 		wrongArgs(c, p)
@@ -109,26 +109,29 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 			return
 		}
 		rule, err := s.parseRule(kind, a[2], a[3])
+		var cost int64
 		if err == nil {
-			var cost int64
-			if cost, err = ParseCost("cost", a[4]); err == nil {
-				for _, l := range c.limits[start:] {
-					if bytes.Equal(l.Key, a[1]) {
-						c.local.Error("ERR duplicate key '" + NewArgError("", a[1], "").Value + "' in RL.ALL")
-						c.limits = c.limits[:start]
-						return
-					}
-				}
-				c.limits = append(c.limits, engine.Limit{Key: a[1], Rule: rule, Cost: cost})
-			}
+			cost, err = ParseCost("cost", a[4])
 		}
 		if err != nil {
 			c.local.Error(err.Error())
 			c.limits = c.limits[:start]
 			return
 		}
+		c.limits = append(c.limits, engine.Limit{Key: a[1], Rule: rule, Cost: cost})
 	}
 	end := len(c.limits)
+	// Every argument is valid: now whether a key came twice (the first key
+	// seen again is named), before the engine judges the key types.
+	for i := start + 1; i < end; i++ {
+		for j := start; j < i; j++ {
+			if bytes.Equal(c.limits[i].Key, c.limits[j].Key) {
+				c.local.Error("ERR duplicate key '" + NewArgError("", c.limits[i].Key, "").Value + "' in RL.ALL")
+				c.limits = c.limits[:start]
+				return
+			}
+		}
+	}
 	es := len(c.each)
 	c.each = slices.Grow(c.each, end-start)[:es+end-start]
 	c.enqueue(p, engine.Op{Code: engine.OpAll, All: c.limits[start:end:end], Each: c.each[es : es+end-start : es+end-start]})

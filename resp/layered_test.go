@@ -126,6 +126,9 @@ func TestAll(t *testing.T) {
 		// A bad argument wins over a wrong type.
 		{args: cmd("RL.ALL", "2", "FIXED", "t", "5", "1m", "1", "FIXED", "q", "0", "1m", "1"), want: "-ERR invalid limit '0': must be at least 1"},
 		{args: cmd("RL.ALL", "2", "FIXED", "a", "5", "1m", "1", "TOKEN", "a", "5", "1/s", "1"), want: "-ERR duplicate key 'a' in RL.ALL"},
+		// The duplicate is judged once every argument is valid.
+		{args: cmd("RL.ALL", "3", "FIXED", "a", "5", "1m", "1", "FIXED", "a", "5", "1m", "1", "FIXED", "q", "5", "1m", "-0"), want: "-ERR invalid cost '-0': must be an integer from -9007199254740992 to 9007199254740992, -0 excluded"},
+		{args: cmd("RL.ALL", "3", "FIXED", "q", "5", "1m", "1", "FIXED", "a\x01", "5", "1m", "1", "FIXED", "a\x01", "5", "1m", "1"), want: "-ERR duplicate key 'a\\x01' in RL.ALL"},
 		{args: cmd("RL.ALL", "0", "FIXED", "a", "5", "1m", "1"), want: "-ERR invalid numlimits '0': must be an integer from 1 to 64"},
 		{args: cmd("RL.ALL", "65", "FIXED", "a", "5", "1m", "1"), want: "-ERR invalid numlimits '65': must be an integer from 1 to 64"},
 		{args: cmd("RL.ALL", "x", "FIXED", "a", "5", "1m", "1"), want: "-ERR invalid numlimits 'x': must be an integer from 1 to 64"},
