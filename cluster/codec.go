@@ -22,7 +22,10 @@ import (
 //	ops:          uvarint n | op*
 //	op:           code byte | field mask byte | fields in mask order
 //	fields:       rule (kind byte, varint limit, varint period) | varint cost |
-//	              uvarint cursor | string key | string pattern
+//	              uvarint cursor | string key | string pattern |
+//	              string token | limits
+//	limits:       uvarint n | (kind byte, varint limit, varint period,
+//	              varint cost, string key)*   (RL.ALL, 1 <= n <= 64)
 //	string:       uvarint length | bytes
 //
 // Absent fields are zero: a typical RL.TOKEN op costs 2 + 4 + key bytes
@@ -60,6 +63,8 @@ const (
 	fieldCursor
 	fieldKey
 	fieldPattern
+	fieldToken // RL.ACQUIRE, RL.RELEASE
+	fieldAll   // RL.ALL's limits
 )
 
 // maxDecodeString bounds any string in an entry or frame; the length is also
@@ -73,7 +78,14 @@ var errMalformed = errors.New("malformed entry")
 func opsSize(ops []engine.Op) int {
 	n := binary.MaxVarintLen64
 	for i := range ops {
-		n += 2 + 3*binary.MaxVarintLen64 + 1 + 2*binary.MaxVarintLen32 + len(ops[i].Key) + len(ops[i].Pattern)
+		op := &ops[i]
+		n += 2 + 3*binary.MaxVarintLen64 + 1 + 3*binary.MaxVarintLen32 + len(op.Key) + len(op.Pattern) + len(op.Token)
+		if op.All != nil {
+			n += binary.MaxVarintLen32
+			for j := range op.All {
+				n += 1 + 3*binary.MaxVarintLen64 + binary.MaxVarintLen32 + len(op.All[j].Key)
+			}
+		}
 	}
 	return n
 }
@@ -134,6 +146,12 @@ func appendOp(b []byte, op *engine.Op) []byte {
 	if len(op.Pattern) > 0 {
 		mask |= fieldPattern
 	}
+	if len(op.Token) > 0 {
+		mask |= fieldToken
+	}
+	if len(op.All) > 0 {
+		mask |= fieldAll
+	}
 	b = append(b, byte(op.Code), mask)
 	if mask&fieldRule != 0 {
 		b = append(b, byte(op.Rule.Kind))
@@ -151,6 +169,20 @@ func appendOp(b []byte, op *engine.Op) []byte {
 	}
 	if mask&fieldPattern != 0 {
 		b = appendBytes(b, op.Pattern)
+	}
+	if mask&fieldToken != 0 {
+		b = appendBytes(b, op.Token)
+	}
+	if mask&fieldAll != 0 {
+		b = binary.AppendUvarint(b, uint64(len(op.All)))
+		for i := range op.All {
+			l := &op.All[i]
+			b = append(b, byte(l.Rule.Kind))
+			b = binary.AppendVarint(b, l.Rule.Limit)
+			b = binary.AppendVarint(b, l.Rule.Period)
+			b = binary.AppendVarint(b, l.Cost)
+			b = appendBytes(b, l.Key)
+		}
 	}
 	return b
 }
@@ -231,6 +263,7 @@ const (
 	resultCount
 	resultCursor
 	resultKeys
+	resultEach // RL.ALL's per-limit results: uvarint n | result*
 )
 
 // knownErrors maps engine error texts back to their values, so that
@@ -268,61 +301,74 @@ func (e wrappedError) Unwrap() error { return e.err }
 func appendResults(b []byte, rs []engine.Result) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rs)))
 	for i := range rs {
-		r := &rs[i]
-		var mask uint64
-		if r.Err != nil {
-			mask |= resultErr
+		b = appendResult(b, &rs[i])
+	}
+	return b
+}
+
+func appendResult(b []byte, r *engine.Result) []byte {
+	var mask uint64
+	if r.Err != nil {
+		mask |= resultErr
+	}
+	if r.Kind != 0 {
+		mask |= resultKind
+	}
+	if r.Allowed {
+		mask |= resultAllowed
+	}
+	if r.Limit != 0 {
+		mask |= resultLimit
+	}
+	if r.Remaining != 0 {
+		mask |= resultRemaining
+	}
+	if r.RetryAfter != 0 {
+		mask |= resultRetry
+	}
+	if r.ResetAfter != 0 {
+		mask |= resultReset
+	}
+	if r.Count != 0 {
+		mask |= resultCount
+	}
+	if r.Cursor != 0 {
+		mask |= resultCursor
+	}
+	if r.Keys != nil {
+		mask |= resultKeys
+	}
+	if r.Each != nil {
+		mask |= resultEach
+	}
+	b = binary.AppendUvarint(b, mask)
+	if r.Err != nil {
+		b = appendBytes(b, []byte(r.Err.Error()))
+	}
+	if r.Kind != 0 {
+		b = append(b, byte(r.Kind))
+	}
+	for _, v := range []struct {
+		bit uint64
+		v   int64
+	}{{resultLimit, r.Limit}, {resultRemaining, r.Remaining}, {resultRetry, r.RetryAfter}, {resultReset, r.ResetAfter}, {resultCount, r.Count}} {
+		if mask&v.bit != 0 {
+			b = binary.AppendVarint(b, v.v)
 		}
-		if r.Kind != 0 {
-			mask |= resultKind
+	}
+	if r.Cursor != 0 {
+		b = binary.AppendUvarint(b, r.Cursor)
+	}
+	if r.Keys != nil {
+		b = binary.AppendUvarint(b, uint64(len(r.Keys)))
+		for _, k := range r.Keys {
+			b = appendBytes(b, k)
 		}
-		if r.Allowed {
-			mask |= resultAllowed
-		}
-		if r.Limit != 0 {
-			mask |= resultLimit
-		}
-		if r.Remaining != 0 {
-			mask |= resultRemaining
-		}
-		if r.RetryAfter != 0 {
-			mask |= resultRetry
-		}
-		if r.ResetAfter != 0 {
-			mask |= resultReset
-		}
-		if r.Count != 0 {
-			mask |= resultCount
-		}
-		if r.Cursor != 0 {
-			mask |= resultCursor
-		}
-		if r.Keys != nil {
-			mask |= resultKeys
-		}
-		b = binary.AppendUvarint(b, mask)
-		if r.Err != nil {
-			b = appendBytes(b, []byte(r.Err.Error()))
-		}
-		if r.Kind != 0 {
-			b = append(b, byte(r.Kind))
-		}
-		for _, v := range []struct {
-			bit uint64
-			v   int64
-		}{{resultLimit, r.Limit}, {resultRemaining, r.Remaining}, {resultRetry, r.RetryAfter}, {resultReset, r.ResetAfter}, {resultCount, r.Count}} {
-			if mask&v.bit != 0 {
-				b = binary.AppendVarint(b, v.v)
-			}
-		}
-		if r.Cursor != 0 {
-			b = binary.AppendUvarint(b, r.Cursor)
-		}
-		if r.Keys != nil {
-			b = binary.AppendUvarint(b, uint64(len(r.Keys)))
-			for _, k := range r.Keys {
-				b = appendBytes(b, k)
-			}
+	}
+	if r.Each != nil {
+		b = binary.AppendUvarint(b, uint64(len(r.Each)))
+		for i := range r.Each {
+			b = appendResult(b, &r.Each[i])
 		}
 	}
 	return b
@@ -337,44 +383,62 @@ func decodeResults(data []byte, rs []engine.Result) error {
 		return fmt.Errorf("%w: %d results for %d ops", errMalformed, n, len(rs))
 	}
 	for i := 0; i < len(rs) && d.err == nil; i++ {
-		r := engine.Result{}
-		mask := d.uvarint()
-		if mask&resultErr != 0 {
-			r.Err = resultError(string(d.bytes()))
-		}
-		if mask&resultKind != 0 {
-			r.Kind = engine.Kind(d.byte1())
-		}
-		r.Allowed = mask&resultAllowed != 0
-		for _, f := range []struct {
-			bit uint64
-			p   *int64
-		}{{resultLimit, &r.Limit}, {resultRemaining, &r.Remaining}, {resultRetry, &r.RetryAfter}, {resultReset, &r.ResetAfter}, {resultCount, &r.Count}} {
-			if mask&f.bit != 0 {
-				*f.p = d.varint()
-			}
-		}
-		if mask&resultCursor != 0 {
-			r.Cursor = d.uvarint()
-		}
-		if mask&resultKeys != 0 {
-			k := d.uvarint()
-			if d.err == nil && k > uint64(len(d.b)) { // each key takes at least its length byte
-				d.err = fmt.Errorf("%w: %d keys in %d bytes", errMalformed, k, len(d.b))
-			}
-			if d.err == nil {
-				r.Keys = make([][]byte, 0, k)
-				for j := uint64(0); j < k && d.err == nil; j++ {
-					r.Keys = append(r.Keys, bytes.Clone(d.bytes()))
-				}
-			}
-		}
-		rs[i] = r
+		rs[i] = d.result(true)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d stray bytes after the results", errMalformed, len(d.b))
 	}
 	return d.err
+}
+
+// result reads one result; nested says whether it may hold per-limit
+// results (one level only).
+func (d *decoder) result(nested bool) engine.Result {
+	r := engine.Result{}
+	mask := d.uvarint()
+	if mask&resultErr != 0 {
+		r.Err = resultError(string(d.bytes()))
+	}
+	if mask&resultKind != 0 {
+		r.Kind = engine.Kind(d.byte1())
+	}
+	r.Allowed = mask&resultAllowed != 0
+	for _, f := range []struct {
+		bit uint64
+		p   *int64
+	}{{resultLimit, &r.Limit}, {resultRemaining, &r.Remaining}, {resultRetry, &r.RetryAfter}, {resultReset, &r.ResetAfter}, {resultCount, &r.Count}} {
+		if mask&f.bit != 0 {
+			*f.p = d.varint()
+		}
+	}
+	if mask&resultCursor != 0 {
+		r.Cursor = d.uvarint()
+	}
+	if mask&resultKeys != 0 {
+		k := d.uvarint()
+		if d.err == nil && k > uint64(len(d.b)) { // each key takes at least its length byte
+			d.err = fmt.Errorf("%w: %d keys in %d bytes", errMalformed, k, len(d.b))
+		}
+		if d.err == nil {
+			r.Keys = make([][]byte, 0, k)
+			for j := uint64(0); j < k && d.err == nil; j++ {
+				r.Keys = append(r.Keys, bytes.Clone(d.bytes()))
+			}
+		}
+	}
+	if mask&resultEach != 0 {
+		k := d.uvarint()
+		if d.err == nil && (!nested || k > engine.MaxAll || k > uint64(len(d.b))) {
+			d.err = fmt.Errorf("%w: %d per-limit results in %d bytes", errMalformed, k, len(d.b))
+		}
+		if d.err == nil {
+			r.Each = make([]engine.Result, k)
+			for j := range r.Each {
+				r.Each[j] = d.result(false)
+			}
+		}
+	}
+	return r
 }
 
 func appendBytes(b, s []byte) []byte {
@@ -537,7 +601,7 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		op := &ops[i]
 		op.Code = engine.OpCode(d.byte1())
 		mask := d.byte1()
-		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern) != 0 && d.err == nil {
+		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern|fieldToken|fieldAll) != 0 && d.err == nil {
 			d.err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", errMalformed, i, mask)
 		}
 		if mask&fieldRule != 0 {
@@ -557,6 +621,12 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		if mask&fieldPattern != 0 {
 			op.Pattern = d.bytes()
 		}
+		if mask&fieldToken != 0 {
+			op.Token = d.bytes()
+		}
+		if mask&fieldAll != 0 {
+			op.All = d.limits()
+		}
 		if d.err != nil {
 			return nil
 		}
@@ -566,6 +636,35 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		if len(op.Pattern) == 0 {
 			op.Pattern = nil
 		}
+		if len(op.Token) == 0 {
+			op.Token = nil
+		}
 	}
 	return ops
+}
+
+// limits reads RL.ALL's limits: a count from 1 to engine.MaxAll, then each
+// limit's rule, cost and key (the keys alias the input).
+func (d *decoder) limits() []engine.Limit {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n < 1 || n > engine.MaxAll || n > uint64(len(d.b))/5 { // a limit takes at least five bytes
+		d.err = fmt.Errorf("%w: %d limits in %d bytes", errMalformed, n, len(d.b))
+		return nil
+	}
+	lims := make([]engine.Limit, n)
+	for i := range lims {
+		l := &lims[i]
+		l.Rule.Kind = engine.Kind(d.byte1())
+		l.Rule.Limit = d.varint()
+		l.Rule.Period = d.varint()
+		l.Cost = d.varint()
+		l.Key = d.bytes()
+	}
+	if d.err != nil {
+		return nil
+	}
+	return lims
 }

@@ -24,6 +24,13 @@ func sampleOps() []engine.Op {
 		{Code: engine.OpTimeWarp, Cost: int64(time.Hour)},
 		{Code: engine.OpClockFreeze},
 		{Code: 200}, // unknown codes travel; the engine refuses them
+		{Code: engine.OpAll, All: []engine.Limit{
+			{Key: []byte("u:rpm"), Rule: tokenRule, Cost: 1},
+			{Key: []byte{0, 0xff}, Rule: engine.Rule{Kind: engine.KindLog, Limit: 100000, Period: int64(time.Minute)}, Cost: -(1 << 53)},
+			{Key: []byte("z"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 1, Period: 1}},
+		}},
+		{Code: engine.OpAcquire, Key: []byte("c"), Rule: engine.Rule{Kind: engine.KindConcurrency, Limit: 5, Period: int64(time.Minute)}, Cost: 2, Token: []byte("req-1")},
+		{Code: engine.OpRelease, Key: []byte("c"), Token: bytes.Repeat([]byte{0xfe}, 128)},
 	}
 }
 
@@ -66,6 +73,9 @@ func TestEntryDecodeErrors(t *testing.T) {
 		{"stray bytes", append(bytes.Clone(good), 0), "stray"},
 		{"unknown field", []byte{entryOps, 0, 1, 1, 0x80}, "unknown field mask"},
 		{"varint overflow", append([]byte{entryOps}, bytes.Repeat([]byte{0xff}, 11)...), "truncated varint"},
+		{"no limits", []byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 0}, "0 limits"},
+		{"65 limits", append([]byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 65}, make([]byte, 65*5)...), "65 limits"},
+		{"truncated limit", []byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 1, 1, 2, 2, 2, 5, 'a'}, "truncated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,6 +124,11 @@ func sampleResults() []engine.Result {
 		{Cursor: math.MaxUint64, Keys: [][]byte{[]byte("a"), {}, {0, 1}}},
 		{Keys: [][]byte{}},
 		{},
+		{Kind: engine.KindFixed, Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 60000, Each: []engine.Result{
+			{Kind: engine.KindToken, Allowed: true, Limit: 5, Remaining: 3},
+			{Kind: engine.KindFixed, Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 60000},
+		}},
+		{Kind: engine.KindConcurrency, Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 10000},
 	}
 }
 

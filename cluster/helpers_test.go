@@ -237,7 +237,7 @@ func dump(e *engine.Engine) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "clock %+v\n", cs)
 	for _, r := range recs {
-		fmt.Fprintf(&b, "%q %+v %d %d %d %v\n", r.Key, r.Rule, r.A, r.B, r.C, r.Log)
+		fmt.Fprintf(&b, "%q %+v %d %d %d %v %v\n", r.Key, r.Rule, r.A, r.B, r.C, r.Log, r.Leases)
 	}
 	return b.String()
 }

@@ -23,6 +23,10 @@ const (
 	KindSliding Kind = 4 // RL.SLIDING: sliding window counter
 	KindLog     Kind = 5 // RL.LOG: sliding window log
 	KindGCRA    Kind = 6 // CL.THROTTLE: redis-cell's GCRA
+	// KindConcurrency: RL.ACQUIRE/RL.RELEASE leases. Its Rule.Limit is the
+	// most units held at once; Rule.Period is the lease's ttl in
+	// nanoseconds (each lease keeps its own expiry: concurrency.go).
+	KindConcurrency Kind = 7
 )
 
 // String returns the name TYPE replies for the kind ("none" for KindNone).
@@ -40,13 +44,15 @@ func (k Kind) String() string {
 		return "log"
 	case KindGCRA:
 		return "gcra"
+	case KindConcurrency:
+		return "concurrency"
 	}
 	return "none"
 }
 
-// ParseKind is the inverse of Kind.String for the six limiter kinds.
+// ParseKind is the inverse of Kind.String for the seven limiter kinds.
 func ParseKind(name string) (Kind, bool) {
-	for k := KindToken; k <= KindGCRA; k++ {
+	for k := KindToken; k <= KindConcurrency; k++ {
 		if k.String() == name {
 			return k, true
 		}
@@ -106,20 +112,35 @@ const (
 	OpClockResume OpCode = 13
 	// OpTime sets Result.Count to the clock's time in nanoseconds (TIME).
 	OpTime OpCode = 14
+	// OpAll decides every limit of All at one instant, all charged or none
+	// (RL.ALL): Result holds the combined reply and Result.Each one result
+	// per limit, in order. Rule, Cost and Key are unused.
+	OpAll OpCode = 15
+	// OpAcquire takes or renews the lease Token of Cost units on the
+	// KindConcurrency key Key (RL.ACQUIRE); Rule.Period is the ttl. Cost 0
+	// peeks.
+	OpAcquire OpCode = 16
+	// OpRelease ends the lease Token on Key (RL.RELEASE); Result.Count is
+	// 1 if a live lease was released, else 0.
+	OpRelease OpCode = 17
 )
 
 // Mutates reports whether the operation can change state and so must go
 // through the replicated log; the others are reads.
 func (c OpCode) Mutates() bool {
 	switch c {
-	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume:
+	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume, OpAll, OpAcquire, OpRelease:
 		return true
 	}
 	return false
 }
 
-// Op is one engine operation. Key and Pattern are not retained by the engine
-// after the call returns, except that a new key's bytes are copied.
+// Op is one engine operation. Key, Pattern, Token and All are not retained
+// by the engine after the call returns, except that a new key's or lease's
+// bytes are copied.
+//
+// Cost is signed: a negative Cost on the RL.* kinds (not GCRA, not
+// concurrency) is a refund of up to -Cost units.
 type Op struct {
 	Code    OpCode
 	Rule    Rule
@@ -127,7 +148,28 @@ type Op struct {
 	Cursor  uint64
 	Key     []byte
 	Pattern []byte
+	Token   []byte  // OpAcquire, OpRelease: the lease's token (1..MaxToken bytes)
+	All     []Limit // OpAll: the limits, 1..MaxAll of them, keys distinct
+	// Each is optional room for OpAll's per-limit results: when its
+	// capacity holds len(All) results, Result.Each is built in it (and so
+	// aliases it) instead of being allocated. It is not replicated.
+	Each []Result
 }
+
+// Limit is one limit of an OpAll: a key, its rule (one of the five RL.*
+// kinds) and a signed cost, as OpDecide takes them.
+type Limit struct {
+	Key  []byte
+	Rule Rule
+	Cost int64
+}
+
+const (
+	// MaxAll is the most limits one OpAll may hold.
+	MaxAll = 64
+	// MaxToken is the longest lease token, in bytes.
+	MaxToken = 128
+)
 
 // Result is the outcome of one Op.
 //
@@ -146,6 +188,9 @@ type Result struct {
 	Count      int64
 	Cursor     uint64
 	Keys       [][]byte
+	// Each is OpAll's per-limit results, in the order of Op.All (nil for
+	// every other op, so a single decision allocates nothing).
+	Each []Result
 }
 
 // Errors an operation can report in Result.Err. Their texts are the Redis
@@ -164,4 +209,8 @@ var (
 	// ErrKeyLimit: the call would create a key beyond Config.MaxKeys. The
 	// error returned wraps it and names the limit.
 	ErrKeyLimit = errors.New("OOM command not allowed: the key limit is reached")
+	// ErrDuplicateKey: an OpAll names a key twice. The error returned
+	// wraps it and names the key; the server checks this first with its
+	// own text.
+	ErrDuplicateKey = errors.New("ERR duplicate key in RL.ALL")
 )

@@ -60,11 +60,20 @@ func bucketChange(k Kind, st *state, old, r Rule) {
 	}
 }
 
-// bucketEval decides a cost of n on a drained state and fills the reply.
+// bucketEval decides a cost of n on a drained state and fills the reply. A
+// negative n is a refund, always allowed; n = 0 is judged like any cost (the
+// level never exceeds the capacity, so it allows).
 func bucketEval(st *state, r Rule, n int64) Result {
 	c, i := r.Limit, r.Period
 	res := Result{Kind: r.Kind, Limit: c}
-	if n == 0 || st.a+n <= c {
+	if n < 0 { // a refund: level = max(0, level - |n|)
+		res.Allowed = true
+		if st.a+n <= 0 {
+			st.a, st.b = 0, 0
+		} else {
+			st.a += n
+		}
+	} else if st.a+n <= c {
 		res.Allowed = true
 		st.a += n
 	} else if n > c {

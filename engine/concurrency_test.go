@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,6 +80,61 @@ func TestManyKeysParallel(t *testing.T) {
 		k := []byte(fmt.Sprintf("key:%d", i))
 		if got := e.Decide(t0, k, r, 0).Remaining; got != 1000-goroutines {
 			t.Fatalf("%s remaining %d, want %d", k, got, 1000-goroutines)
+		}
+	}
+}
+
+// TestAllManyGoroutines: concurrent RL.ALL calls over overlapping keys,
+// named in random orders, with single decisions and leases on other
+// goroutines, never deadlock and charge all or nothing: at the end each
+// key's usage is exactly what the admitted calls naming it took, and no
+// key admitted more than its capacity.
+func TestAllManyGoroutines(t *testing.T) {
+	const goroutines, each, nkeys, capacity = 8, 300, 5, 400
+	e := New(Config{Shards: 4, MaxLogLimit: 1000}) // few shards: keys share them
+	e.SetClockState(ClockState{Frozen: true, FrozenAt: t0, Last: t0})
+	r := Rule{KindToken, capacity, 24 * 60 * min_}
+	var used [nkeys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 5))
+			res := make([]Result, 1)
+			for range each {
+				if g == 0 { // leases on a key of their own, in the same shards
+					e.Apply(0, []Op{{Code: OpAcquire, Key: []byte("lease"), Rule: Rule{KindConcurrency, 2, min_}, Cost: 1, Token: []byte("t")}}, res)
+					e.Apply(0, []Op{{Code: OpRelease, Key: []byte("lease"), Token: []byte("t")}}, res)
+					continue
+				}
+				perm := rng.Perm(nkeys)[:1+rng.IntN(nkeys)]
+				lims := make([]Limit, len(perm))
+				for i, k := range perm {
+					lims[i] = Limit{Key: []byte(fmt.Sprint("k", k)), Rule: r, Cost: 1 + int64(k)}
+				}
+				e.Apply(0, []Op{{Code: OpAll, All: lims}}, res)
+				if res[0].Err != nil {
+					t.Error(res[0].Err)
+					return
+				}
+				if res[0].Allowed {
+					for _, k := range perm {
+						used[k].Add(1 + int64(k))
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range nkeys {
+		p := e.peek(t0, []byte(fmt.Sprint("k", k)))
+		got := int64(0)
+		if p.Kind != KindNone {
+			got = capacity - p.Remaining
+		}
+		if got != used[k].Load() || got > capacity {
+			t.Errorf("key k%d: %d used, the admitted calls took %d (capacity %d)", k, got, used[k].Load(), capacity)
 		}
 	}
 }

@@ -7,7 +7,8 @@ package engine
 // from the initial state of the call's rule at the call's time. Otherwise a
 // changed rule applies from now on (change) before deciding (eval). A peek
 // (cost 0) changes nothing else; any other call stores its rule and the
-// resulting state, even when denied.
+// resulting state, even when denied. A refund (negative cost) commits like a
+// charge; on an absent key it leaves the initial state, so nothing is stored.
 
 // normalize brings st forward to now under rule r and returns the effective
 // time (now, or the later time the state already saw).
@@ -105,8 +106,11 @@ func (s *shard) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Re
 			e = nil
 		}
 	}
-	if rule.Kind == KindLog {
+	switch rule.Kind {
+	case KindLog:
 		return s.decideLog(now, hi, key, rule, n, pos, idx, found)
+	case KindConcurrency: // only peeks come here (RL.PEEK)
+		return s.acquire(now, hi, key, rule, 0, nil)
 	}
 	stored := false
 	var st state
@@ -163,9 +167,12 @@ func (s *shard) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Re
 // RL.LOG the ring is consulted and st is left zero.
 func (s *shard) liveState(e *entry, now int64) (st state, r Rule, t int64, live bool) {
 	r = s.rules.get(e.rule)
-	if r.Kind == KindLog {
+	switch r.Kind {
+	case KindLog:
 		ring := &s.logs.rings[e.a]
 		return st, r, now, ring.n > 0 && ring.newest() > now-r.Period
+	case KindConcurrency:
+		return st, r, now, s.leaseLive(e, now)
 	}
 	st = state{e.a, e.b, e.c}
 	t = normalize(&st, r, now)

@@ -44,6 +44,15 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 			for _, ts := range r.Log {
 				word(ts)
 			}
+			if r.Rule.Kind == KindConcurrency {
+				word(int64(len(r.Leases)))
+				for _, l := range r.Leases {
+					word(int64(len(l.Token)))
+					buf = append(buf, l.Token...)
+					word(l.Units)
+					word(l.Expiry)
+				}
+			}
 			h.Write(buf)
 			buf = buf[:0]
 		}

@@ -11,9 +11,13 @@ import (
 //
 // Locking. Keys are spread over a power-of-two number of shards by the low
 // bits of their xxhash; each shard has one mutex guarding everything in it.
-// The lock order is flat: a goroutine holds at most one shard lock at a time,
-// and never takes the clock's mutex (taken only by the clock operations) while
-// holding one. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
+// The lock order: a goroutine holds at most one shard lock at a time, except
+// RL.ALL (OpAll, all.go), which holds the locks of every shard its keys fall
+// in at once, taken in ascending shard index, each once, so that its limits
+// are evaluated and charged at one instant; since every holder of several
+// shard locks takes them in that one order, no two can deadlock. Nothing
+// takes the clock's mutex (taken only by the clock operations) while holding
+// a shard lock. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
 // Reset, Len) visit them one at a time, so they are not atomic snapshots of
 // the whole engine. The decide path takes no global lock: the clock is
 // lock-free for readers (see clock). The Watcher (Config.Watcher) is called
@@ -123,6 +127,9 @@ func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost i
 	if err := e.checkRule(rule, cost); err != nil {
 		return Result{Err: err}
 	}
+	if rule.Kind == KindConcurrency {
+		return Result{Err: errNeedsToken}
+	}
 	s := e.shards[h&e.mask]
 	s.mu.Lock()
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
@@ -182,13 +189,17 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 	now := e.clock.now(wall)
 	for i := 0; i < len(ops); i++ {
 		op := &ops[i]
-		if op.Code == OpDecide {
+		if op.Code == OpDecide || op.Code == OpAll {
 			j := i + 1
-			for j < len(ops) && j-i < lookAhead && ops[j].Code == OpDecide {
+			for j < len(ops) && j-i < lookAhead && ops[j].Code == op.Code {
 				j++
 			}
 			if j-i > 1 {
-				e.decideRun(now, ops[i:j], results[i:j])
+				if op.Code == OpDecide {
+					e.decideRun(now, ops[i:j], results[i:j])
+				} else {
+					e.allRun(now, ops[i:j], results[i:j])
+				}
 				if e.watch != nil {
 					e.notify(ops[i:j])
 				}
@@ -225,6 +236,12 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			now = e.clock.now(wall)
 		case OpTime:
 			r.Count = now
+		case OpAll:
+			r = e.all(now, op.All, op.Each)
+		case OpAcquire:
+			r = e.acquireOp(now, op)
+		case OpRelease:
+			r = e.release(now, op.Key, op.Token)
 		default:
 			r.Err = fmt.Errorf("%w: unknown operation code %d", ErrBadRule, op.Code)
 		}
@@ -236,15 +253,23 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 }
 
 // notify tells the watcher of the keys ops may have changed. Any mutating
-// operation with a key counts, except a decision at cost 0 (which changes
-// nothing; a reclaim it makes is reported by shard.remove).
+// operation with a key counts, and every limit of an RL.ALL with a cost,
+// except a decision or acquire at cost 0 (which changes nothing; a reclaim
+// it makes is reported by shard.remove).
 func (e *Engine) notify(ops []Op) {
 	for i := range ops {
 		op := &ops[i]
 		switch {
 		case op.Code == OpFlush:
 			e.watch.AllChanged()
-		case op.Code == OpDecide && op.Cost == 0:
+		case op.Code == OpDecide && op.Cost == 0, op.Code == OpAcquire && op.Cost == 0:
+		case op.Code == OpAll:
+			// A cost-0 limit never stores anything.
+			for j := range op.All {
+				if op.All[j].Cost != 0 {
+					e.watch.KeyChanged(op.All[j].Key)
+				}
+			}
 		case op.Code.Mutates() && op.Key != nil:
 			e.watch.KeyChanged(op.Key)
 		}
@@ -313,6 +338,8 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 		r.Count = -2
 	case code == OpTTL && rule.Kind == KindLog:
 		r.Count = s.logTTL(ent, rule, now)
+	case code == OpTTL && rule.Kind == KindConcurrency:
+		r.Count = s.leaseTTL(ent, now)
 	case code == OpTTL:
 		r.Count = satAdd(ttl(&st, rule, t), t-now)
 	}

@@ -226,6 +226,7 @@ func TestStateOps(t *testing.T) {
 		Op{Code: OpDecide, Key: k, Rule: Rule{KindToken, 0, sec}, Cost: 1},
 		Op{Code: OpDecide, Key: k, Rule: tok, Cost: -1},
 		Op{Code: OpCode(99)},
+		Op{Code: OpDecide, Key: k, Rule: Rule{KindGCRA, 16, 2 * sec}, Cost: -1},
 	)
 	check := func(i int, cond bool, what string) {
 		t.Helper()
@@ -251,8 +252,9 @@ func TestStateOps(t *testing.T) {
 	check(15, r[15].Count == 0, "count after delete")
 	check(16, errors.Is(r[16].Err, ErrBadRule), "log above max-log-limit")
 	check(17, errors.Is(r[17].Err, ErrBadRule), "limit 0")
-	check(18, errors.Is(r[18].Err, ErrBadRule), "negative cost")
+	check(18, r[18].Err == nil && r[18].Allowed && r[18].Remaining == 10 && r[18].ResetAfter == 0, "a refund on an absent key")
 	check(19, errors.Is(r[19].Err, ErrBadRule), "unknown op")
+	check(20, errors.Is(r[20].Err, ErrBadRule), "negative quantity on a gcra key")
 }
 
 // TestCountIsExact: DBSIZE does not count keys back at their initial state,

@@ -28,13 +28,22 @@ func (e *Engine) ExportShard(i int, now int64) []Record {
 			return
 		}
 		rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
-		if rule.Kind == KindLog {
+		switch rule.Kind {
+		case KindLog:
 			ring := &s.logs.rings[ent.a]
 			rec.Log = make([]int64, ring.n)
 			for j := range rec.Log {
 				rec.Log[j] = ring.at(j)
 			}
-		} else {
+		case KindConcurrency:
+			ls := &s.leases.sets[ent.a]
+			rec.Leases = make([]Lease, 0, ls.n)
+			ls.each(ls.root, func(l *lease) {
+				if l.expiry > now {
+					rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
+				}
+			})
+		default:
 			rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
 		}
 		recs = append(recs, rec)
@@ -63,6 +72,23 @@ func (e *Engine) Import(rec Record) error {
 		s.remove(pos, idx)
 	}
 	st := state{rec.A, rec.B, rec.C}
+	if rec.Rule.Kind == KindConcurrency {
+		if len(rec.Leases) == 0 {
+			return nil
+		}
+		pos, _, _ := s.find(hi, rec.Key)
+		id := s.leases.alloc()
+		s.insert(pos, hi, rec.Key, rec.Rule, state{a: int64(id)})
+		ls := &s.leases.sets[id]
+		for _, l := range rec.Leases {
+			ls.add(l.Token, l.Units, l.Expiry)
+			s.leases.count++
+			s.leases.tokenBytes += int64(len(l.Token))
+		}
+		s.reclaimedAt = math.MinInt64
+		s.account()
+		return nil
+	}
 	if rec.Rule.Kind == KindLog {
 		if len(rec.Log) == 0 {
 			return nil
@@ -96,6 +122,9 @@ func checkRecord(rec *Record, maxLog int64) error {
 	if r.Kind != KindLog && len(rec.Log) != 0 {
 		return bad("timestamps given for a kind without a log")
 	}
+	if r.Kind != KindConcurrency && len(rec.Leases) != 0 {
+		return bad("leases given for a kind without leases")
+	}
 	switch r.Kind {
 	case KindToken, KindLeaky:
 		switch {
@@ -128,6 +157,36 @@ func checkRecord(rec *Record, maxLog int64) error {
 			if rec.Log[j] < rec.Log[j-1] {
 				return fmt.Errorf("%w: log timestamps out of order at %d", ErrBadRule, j)
 			}
+		}
+	case KindConcurrency:
+		if rec.A != 0 || rec.B != 0 || rec.C != 0 {
+			return bad("state words set for a concurrency key")
+		}
+		if int64(len(rec.Leases)) > maxLog {
+			return fmt.Errorf("%w: %d leases", ErrBadRule, len(rec.Leases))
+		}
+		held := int64(0)
+		for j, l := range rec.Leases {
+			if len(l.Token) < 1 || len(l.Token) > MaxToken {
+				return fmt.Errorf("%w: lease %d: token of %d bytes", ErrBadRule, j, len(l.Token))
+			}
+			if l.Units < 1 || l.Units > maxCount-held {
+				return fmt.Errorf("%w: lease %d: %d units", ErrBadRule, j, l.Units)
+			}
+			held += l.Units
+			if j > 0 {
+				p := rec.Leases[j-1]
+				if p.Expiry > l.Expiry || p.Expiry == l.Expiry && string(p.Token) >= string(l.Token) {
+					return fmt.Errorf("%w: leases out of (expiry, token) order at %d", ErrBadRule, j)
+				}
+			}
+		}
+		seen := make(map[string]struct{}, len(rec.Leases))
+		for j, l := range rec.Leases {
+			if _, dup := seen[string(l.Token)]; dup {
+				return fmt.Errorf("%w: lease %d: token repeated", ErrBadRule, j)
+			}
+			seen[string(l.Token)] = struct{}{}
 		}
 	case KindGCRA:
 		if rec.B != 0 || rec.C != 0 {

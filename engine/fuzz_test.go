@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"testing"
 )
 
@@ -88,11 +89,33 @@ func decodeStep(f *fuzzOps, now *int64) fuzzStep {
 	return st
 }
 
+// decodeAll reads an RL.ALL of one to three limits on distinct keys of the
+// five RL.* kinds, with costs from a refund to more than the limit.
+func decodeAll(f *fuzzOps, base int64) []Limit {
+	b := f.next()
+	n := 1 + int(b%3)
+	keys := [][]string{{"a", "b", "c"}, {"b", "c", "a"}, {"c", "a", "b"}}[b/3%3]
+	lims := make([]Limit, n)
+	for i := range lims {
+		c := f.next()
+		kind := fuzzKinds[int(c)%5]
+		variants := ruleVariants[kind]
+		r := variants[int(c)/5%len(variants)]
+		cost := int64(f.next()%8) - 2 + base%2
+		if cost > r.Limit+1 {
+			cost = r.Limit + 1
+		}
+		lims[i] = Limit{Key: []byte(keys[i]), Rule: r, Cost: cost}
+	}
+	return lims
+}
+
 // FuzzEngineOps decodes the input into a sequence of decisions on three
 // keys, with rules of every kind (extremes included), time moving forwards,
 // backwards and onto window boundaries, peeks, kind changes (WRONGTYPE) and
-// sweeps, and runs it on the engine and on the reference model of
-// model_test.go: every field of every reply, and every key's existence and
+// sweeps, and now and then an RL.ALL over the same keys, an RL.ACQUIRE or
+// RL.RELEASE on two lease keys, or a refund, and runs it on the engine and
+// on the reference models of model_test.go and model_ext_test.go: every field of every reply, and every key's existence and
 // TTL after each step, must agree.
 func FuzzEngineOps(f *testing.F) {
 	// Seeds: a few hand-made sequences; testdata/fuzz/FuzzEngineOps holds
@@ -107,6 +130,7 @@ func FuzzEngineOps(f *testing.F) {
 		}
 		e := New(Config{Shards: 2, MaxLogLimit: 1000})
 		m := newModel()
+		cm := &concModel{keys: map[string]*mConc{}}
 		now := t0
 		in := &fuzzOps{b: data}
 		for i := 0; !in.done(); i++ {
@@ -117,6 +141,37 @@ func FuzzEngineOps(f *testing.F) {
 			if st.sweep {
 				e.Sweep(now, 1<<20)
 				m.sweep(now)
+				// Sweep drops a lease key only once none of its leases is
+				// live (time may go back here, never in a server).
+				maps.DeleteFunc(cm.keys, func(_ string, c *mConc) bool { return c.heldAt(now) == 0 })
+			}
+			switch in.b[min(in.i, len(in.b))-min(in.i, 1)] % 4 { // the step's last byte picks an extra op
+			case 1:
+				lims := decodeAll(in, st.cost)
+				res := []Result{e.all(now, lims, nil)} // not Apply: its clock never goes back
+				if want := m.all(now, lims); !sameAll(res[0], want) {
+					t.Fatalf("step %d: RL.ALL %v at t0%+d:\n got  %s\n want %s", i, lims, now-t0, fmtAll(res[0]), fmtAll(want))
+				}
+			case 2:
+				b := in.next()
+				key, token := []string{"x", "y"}[b%2], []string{"t1", "t2", "t3", "t4"}[b/2%4]
+				res := make([]Result, 1)
+				var want Result
+				if b/8%4 == 0 {
+					res[0] = e.release(now, []byte(key), []byte(token))
+					want.Count = cm.release(now, key, token)
+				} else {
+					r := Rule{KindConcurrency, 1 + int64(b/32), []int64{sec, 7 * ms, 3 * min_}[b%3]}
+					n := int64(in.next() % 5)
+					res[0] = e.acquireOp(now, &Op{Code: OpAcquire, Key: []byte(key), Rule: r, Cost: n, Token: []byte(token)})
+					want = cm.acquire(now, key, r, n, token)
+				}
+				if !sameResult(res[0], want) || res[0].Count != want.Count {
+					t.Fatalf("step %d: lease op on %s at t0%+d:\n got  %s\n want %s", i, key, now-t0, fmtResult(res[0]), fmtResult(want))
+				}
+			}
+			if st.rule.Kind != KindGCRA && st.cost > 0 && in.next()%5 == 0 {
+				st.cost = -st.cost // a refund
 			}
 			got := e.Decide(now, []byte(st.key), st.rule, st.cost)
 			want := m.decide(now, st.key, st.rule, st.cost)

@@ -82,6 +82,17 @@ func (r *logRing) prune(cut int64) {
 	}
 }
 
+// popNewest drops the k newest timestamps (k <= n).
+func (r *logRing) popNewest(k int) {
+	r.n -= k
+	if r.n == 0 {
+		r.head = 0
+	}
+	if len(r.buf) > 16 && r.n < len(r.buf)/4 {
+		r.resize(max(8, 2*r.n))
+	}
+}
+
 // resize moves the timestamps into a buffer of capacity c >= n.
 func (r *logRing) resize(c int) {
 	buf := make([]int64, c)
@@ -138,13 +149,24 @@ func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, 
 		s.logPrune(ring, now-old.Period)
 		stored = ring.n > 0
 		if stored && n == 0 {
-			logged := ring.n - ring.expired(now-rule.Period)
-			return logResult(rule, logged, ring.newest(), now), true
+			return logPeek(ring, rule, now), true
 		}
 		if stored && rule != old {
 			s.setRule(e, rule)
 			s.logPrune(ring, now-rule.Period)
 		}
+	}
+	if n < 0 { // a refund: the -n newest live entries go
+		if stored && ring.n > 0 {
+			s.logPopNewest(ring, int(min(-n, int64(ring.n))))
+		}
+		if !found || ring.n == 0 {
+			if found {
+				s.remove(pos, idx)
+			}
+			return logResult(rule, 0, 0, now), false
+		}
+		return logResult(rule, ring.n, ring.newest(), now), true
 	}
 	logged := 0
 	if ring != nil {
@@ -188,6 +210,73 @@ func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, 
 		return res, false
 	}
 	return res, logged > 0
+}
+
+// logPeek is the reply of a cost-0 call with rule on a non-empty ring at
+// now (already moved to the ring's newest time), which may hold more live
+// entries than a lowered limit: then it denies until enough have expired.
+func logPeek(ring *logRing, rule Rule, now int64) Result {
+	return logPeekN(ring, ring.n-ring.expired(now-rule.Period), rule, now)
+}
+
+// logPeekN is logPeek given the count of live entries, the newest of ring.
+func logPeekN(ring *logRing, logged int, rule Rule, now int64) Result {
+	res := logResult(rule, logged, ring.newest(), now)
+	if over := int64(logged) - rule.Limit; over > 0 {
+		res.Allowed = false
+		res.RetryAfter = ceilMs(ring.at(ring.n-logged+int(over)-1) + rule.Period - now)
+	}
+	return res
+}
+
+// logEval is what decideLog would reply for rule and n at now, changing
+// nothing; old is the stored rule and ring the key's ring (nil when the
+// key has no state).
+func logEval(ring *logRing, old, rule Rule, n, now int64) Result {
+	if ring != nil && ring.n > 0 {
+		now = max(now, ring.newest())
+		if ring.n-ring.expired(now-old.Period) == 0 {
+			ring = nil
+		}
+	} else {
+		ring = nil
+	}
+	if ring == nil {
+		res := logResult(rule, 0, 0, now)
+		if n > rule.Limit {
+			res.Allowed, res.RetryAfter = false, -1
+		} else if n > 0 {
+			res = logResult(rule, int(n), now, now)
+		}
+		return res
+	}
+	cut := now - min(old.Period, rule.Period)
+	logged := ring.n - ring.expired(cut)
+	start := ring.n - logged
+	switch {
+	case n == 0:
+		return logPeekN(ring, logged, rule, now)
+	case n < 0:
+		left := int(max(0, int64(logged)+n))
+		if left == 0 {
+			return logResult(rule, 0, 0, now)
+		}
+		return logResult(rule, left, ring.at(start+left-1), now)
+	case int64(logged)+n <= rule.Limit:
+		return logResult(rule, logged+int(n), now, now)
+	}
+	res := logResult(rule, logged, 0, now)
+	res.Allowed = false
+	if n > rule.Limit {
+		res.RetryAfter = -1
+	} else {
+		k := int(int64(logged) + n - rule.Limit)
+		res.RetryAfter = ceilMs(ring.at(start+k-1) + rule.Period - now)
+	}
+	if logged > 0 {
+		res.ResetAfter = ceilMs(ring.newest() + rule.Period - now)
+	}
+	return res
 }
 
 // insertLog inserts key as an RL.LOG key with an empty ring.

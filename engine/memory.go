@@ -11,7 +11,9 @@ import (
 // Each shard accounts its own state in bytes, from its structures rather
 // than from the Go heap: entryCost per key (the 48-byte entry and its share
 // of the hash index), the long keys' bytes in the arena, ringCost per RL.LOG
-// key plus tsCost per timestamp it holds, and ruleCost per distinct rule.
+// key plus tsCost per timestamp it holds, leaseSetCost per concurrency key
+// plus leaseCost and the token's bytes per lease it holds, and ruleCost per
+// distinct rule.
 // The figure is a function of the keys held and their states, not of the
 // allocation history, so replicas holding the same keys account the same
 // bytes, whatever snapshot they were restored from.
@@ -56,6 +58,11 @@ const (
 	// ringCost is an RL.LOG key's ring header; tsCost one timestamp.
 	ringCost = 40
 	tsCost   = 8
+	// leaseSetCost is a concurrency key's lease set header and map;
+	// leaseCost one lease (its treap node, its map entry and the token's
+	// string header), its token's bytes aside.
+	leaseSetCost = 96
+	leaseCost    = 112
 )
 
 // totals are the engine-wide sums of the shards' accounting, kept only when
@@ -75,7 +82,9 @@ var errNoRoom = fmt.Errorf("engine: no room without reclaiming")
 // bytes is the shard's accounted memory (under mu).
 func (s *shard) bytes() int64 {
 	rings := int64(len(s.logs.rings) - len(s.logs.free))
-	return s.count.Load()*entryCost + int64(s.arena.live) + rings*ringCost + s.logs.ts*tsCost + int64(len(s.rules.ids))*ruleCost
+	sets := int64(len(s.leases.sets) - len(s.leases.free))
+	return s.count.Load()*entryCost + int64(s.arena.live) + rings*ringCost + s.logs.ts*tsCost + int64(len(s.rules.ids))*ruleCost +
+		sets*leaseSetCost + s.leases.count*leaseCost + s.leases.tokenBytes
 }
 
 // account brings the engine's totals up to date after a change of the
@@ -101,8 +110,11 @@ func newKeyCost(key []byte, kind Kind) int64 {
 	if len(key) > inlineKey {
 		c += int64(len(key) + uvarintLen(uint64(len(key))))
 	}
-	if kind == KindLog {
+	switch kind {
+	case KindLog:
 		c += ringCost + tsCost
+	case KindConcurrency:
+		c += leaseSetCost + leaseCost
 	}
 	return c
 }
@@ -111,17 +123,23 @@ func newKeyCost(key []byte, kind Kind) int64 {
 // the held totals leave no room and the shard's caller should reclaim and
 // ask again, or, on that second asking (s.final), the limit's error.
 func (s *shard) room(key []byte, kind Kind) error {
+	return s.roomExtra(key, kind, 0, 0)
+}
+
+// roomExtra is room with keys more keys and bytes more bytes about to be
+// added besides key (RL.ALL's earlier limits).
+func (s *shard) roomExtra(key []byte, kind Kind, keys, bytes int64) error {
 	t := s.tot
-	if t == nil {
+	if t == nil || s.approved {
 		return nil
 	}
-	if t.maxKeys > 0 && t.keys.Load() >= t.maxKeys {
+	if t.maxKeys > 0 && t.keys.Load()+keys >= t.maxKeys {
 		if s.final {
 			return t.errKeys
 		}
 		return errNoRoom
 	}
-	if t.maxBytes > 0 && t.bytes.Load()+newKeyCost(key, kind) > t.maxBytes {
+	if t.maxBytes > 0 && t.bytes.Load()+bytes+newKeyCost(key, kind) > t.maxBytes {
 		if s.final {
 			return ErrOOM
 		}
@@ -144,6 +162,13 @@ func (s *shard) logPrune(ring *logRing, cut int64) {
 func (s *shard) logPush(ring *logRing, t int64, k, limit int) {
 	ring.push(t, k, limit)
 	s.logs.ts += int64(k)
+	s.account()
+}
+
+// logPopNewest drops a ring's k newest timestamps, keeping the accounting.
+func (s *shard) logPopNewest(ring *logRing, k int) {
+	ring.popNewest(k)
+	s.logs.ts -= int64(k)
 	s.account()
 }
 
@@ -172,6 +197,8 @@ func (s *shard) reclaim(now int64) {
 			s.removeIdx(i)
 		case r.Kind == KindLog:
 			s.logPrune(&s.logs.rings[ent.a], q-r.Period)
+		case r.Kind == KindConcurrency:
+			s.leasePrune(&s.leases.sets[ent.a], q)
 		}
 	})
 	s.reclaimedAt = q
@@ -182,11 +209,7 @@ func (s *shard) reclaim(now int64) {
 // it makes every shard's accounting exact at now, one shard lock at a time,
 // then decides again on the exact figures.
 func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.reclaim(now)
-		s.mu.Unlock()
-	}
+	e.reclaimAll(now)
 	s := e.shards[h&e.mask]
 	s.mu.Lock()
 	s.final = true
@@ -194,6 +217,16 @@ func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int
 	s.final = false
 	s.mu.Unlock()
 	return res
+}
+
+// reclaimAll makes every shard's accounting exact at now, one shard lock at
+// a time.
+func (e *Engine) reclaimAll(now int64) {
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.reclaim(now)
+		s.mu.Unlock()
+	}
 }
 
 // MemoryBytes is the engine's accounted memory in bytes (see memory.go):

@@ -296,3 +296,53 @@ func TestReviveIsCreation(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsAllAndLeases: under a key limit, an RL.ALL that would create
+// more keys than fit is refused whole, and a new concurrency key is
+// refused while existing ones keep deciding.
+func TestLimitsAllAndLeases(t *testing.T) {
+	e := New(Config{Shards: 4, MaxKeys: 3, MaxLogLimit: 1000})
+	r := Rule{KindFixed, 5, min_}
+	at := func(op Op) Result {
+		res := make([]Result, 1)
+		e.Apply(t0, []Op{op}, res)
+		return res[0]
+	}
+	if res := at(Op{Code: OpDecide, Key: []byte("a"), Rule: r, Cost: 1}); !res.Allowed {
+		t.Fatal(fmtResult(res))
+	}
+	all := Op{Code: OpAll, All: []Limit{{Key: []byte("a"), Rule: r, Cost: 1}, {Key: []byte("b"), Rule: r, Cost: 1}, {Key: []byte("c"), Rule: r, Cost: 1}, {Key: []byte("d"), Rule: r, Cost: 1}}}
+	if res := at(all); !errors.Is(res.Err, ErrKeyLimit) {
+		t.Fatalf("RL.ALL creating 3 keys with room for 2: %s", fmtResult(res))
+	}
+	if n := at(Op{Code: OpCount}).Count; n != 1 {
+		t.Fatalf("%d keys after a refused RL.ALL, want 1", n)
+	}
+	if p := e.peek(t0, []byte("a")); p.Remaining != 4 {
+		t.Fatalf("a charged by a refused RL.ALL: %s", fmtResult(p))
+	}
+	all.All = all.All[:3]
+	if res := at(all); res.Err != nil || !res.Allowed {
+		t.Fatalf("RL.ALL creating 2 keys with room for 2: %s", fmtResult(res))
+	}
+	lease := Op{Code: OpAcquire, Key: []byte("c2"), Rule: Rule{KindConcurrency, 2, min_}, Cost: 1, Token: []byte("x")}
+	if res := at(lease); !errors.Is(res.Err, ErrKeyLimit) {
+		t.Fatalf("a new lease key beyond max-keys: %s", fmtResult(res))
+	}
+	if e.MemoryBytes() <= 0 {
+		t.Fatal("no memory accounted")
+	}
+	e2 := New(Config{Shards: 4, MaxKeys: 1, MaxLogLimit: 1000})
+	res := make([]Result, 1)
+	e2.Apply(t0, []Op{lease}, res)
+	before := e2.MemoryBytes()
+	lease.Token = []byte("y")
+	e2.Apply(t0, []Op{lease}, res)
+	if !res[0].Allowed || e2.MemoryBytes() != before+leaseCost+1 {
+		t.Fatalf("a second lease on an existing key: %s, memory %d -> %d", fmtResult(res[0]), before, e2.MemoryBytes())
+	}
+	e2.Apply(t0, []Op{{Code: OpRelease, Key: lease.Key, Token: []byte("x")}, {Code: OpRelease, Key: lease.Key, Token: []byte("y")}}, make([]Result, 2))
+	if e2.MemoryBytes() != 0 {
+		t.Fatalf("memory after the last lease went: %d", e2.MemoryBytes())
+	}
+}

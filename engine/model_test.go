@@ -132,8 +132,8 @@ func (k *mKey) est(t int64) int64 {
 // allowed reports whether cost n passes on k advanced to t.
 func (k *mKey) allowed(n, t int64) bool {
 	r := k.rule
-	if n == 0 {
-		return true
+	if n < 0 {
+		return true // a refund
 	}
 	switch r.Kind {
 	case KindToken, KindLeaky:
@@ -271,11 +271,17 @@ func (m *model) decide(now int64, key string, r Rule, n int64) Result {
 		switch r.Kind {
 		case KindToken, KindLeaky:
 			c.level.Add(c.level, ratInt(n))
+			if c.level.Sign() < 0 {
+				c.level.SetInt64(0)
+			}
 		case KindFixed, KindSliding:
-			c.counts[align(t, r.Period)] += n
+			c.counts[align(t, r.Period)] = max(0, c.counts[align(t, r.Period)]+n)
 		case KindLog:
 			for range n {
 				c.log = append(c.log, t)
+			}
+			if n < 0 {
+				c.log = c.log[:max(0, int64(len(c.log))+n)]
 			}
 		}
 	} else if n > r.Limit {
@@ -285,7 +291,7 @@ func (m *model) decide(now int64, key string, r Rule, n int64) Result {
 	}
 	res.Remaining = c.remaining(t)
 	res.ResetAfter = c.untilMs(t, 0, (*mKey).initial)
-	if n > 0 {
+	if n != 0 {
 		if c.initial(t) {
 			delete(m.keys, key)
 		} else {
@@ -467,6 +473,9 @@ func runDifferential(t *testing.T, kind Kind, seed uint64, steps int) {
 			if rng.IntN(10) == 0 {
 				n = 1 + rng.Int64N(r.Limit+1)
 			}
+		}
+		if kind != KindGCRA && rng.IntN(8) == 0 { // a refund
+			n = -1 - rng.Int64N(min(r.Limit, 4))
 		}
 		if rng.IntN(40) == 0 {
 			e.Sweep(now, 1<<20)

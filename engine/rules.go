@@ -66,7 +66,7 @@ func (t *ruleTable) release(id uint32) {
 // server validates arguments first with nicer messages; this guards the
 // replicated path and snapshots.
 func (e *Engine) checkRule(r Rule, cost int64) error {
-	if cost < 0 {
+	if cost < 0 && (r.Kind == KindGCRA || r.Kind == KindConcurrency) {
 		return fmt.Errorf("%w: negative cost %d", ErrBadRule, cost)
 	}
 	if r.Limit < 1 || r.Period < 1 {
@@ -80,11 +80,21 @@ func (e *Engine) checkRule(r Rule, cost int64) error {
 		if r.Period > maxPeriod {
 			return fmt.Errorf("%w: %s period %d ns exceeds 366 days", ErrBadRule, r.Kind, r.Period)
 		}
-		if cost > maxCount {
+		if cost > maxCount || cost < -maxCount {
 			return fmt.Errorf("%w: cost %d exceeds 2^53", ErrBadRule, cost)
 		}
 		if r.Kind == KindLog && r.Limit > e.maxLog {
 			return fmt.Errorf("%w: log limit %d exceeds max-log-limit %d", ErrBadRule, r.Limit, e.maxLog)
+		}
+	case KindConcurrency:
+		if r.Limit > e.maxLog {
+			return fmt.Errorf("%w: concurrency limit %d exceeds max-log-limit %d", ErrBadRule, r.Limit, e.maxLog)
+		}
+		if r.Period > maxPeriod {
+			return fmt.Errorf("%w: lease ttl %d ns exceeds 366 days", ErrBadRule, r.Period)
+		}
+		if cost > maxCount {
+			return fmt.Errorf("%w: cost %d exceeds 2^53", ErrBadRule, cost)
 		}
 	case KindGCRA:
 		if r.Limit > maxGCRASpan/r.Period {

@@ -10,7 +10,7 @@ import (
 )
 
 // shard is one lock stripe: the keys whose hash's low bits select it, with
-// their entries, hash index, key arena, interned rules and RL.LOG rings. Every
+// their entries, hash index, key arena, interned rules, RL.LOG rings and lease sets. Every
 // field but count is guarded by mu; count is also read without it.
 type shard struct {
 	mu sync.Mutex
@@ -27,6 +27,7 @@ type shard struct {
 	accBytes    int64
 	reclaimedAt int64
 	final       bool
+	approved    bool // RL.ALL checked the room of its creations already (all.go)
 
 	// slab (slab.go)
 	pages []*page
@@ -38,9 +39,10 @@ type shard struct {
 	capBits uint8 // len(slots) == 1<<capBits
 	ib      uint8 // width of the entry-index field of a slot
 
-	arena arena     // arena.go
-	rules ruleTable // rules.go
-	logs  logSlab   // log.go
+	arena  arena     // arena.go
+	rules  ruleTable // rules.go
+	logs   logSlab   // log.go
+	leases leaseSlab // concurrency.go
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
@@ -78,8 +80,11 @@ func (s *shard) remove(pos, idx uint32) {
 	if s.watch != nil {
 		s.watch.KeyChanged(s.keyOf(e))
 	}
-	if s.rules.get(e.rule).Kind == KindLog {
+	switch s.rules.get(e.rule).Kind {
+	case KindLog:
 		s.logs.release(uint32(e.a))
+	case KindConcurrency:
+		s.leases.release(uint32(e.a))
 	}
 	s.rules.release(e.rule)
 	if e.klen == arenaKey {
@@ -135,6 +140,7 @@ func (s *shard) reset() {
 	s.arena.reset()
 	s.rules = ruleTable{}
 	s.logs = logSlab{}
+	s.leases = leaseSlab{}
 	s.count.Store(0)
 	s.reclaimedAt = math.MinInt64
 	s.account()

@@ -50,12 +50,22 @@ type ClockState struct {
 
 // Record is one key's complete state, as exported for a snapshot and
 // imported on restore. A, B and C are the algorithm's state words (see the
-// state type of each kind); Log holds RL.LOG's timestamps, oldest first.
+// state type of each kind); Log holds RL.LOG's timestamps, oldest first;
+// Leases holds a concurrency key's leases in (Expiry, Token) order.
 type Record struct {
-	Key  []byte
-	Rule Rule
-	A    int64
-	B    int64
-	C    int64
-	Log  []int64
+	Key    []byte
+	Rule   Rule
+	A      int64
+	B      int64
+	C      int64
+	Log    []int64
+	Leases []Lease
+}
+
+// Lease is one RL.ACQUIRE lease: its token, units and expiry (nanoseconds
+// since the epoch; the lease is gone at that time).
+type Lease struct {
+	Token  []byte
+	Units  int64
+	Expiry int64
 }

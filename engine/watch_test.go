@@ -82,3 +82,38 @@ func TestWatcher(t *testing.T) {
 		t.Fatalf("Reset told %d flushes", all)
 	}
 }
+
+// TestWatcherLayeredAndLeases: RL.ALL reports each of its limits that has
+// a cost, alone or in a run of RL.ALL calls (the engine's look-ahead path),
+// and leases report acquires and releases but not peeks.
+func TestWatcherLayeredAndLeases(t *testing.T) {
+	rec := &recorder{}
+	e := New(Config{Shards: 4, Watcher: rec})
+	fixed := Rule{KindFixed, 5, min_}
+	limit := func(k string, cost int64) Limit { return Limit{Key: []byte(k), Rule: fixed, Cost: cost} }
+	all := func(ls ...Limit) Op { return Op{Code: OpAll, All: ls} }
+	lease := func(code OpCode, k string, cost int64) Op {
+		return Op{Code: code, Key: []byte(k), Rule: Rule{KindConcurrency, 5, min_}, Token: []byte("t"), Cost: cost}
+	}
+	tests := []struct {
+		name string
+		ops  []Op
+		keys []string
+	}{
+		{"an RL.ALL: its limits with a cost", []Op{all(limit("e", 1), limit("f", 0), limit("g", -1))}, []string{"e", "g"}},
+		{"a run of RL.ALL", []Op{all(limit("h", 1)), all(limit("i", 2))}, []string{"h", "i"}},
+		{"an acquire and a release, not a peek", []Op{lease(OpAcquire, "j", 1), lease(OpAcquire, "k", 0), {Code: OpRelease, Key: []byte("j"), Token: []byte("t")}}, []string{"j"}},
+	}
+	for _, tc := range tests {
+		res := make([]Result, len(tc.ops))
+		e.Apply(t0, tc.ops, res)
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("%s: op %d: %v", tc.name, i, r.Err)
+			}
+		}
+		if keys, _ := rec.take(); !slices.Equal(keys, tc.keys) {
+			t.Fatalf("%s: told of %q, want %q", tc.name, keys, tc.keys)
+		}
+	}
+}

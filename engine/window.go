@@ -27,7 +27,10 @@ func fixedChange(st *state, old, r Rule, now int64) {
 func fixedEval(st *state, r Rule, n, now int64) Result {
 	c, w := r.Limit, r.Period
 	res := Result{Kind: KindFixed, Limit: c}
-	if n == 0 || st.b+n <= c {
+	if n < 0 { // a refund: count = max(0, count - |n|)
+		res.Allowed = true
+		st.b = max(0, st.b+n)
+	} else if st.b+n <= c { // n = 0 denies when a lowered limit is exceeded
 		res.Allowed = true
 		st.b += n
 	} else if n > c {
@@ -83,7 +86,10 @@ func slidingEval(st *state, r Rule, n, now int64) Result {
 	c, w := r.Limit, r.Period
 	res := Result{Kind: KindSliding, Limit: c}
 	weighted := slidingWeighted(st, w, now)
-	if n == 0 || st.b+weighted+n <= c {
+	if n < 0 { // a refund: cur = max(0, cur - |n|); prev is history
+		res.Allowed = true
+		st.b = max(0, st.b+n)
+	} else if st.b+weighted+n <= c {
 		res.Allowed = true
 		st.b += n
 	} else if n > c {

@@ -54,8 +54,12 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 	if err != nil {
 		return Header{}, d.readErr("version", err)
 	}
-	if v != Version {
-		return Header{}, fmt.Errorf("%w: version %d (this build reads version %d)", ErrVersion, v, Version)
+	if v < minVersion || v > Version {
+		return Header{}, fmt.Errorf("%w: version %d (this build reads versions %d to %d)", ErrVersion, v, minVersion, Version)
+	}
+	kinds := byte(maxKind)
+	if v == 1 {
+		kinds = maxKindV1 // version 1 knew no concurrency keys
 	}
 	d.offset++
 
@@ -80,7 +84,7 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 		}
 		switch typ {
 		case frameBlock:
-			n, err := parseBlock(p, h.Clock.Last, records, fn)
+			n, err := parseBlock(p, h.Clock.Last, kinds, records, fn)
 			if err != nil {
 				return Header{}, fmt.Errorf("block %d at offset %d: %w", blocks, start, err)
 			}
@@ -220,7 +224,7 @@ func parseHeader(p []byte) (Header, error) {
 
 // parseBlock decodes one block's records, calling fn for each, and returns
 // how many there were. first is the number of records before this block.
-func parseBlock(p []byte, base int64, first uint64, fn func(engine.Record) error) (uint64, error) {
+func parseBlock(p []byte, base int64, kinds byte, first uint64, fn func(engine.Record) error) (uint64, error) {
 	c := cursor{b: p}
 	n := c.uvarint()
 	if c.err != nil {
@@ -234,7 +238,7 @@ func parseBlock(p []byte, base int64, first uint64, fn func(engine.Record) error
 	}
 	recs := make([]engine.Record, 0, n)
 	for i := uint64(0); i < n; i++ {
-		rec, err := parseRecord(&c, base)
+		rec, err := parseRecord(&c, base, kinds)
 		if err != nil {
 			return 0, fmt.Errorf("record %d: %w", first+i, err)
 		}
@@ -251,11 +255,13 @@ func parseBlock(p []byte, base int64, first uint64, fn func(engine.Record) error
 	return n, nil
 }
 
-func parseRecord(c *cursor, base int64) (engine.Record, error) {
+// parseRecord decodes one record whose kind is at most kinds (the highest
+// kind of the stream's version).
+func parseRecord(c *cursor, base int64, kinds byte) (engine.Record, error) {
 	var rec engine.Record
 	flags := c.byte1()
 	kind := flags & flagKindMask
-	if c.err == nil && (kind == 0 || kind > maxKind) {
+	if c.err == nil && (kind == 0 || kind > kinds) {
 		return rec, fmt.Errorf("%w: unknown limiter kind %d", ErrCorrupt, kind)
 	}
 	rec.Rule.Kind = engine.Kind(kind)
@@ -272,6 +278,30 @@ func parseRecord(c *cursor, base int64) (engine.Record, error) {
 		return rec, c.err
 	}
 	rec.Key = append([]byte(nil), key...)
+	if flags&flagLog != 0 && rec.Rule.Kind == engine.KindConcurrency {
+		n := c.uvarint()
+		if c.err != nil {
+			return rec, c.err
+		}
+		// Each lease takes at least three bytes.
+		if n == 0 || n > MaxLogLen || n > uint64(len(c.b))/3 {
+			return rec, fmt.Errorf("%w: %d leases with %d bytes left", ErrCorrupt, n, len(c.b))
+		}
+		rec.Leases = make([]engine.Lease, n)
+		prev := base
+		for i := range rec.Leases {
+			tok := c.bytes(engine.MaxToken)
+			if c.err == nil && len(tok) == 0 {
+				return rec, fmt.Errorf("%w: lease %d has an empty token", ErrCorrupt, i)
+			}
+			l := &rec.Leases[i]
+			l.Token = append([]byte(nil), tok...)
+			l.Units = c.varint()
+			prev += c.varint()
+			l.Expiry = prev
+		}
+		return rec, c.err
+	}
 	if flags&flagLog != 0 {
 		n := c.uvarint()
 		if c.err != nil {

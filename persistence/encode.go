@@ -195,6 +195,17 @@ func checkRecord(rec engine.Record) error {
 	if len(rec.Log) > MaxLogLen {
 		return fmt.Errorf("log of %d timestamps: at most %d", len(rec.Log), MaxLogLen)
 	}
+	if len(rec.Leases) > 0 && rec.Rule.Kind != engine.KindConcurrency || len(rec.Log) > 0 && rec.Rule.Kind == engine.KindConcurrency {
+		return fmt.Errorf("%s key with %d timestamps and %d leases", rec.Rule.Kind, len(rec.Log), len(rec.Leases))
+	}
+	if len(rec.Leases) > MaxLogLen {
+		return fmt.Errorf("%d leases: at most %d", len(rec.Leases), MaxLogLen)
+	}
+	for i, l := range rec.Leases {
+		if len(l.Token) == 0 || len(l.Token) > engine.MaxToken {
+			return fmt.Errorf("lease %d: token of %d bytes: must be 1..%d", i, len(l.Token), engine.MaxToken)
+		}
+	}
 	return nil
 }
 
@@ -213,7 +224,7 @@ func appendRecord(b []byte, base int64, rec engine.Record) []byte {
 	if fc {
 		flags |= flagCDelta
 	}
-	if len(rec.Log) > 0 {
+	if len(rec.Log) > 0 || len(rec.Leases) > 0 {
 		flags |= flagLog
 	}
 	b = append(b, flags)
@@ -230,6 +241,17 @@ func appendRecord(b []byte, base int64, rec engine.Record) []byte {
 		for _, t := range rec.Log {
 			b = binary.AppendVarint(b, t-prev) // wraps, and unwraps exactly
 			prev = t
+		}
+	}
+	if len(rec.Leases) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(rec.Leases)))
+		prev := base
+		for _, l := range rec.Leases {
+			b = binary.AppendUvarint(b, uint64(len(l.Token)))
+			b = append(b, l.Token...)
+			b = binary.AppendVarint(b, l.Units)
+			b = binary.AppendVarint(b, l.Expiry-prev)
+			prev = l.Expiry
 		}
 	}
 	return b

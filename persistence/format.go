@@ -7,7 +7,7 @@
 // about 64 KiB of compactly encoded records; an end frame carries the number
 // of records and blocks written and must be the last bytes of the stream:
 //
-//	stream  = magic "SLUICESN" | uvarint version (1) | header | block* | end
+//	stream  = magic "SLUICESN" | uvarint version (2) | header | block* | end
 //	frame   = type byte | uvarint length | payload | crc32c(type, payload) LE32
 //	header  = type 'H'; payload: varint offset | frozen byte | varint frozenAt |
 //	          varint last | uvarint nmeta | (string key | string value)*
@@ -18,6 +18,12 @@
 //	          the base", bit 7 "has a log") | varint limit | varint period |
 //	          varint A | varint B | varint C | string key |
 //	          [uvarint n | varint (t0 - base) | varint (ti - ti-1)*]
+//	          or, for a concurrency key (kind 7), bit 7 meaning "has leases":
+//	          [uvarint n | (string token | varint units |
+//	          varint (expiry - previous expiry, the first from base))*]
+//
+// Version 2 added the concurrency kind; version 1 streams (every kind but
+// concurrency, the same encoding otherwise) are still read.
 //
 // varint is Go's zigzag encoding (encoding/binary.AppendVarint). The base is
 // the header's clock.Last: state words that are timestamps are stored as
@@ -39,8 +45,12 @@ import (
 // Magic opens every snapshot stream.
 const Magic = "SLUICESN"
 
-// Version is the format version Encode writes and Decode reads.
-const Version = 1
+// Version is the format version Encode writes; Decode reads it and every
+// version from minVersion on.
+const Version = 2
+
+// minVersion is the oldest format version Decode reads.
+const minVersion = 1
 
 // Limits that bound what a snapshot may contain, and so what decoding may
 // allocate.
@@ -76,8 +86,12 @@ const (
 	flagLog      = 1 << 7
 )
 
-// maxKind is the highest engine.Kind a record may carry.
-const maxKind = 6
+// maxKind is the highest engine.Kind a record may carry; maxKindV1 the
+// highest in a version 1 stream.
+const (
+	maxKind   = 7
+	maxKindV1 = 6
+)
 
 // Errors Decode wraps; test them with errors.Is.
 var (

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -33,6 +34,11 @@ func sampleRecords() []engine.Record {
 			A: math.MinInt64, B: math.MaxInt64, C: -1},
 		{Key: bytes.Repeat([]byte("k"), MaxKeyLen), Rule: engine.Rule{Kind: engine.KindLog, Limit: 2, Period: 1},
 			Log: []int64{math.MinInt64, math.MaxInt64}},
+		{Key: []byte("conc"), Rule: engine.Rule{Kind: engine.KindConcurrency, Limit: 5, Period: 30e9}, Leases: []engine.Lease{
+			{Token: []byte("req-1"), Units: 2, Expiry: now + 1e9},
+			{Token: bytes.Repeat([]byte{0xff}, engine.MaxToken), Units: 1, Expiry: now + 1e9},
+			{Token: []byte{0}, Units: 1 << 53, Expiry: math.MaxInt64},
+		}},
 	}
 }
 
@@ -164,8 +170,8 @@ func TestTruncations(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	good := encode(t, sampleHeader(), sampleRecords()[:2])
-	v2 := bytes.Clone(good)
-	v2[len(Magic)] = 2
+	v3 := bytes.Clone(good)
+	v3[len(Magic)] = 3
 	tests := []struct {
 		name string
 		data []byte
@@ -173,7 +179,7 @@ func TestDecodeErrors(t *testing.T) {
 		text string
 	}{
 		{"not a snapshot", []byte("*1\r\n$4\r\nPING\r\n"), ErrNotSnapshot, "bad magic"},
-		{"future version", v2, ErrVersion, "version 2"},
+		{"future version", v3, ErrVersion, "version 3"},
 		{"trailing garbage", append(bytes.Clone(good), 0), ErrCorrupt, "after the end frame"},
 		{"huge frame length", append([]byte(Magic+"\x01H"), 0xff, 0xff, 0xff, 0xff, 0x0f), ErrCorrupt, "exceeds"},
 		{"long frame length", append([]byte(Magic+"\x01H"), 0xff, 0xff, 0xff, 0x1f), ErrTruncated, "frame payload"},
@@ -301,5 +307,39 @@ func TestDataDir(t *testing.T) {
 	}
 	if _, err := OpenDataDir(""); err == nil {
 		t.Fatal("an empty path was accepted")
+	}
+}
+
+// TestVersion1Snapshots: snapshots written before the concurrency kind
+// (format version 1, kept in the fuzz corpus) still load, and a version 1
+// stream cannot carry a concurrency key.
+func TestVersion1Snapshots(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzDecodeSnapshot", "every-kind"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quoted, _ := strings.Cut(strings.TrimSpace(string(raw)), "[]byte(")
+	v1, err := strconv.Unquote(strings.TrimSuffix(quoted, ")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1[len(Magic)] != 1 {
+		t.Fatalf("the corpus's every-kind is version %d, want 1", v1[len(Magic)])
+	}
+	h, recs, err := decodeAll(strings.NewReader(v1))
+	if err != nil {
+		t.Fatalf("version 1 snapshot: %v", err)
+	}
+	if !reflect.DeepEqual(h, sampleHeader()) || !reflect.DeepEqual(recs, sampleRecords()[:6]) {
+		t.Fatalf("version 1 snapshot decoded to %+v %+v", h, recs)
+	}
+	// The same stream as version 1 but holding a concurrency key.
+	conc := encode(t, sampleHeader(), sampleRecords()[8:9])
+	conc[len(Magic)] = 1
+	if _, _, err := decodeAll(bytes.NewReader(conc)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "unknown limiter kind 7") {
+		t.Fatalf("version 1 with a concurrency key: %v", err)
+	}
+	if _, recs, err := decodeAll(bytes.NewReader(encode(t, sampleHeader(), sampleRecords()[8:9]))); err != nil || !reflect.DeepEqual(recs, sampleRecords()[8:9]) {
+		t.Fatalf("version 2 concurrency key: %+v, %v", recs, err)
 	}
 }

@@ -6,7 +6,9 @@ package resp
 //
 // Numbers are plain ASCII decimals: no sign, no exponent, no spaces, and no
 // leading zeros (a lone "0" is fine, and so is "0.5"), as Redis's own
-// integer parser (string2ll) demands. Errors name the argument, quote it,
+// integer parser (string2ll) demands. The one exception is a COST, which
+// may be a refund: a minus sign, then digits (leading zeros allowed) worth
+// 1 to 2^53. Errors name the argument, quote it,
 // and give the reason:
 //
 //	ERR invalid capacity 'abc': must be an integer from 0 to 9007199254740992
@@ -33,6 +35,7 @@ const (
 // The reasons of argument errors.
 const (
 	reasonInteger        = "must be an integer from 0 to 9007199254740992"
+	reasonCost           = "must be an integer from -9007199254740992 to 9007199254740992, -0 excluded"
 	reasonLeadingZero    = "must not have leading zeros"
 	reasonDurationSyntax = "must be an integer with an optional unit ms, s, m, h or d"
 	reasonDuration       = "must be a duration from 1ms to 366d"
@@ -98,6 +101,31 @@ func ParseInteger(name string, b []byte) (int64, error) {
 		return 0, NewArgError(name, b, reasonInteger)
 	}
 	return int64(v), nil
+}
+
+// ParseCost parses a COST: an integer as ParseInteger takes, or a refund
+// written with a minus sign, "-n" with 1 <= n <= 2^53, whose digits may
+// have leading zeros ("-007" is -7). "-0", "--1", "-" and "+1" are errors.
+func ParseCost(name string, b []byte) (int64, error) {
+	if len(b) == 0 || b[0] != '-' {
+		return ParseInteger(name, b)
+	}
+	d := b[1:]
+	n := digitRun(d)
+	if n == 0 || n != len(d) {
+		return 0, NewArgError(name, b, reasonCost)
+	}
+	for n > 1 && d[0] == '0' { // leading zeros after the sign are fine
+		d, n = d[1:], n-1
+	}
+	if n > 16 {
+		return 0, NewArgError(name, b, reasonCost)
+	}
+	v := digitValue(d)
+	if v == 0 || v > maxInteger {
+		return 0, NewArgError(name, b, reasonCost)
+	}
+	return -int64(v), nil
 }
 
 // ParseDuration parses an integer with an optional unit ms, s, m, h or d

@@ -70,6 +70,8 @@ func parseByKind(tb testing.TB, kind string, b []byte) (int64, error) {
 		return ParseDuration("n", b)
 	case "rate":
 		return ParseRate("n", b)
+	case "cost":
+		return ParseCost("n", b)
 	}
 	tb.Fatalf("unknown kind %q", kind)
 	return 0, nil
@@ -253,5 +255,37 @@ func FuzzGrammar(f *testing.F) {
 		if want, ok := rateOracle(s); ok != (err == nil) || ok && v != want {
 			t.Fatalf("ParseRate(%q) = %d, %v; oracle %d, %v", s, v, err, want, ok)
 		}
+		c, err := ParseCost("n", b)
+		if err != nil {
+			checkArgErrorText(t, err)
+		}
+		if want, ok := costOracle(s); ok != (err == nil) || ok && c != want {
+			t.Fatalf("ParseCost(%q) = %d, %v; oracle %d, %v", s, c, err, want, ok)
+		}
 	})
+}
+
+// costOracle parses a COST by its definition with strconv: an unsigned
+// integer without leading zeros from 0 to 2^53, or a minus sign and ASCII
+// digits worth 1 to 2^53.
+func costOracle(s string) (int64, bool) {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	if digits == s && len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimLeft(digits, "0")+"0", 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	v /= 10 // the appended 0 keeps an all-zero string a number
+	if v > maxInteger || digits != s && v == 0 {
+		return 0, false
+	}
+	if digits != s {
+		return -v, true
+	}
+	return v, true
 }

@@ -41,7 +41,7 @@ func keyspaceCommands() []*command {
 		{
 			name: "type", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "keyspace", since: "1.0.0", complexity: "O(1)",
-			summary: "The kind of limiter a key holds: token, leaky, fixed, sliding, log, gcra or none",
+			summary: "The kind of limiter a key holds: token, leaky, fixed, sliding, log, gcra, concurrency or none",
 			args:    []argDoc{keyArg("key")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.enqueue(p, engine.Op{Code: engine.OpType, Key: args[1]})

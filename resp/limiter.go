@@ -16,7 +16,7 @@ func limiterCommands() []*command {
 			summary: summary, decision: true,
 			args: []argDoc{keyArg("key"), intArg(limitName), strArg(periodName), costArgDoc},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				s.runLimiter(c, args, p, kind, limitName, periodName)
+				s.runLimiter(c, args, p, kind)
 			},
 			render: renderDecision,
 		}
@@ -55,6 +55,9 @@ func limiterCommands() []*command {
 			},
 			render: renderDecision,
 		},
+		rlAllCommand(),
+		rlAcquireCommand(),
+		rlReleaseCommand(),
 		{
 			name: "rl.reset", arity: -2, flags: []string{"write"},
 			firstKey: 1, lastKey: -1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(N) keys",
@@ -68,41 +71,68 @@ func limiterCommands() []*command {
 
 // checkKey replies an error and returns false when key is not a valid key.
 func (s *Server) checkKey(c *client, key []byte) bool {
-	if len(key) == 0 {
-		c.local.Error("ERR invalid key '': must be 1 to " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes")
-		return false
-	}
-	if len(key) > s.cfg.MaxKeyLen {
-		c.local.Error("ERR invalid key: longer than " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes")
+	if msg := s.keyError(key); msg != "" {
+		c.local.Error(msg)
 		return false
 	}
 	return true
 }
 
+// keyError returns the error text for an invalid key, or "".
+func (s *Server) keyError(key []byte) string {
+	if len(key) == 0 {
+		return "ERR invalid key '': must be 1 to " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes"
+	}
+	if len(key) > s.cfg.MaxKeyLen {
+		return "ERR invalid key: longer than " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes"
+	}
+	return ""
+}
+
+// limitNames are the names of the two parameters of each RL.* kind, as
+// errors and COMMAND DOCS call them.
+func limitNames(kind engine.Kind) (limitName, periodName string) {
+	switch kind {
+	case engine.KindToken, engine.KindLeaky:
+		return "capacity", "rate"
+	}
+	return "limit", "window"
+}
+
+// parseRule parses the two parameters of an RL.* kind into its rule.
+func (s *Server) parseRule(kind engine.Kind, a, b []byte) (engine.Rule, error) {
+	limitName, periodName := limitNames(kind)
+	limit, err := ParseInteger(limitName, a)
+	if err != nil {
+		return engine.Rule{}, err
+	}
+	if limit < 1 {
+		return engine.Rule{}, NewArgError(limitName, a, "must be at least 1")
+	}
+	if (kind == engine.KindLog || kind == engine.KindConcurrency) && limit > s.cfg.MaxLogLimit {
+		return engine.Rule{}, NewArgError("limit", a, "exceeds max-log-limit "+strconv.FormatInt(s.cfg.MaxLogLimit, 10))
+	}
+	var period int64
+	switch kind {
+	case engine.KindToken, engine.KindLeaky:
+		period, err = ParseRate(periodName, b)
+	case engine.KindConcurrency:
+		period, err = ParseDuration("ttl", b)
+	default:
+		period, err = ParseDuration(periodName, b)
+	}
+	if err != nil {
+		return engine.Rule{}, err
+	}
+	return engine.Rule{Kind: kind, Limit: limit, Period: period}, nil
+}
+
 // runLimiter parses `RL.X key limit period [COST n]` into an OpDecide.
-func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Kind, limitName, periodName string) {
+func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Kind) {
 	if !s.checkKey(c, args[1]) {
 		return
 	}
-	limit, err := ParseInteger(limitName, args[2])
-	if err != nil {
-		c.local.Error(err.Error())
-		return
-	}
-	if limit < 1 {
-		c.local.Error(NewArgError(limitName, args[2], "must be at least 1").Error())
-		return
-	}
-	if kind == engine.KindLog && limit > s.cfg.MaxLogLimit {
-		c.local.Error(NewArgError("limit", args[2], "exceeds max-log-limit "+strconv.FormatInt(s.cfg.MaxLogLimit, 10)).Error())
-		return
-	}
-	var period int64
-	if kind == engine.KindToken || kind == engine.KindLeaky {
-		period, err = ParseRate(periodName, args[3])
-	} else {
-		period, err = ParseDuration(periodName, args[3])
-	}
+	rule, err := s.parseRule(kind, args[2], args[3])
 	if err != nil {
 		c.local.Error(err.Error())
 		return
@@ -117,17 +147,12 @@ func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Ki
 			c.local.Error("ERR option COST needs a value")
 			return
 		}
-		if cost, err = ParseInteger("cost", args[i+1]); err != nil {
+		if cost, err = ParseCost("cost", args[i+1]); err != nil {
 			c.local.Error(err.Error())
 			return
 		}
 	}
-	c.enqueue(p, engine.Op{
-		Code: engine.OpDecide,
-		Key:  args[1],
-		Rule: engine.Rule{Kind: kind, Limit: limit, Period: period},
-		Cost: cost,
-	})
+	c.enqueue(p, engine.Op{Code: engine.OpDecide, Key: args[1], Rule: rule, Cost: cost})
 }
 
 // maxGCRASpan bounds redis-cell's tau and increment so that times stay far

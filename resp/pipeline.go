@@ -34,6 +34,8 @@ type client struct {
 	cmds       []redcon.Command
 	pending    []pending
 	ops        []engine.Op
+	limits     []engine.Limit  // RL.ALL's limits, which c.ops point into
+	each       []engine.Result // room for RL.ALL's per-limit results, likewise
 	results    []engine.Result
 	tracking   *tracking   // CLIENT TRACKING state; nil when off (tracking.go)
 	cachingSet bool        // the command just dispatched was CLIENT CACHING
@@ -109,6 +111,8 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	}
 	c.pending = c.pending[:0]
 	c.ops = c.ops[:0]
+	c.limits = c.limits[:0]
+	c.each = c.each[:0]
 	c.local.b = c.local.b[:0]
 	for i, rc := range cmds {
 		if c.quit {
@@ -177,6 +181,8 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	// Keys and patterns point into redcon's buffers: drop them so the
 	// scratch slices do not pin old pipelines.
 	clear(c.ops)
+	clear(c.limits)
+	clear(c.each)
 	s.flushTallies(c, time.Since(start))
 	if c.quit {
 		_ = c.conn.Close()
@@ -191,6 +197,9 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	}
 	if cap(c.ops) > 4096 {
 		c.ops, c.results, c.pending = nil, nil, nil
+	}
+	if cap(c.limits) > 4096 {
+		c.limits, c.each = nil, nil
 	}
 	return rest
 }
@@ -235,8 +244,17 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 // change key (NOLOOP's filter).
 func (c *client) ownChange(key string) bool {
 	for i := range c.ops {
-		if op := &c.ops[i]; op.Code.Mutates() && string(op.Key) == key {
+		op := &c.ops[i]
+		if !op.Code.Mutates() {
+			continue
+		}
+		if string(op.Key) == key {
 			return true
+		}
+		for j := range op.All {
+			if string(op.All[j].Key) == key {
+				return true
+			}
 		}
 	}
 	return false

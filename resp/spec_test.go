@@ -112,6 +112,12 @@ func renderCLI(want string) string {
 		inner = strings.TrimSuffix(inner, "]")
 		var lines []string
 		for _, f := range strings.Fields(inner) {
+			// redis-cli prints a nested array's elements on lines of
+			// their own, like the outer ones: drop the nesting.
+			f = strings.TrimRight(strings.TrimLeft(f, "["), "]")
+			if strings.HasPrefix(f, "*") {
+				continue
+			}
 			lines = append(lines, renderCLI(f))
 		}
 		if strings.HasSuffix(want, " ") { // a prefix ends with its separator
@@ -258,7 +264,10 @@ func TestBadInput(t *testing.T) {
 		{cmd("RL.LOG", "k", "0", "1m"), "-ERR invalid limit '0': must be at least 1"},
 		{cmd("RL.LOG", "k", "100001", "1m"), "-ERR invalid limit '100001': exceeds max-log-limit 100000"},
 		{cmd("RL.TOKEN", "k", "10", "1/s", "COST"), "-ERR option COST needs a value"},
-		{cmd("RL.TOKEN", "k", "10", "1/s", "COST", "-1"), "-ERR invalid cost '-1'"},
+		{cmd("RL.TOKEN", "k", "10", "1/s", "COST", "-0"), "-ERR invalid cost '-0'"},
+		{cmd("RL.TOKEN", "k", "10", "1/s", "COST", "--1"), "-ERR invalid cost '--1'"},
+		{cmd("RL.TOKEN", "k", "10", "1/s", "COST", "+1"), "-ERR invalid cost '+1'"},
+		{cmd("RL.TOKEN", "k", "10", "1/s", "COST", "-9007199254740993"), "-ERR invalid cost '-9007199254740993'"},
 		{cmd("RL.TOKEN", "k", "10", "1/s", "COST", "9007199254740993"), "-ERR invalid cost '9007199254740993'"},
 		{cmd("RL.TOKEN", "k", "10", "1/s", "FOO", "1"), "-ERR unknown option 'FOO' for 'rl.token': expected COST n"},
 		{cmd("RL.TOKEN", "k", "10"), "-ERR wrong number of arguments for 'rl.token' command"},

@@ -129,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN (not applied) or UNCERTAIN (may have been) after this long without a majority")
 	fs.IntVar(&c.Shards, "shards", 256, "engine lock stripes (a power of two)")
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
-	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit")
+	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit and RL.ACQUIRE limit")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most connected clients")
 	fs.Int64Var(&c.Limits.MaxBulk, "proto-max-bulk-len", c.Limits.MaxBulk, "longest bulk string in bytes")
 	fs.Int64Var(&c.Limits.MaxArgs, "max-args", c.Limits.MaxArgs, "most arguments in one command")

@@ -1,0 +1,353 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// RL.ALL (OpAll): several limits decided at one instant, all charged or
+// none. The op takes the locks of every shard its keys fall in, in
+// ascending shard index, each once (the lock order of engine.go), and holds
+// them all while it first evaluates every limit without changing anything,
+// then, only when every limit allows, charges each one through the same
+// decide path a single command takes. Nothing can run between the two
+// phases on those keys, so the charges are exactly the evaluated outcomes.
+// A denied call stores nothing at all, not even new parameters.
+//
+// A charge could still fail only for lack of room for a new key (the
+// key and memory limits): before charging, the room every new key and
+// every added timestamp needs is checked against the totals at once, with
+// the same reclaim-and-ask-again protocol a single decision uses
+// (memory.go), and the charges that follow are not asked again (shard.
+// approved), so a call is refused whole or charged whole even while other
+// callers create keys in other shards.
+
+// allKeys is an OpAll's keys' hashes and the sorted distinct shards they
+// fall in.
+type allKeys struct {
+	h      [MaxAll]uint64
+	shards [MaxAll]uint32
+	ns     int
+}
+
+// all runs an OpAll at now; room, when large enough, holds the per-limit
+// results.
+func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
+	if len(lims) == 0 || len(lims) > MaxAll {
+		return Result{Err: fmt.Errorf("%w: %d limits in RL.ALL: must be 1 to %d", ErrBadRule, len(lims), MaxAll)}
+	}
+	var k allKeys
+	for i := range lims {
+		l := &lims[i]
+		switch l.Rule.Kind {
+		case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
+		default:
+			return Result{Err: fmt.Errorf("%w: RL.ALL takes no %s limit", ErrBadRule, l.Rule.Kind)}
+		}
+		if err := e.checkRule(l.Rule, l.Cost); err != nil {
+			return Result{Err: err}
+		}
+		h := xxhash.Sum64(l.Key)
+		for j := 0; j < i; j++ {
+			if k.h[j] == h && bytes.Equal(lims[j].Key, l.Key) {
+				return Result{Err: fmt.Errorf("%w: %q", ErrDuplicateKey, l.Key)}
+			}
+		}
+		k.h[i] = h
+		si := uint32(h & e.mask)
+		// Insertion into the sorted set of shards (at most 64).
+		j := k.ns
+		for j > 0 && k.shards[j-1] > si {
+			j--
+		}
+		if j > 0 && k.shards[j-1] == si {
+			continue
+		}
+		copy(k.shards[j+1:k.ns+1], k.shards[j:k.ns])
+		k.shards[j] = si
+		k.ns++
+	}
+	e.lockAll(&k)
+	res := e.allLocked(now, lims, &k, room)
+	if res.Err == errNoRoom {
+		e.unlockAll(&k)
+		e.reclaimAll(now)
+		e.lockAll(&k)
+		e.setFinal(&k, true)
+		res = e.allLocked(now, lims, &k, room)
+		e.setFinal(&k, false)
+	}
+	e.unlockAll(&k)
+	return res
+}
+
+// allRunKeys bounds the keys allRun looks up ahead.
+const allRunKeys = 4 * lookAhead
+
+// allRun runs a run of at most lookAhead OpAll ops at now, looking their
+// keys up first (up to allRunKeys of them) as decideRun does for single
+// decisions, so that a pipeline of RL.ALL calls has the cache misses of
+// many keys in flight at once. The look-up changes nothing.
+func (e *Engine) allRun(now int64, ops []Op, results []Result) {
+	var hashes [allRunKeys]uint64
+	n := 0
+	var sink uint32
+	for i := range ops {
+		for j := range ops[i].All {
+			if n == len(hashes) {
+				break
+			}
+			h := xxhash.Sum64(ops[i].All[j].Key)
+			hashes[n] = h
+			n++
+			s := e.shards[h&e.mask]
+			s.mu.Lock()
+			sink += s.touchSlot(hiHash(h))
+			s.mu.Unlock()
+		}
+	}
+	for _, h := range hashes[:n] {
+		s := e.shards[h&e.mask]
+		s.mu.Lock()
+		sink += s.touchEntry(hiHash(h))
+		s.mu.Unlock()
+	}
+	results[0].Count = int64(sink) // overwritten below; keeps the loads
+	for i := range ops {
+		results[i] = e.all(now, ops[i].All, ops[i].Each)
+	}
+}
+
+func (e *Engine) lockAll(k *allKeys) {
+	for _, si := range k.shards[:k.ns] {
+		e.shards[si].mu.Lock()
+	}
+}
+
+func (e *Engine) unlockAll(k *allKeys) {
+	for i := k.ns - 1; i >= 0; i-- {
+		e.shards[k.shards[i]].mu.Unlock()
+	}
+}
+
+func (e *Engine) setApproved(k *allKeys, v bool) {
+	for _, si := range k.shards[:k.ns] {
+		e.shards[si].approved = v
+	}
+}
+
+func (e *Engine) setFinal(k *allKeys, v bool) {
+	for _, si := range k.shards[:k.ns] {
+		e.shards[si].final = v
+	}
+}
+
+// allLocked is OpAll with its shards locked.
+func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result) Result {
+	// Look every key up before deciding any, as decideRun does: the index
+	// slots, then the entries, so that the cache misses of the limits are
+	// in flight together rather than one after the other.
+	var sink uint32
+	for i := range lims {
+		sink += e.shards[k.h[i]&e.mask].touchSlot(hiHash(k.h[i]))
+	}
+	for i := range lims {
+		sink += e.shards[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
+	}
+	var each []Result
+	if cap(room) >= len(lims) {
+		each = room[:len(lims):len(lims)]
+		clear(each)
+	} else {
+		each = make([]Result, len(lims))
+	}
+	each[0].Count = int64(sink) // overwritten below; keeps the loads
+	allowed := true
+	var commits [MaxAll]commit
+	for i := range lims {
+		l := &lims[i]
+		s := e.shards[k.h[i]&e.mask]
+		r, err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost, &commits[i])
+		if err != nil {
+			return Result{Err: err}
+		}
+		each[i] = r
+		allowed = allowed && r.Allowed
+	}
+	if allowed {
+		if err := e.allRoom(now, lims, k); err != nil {
+			return Result{Err: err}
+		}
+		// The room was granted for the whole call: creations in other
+		// shards by concurrent callers must not refuse a charge half way.
+		e.setApproved(k, true)
+		defer e.setApproved(k, false)
+		for i := range lims {
+			l := &lims[i]
+			s := e.shards[k.h[i]&e.mask]
+			switch c := &commits[i]; {
+			case c.skip: // a peek with nothing to drop: each[i] stands
+				continue
+			case c.e != nil: // a live key staying live: decide would write just this
+				c.e.a, c.e.b, c.e.c = c.st.a, c.st.b, c.st.c
+				if !c.peek {
+					s.setRule(c.e, l.Rule)
+				}
+				continue
+			}
+			// Creations, removals, dead keys and RL.LOG go through decide,
+			// whose outcome is the one evaluated (nothing ran in between).
+			r, _ := s.decide(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost)
+			if r.Err != nil { // cannot happen: the room was checked above
+				return Result{Err: fmt.Errorf("RL.ALL charge of %q: %w", l.Key, r.Err)}
+			}
+			each[i] = r
+		}
+	} else {
+		// Those that would have allowed reply their state as it stands.
+		for i := range lims {
+			if !each[i].Allowed {
+				continue
+			}
+			l := &lims[i]
+			s := e.shards[k.h[i]&e.mask]
+			r, _ := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, 0, nil)
+			r.Allowed, r.RetryAfter = true, 0
+			each[i] = r
+		}
+	}
+	return combine(each, allowed)
+}
+
+// combine builds RL.ALL's combined reply from the per-limit ones: limit and
+// remaining of the one with the fewest remaining (the first on ties), the
+// largest retry among the denying ones (-1 if any is -1), the largest reset.
+func combine(each []Result, allowed bool) Result {
+	best := 0
+	res := Result{Allowed: allowed, Each: each}
+	for i := range each {
+		if each[i].Remaining < each[best].Remaining {
+			best = i
+		}
+		res.ResetAfter = max(res.ResetAfter, each[i].ResetAfter)
+		if !allowed && !each[i].Allowed && res.RetryAfter != -1 {
+			if each[i].RetryAfter == -1 {
+				res.RetryAfter = -1
+			} else {
+				res.RetryAfter = max(res.RetryAfter, each[i].RetryAfter)
+			}
+		}
+	}
+	res.Kind, res.Limit, res.Remaining = each[best].Kind, each[best].Limit, each[best].Remaining
+	return res
+}
+
+// allRoom checks, before anything is charged, that the keys the call
+// creates and the timestamps it logs fit the key and memory limits
+// together: errNoRoom when the held totals leave no room (reclaim and ask
+// again), or the limit's error on the final asking.
+func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys) error {
+	if e.tot == nil {
+		return nil
+	}
+	var keys, bytes int64
+	for i := range lims {
+		l := &lims[i]
+		if l.Cost <= 0 {
+			continue
+		}
+		s := e.shards[k.h[i]&e.mask]
+		if l.Rule.Kind == KindLog {
+			bytes += l.Cost * tsCost
+		}
+		if s.hasLiveKey(now, hiHash(k.h[i]), l.Key) {
+			continue
+		}
+		if err := s.roomExtra(l.Key, l.Rule.Kind, keys, bytes); err != nil {
+			return err
+		}
+		keys++
+		bytes += newKeyCost(l.Key, l.Rule.Kind) + ruleCost
+	}
+	return nil
+}
+
+// hasLiveKey reports whether key has state at now (under mu).
+func (s *shard) hasLiveKey(now int64, hi uint32, key []byte) bool {
+	_, idx, ok := s.find(hi, key)
+	if !ok {
+		return false
+	}
+	_, _, _, live := s.liveState(s.entry(idx), now)
+	return live
+}
+
+// commit says how to charge a limit that evalOnly evaluated, with nothing
+// run in between: skip (a peek on an absent key), write st (and, unless a
+// peek, the rule) into the live entry e, or, when neither is set, run decide (creations, removals, dead keys and RL.LOG, whose ring
+// evalOnly does not build). Entries do not move while their key lives, so
+// e stays valid while the other limits of the call are charged.
+type commit struct {
+	e    *entry
+	st   state
+	skip bool
+	peek bool // write st (the stored state brought forward) but not the rule
+}
+
+// evalOnly is what decide would reply for rule and n at now, changing
+// nothing (under mu); ErrWrongType when the key holds a live limiter of
+// another kind. rule is one of the five RL.* kinds. When c is not nil it
+// receives how the outcome is to be stored.
+func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64, c *commit) (Result, error) {
+	_, idx, found := s.find(hi, key)
+	hadEntry := found
+	var e *entry
+	var old Rule
+	if found {
+		e = s.entry(idx)
+		old = s.rules.get(e.rule)
+		if old.Kind != rule.Kind {
+			if _, _, _, live := s.liveState(e, now); live {
+				return Result{}, ErrWrongType
+			}
+			found = false
+		}
+	}
+	if rule.Kind == KindLog {
+		var ring *logRing
+		if found {
+			ring = &s.logs.rings[e.a]
+		}
+		return logEval(ring, old, rule, n, now), nil
+	}
+	stored := false
+	var st state
+	t := now
+	if found {
+		st = state{e.a, e.b, e.c}
+		t = normalize(&st, old, now)
+		stored = !initial(&st, rule.Kind, t)
+		if stored && n == 0 && c != nil {
+			c.e, c.st, c.peek = e, st, true // as decide writes a peek back
+		}
+		if stored && old != rule {
+			change(&st, old, rule, t)
+		}
+	}
+	if !stored {
+		t = now
+		st = fresh(rule, now)
+	}
+	res := eval(&st, rule, n, t)
+	if c != nil {
+		switch {
+		case n == 0 && !hadEntry:
+			c.skip = true
+		case n != 0 && stored && !initial(&st, rule.Kind, t):
+			c.e, c.st = e, st
+		}
+	}
+	return res, nil
+}

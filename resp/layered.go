@@ -1,0 +1,236 @@
+package resp
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// RL.ALL, RL.ACQUIRE and RL.RELEASE: layered limits decided all or nothing,
+// and concurrency leases. Each parses into one engine op, so it goes
+// through the Executor (and the replicated log) as one unit.
+
+// allAlgorithms maps RL.ALL's ALGO argument (case-insensitive) to its kind.
+var allAlgorithms = [...]struct {
+	name string
+	kind engine.Kind
+}{
+	{"token", engine.KindToken}, {"leaky", engine.KindLeaky}, {"fixed", engine.KindFixed},
+	{"sliding", engine.KindSliding}, {"log", engine.KindLog},
+}
+
+func rlAllCommand() *command {
+	algo := argDoc{name: "algorithm", typ: "oneof", subargs: []argDoc{
+		{name: "token", typ: "pure-token", token: "TOKEN"},
+		{name: "leaky", typ: "pure-token", token: "LEAKY"},
+		{name: "fixed", typ: "pure-token", token: "FIXED"},
+		{name: "sliding", typ: "pure-token", token: "SLIDING"},
+		{name: "log", typ: "pure-token", token: "LOG"},
+	}}
+	return &command{
+		name: "rl.all", arity: -7, flags: []string{"write", "denyoom"},
+		firstKey: 3, lastKey: -4, keyStep: 5, group: "sluice", since: "1.1.0", complexity: "O(N) limits",
+		summary: "Decide several limits at one instant: all are charged, or none",
+		args: []argDoc{intArg("numlimits"), multiple(argDoc{name: "limit", typ: "block", subargs: []argDoc{
+			algo, keyArg("key"), intArg("a"), strArg("b"), intArg("cost"),
+		}})},
+		decision: true,
+		run:      runAll,
+		render:   renderAll,
+	}
+}
+
+func rlAcquireCommand() *command {
+	return &command{
+		name: "rl.acquire", arity: -6, flags: []string{"write", "denyoom", "fast"},
+		firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.1.0", complexity: "O(log N) leases",
+		summary: "Take or renew a lease of cost units under a concurrency limit",
+		args: []argDoc{keyArg("key"), intArg("limit"), strArg("ttl"), tokenArg("ID", "token", "string"),
+			costArgDoc},
+		decision: true,
+		run:      runAcquire,
+		render:   renderDecision,
+	}
+}
+
+func rlReleaseCommand() *command {
+	return &command{
+		name: "rl.release", arity: 3, flags: []string{"write", "fast"},
+		firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.1.0", complexity: "O(log N) leases",
+		summary: "End a lease; reply 1 if it was live, else 0",
+		args:    []argDoc{keyArg("key"), strArg("token")},
+		run:     runRelease,
+		render:  renderCountSum,
+	}
+}
+
+// wrongArgs replies Redis's wrong-number-of-arguments error for p's command.
+func wrongArgs(c *client, p *pending) {
+	c.local.Error("ERR wrong number of arguments for '" + p.cmd.name + "' command")
+}
+
+// runAll parses `RL.ALL numlimits ALGO key a b cost ...`. Every argument is
+// checked first, in argument order: the count, numlimits, then each limit's
+// algorithm, key length, parameters and cost; then whether a key came
+// twice; the key types are the engine's to judge, all at once.
+func runAll(s *Server, c *client, args [][]byte, p *pending) {
+	if (len(args)-2)%5 != 0 {
+		wrongArgs(c, p)
+		return
+	}
+	n, err := ParseInteger("numlimits", args[1])
+	if err != nil || n < 1 || n > engine.MaxAll {
+		c.local.Error(NewArgError("numlimits", args[1], "must be an integer from 1 to 64").Error())
+		return
+	}
+	if int64(len(args)) != 2+5*n {
+		wrongArgs(c, p)
+		return
+	}
+	start := len(c.limits)
+	for i := int64(0); i < n; i++ {
+		a := args[2+5*i : 7+5*i]
+		kind := engine.KindNone
+		for _, al := range allAlgorithms {
+			if bytes.EqualFold(a[0], []byte(al.name)) {
+				kind = al.kind
+			}
+		}
+		if kind == engine.KindNone {
+			c.local.Error(NewArgError("algorithm", a[0], "must be TOKEN, LEAKY, FIXED, SLIDING or LOG").Error())
+			c.limits = c.limits[:start]
+			return
+		}
+		if msg := s.keyError(a[1]); msg != "" {
+			c.local.Error(msg)
+			c.limits = c.limits[:start]
+			return
+		}
+		rule, err := s.parseRule(kind, a[2], a[3])
+		var cost int64
+		if err == nil {
+			cost, err = ParseCost("cost", a[4])
+		}
+		if err != nil {
+			c.local.Error(err.Error())
+			c.limits = c.limits[:start]
+			return
+		}
+		c.limits = append(c.limits, engine.Limit{Key: a[1], Rule: rule, Cost: cost})
+	}
+	end := len(c.limits)
+	// Every argument is valid: now whether a key came twice (the first key
+	// seen again is named), before the engine judges the key types.
+	for i := start + 1; i < end; i++ {
+		for j := start; j < i; j++ {
+			if bytes.Equal(c.limits[i].Key, c.limits[j].Key) {
+				c.local.Error("ERR duplicate key '" + NewArgError("", c.limits[i].Key, "").Value + "' in RL.ALL")
+				c.limits = c.limits[:start]
+				return
+			}
+		}
+	}
+	es := len(c.each)
+	c.each = slices.Grow(c.each, end-start)[:es+end-start]
+	c.enqueue(p, engine.Op{Code: engine.OpAll, All: c.limits[start:end:end], Each: c.each[es : es+end-start : es+end-start]})
+}
+
+// renderAll writes RL.ALL's reply: the five combined integers, then one
+// array of five per limit.
+func renderAll(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+	res := &results[0]
+	if res.Err != nil {
+		r.Error(res.Err.Error())
+		return
+	}
+	r.Array(5 + len(res.Each))
+	writeFive(r, res)
+	for i := range res.Each {
+		r.Array(5)
+		writeFive(r, &res.Each[i])
+	}
+}
+
+// writeFive writes the five integers of an RL.* reply, without the array
+// header.
+func writeFive(r *replyBuf, res *engine.Result) {
+	allowed := int64(0)
+	if res.Allowed {
+		allowed = 1
+	}
+	r.Int(allowed)
+	r.Int(res.Limit)
+	r.Int(res.Remaining)
+	r.Int(res.RetryAfter)
+	r.Int(res.ResetAfter)
+}
+
+// runAcquire parses `RL.ACQUIRE key limit ttl ID token [COST n]`; ID and
+// COST may come in either order, and a repeated option keeps its last
+// value.
+func runAcquire(s *Server, c *client, args [][]byte, p *pending) {
+	if !s.checkKey(c, args[1]) {
+		return
+	}
+	rule, err := s.parseRule(engine.KindConcurrency, args[2], args[3])
+	if err != nil {
+		c.local.Error(err.Error())
+		return
+	}
+	cost := int64(1)
+	var token []byte
+	for i := 4; i < len(args); i += 2 {
+		isID, isCost := bytes.EqualFold(args[i], []byte("id")), bytes.EqualFold(args[i], []byte("cost"))
+		if !isID && !isCost {
+			c.local.Error("ERR unknown option '" + printable(args[i], 64) + "' for 'rl.acquire': expected ID token or COST n")
+			return
+		}
+		if i+1 >= len(args) {
+			if isCost {
+				c.local.Error("ERR option COST needs a value")
+			} else {
+				c.local.Error("ERR option ID needs a value")
+			}
+			return
+		}
+		if isCost {
+			if cost, err = ParseInteger("cost", args[i+1]); err != nil {
+				c.local.Error(err.Error())
+				return
+			}
+			continue
+		}
+		token = args[i+1]
+		if msg := tokenError(token); msg != "" {
+			c.local.Error(msg)
+			return
+		}
+	}
+	if token == nil {
+		c.local.Error("ERR option ID token is required for 'rl.acquire'")
+		return
+	}
+	c.enqueue(p, engine.Op{Code: engine.OpAcquire, Key: args[1], Rule: rule, Cost: cost, Token: token})
+}
+
+// tokenError returns the error text for an invalid lease token, or "".
+func tokenError(token []byte) string {
+	if len(token) < 1 || len(token) > engine.MaxToken {
+		return NewArgError("token", token, "must be 1 to "+strconv.Itoa(engine.MaxToken)+" bytes").Error()
+	}
+	return ""
+}
+
+// runRelease parses `RL.RELEASE key token`.
+func runRelease(s *Server, c *client, args [][]byte, p *pending) {
+	if !s.checkKey(c, args[1]) {
+		return
+	}
+	if msg := tokenError(args[2]); msg != "" {
+		c.local.Error(msg)
+		return
+	}
+	c.enqueue(p, engine.Op{Code: engine.OpRelease, Key: args[1], Token: args[2]})
+}
