@@ -41,7 +41,7 @@ func clusterDisabledCommands() []*command {
 	}
 	plain := func(name string) *command {
 		return &command{
-			name: name, arity: 1, flags: []string{"fast"}, group: "cluster", since: "3.0.0",
+			name: name, arity: 1, flags: flagFast, group: "cluster", since: "3.0.0",
 			complexity: "O(1)", summary: "Replies that cluster support is disabled", run: disabled,
 		}
 	}

@@ -11,7 +11,7 @@ import (
 type command struct {
 	name       string // lower case; "parent|sub" for subcommands
 	arity      int    // Redis convention: n exact, -n at least n (name included)
-	flags      []string
+	flags      cmdFlags
 	firstKey   int
 	lastKey    int
 	keyStep    int
@@ -21,16 +21,75 @@ type command struct {
 	complexity string
 	args       []argDoc
 	subs       []*command
-	noAuth     bool      // allowed before AUTH
 	tolerant   bool      // render runs even when the executor failed (results carry the error)
 	decision   bool      // a rate-limit decision: counted by result in the metrics
 	stats      *cmdStats // resolved metric children (metrics.go)
+	// subErr, when set, is a container's reply to an unknown subcommand
+	// or a subcommand's wrong number of arguments (DEBUG's own text);
+	// otherwise Redis's errors are used.
+	subErr string
 
 	// run parses the arguments and either renders a reply into c.local or
 	// enqueues engine operations (c.enqueue) to be rendered by render.
 	run func(s *Server, c *client, args [][]byte, p *pending)
 	// render writes the reply of a command that enqueued operations.
 	render func(s *Server, r *replyBuf, p *pending, results []engine.Result)
+}
+
+// cmdFlags are a command's flags, as COMMAND INFO prints them. They decide
+// behaviour too: flagNoAuth lets a command run before AUTH (and be queued
+// by MULTI before it), and flagReadonly with the key positions says which
+// keys a read registers for client tracking.
+type cmdFlags uint16
+
+const (
+	flagWrite    cmdFlags = 1 << iota // changes state
+	flagReadonly                      // reads state only; its keys are tracked reads
+	flagDenyOOM                       // may create a key: refused at the memory limit
+	flagLoading                       // allowed while loading
+	flagStale                         // allowed on a stale replica
+	flagFast                          // O(1) or O(log N)
+	flagNoAuth                        // allowed before AUTH
+)
+
+// flagNames are the flags' names in COMMAND INFO's order.
+var flagNames = [...]string{"write", "readonly", "denyoom", "loading", "stale", "fast", "no_auth"}
+
+// has reports whether every flag of f is set.
+func (fl cmdFlags) has(f cmdFlags) bool { return fl&f == f }
+
+// names lists the flags set, in COMMAND INFO's order.
+func (fl cmdFlags) names() []string {
+	var out []string
+	for i, n := range flagNames {
+		if fl.has(1 << i) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// keys returns the key arguments of args as the command's key positions
+// (first, last, step) name them.
+func (c *command) keys(args [][]byte) [][]byte {
+	if c.firstKey <= 0 || c.firstKey >= len(args) {
+		return nil
+	}
+	last := c.lastKey
+	if last < 0 {
+		last += len(args)
+	}
+	if last >= len(args) {
+		last = len(args) - 1
+	}
+	if c.keyStep == 1 {
+		return args[c.firstKey : last+1]
+	}
+	var out [][]byte
+	for i := c.firstKey; i <= last; i += max(c.keyStep, 1) {
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // argDoc documents one argument for COMMAND DOCS.
@@ -86,25 +145,35 @@ func buildCommandTable(cluster bool) map[string]*command {
 }
 
 // subcommand finds a container command's subcommand by case-insensitive
-// name, or replies Redis's unknown-subcommand error and returns nil.
+// name and checks its arity, or replies the error (Redis's, or the
+// container's subErr) and returns nil.
 func subcommand(c *client, parent *command, args [][]byte) *command {
 	want := strings.ToLower(string(args[1]))
 	for _, sub := range parent.subs {
 		if sub.name == parent.name+"|"+want {
-			if !sub.arityOK(len(args)) {
-				c.local.Error("ERR wrong number of arguments for '" + sub.name + "' command")
-				return nil
+			if sub.arityOK(len(args)) {
+				return sub
 			}
-			return sub
+			if parent.subErr != "" {
+				c.local.Error(parent.subErr)
+			} else {
+				c.local.Error("ERR wrong number of arguments for '" + sub.name + "' command")
+			}
+			return nil
 		}
 	}
-	c.local.Error("ERR unknown subcommand '" + printable(args[1], 64) + "'. Try " + strings.ToUpper(parent.name) + " HELP.")
+	if parent.subErr != "" {
+		c.local.Error(parent.subErr)
+	} else {
+		c.local.Error("ERR unknown subcommand '" + printable(args[1], 64) + "'. Try " + strings.ToUpper(parent.name) + " HELP.")
+	}
 	return nil
 }
 
 // runSubcommand is the run function of container commands (CLIENT, CONFIG,
-// COMMAND, DEBUG): it hands the arguments after the container's name to the
-// subcommand.
+// COMMAND, DEBUG, CLUSTER): it hands the arguments after the container's
+// name to the subcommand, which from then on is the pending command (its
+// render, its name in CLIENT LIST).
 func runSubcommand(s *Server, c *client, args [][]byte, p *pending) {
 	sub := subcommand(c, p.cmd, args)
 	if sub == nil {

@@ -17,14 +17,13 @@ func connectionCommands() []*command {
 	clientCmd := &command{
 		name: "client", arity: -2, group: "connection", since: "2.4.0", complexity: "O(1)",
 		summary: "Connection state: ID, SETNAME, GETNAME, SETINFO, LIST, INFO, TRACKING, CACHING",
-		noAuth:  false,
 		run:     runSubcommand,
 	}
 	clientCmd.subs = []*command{
-		{name: "client|id", arity: 2, flags: []string{"fast"}, group: "connection", since: "5.0.0",
+		{name: "client|id", arity: 2, flags: flagFast, group: "connection", since: "5.0.0",
 			summary: "This connection's id",
 			run:     func(s *Server, c *client, args [][]byte, p *pending) { c.local.Int(c.id) }},
-		{name: "client|setname", arity: 3, flags: []string{"fast"}, group: "connection", since: "2.6.9",
+		{name: "client|setname", arity: 3, flags: flagFast, group: "connection", since: "2.6.9",
 			summary: "Name this connection", args: []argDoc{strArg("connection-name")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				if bytes.ContainsAny(args[1], " \r\n") {
@@ -36,7 +35,7 @@ func connectionCommands() []*command {
 				c.mu.Unlock()
 				c.local.OK()
 			}},
-		{name: "client|getname", arity: 2, flags: []string{"fast"}, group: "connection", since: "2.6.9",
+		{name: "client|getname", arity: 2, flags: flagFast, group: "connection", since: "2.6.9",
 			summary: "This connection's name",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.mu.Lock()
@@ -48,7 +47,7 @@ func connectionCommands() []*command {
 				}
 				c.local.BulkString(name)
 			}},
-		{name: "client|setinfo", arity: 4, flags: []string{"fast"}, group: "connection", since: "7.2.0",
+		{name: "client|setinfo", arity: 4, flags: flagFast, group: "connection", since: "7.2.0",
 			summary: "Record the client library's name or version",
 			args:    []argDoc{{name: "attr", typ: "oneof", subargs: []argDoc{tokenArg("LIB-NAME", "libname", "string"), tokenArg("LIB-VER", "libver", "string")}}},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
@@ -97,7 +96,7 @@ func connectionCommands() []*command {
 	}
 	return []*command{
 		{
-			name: "ping", arity: -1, flags: []string{"fast"}, group: "connection", since: "1.0.0", complexity: "O(1)",
+			name: "ping", arity: -1, flags: flagFast, group: "connection", since: "1.0.0", complexity: "O(1)",
 			summary: "PONG, or the message", args: []argDoc{optional(strArg("message"))},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				switch len(args) {
@@ -111,12 +110,12 @@ func connectionCommands() []*command {
 			},
 		},
 		{
-			name: "echo", arity: 2, flags: []string{"fast"}, group: "connection", since: "1.0.0", complexity: "O(1)",
+			name: "echo", arity: 2, flags: flagFast, group: "connection", since: "1.0.0", complexity: "O(1)",
 			summary: "Reply the message", args: []argDoc{strArg("message")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.Bulk(args[1]) },
 		},
 		{
-			name: "hello", arity: -1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "6.0.0",
+			name: "hello", arity: -1, flags: flagFast | flagNoAuth, group: "connection", since: "6.0.0",
 			complexity: "O(1)", summary: "Handshake: choose RESP2 or RESP3, authenticate, name the connection",
 			args: []argDoc{optional(argDoc{name: "arguments", typ: "block", subargs: []argDoc{
 				intArg("protover"),
@@ -125,7 +124,7 @@ func connectionCommands() []*command {
 			run: runHello,
 		},
 		{
-			name: "auth", arity: -2, flags: []string{"fast"}, noAuth: true, group: "connection", since: "1.0.0",
+			name: "auth", arity: -2, flags: flagFast | flagNoAuth, group: "connection", since: "1.0.0",
 			complexity: "O(1)", summary: "Authenticate the connection",
 			args: []argDoc{optional(strArg("username")), strArg("password")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
@@ -149,7 +148,7 @@ func connectionCommands() []*command {
 			},
 		},
 		{
-			name: "select", arity: 2, flags: []string{"fast"}, group: "connection", since: "1.0.0", complexity: "O(1)",
+			name: "select", arity: 2, flags: flagFast, group: "connection", since: "1.0.0", complexity: "O(1)",
 			summary: "Only database 0 exists", args: []argDoc{intArg("index")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				n, err := strconv.Atoi(string(args[1]))
@@ -165,7 +164,7 @@ func connectionCommands() []*command {
 		},
 		clientCmd,
 		{
-			name: "quit", arity: -1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "1.0.0",
+			name: "quit", arity: -1, flags: flagFast | flagNoAuth, group: "connection", since: "1.0.0",
 			complexity: "O(1)", summary: "Close the connection",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.local.OK()
@@ -173,7 +172,7 @@ func connectionCommands() []*command {
 			},
 		},
 		{
-			name: "reset", arity: 1, flags: []string{"fast"}, noAuth: true, group: "connection", since: "6.2.0",
+			name: "reset", arity: 1, flags: flagFast | flagNoAuth, group: "connection", since: "6.2.0",
 			complexity: "O(1)", summary: "Reset the connection: RESP2, no name, not authenticated",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.stopTracking()

@@ -18,28 +18,28 @@ const (
 func keyspaceCommands() []*command {
 	return []*command{
 		{
-			name: "del", arity: -2, flags: []string{"write"},
+			name: "del", arity: -2, flags: flagWrite,
 			firstKey: 1, lastKey: -1, keyStep: 1, group: "keyspace", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Forget the state of the keys (as RL.RESET)",
 			args:    []argDoc{multiple(keyArg("key"))},
 			run:     runPerKey(engine.OpDelete), render: renderCountSum,
 		},
 		{
-			name: "unlink", arity: -2, flags: []string{"write", "fast"},
+			name: "unlink", arity: -2, flags: flagWrite | flagFast,
 			firstKey: 1, lastKey: -1, keyStep: 1, group: "keyspace", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Forget the state of the keys (as DEL)",
 			args:    []argDoc{multiple(keyArg("key"))},
 			run:     runPerKey(engine.OpDelete), render: renderCountSum,
 		},
 		{
-			name: "exists", arity: -2, flags: []string{"readonly", "fast"},
+			name: "exists", arity: -2, flags: flagReadonly | flagFast,
 			firstKey: 1, lastKey: -1, keyStep: 1, group: "keyspace", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Count how many of the keys hold limiter state",
 			args:    []argDoc{multiple(keyArg("key"))},
 			run:     runPerKey(engine.OpExists), render: renderCountSum,
 		},
 		{
-			name: "type", arity: 2, flags: []string{"readonly", "fast"},
+			name: "type", arity: 2, flags: flagReadonly | flagFast,
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "keyspace", since: "1.0.0", complexity: "O(1)",
 			summary: "The kind of limiter a key holds: token, leaky, fixed, sliding, log, gcra, concurrency or none",
 			args:    []argDoc{keyArg("key")},
@@ -57,7 +57,7 @@ func keyspaceCommands() []*command {
 		ttlCommand("pttl", ttlMillis, "Milliseconds until the key is back at its initial state; -2 if absent"),
 		ttlCommand("ttl", ttlSeconds, "Seconds until the key is back at its initial state; -2 if absent"),
 		{
-			name: "dbsize", arity: 1, flags: []string{"readonly", "fast"},
+			name: "dbsize", arity: 1, flags: flagReadonly | flagFast,
 			group: "server", since: "1.0.0", complexity: "O(1)",
 			summary: "The number of keys holding limiter state",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
@@ -66,7 +66,7 @@ func keyspaceCommands() []*command {
 			render: renderCount,
 		},
 		{
-			name: "flushall", arity: -1, flags: []string{"write"},
+			name: "flushall", arity: -1, flags: flagWrite,
 			group: "server", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Forget every key",
 			args:    []argDoc{optional(argDoc{name: "flush-type", typ: "oneof", subargs: []argDoc{{name: "async", typ: "pure-token", token: "ASYNC"}, {name: "sync", typ: "pure-token", token: "SYNC"}}})},
@@ -80,7 +80,7 @@ func keyspaceCommands() []*command {
 			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) { r.OK() },
 		},
 		{
-			name: "keys", arity: 2, flags: []string{"readonly"},
+			name: "keys", arity: 2, flags: flagReadonly,
 			group: "keyspace", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Every key matching a glob pattern",
 			args:    []argDoc{{name: "pattern", typ: "pattern"}},
@@ -95,7 +95,7 @@ func keyspaceCommands() []*command {
 			},
 		},
 		{
-			name: "scan", arity: -2, flags: []string{"readonly"},
+			name: "scan", arity: -2, flags: flagReadonly,
 			group: "keyspace", since: "2.8.0", complexity: "O(1) per call",
 			summary: "Iterate over the keys",
 			args: []argDoc{intArg("cursor"), optional(tokenArg("MATCH", "pattern", "pattern")),
@@ -116,7 +116,7 @@ func keyspaceCommands() []*command {
 
 func ttlCommand(name string, unit int64, summary string) *command {
 	return &command{
-		name: name, arity: 2, flags: []string{"readonly", "fast"},
+		name: name, arity: 2, flags: flagReadonly | flagFast,
 		firstKey: 1, lastKey: 1, keyStep: 1, group: "keyspace", since: "1.0.0", complexity: "O(1)",
 		summary: summary,
 		args:    []argDoc{keyArg("key")},

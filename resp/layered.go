@@ -30,7 +30,7 @@ func rlAllCommand() *command {
 		{name: "log", typ: "pure-token", token: "LOG"},
 	}}
 	return &command{
-		name: "rl.all", arity: -7, flags: []string{"write", "denyoom"},
+		name: "rl.all", arity: -7, flags: flagWrite | flagDenyOOM,
 		firstKey: 3, lastKey: -4, keyStep: 5, group: "sluice", since: "1.1.0", complexity: "O(N) limits",
 		summary: "Decide several limits at one instant: all are charged, or none",
 		args: []argDoc{intArg("numlimits"), multiple(argDoc{name: "limit", typ: "block", subargs: []argDoc{
@@ -44,7 +44,7 @@ func rlAllCommand() *command {
 
 func rlAcquireCommand() *command {
 	return &command{
-		name: "rl.acquire", arity: -6, flags: []string{"write", "denyoom", "fast"},
+		name: "rl.acquire", arity: -6, flags: flagWrite | flagDenyOOM | flagFast,
 		firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.1.0", complexity: "O(log N) leases",
 		summary: "Take or renew a lease of cost units under a concurrency limit",
 		args: []argDoc{keyArg("key"), intArg("limit"), strArg("ttl"), tokenArg("ID", "token", "string"),
@@ -57,7 +57,7 @@ func rlAcquireCommand() *command {
 
 func rlReleaseCommand() *command {
 	return &command{
-		name: "rl.release", arity: 3, flags: []string{"write", "fast"},
+		name: "rl.release", arity: 3, flags: flagWrite | flagFast,
 		firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.1.0", complexity: "O(log N) leases",
 		summary: "End a lease; reply 1 if it was live, else 0",
 		args:    []argDoc{keyArg("key"), strArg("token")},

@@ -11,7 +11,7 @@ import (
 func limiterCommands() []*command {
 	rl := func(name string, kind engine.Kind, limitName, periodName, summary string) *command {
 		return &command{
-			name: name, arity: -4, flags: []string{"write", "denyoom", "fast"},
+			name: name, arity: -4, flags: flagWrite | flagDenyOOM | flagFast,
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
 			summary: summary, decision: true,
 			args: []argDoc{keyArg("key"), intArg(limitName), strArg(periodName), costArgDoc},
@@ -35,7 +35,7 @@ func limiterCommands() []*command {
 			"Sliding window counter: weighted count of this and the previous window"),
 		logCmd,
 		{
-			name: "cl.throttle", arity: -5, flags: []string{"write", "denyoom", "fast"},
+			name: "cl.throttle", arity: -5, flags: flagWrite | flagDenyOOM | flagFast,
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
 			summary: "redis-cell compatible GCRA rate limiting", decision: true,
 			args: []argDoc{keyArg("key"), intArg("max_burst"), intArg("count"), intArg("period"),
@@ -44,7 +44,7 @@ func limiterCommands() []*command {
 			render: renderDecision,
 		},
 		{
-			name: "rl.peek", arity: 2, flags: []string{"readonly", "fast"},
+			name: "rl.peek", arity: 2, flags: flagReadonly | flagFast,
 			firstKey: 1, lastKey: 1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(1)",
 			summary: "Reply what the key's own command would with cost 0, or nil",
 			args:    []argDoc{keyArg("key")},
@@ -59,7 +59,7 @@ func limiterCommands() []*command {
 		rlAcquireCommand(),
 		rlReleaseCommand(),
 		{
-			name: "rl.reset", arity: -2, flags: []string{"write"},
+			name: "rl.reset", arity: -2, flags: flagWrite,
 			firstKey: 1, lastKey: -1, keyStep: 1, group: "sluice", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Forget the state of the keys; reply how many existed",
 			args:    []argDoc{multiple(keyArg("key"))},

@@ -30,7 +30,7 @@ type multiState struct {
 func transactionCommands() []*command {
 	return []*command{
 		{
-			name: "multi", arity: 1, flags: []string{"fast"}, group: "transactions", since: "1.2.0",
+			name: "multi", arity: 1, flags: flagFast, group: "transactions", since: "1.2.0",
 			complexity: "O(1)", summary: "Start queuing commands for EXEC",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.multi = &multiState{}
@@ -45,7 +45,7 @@ func transactionCommands() []*command {
 			},
 		},
 		{
-			name: "discard", arity: 1, flags: []string{"fast"}, group: "transactions", since: "2.0.0",
+			name: "discard", arity: 1, flags: flagFast, group: "transactions", since: "2.0.0",
 			complexity: "O(N) commands", summary: "Forget the queued commands",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.local.Error("ERR DISCARD without MULTI")
@@ -113,7 +113,7 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		s.dispatch(c, args, c.newPending())
 	case name == "multi":
 		c.localReply(cmd, func(r *replyBuf) { r.Error("ERR MULTI calls can not be nested") })
-	case cmd == nil || !c.authed && !cmd.noAuth || !cmd.arityOK(len(args)):
+	case cmd == nil || !c.authed && !cmd.flags.has(flagNoAuth) || !cmd.arityOK(len(args)):
 		m.dirty = true
 		s.dispatch(c, args, c.newPending()) // renders the error
 	case name == "keys" || name == "scan":

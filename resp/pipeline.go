@@ -225,7 +225,7 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 		return
 	}
 	p.stats = cmd.stats
-	if !c.authed && !cmd.noAuth {
+	if !c.authed && !cmd.flags.has(flagNoAuth) {
 		c.local.Error("NOAUTH Authentication required.")
 		return
 	}

@@ -17,17 +17,25 @@ const maxTimewarpMillis = 366 * 24 * 3600 * 1000
 // serverCommands are SPEC section 3's server commands.
 func serverCommands() []*command {
 	cmdCmd := &command{
-		name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "2.8.13",
+		name: "command", arity: -1, flags: flagLoading | flagStale, group: "server", since: "2.8.13",
 		complexity: "O(N) commands", summary: "Describe the commands: COUNT, LIST, INFO, DOCS",
-		run: runCommandCmd,
+		run: func(s *Server, c *client, args [][]byte, p *pending) {
+			if len(args) == 1 {
+				s.writeAllCommandInfo(&c.local)
+				return
+			}
+			runSubcommand(s, c, args, p)
+		},
 	}
 	cmdCmd.subs = []*command{
-		{name: "command|count", arity: 2, group: "server", since: "2.8.13", summary: "The number of commands"},
-		{name: "command|list", arity: -2, group: "server", since: "7.0.0", summary: "The names of the commands"},
+		{name: "command|count", arity: 2, group: "server", since: "2.8.13", summary: "The number of commands",
+			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.Int(int64(len(s.commands))) }},
+		{name: "command|list", arity: -2, group: "server", since: "7.0.0", summary: "The names of the commands",
+			run: runCommandList},
 		{name: "command|info", arity: -2, group: "server", since: "2.8.13", summary: "Details of commands",
-			args: []argDoc{optional(multiple(strArg("command-name")))}},
+			args: []argDoc{optional(multiple(strArg("command-name")))}, run: runCommandInfo},
 		{name: "command|docs", arity: -2, group: "server", since: "7.0.0", summary: "Documentation of commands",
-			args: []argDoc{optional(multiple(strArg("command-name")))}},
+			args: []argDoc{optional(multiple(strArg("command-name")))}, run: runCommandDocs},
 	}
 	config := &command{
 		name: "config", arity: -2, group: "server", since: "2.0.0", complexity: "O(N)",
@@ -46,33 +54,29 @@ func serverCommands() []*command {
 	debug := &command{
 		name: "debug", arity: -2, group: "server", since: "1.0.0", complexity: "O(1)",
 		summary: "The test clock: TIMEWARP ms, CLOCK FREEZE [unix-ms], CLOCK RESUME; DIGEST (needs --enable-debug-command)",
+		subErr:  errDebugUsage,
 		run: func(s *Server, c *client, args [][]byte, p *pending) {
 			if !s.cfg.EnableDebug {
 				c.local.Error("ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.")
 				return
 			}
-			runDebug(s, c, args, p)
-		},
-		render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
-			if results[0].Err != nil {
-				r.Error(results[0].Err.Error())
-				return
-			}
-			r.OK()
+			runSubcommand(s, c, args, p)
 		},
 	}
 	debug.subs = []*command{
 		{name: "debug|timewarp", arity: 3, group: "server", since: "1.0.0", summary: "Advance the clock by ms",
-			args: []argDoc{intArg("milliseconds")}},
+			args: []argDoc{intArg("milliseconds")}, run: runDebugTimewarp, render: renderOK},
 		{name: "debug|clock", arity: -3, group: "server", since: "1.0.0", summary: "FREEZE [unix-ms] or RESUME the clock",
 			args: []argDoc{{name: "action", typ: "oneof", subargs: []argDoc{
 				{name: "freeze", typ: "block", token: "FREEZE", subargs: []argDoc{optional(intArg("unix-time-milliseconds"))}},
-				{name: "resume", typ: "pure-token", token: "RESUME"}}}}},
-		{name: "debug|digest", arity: 2, group: "server", since: "1.0.0", summary: "A hash of this replica's own state (chaos tests)"},
+				{name: "resume", typ: "pure-token", token: "RESUME"}}}},
+			run: runDebugClock, render: renderOK},
+		{name: "debug|digest", arity: 2, group: "server", since: "1.0.0", summary: "A hash of this replica's own state (chaos tests)",
+			run: func(s *Server, c *client, args [][]byte, p *pending) { runDebugDigest(s, c) }}, // debugdigest.go
 	}
 	return []*command{
 		{
-			name: "time", arity: 1, flags: []string{"fast"}, group: "server", since: "2.6.0", complexity: "O(1)",
+			name: "time", arity: 1, flags: flagFast, group: "server", since: "2.6.0", complexity: "O(1)",
 			summary: "The clock decisions use: unix seconds and microseconds",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.enqueue(p, engine.Op{Code: engine.OpTime})
@@ -85,7 +89,7 @@ func serverCommands() []*command {
 			},
 		},
 		{
-			name: "info", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "1.0.0",
+			name: "info", arity: -1, flags: flagLoading | flagStale, group: "server", since: "1.0.0",
 			complexity: "O(1)", summary: "Server information by section",
 			args: []argDoc{optional(multiple(strArg("section")))},
 			run:  runInfo, render: renderInfo, tolerant: true,
@@ -94,102 +98,115 @@ func serverCommands() []*command {
 	}
 }
 
-// runDebug parses DEBUG's subcommands into clock operations.
-func runDebug(s *Server, c *client, args [][]byte, p *pending) {
-	sub := strings.ToLower(string(args[1]))
+// errDebugUsage is DEBUG's reply to an unknown subcommand or wrong arguments.
+const errDebugUsage = "ERR unknown DEBUG subcommand or wrong arguments: use DEBUG TIMEWARP ms, DEBUG CLOCK FREEZE [unix-ms] or DEBUG CLOCK RESUME"
+
+// renderOK renders the reply of a command whose one operation returns
+// nothing but an error or success.
+func renderOK(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+	if results[0].Err != nil {
+		r.Error(results[0].Err.Error())
+		return
+	}
+	r.OK()
+}
+
+// runDebugTimewarp implements DEBUG TIMEWARP ms (args from TIMEWARP on).
+func runDebugTimewarp(s *Server, c *client, args [][]byte, p *pending) {
+	ms, err := ParseInteger("milliseconds", args[1])
+	if err != nil {
+		c.local.Error(err.Error())
+		return
+	}
+	if ms > maxTimewarpMillis {
+		c.local.Error(NewArgError("milliseconds", args[1], "at most 31622400000 (366d) per call").Error())
+		return
+	}
+	c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})
+}
+
+// runDebugClock implements DEBUG CLOCK FREEZE [unix-ms] and DEBUG CLOCK
+// RESUME (args from CLOCK on).
+func runDebugClock(s *Server, c *client, args [][]byte, p *pending) {
 	switch {
-	case sub == "timewarp" && len(args) == 3:
-		ms, err := ParseInteger("milliseconds", args[2])
-		if err != nil {
-			c.local.Error(err.Error())
-			return
-		}
-		if ms > maxTimewarpMillis {
-			c.local.Error(NewArgError("milliseconds", args[2], "at most 31622400000 (366d) per call").Error())
-			return
-		}
-		c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})
-	case sub == "clock" && len(args) >= 3 && strings.EqualFold(string(args[2]), "freeze") && len(args) <= 4:
+	case strings.EqualFold(string(args[1]), "freeze") && len(args) <= 3:
 		var at int64
-		if len(args) == 4 {
-			ms, err := ParseInteger("unix-ms", args[3])
+		if len(args) == 3 {
+			ms, err := ParseInteger("unix-ms", args[2])
 			if err != nil {
 				c.local.Error(err.Error())
 				return
 			}
 			if ms > 9_000_000_000_000 || ms == 0 {
-				c.local.Error(NewArgError("unix-ms", args[3], "must be a time from 1970 to 2255").Error())
+				c.local.Error(NewArgError("unix-ms", args[2], "must be a time from 1970 to 2255").Error())
 				return
 			}
 			at = ms * 1e6
 		}
 		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Cost: at})
-	case sub == "clock" && len(args) == 3 && strings.EqualFold(string(args[2]), "resume"):
+	case strings.EqualFold(string(args[1]), "resume") && len(args) == 2:
 		c.enqueue(p, engine.Op{Code: engine.OpClockResume})
-	case sub == "digest" && len(args) == 2:
-		runDebugDigest(s, c) // debugdigest.go
 	default:
-		c.local.Error("ERR unknown DEBUG subcommand or wrong arguments: use DEBUG TIMEWARP ms, DEBUG CLOCK FREEZE [unix-ms] or DEBUG CLOCK RESUME")
+		c.local.Error(errDebugUsage)
 	}
 }
 
-// runCommandCmd implements COMMAND and its subcommands from the table.
-func runCommandCmd(s *Server, c *client, args [][]byte, p *pending) {
+// writeAllCommandInfo writes COMMAND INFO of every command, in name order.
+func (s *Server) writeAllCommandInfo(r *replyBuf) {
+	r.Array(len(s.commands))
+	for _, name := range s.sortedNames() {
+		s.writeCommandInfo(r, s.commands[name])
+	}
+}
+
+// runCommandList implements COMMAND LIST.
+func runCommandList(s *Server, c *client, args [][]byte, p *pending) {
+	all := s.sortedNames()
+	c.local.Array(len(all))
+	for _, n := range all {
+		c.local.BulkString(n)
+	}
+}
+
+// runCommandInfo implements COMMAND INFO [name ...]: a null for an unknown
+// name.
+func runCommandInfo(s *Server, c *client, args [][]byte, p *pending) {
 	r := &c.local
-	if len(args) == 1 {
-		r.Array(len(s.commands))
+	names := args[1:]
+	if len(names) == 0 {
+		s.writeAllCommandInfo(r)
+		return
+	}
+	r.Array(len(names))
+	for _, n := range names {
+		if cmd := s.commands[strings.ToLower(string(n))]; cmd != nil {
+			s.writeCommandInfo(r, cmd)
+		} else {
+			r.Null()
+		}
+	}
+}
+
+// runCommandDocs implements COMMAND DOCS [name ...]: unknown names are
+// left out.
+func runCommandDocs(s *Server, c *client, args [][]byte, p *pending) {
+	r := &c.local
+	names := args[1:]
+	var found []*command
+	if len(names) == 0 {
 		for _, name := range s.sortedNames() {
-			s.writeCommandInfo(r, s.commands[name])
+			found = append(found, s.commands[name])
 		}
-		return
 	}
-	sub := subcommand(c, p.cmd, args)
-	if sub == nil {
-		return
+	for _, n := range names {
+		if cmd := s.commands[strings.ToLower(string(n))]; cmd != nil {
+			found = append(found, cmd)
+		}
 	}
-	names := args[2:]
-	switch sub.name {
-	case "command|count":
-		r.Int(int64(len(s.commands)))
-	case "command|list":
-		all := s.sortedNames()
-		r.Array(len(all))
-		for _, n := range all {
-			r.BulkString(n)
-		}
-	case "command|info":
-		if len(names) == 0 {
-			r.Array(len(s.commands))
-			for _, name := range s.sortedNames() {
-				s.writeCommandInfo(r, s.commands[name])
-			}
-			return
-		}
-		r.Array(len(names))
-		for _, n := range names {
-			if cmd := s.commands[strings.ToLower(string(n))]; cmd != nil {
-				s.writeCommandInfo(r, cmd)
-			} else {
-				r.Null()
-			}
-		}
-	case "command|docs":
-		var found []*command
-		if len(names) == 0 {
-			for _, name := range s.sortedNames() {
-				found = append(found, s.commands[name])
-			}
-		}
-		for _, n := range names {
-			if cmd := s.commands[strings.ToLower(string(n))]; cmd != nil {
-				found = append(found, cmd)
-			}
-		}
-		r.Map(len(found))
-		for _, cmd := range found {
-			r.BulkString(cmd.name)
-			writeCommandDocs(r, cmd)
-		}
+	r.Map(len(found))
+	for _, cmd := range found {
+		r.BulkString(cmd.name)
+		writeCommandDocs(r, cmd)
 	}
 }
 
@@ -200,8 +217,9 @@ func (s *Server) writeCommandInfo(r *replyBuf, cmd *command) {
 	r.Array(10)
 	r.BulkString(cmd.name)
 	r.Int(int64(cmd.arity))
-	r.Set(len(cmd.flags))
-	for _, f := range cmd.flags {
+	flags := cmd.flags.names()
+	r.Set(len(flags))
+	for _, f := range flags {
 		r.Simple(f)
 	}
 	r.Int(int64(cmd.firstKey))
@@ -369,7 +387,7 @@ func raftCommands() []*command {
 	}
 	return []*command{
 		{
-			name: "raft.status", arity: 1, flags: []string{"loading", "stale"}, group: "cluster", since: "1.0.0",
+			name: "raft.status", arity: 1, flags: flagLoading | flagStale, group: "cluster", since: "1.0.0",
 			complexity: "O(1)", summary: "This node's view of the cluster",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				st := s.admin.Status()

@@ -392,16 +392,14 @@ func appendInvalidations(b []byte, keys []string, all bool) []byte {
 	return b
 }
 
-// trackedRead reports whether cmd is one of the reads whose keys tracking
-// registers, and returns the keys among args.
+// trackedRead returns the keys among args that tracking registers: those
+// of a read-only command, by its key positions in the table (RL.PEEK,
+// EXISTS, TYPE, PTTL, TTL; DBSIZE, KEYS and SCAN name no key).
 func trackedRead(cmd *command, args [][]byte) [][]byte {
-	switch cmd.name {
-	case "rl.peek", "type", "pttl", "ttl":
-		return args[1:2]
-	case "exists":
-		return args[1:]
+	if !cmd.flags.has(flagReadonly) {
+		return nil
 	}
-	return nil
+	return cmd.keys(args)
 }
 
 // clientTracking implements CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST]
