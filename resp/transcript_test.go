@@ -1,0 +1,346 @@
+package resp
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
+)
+
+// Transcript tests, in the style of pebble's datadriven files: each file
+// under testdata/transcripts is a session on one connection to a fresh
+// server (DEBUG enabled, so a transcript freezes the clock first), each
+// case a command, then "----", then its exact reply as respwire renders it
+// (Text with lengths; CR and LF inside a string written \r and \n). Lines
+// starting with "# " before a case are comments; lines starting with "> "
+// after the command are its note in README.md. A blank line ends a case.
+//
+//	go test ./resp -run TestTranscripts -rewrite
+//
+// regenerates every expected reply and the README blocks the transcripts
+// render (readmeBlocks), which TestReadmeTranscripts otherwise checks.
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the transcripts' expected replies and README.md's blocks rendered from them")
+
+// transcriptCase is one command of a transcript.
+type transcriptCase struct {
+	comments []string // "# " lines before the command, kept by -rewrite
+	command  string   // as written: arguments split on spaces, "..." quoted
+	notes    []string // README notes
+	want     string   // the expected reply's text
+	got      respwire.Value
+}
+
+// parseTranscript reads a transcript file.
+func parseTranscript(t *testing.T, path string) []*transcriptCase {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []*transcriptCase
+	var cur *transcriptCase
+	var comments []string
+	inReply := false
+	for n, line := range strings.Split(string(data), "\n") {
+		switch {
+		case inReply:
+			cur.want = line
+			inReply = false
+		case line == "":
+			cur = nil
+		case strings.HasPrefix(line, "#"):
+			comments = append(comments, line)
+		case cur == nil:
+			cur = &transcriptCase{comments: comments, command: line}
+			comments = nil
+			cases = append(cases, cur)
+		case strings.HasPrefix(line, "> "):
+			cur.notes = append(cur.notes, line[2:])
+		case line == "----":
+			inReply = true
+		default:
+			t.Fatalf("%s:%d: unexpected line %q", path, n+1, line)
+		}
+	}
+	return cases
+}
+
+// splitCommand splits a transcript command into arguments: words separated
+// by spaces, a word in double quotes taken as a Go string literal.
+func splitCommand(t *testing.T, cmd string) []string {
+	t.Helper()
+	var args []string
+	for _, w := range strings.Fields(cmd) {
+		if strings.HasPrefix(w, `"`) {
+			u, err := strconv.Unquote(w)
+			if err != nil {
+				t.Fatalf("command %q: bad quoted word %s: %v", cmd, w, err)
+			}
+			w = u
+		}
+		args = append(args, w)
+	}
+	return args
+}
+
+// replyText renders a reply for a transcript: one line, exact types.
+func replyText(v respwire.Value) string {
+	s := v.Text(respwire.WithLengths)
+	return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(s)
+}
+
+// runTranscript runs a transcript's commands on one connection to a fresh
+// server and records the replies.
+func runTranscript(t *testing.T, cases []*transcriptCase) {
+	t.Helper()
+	addr := startServer(t, Config{EnableDebug: true})
+	conn, err := respwire.Dial(addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, c := range cases {
+		v, err := conn.Do(5*time.Second, splitCommand(t, c.command)...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.command, err)
+		}
+		c.got = v
+	}
+}
+
+// writeTranscript renders a transcript file with the replies recorded.
+func writeTranscript(cases []*transcriptCase) string {
+	var b strings.Builder
+	for i, c := range cases {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for _, l := range c.comments {
+			b.WriteString(l + "\n")
+		}
+		b.WriteString(c.command + "\n")
+		for _, n := range c.notes {
+			b.WriteString("> " + n + "\n")
+		}
+		b.WriteString("----\n" + replyText(c.got) + "\n")
+	}
+	return b.String()
+}
+
+func transcriptFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts under testdata/transcripts (%v)", err)
+	}
+	return files
+}
+
+// TestTranscripts runs every transcript against a real server and checks
+// each reply byte for byte (or, with -rewrite, records them).
+func TestTranscripts(t *testing.T) {
+	for _, path := range transcriptFiles(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			cases := parseTranscript(t, path)
+			runTranscript(t, cases)
+			if *rewrite {
+				if err := os.WriteFile(path, []byte(writeTranscript(cases)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			for _, c := range cases {
+				if got := replyText(c.got); got != c.want {
+					t.Errorf("%s\n  got:  %s\n  want: %s", c.command, got, c.want)
+				}
+			}
+		})
+	}
+	if *rewrite {
+		rewriteReadme(t)
+	}
+}
+
+// readmeBlocks maps a transcript to the README.md heading whose first code
+// block it renders, with the layout of that block.
+var readmeBlocks = map[string]readmeLayout{
+	"readme_session.txt": {heading: "### A session, reply by reply", arrowCol: 34, noteCol: 53},
+	"readme_errors.txt":  {heading: "### Errors", arrowCol: 26, noteCol: 53},
+}
+
+// readmeLayout places a transcript's lines in a README block: the command,
+// "-> " at arrowCol (on the next line when the command is longer), the
+// reply, and the notes from noteCol (each on its own line when the reply
+// reaches past it).
+type readmeLayout struct {
+	heading           string
+	arrowCol, noteCol int
+}
+
+// readmeReply flattens a reply to what redis-cli shows, on one line: the
+// elements of an array separated by a space (two around a nested array),
+// a map's pairs by a comma, (nil) for a null, (empty) for an empty array, a string's lines joined.
+func readmeReply(v respwire.Value) string {
+	switch {
+	case v.IsNull():
+		return "(nil)"
+	case v.IsAggregate():
+		if len(v.Elems) == 0 {
+			return "(empty)"
+		}
+		var b strings.Builder
+		for i, e := range v.Elems {
+			if v.Kind == respwire.Map && i > 0 && i%2 == 0 {
+				b.WriteString(", ")
+				b.WriteString(readmeReply(e))
+				continue
+			}
+			if i > 0 {
+				b.WriteByte(' ')
+				if v.Kind != respwire.Map && (e.IsAggregate() || v.Elems[i-1].IsAggregate()) {
+					b.WriteByte(' ')
+				}
+			}
+			b.WriteString(readmeReply(e))
+		}
+		return b.String()
+	case v.Kind == respwire.Integer:
+		return strconv.FormatInt(v.Int, 10)
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(v.Str, "\r\n", " ")), " ")
+}
+
+// renderReadme renders a transcript's README block (without the fences).
+func renderReadme(l readmeLayout, cases []*transcriptCase) string {
+	var b strings.Builder
+	pad := func(s string, col int) string {
+		if len(s) < col {
+			return s + strings.Repeat(" ", col-len(s))
+		}
+		return s
+	}
+	for _, c := range cases {
+		line := c.command
+		if len(line) >= l.arrowCol {
+			b.WriteString(line + "\n")
+			line = ""
+		}
+		line = pad(line, l.arrowCol) + "-> " + readmeReply(c.got)
+		for _, n := range c.notes {
+			if len(line) >= l.noteCol-1 {
+				b.WriteString(line + "\n")
+				line = ""
+			}
+			line = pad(line, l.noteCol) + n
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	return b.String()
+}
+
+// readmeBlock finds the first fenced block after heading in readme and
+// returns the offsets of its content.
+func readmeBlock(readme, heading string) (start, end int, err error) {
+	h := strings.Index(readme, "\n"+heading+"\n")
+	if h < 0 {
+		return 0, 0, fmt.Errorf("README.md has no heading %q", heading)
+	}
+	open := strings.Index(readme[h:], "\n```\n")
+	if open < 0 {
+		return 0, 0, fmt.Errorf("README.md has no code block after %q", heading)
+	}
+	start = h + open + len("\n```\n")
+	closing := strings.Index(readme[start:], "```\n")
+	if closing < 0 {
+		return 0, 0, fmt.Errorf("README.md's block after %q is not closed", heading)
+	}
+	return start, start + closing, nil
+}
+
+// renderedBlocks runs the transcripts README.md shows and renders their
+// blocks, by heading.
+func renderedBlocks(t *testing.T) map[string]string {
+	t.Helper()
+	out := make(map[string]string)
+	for file, l := range readmeBlocks {
+		cases := parseTranscript(t, filepath.Join("testdata", "transcripts", file))
+		runTranscript(t, cases)
+		out[l.heading] = renderReadme(l, cases)
+	}
+	return out
+}
+
+const readmePath = "../README.md"
+
+// rewriteReadme writes the rendered blocks into README.md.
+func rewriteReadme(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	for heading, block := range renderedBlocks(t) {
+		start, end, err := readmeBlock(readme, heading)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme = readme[:start] + block + readme[end:]
+	}
+	if err := os.WriteFile(readmePath, []byte(readme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadmeTranscripts checks that README.md's worked examples are what
+// the transcripts render from a real server's replies: the README cannot
+// drift from the server (go test ./resp -run TestTranscripts -rewrite
+// brings it back in step).
+func TestReadmeTranscripts(t *testing.T) {
+	if *rewrite {
+		t.Skip("TestTranscripts rewrites README.md")
+	}
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	for heading, want := range renderedBlocks(t) {
+		start, end, err := readmeBlock(readme, heading)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readme[start:end]; got != want {
+			t.Errorf("README.md's block under %q differs from its transcript (run go test ./resp -run TestTranscripts -rewrite):\n%s",
+				heading, lineDiff(got, want))
+		}
+	}
+}
+
+// lineDiff lists the lines that differ between README's text and the
+// rendered one, by line number.
+func lineDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(g), len(w)); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			fmt.Fprintf(&b, "line %d:\n  README:     %s\n  transcript: %s\n", i+1, gl, wl)
+		}
+	}
+	return b.String()
+}
+
