@@ -343,4 +343,3 @@ func lineDiff(got, want string) string {
 	}
 	return b.String()
 }
-
