@@ -5,18 +5,33 @@ import (
 	"math/bits"
 )
 
+// The bounds of a rule and a cost. The engine checks them (checkRule) on
+// every path, replicated entries and snapshots included; the server checks
+// the same bounds first, to name the argument at fault in its error.
+const (
+	// MaxCount is the largest limit, capacity or cost (and refund) of the
+	// RL.* kinds: 2^53, so that counts stay exact in a float64 client.
+	MaxCount = 1 << 53
+	// MaxPeriodDays is the longest window, emission interval or lease TTL,
+	// in days; it also bounds one step of the test clock (DEBUG TIMEWARP).
+	MaxPeriodDays = 366
+	// MaxPeriod is MaxPeriodDays in nanoseconds.
+	MaxPeriod = MaxPeriodDays * 24 * 3600 * 1_000_000_000
+	// MaxGCRASpan bounds CL.THROTTLE's burst times interval and quantity
+	// times interval, in nanoseconds (2^62 ns, about 146 years).
+	MaxGCRASpan = 1 << 62
+)
+
 // Bounds of the arithmetic. Every product that can exceed int64 is computed
 // in 128 bits (math/bits) and every reply time saturates at maxReply.
 const (
 	nsPerMs = 1_000_000
 	// maxReply is where reply times, in milliseconds, saturate (2^53).
 	maxReply = int64(1) << 53
-	// maxCount is the largest limit, capacity or cost of the RL.* kinds.
-	maxCount = int64(1) << 53
-	// maxPeriod is the longest window or emission interval (366 days).
-	maxPeriod = 366 * 24 * 3600 * int64(1e9)
-	// maxGCRASpan bounds T*Limit and T*cost for CL.THROTTLE.
-	maxGCRASpan = int64(1) << 62
+	// Short names of the exported bounds, used throughout the package.
+	maxCount    = MaxCount
+	maxPeriod   = MaxPeriod
+	maxGCRASpan = MaxGCRASpan
 )
 
 // satAdd returns a+b, saturated to the int64 range.

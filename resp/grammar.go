@@ -18,13 +18,15 @@ package resp
 import (
 	"bytes"
 	"math/bits"
+
+	"github.com/sluice-rl/sluice/engine"
 )
 
 const (
-	maxInteger    = 1 << 53
+	maxInteger    = engine.MaxCount
 	nsPerMs       = 1_000_000
 	nsPerSecond   = 1_000_000_000
-	maxDurationNs = 366 * 24 * 3600 * nsPerSecond
+	maxDurationNs = engine.MaxPeriod
 	// maxSigDigits bounds the significant digits of a rate's number and
 	// the digits of a duration's number: 10^18 fits a uint64 with room.
 	maxSigDigits = 18
@@ -32,7 +34,9 @@ const (
 	maxQuotedArg = 64
 )
 
-// The reasons of argument errors.
+// The reasons of argument errors. The bounds they quote are the engine's
+// (engine.MaxCount, engine.MaxPeriodDays); TestReasonsQuoteEngineBounds
+// keeps them in step.
 const (
 	reasonInteger        = "must be an integer from 0 to 9007199254740992"
 	reasonCost           = "must be an integer from -9007199254740992 to 9007199254740992, -0 excluded"

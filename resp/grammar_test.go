@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/engine"
 )
 
 // grammarVector is one line of testdata/grammar.txt.
@@ -288,4 +290,24 @@ func costOracle(s string) (int64, bool) {
 		return -v, true
 	}
 	return v, true
+}
+
+// TestReasonsQuoteEngineBounds checks that the error texts quote the bounds
+// the engine enforces, so that the two cannot drift apart.
+func TestReasonsQuoteEngineBounds(t *testing.T) {
+	count := strconv.FormatInt(engine.MaxCount, 10)
+	days := strconv.Itoa(engine.MaxPeriodDays) + "d"
+	for _, tc := range []struct{ reason, want string }{
+		{reasonInteger, "to " + count},
+		{reasonCost, "from -" + count + " to " + count},
+		{reasonDuration, "to " + days},
+		{reasonRateSlow, "per " + days},
+	} {
+		if !strings.Contains(tc.reason, tc.want) {
+			t.Errorf("reason %q does not quote %q", tc.reason, tc.want)
+		}
+	}
+	if got, want := int64(maxTimewarpMillis), int64(engine.MaxPeriod/1_000_000); got != want {
+		t.Errorf("DEBUG TIMEWARP bound %d ms, want the engine's longest period %d ms", got, want)
+	}
 }

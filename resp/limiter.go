@@ -155,10 +155,6 @@ func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Ki
 	c.enqueue(p, engine.Op{Code: engine.OpDecide, Key: args[1], Rule: rule, Cost: cost})
 }
 
-// maxGCRASpan bounds redis-cell's tau and increment so that times stay far
-// inside int64 nanoseconds (2^62 ns is about 146 years).
-const maxGCRASpan = int64(1) << 62
-
 // runThrottle parses `CL.THROTTLE key max_burst count period [quantity]`.
 func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 	if len(args) > 6 {
@@ -184,9 +180,8 @@ func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error("ERR Zero rates are not supported")
 		return
 	}
-	const maxPeriod = 366 * 24 * 3600
-	if period > maxPeriod {
-		c.local.Error(NewArgError("period", args[4], "must be at most 31622400 seconds (366d)").Error())
+	if period > engine.MaxPeriod/nsPerSecond {
+		c.local.Error(NewArgError("period", args[4], "must be at most "+strconv.FormatInt(engine.MaxPeriod/nsPerSecond, 10)+" seconds ("+strconv.Itoa(engine.MaxPeriodDays)+"d)").Error())
 		return
 	}
 	interval := period * 1e9 / count
@@ -194,11 +189,11 @@ func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error(NewArgError("count", args[3], "more than 1000000000 per second").Error())
 		return
 	}
-	if burst+1 > maxGCRASpan/interval {
+	if burst+1 > engine.MaxGCRASpan/interval {
 		c.local.Error(NewArgError("max_burst", args[2], "the burst spans more than 146 years").Error())
 		return
 	}
-	if quantity > maxGCRASpan/interval {
+	if quantity > engine.MaxGCRASpan/interval {
 		c.local.Error(NewArgError("quantity", args[5], "the quantity spans more than 146 years").Error())
 		return
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/sluice-rl/sluice/engine"
 )
 
-// maxTimewarpMillis bounds one DEBUG TIMEWARP step (366 days) so that the
-// clock stays far inside int64 nanoseconds.
-const maxTimewarpMillis = 366 * 24 * 3600 * 1000
+// maxTimewarpMillis bounds one DEBUG TIMEWARP step (the longest period)
+// so that the clock stays far inside int64 nanoseconds.
+const maxTimewarpMillis = engine.MaxPeriod / nsPerMs
 
 // serverCommands are SPEC section 3's server commands.
 func serverCommands() []*command {
@@ -119,7 +119,7 @@ func runDebugTimewarp(s *Server, c *client, args [][]byte, p *pending) {
 		return
 	}
 	if ms > maxTimewarpMillis {
-		c.local.Error(NewArgError("milliseconds", args[1], "at most 31622400000 (366d) per call").Error())
+		c.local.Error(NewArgError("milliseconds", args[1], "at most "+strconv.FormatInt(maxTimewarpMillis, 10)+" ("+strconv.Itoa(engine.MaxPeriodDays)+"d) per call").Error())
 		return
 	}
 	c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})

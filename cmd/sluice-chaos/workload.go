@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluice-rl/sluice/engine"
 )
 
 // kind is a limiter algorithm the workload drives.
@@ -35,8 +37,8 @@ func commandOf(k kind) string {
 }
 
 // day366 is the longest window and the slowest rate (1 per 366 days) the
-// grammar takes: over a run of minutes, "no refill".
-const day366 = 366 * 24 * time.Hour
+// grammar takes (engine.MaxPeriod): over a run of minutes, "no refill".
+const day366 = time.Duration(engine.MaxPeriod)
 
 // keySpec is one key of the workload and the limit every call on it uses.
 type keySpec struct {
