@@ -235,41 +235,58 @@ func (s *Server) writeCommandInfo(r *replyBuf, cmd *command) {
 	}
 }
 
-// writeCommandDocs writes one command's COMMAND DOCS map.
-func writeCommandDocs(r *replyBuf, cmd *command) {
-	n := 4
-	if len(cmd.args) > 0 {
-		n++
-	}
-	if len(cmd.subs) > 0 {
-		n++
-	}
-	r.Map(n)
-	r.BulkString("summary")
-	r.BulkString(cmd.summary)
-	r.BulkString("since")
-	r.BulkString(cmd.since)
-	r.BulkString("group")
-	r.BulkString(cmd.group)
-	r.BulkString("complexity")
-	r.BulkString(cmd.complexity)
-	if len(cmd.args) > 0 {
-		r.BulkString("arguments")
-		writeArgDocs(r, cmd.args)
-	}
-	if len(cmd.subs) > 0 {
-		r.BulkString("subcommands")
-		r.Map(len(cmd.subs))
-		for _, sub := range cmd.subs {
-			r.BulkString(sub.name)
-			writeCommandDocs(r, sub)
-		}
+// docField is one entry of a COMMAND DOCS map: its key and its value's
+// writer.
+type docField struct {
+	key   string
+	value func(r *replyBuf)
+}
+
+// bulkField is a docField whose value is a bulk string.
+func bulkField(key, value string) docField {
+	return docField{key, func(r *replyBuf) { r.BulkString(value) }}
+}
+
+// writeDocMap writes the fields as a map.
+func writeDocMap(r *replyBuf, fields []docField) {
+	r.Map(len(fields))
+	for _, f := range fields {
+		r.BulkString(f.key)
+		f.value(r)
 	}
 }
 
+// writeCommandDocs writes one command's COMMAND DOCS map.
+func writeCommandDocs(r *replyBuf, cmd *command) {
+	fields := []docField{
+		bulkField("summary", cmd.summary),
+		bulkField("since", cmd.since),
+		bulkField("group", cmd.group),
+		bulkField("complexity", cmd.complexity),
+	}
+	if len(cmd.args) > 0 {
+		fields = append(fields, docField{"arguments", func(r *replyBuf) { writeArgDocs(r, cmd.args) }})
+	}
+	if len(cmd.subs) > 0 {
+		fields = append(fields, docField{"subcommands", func(r *replyBuf) {
+			r.Map(len(cmd.subs))
+			for _, sub := range cmd.subs {
+				r.BulkString(sub.name)
+				writeCommandDocs(r, sub)
+			}
+		}})
+	}
+	writeDocMap(r, fields)
+}
+
+// writeArgDocs writes the arguments of COMMAND DOCS, as Redis 7 does.
 func writeArgDocs(r *replyBuf, args []argDoc) {
 	r.Array(len(args))
 	for _, a := range args {
+		fields := []docField{bulkField("name", a.name), bulkField("type", a.typ)}
+		if a.token != "" {
+			fields = append(fields, bulkField("token", a.token))
+		}
 		var flags []string
 		if a.optional {
 			flags = append(flags, "optional")
@@ -277,36 +294,18 @@ func writeArgDocs(r *replyBuf, args []argDoc) {
 		if a.multiple {
 			flags = append(flags, "multiple")
 		}
-		n := 2
-		if a.token != "" {
-			n++
-		}
 		if len(flags) > 0 {
-			n++
+			fields = append(fields, docField{"flags", func(r *replyBuf) {
+				r.Array(len(flags))
+				for _, f := range flags {
+					r.Simple(f)
+				}
+			}})
 		}
 		if len(a.subargs) > 0 {
-			n++
+			fields = append(fields, docField{"arguments", func(r *replyBuf) { writeArgDocs(r, a.subargs) }})
 		}
-		r.Map(n)
-		r.BulkString("name")
-		r.BulkString(a.name)
-		r.BulkString("type")
-		r.BulkString(a.typ)
-		if a.token != "" {
-			r.BulkString("token")
-			r.BulkString(a.token)
-		}
-		if len(flags) > 0 {
-			r.BulkString("flags")
-			r.Array(len(flags))
-			for _, f := range flags {
-				r.Simple(f)
-			}
-		}
-		if len(a.subargs) > 0 {
-			r.BulkString("arguments")
-			writeArgDocs(r, a.subargs)
-		}
+		writeDocMap(r, fields)
 	}
 }
 

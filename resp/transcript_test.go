@@ -164,7 +164,7 @@ func TestTranscripts(t *testing.T) {
 		})
 	}
 	if *rewrite {
-		rewriteReadme(t)
+		syncReadme(t, true)
 	}
 }
 
@@ -279,23 +279,30 @@ func renderedBlocks(t *testing.T) map[string]string {
 
 const readmePath = "../README.md"
 
-// rewriteReadme writes the rendered blocks into README.md.
-func rewriteReadme(t *testing.T) {
+// syncReadme renders the transcripts' blocks and either writes them into
+// README.md (write) or reports where README.md differs from them.
+func syncReadme(t *testing.T, write bool) {
 	t.Helper()
 	data, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	for heading, block := range renderedBlocks(t) {
+	for heading, want := range renderedBlocks(t) {
 		start, end, err := readmeBlock(readme, heading)
 		if err != nil {
 			t.Fatal(err)
 		}
-		readme = readme[:start] + block + readme[end:]
+		if got := readme[start:end]; got != want && !write {
+			t.Errorf("README.md's block under %q differs from its transcript (run go test ./resp -run TestTranscripts -rewrite):\n%s",
+				heading, lineDiff(got, want))
+		}
+		readme = readme[:start] + want + readme[end:]
 	}
-	if err := os.WriteFile(readmePath, []byte(readme), 0o644); err != nil {
-		t.Fatal(err)
+	if write {
+		if err := os.WriteFile(readmePath, []byte(readme), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -307,21 +314,7 @@ func TestReadmeTranscripts(t *testing.T) {
 	if *rewrite {
 		t.Skip("TestTranscripts rewrites README.md")
 	}
-	data, err := os.ReadFile(readmePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
-	for heading, want := range renderedBlocks(t) {
-		start, end, err := readmeBlock(readme, heading)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := readme[start:end]; got != want {
-			t.Errorf("README.md's block under %q differs from its transcript (run go test ./resp -run TestTranscripts -rewrite):\n%s",
-				heading, lineDiff(got, want))
-		}
-	}
+	syncReadme(t, false)
 }
 
 // lineDiff lists the lines that differ between README's text and the
