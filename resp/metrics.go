@@ -46,7 +46,7 @@ type serverMetrics struct {
 	oom       prometheus.Counter
 	byName    map[string]*cmdStats
 	other     *cmdStats
-	funcs     []prometheus.Collector
+	all       []prometheus.Collector // every collector above, and the gauges read when collected
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -84,46 +84,41 @@ func newServerMetrics(s *Server) *serverMetrics {
 	}
 	m.other = m.stats(otherCommand, false)
 
-	m.funcs = []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_connected_clients",
-			Help: "Client connections open now.",
-		}, func() float64 { return float64(s.connected.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_connections_received_total",
-			Help: "Client connections accepted, refused ones included.",
-		}, func() float64 { return float64(s.connsTotal.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_rejected_connections_total",
-			Help: "Client connections refused past --maxclients.",
-		}, func() float64 { return float64(s.rejectedConns.Load()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_maxclients",
-			Help: "The --maxclients limit.",
-		}, func() float64 { return float64(s.cfg.MaxClients) }),
+	m.all = []prometheus.Collector{
+		m.commands, m.failed, m.decisions, m.latency, m.oom,
+		gaugeFunc("sluice_connected_clients", "Client connections open now.",
+			func() float64 { return float64(s.connected.Load()) }),
+		counterFunc("sluice_connections_received_total", "Client connections accepted, refused ones included.",
+			func() float64 { return float64(s.connsTotal.Load()) }),
+		counterFunc("sluice_rejected_connections_total", "Client connections refused past --maxclients.",
+			func() float64 { return float64(s.rejectedConns.Load()) }),
+		gaugeFunc("sluice_maxclients", "The --maxclients limit.",
+			func() float64 { return float64(s.cfg.MaxClients) }),
 	}
 	if eng := s.cfg.Engine; eng != nil {
 		maxKeys, maxBytes := eng.Limits()
-		m.funcs = append(m.funcs,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "sluice_keys",
-				Help: "Keys holding limiter state (keys back at their initial state count until reclaimed, within about 100 ms).",
-			}, func() float64 { return float64(eng.Len()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "sluice_engine_memory_bytes",
-				Help: "The engine's accounted memory: entries, index, long keys, log timestamps, rules (what --maxmemory limits).",
-			}, func() float64 { return float64(eng.MemoryBytes()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "sluice_max_keys",
-				Help: "The --max-keys limit (0: none).",
-			}, func() float64 { return float64(maxKeys) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "sluice_maxmemory_bytes",
-				Help: "The --maxmemory limit in bytes (0: none).",
-			}, func() float64 { return float64(maxBytes) }),
+		m.all = append(m.all,
+			gaugeFunc("sluice_keys", "Keys holding limiter state (keys back at their initial state count until reclaimed, within about 100 ms).",
+				func() float64 { return float64(eng.Len()) }),
+			gaugeFunc("sluice_engine_memory_bytes", "The engine's accounted memory: entries, index, long keys, log timestamps, rules (what --maxmemory limits).",
+				func() float64 { return float64(eng.MemoryBytes()) }),
+			gaugeFunc("sluice_max_keys", "The --max-keys limit (0: none).",
+				func() float64 { return float64(maxKeys) }),
+			gaugeFunc("sluice_maxmemory_bytes", "The --maxmemory limit in bytes (0: none).",
+				func() float64 { return float64(maxBytes) }),
 		)
 	}
 	return m
+}
+
+// gaugeFunc is a gauge read from f when collected.
+func gaugeFunc(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+// counterFunc is a counter read from f when collected.
+func counterFunc(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 }
 
 // stats resolves (once) the metric children of command name.
@@ -152,24 +147,16 @@ func (m *serverMetrics) stats(name string, decision bool) *cmdStats {
 // Config.Engine is set.
 func (s *Server) Collector() prometheus.Collector { return s.metrics }
 
+// Describe implements prometheus.Collector.
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
-	m.commands.Describe(ch)
-	m.failed.Describe(ch)
-	m.decisions.Describe(ch)
-	m.latency.Describe(ch)
-	m.oom.Describe(ch)
-	for _, c := range m.funcs {
+	for _, c := range m.all {
 		c.Describe(ch)
 	}
 }
 
+// Collect implements prometheus.Collector.
 func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.commands.Collect(ch)
-	m.failed.Collect(ch)
-	m.decisions.Collect(ch)
-	m.latency.Collect(ch)
-	m.oom.Collect(ch)
-	for _, c := range m.funcs {
+	for _, c := range m.all {
 		c.Collect(ch)
 	}
 }
@@ -242,26 +229,24 @@ func (s *Server) flushTallies(c *client, d time.Duration) {
 		st := t.st
 		st.calls.Add(float64(t.calls))
 		st.latency.Observe(secs)
-		if t.failed > 0 {
-			st.failed.Add(float64(t.failed))
-		}
-		if t.oom > 0 {
-			s.metrics.oom.Add(float64(t.oom))
-		}
+		addCount(st.failed, t.failed)
+		addCount(s.metrics.oom, t.oom)
 		if st.decision {
-			if t.allowed > 0 {
-				st.allowed.Add(float64(t.allowed))
-			}
-			if t.denied > 0 {
-				st.denied.Add(float64(t.denied))
-			}
-			if t.errored > 0 {
-				st.errored.Add(float64(t.errored))
-			}
+			addCount(st.allowed, t.allowed)
+			addCount(st.denied, t.denied)
+			addCount(st.errored, t.errored)
 		}
 		*t = tally{}
 	}
 	c.tallies = c.tallies[:0]
+}
+
+// addCount adds n to c unless n is 0 (a counter's Add is an atomic
+// operation on a shared cache line: skipped when there is nothing to add).
+func addCount(c prometheus.Counter, n uint32) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
 }
 
 // counterValue reads a counter (for INFO).
