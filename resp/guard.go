@@ -451,14 +451,8 @@ func (f *framer) scan(b []byte, l *frameLimits) (int, int, *ProtocolError) {
 				f.state = fsCountLF
 			}
 		case fsCountLF:
-			if c != '\n' {
-				return i, last, errInvalidMultibulk
-			}
-			if f.num > l.maxArgs {
-				return i, last, errInvalidMultibulk
-			}
-			if f.num > l.authArgs {
-				return i, last, errUnauthMultibulk
+			if err := f.headerEnd(c, l.maxArgs, l.authArgs, errInvalidMultibulk, errUnauthMultibulk); err != nil {
+				return i, last, err
 			}
 			f.args = f.num
 			f.state = fsDollar
@@ -475,14 +469,8 @@ func (f *framer) scan(b []byte, l *frameLimits) (int, int, *ProtocolError) {
 				f.state = fsBulkLenLF
 			}
 		case fsBulkLenLF:
-			if c != '\n' {
-				return i, last, errInvalidBulk
-			}
-			if f.num > l.maxBulk {
-				return i, last, errInvalidBulk
-			}
-			if f.num > l.authBulk {
-				return i, last, errUnauthBulk
+			if err := f.headerEnd(c, l.maxBulk, l.authBulk, errInvalidBulk, errUnauthBulk); err != nil {
+				return i, last, err
 			}
 			f.left = int64(f.num)
 			f.state = fsPayload
@@ -547,6 +535,19 @@ func (f *framer) header(c byte, zeroOK bool) bool {
 		return f.digits > 0
 	}
 	return false
+}
+
+// headerEnd checks the byte after a length header's '\r', which must be
+// '\n', and the length: at most max (else bad), and at most authMax (else
+// unauth), the limit before AUTH.
+func (f *framer) headerEnd(c byte, max, authMax uint64, bad, unauth *ProtocolError) *ProtocolError {
+	switch {
+	case c != '\n' || f.num > max:
+		return bad
+	case f.num > authMax:
+		return unauth
+	}
+	return nil
 }
 
 // inlineByte follows one byte (not '\n') of an inline line through redcon's
