@@ -21,7 +21,6 @@ type command struct {
 	complexity string
 	args       []argDoc
 	subs       []*command
-	tolerant   bool      // render runs even when the executor failed (results carry the error)
 	decision   bool      // a rate-limit decision: counted by result in the metrics
 	stats      *cmdStats // resolved metric children (metrics.go)
 	// subErr, when set, is a container's reply to an unknown subcommand
@@ -38,15 +37,18 @@ type command struct {
 
 // cmdFlags are a command's flags, as COMMAND INFO prints them. They decide
 // behaviour too: flagNoAuth lets a command run before AUTH (and be queued
-// by MULTI before it), and flagReadonly with the key positions says which
-// keys a read registers for client tracking.
+// by MULTI before it); flagLoading lets a command answer while the node
+// cannot apply operations (loading, or the cluster down): its render runs
+// with the executor's error in its results instead of the reply being that
+// error; flagReadonly with the key positions says which keys a read
+// registers for client tracking.
 type cmdFlags uint16
 
 const (
 	flagWrite    cmdFlags = 1 << iota // changes state
 	flagReadonly                      // reads state only; its keys are tracked reads
 	flagDenyOOM                       // may create a key: refused at the memory limit
-	flagLoading                       // allowed while loading
+	flagLoading                       // answers while loading (renders the executor's error)
 	flagStale                         // allowed on a stale replica
 	flagFast                          // O(1) or O(log N)
 	flagNoAuth                        // allowed before AUTH

@@ -156,7 +156,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		}
 		c.out.proto = p.proto
 		if execErr != nil {
-			if !p.cmd.tolerant {
+			if !p.cmd.flags.has(flagLoading) {
 				c.out.Error(errorText(execErr))
 				continue
 			}

@@ -92,7 +92,7 @@ func serverCommands() []*command {
 			name: "info", arity: -1, flags: flagLoading | flagStale, group: "server", since: "1.0.0",
 			complexity: "O(1)", summary: "Server information by section",
 			args: []argDoc{optional(multiple(strArg("section")))},
-			run:  runInfo, render: renderInfo, tolerant: true,
+			run:  runInfo, render: renderInfo,
 		},
 		cmdCmd, config, debug,
 	}
