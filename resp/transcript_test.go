@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +20,9 @@ import (
 // case a command, then "----", then its exact reply as respwire renders it
 // (Text with lengths; CR and LF inside a string written \r and \n). Lines
 // starting with "# " before a case are comments; lines starting with "> "
-// after the command are its note in README.md. A blank line ends a case.
+// after the command are its note in README.md (in a transcript README.md
+// does not render as a block, "> shown" asks that README.md or docs/ show
+// the reply in backquotes). A blank line ends a case.
 //
 //	go test ./resp -run TestTranscripts -rewrite
 //
@@ -315,6 +318,41 @@ func TestReadmeTranscripts(t *testing.T) {
 		t.Skip("TestTranscripts rewrites README.md")
 	}
 	syncReadme(t, false)
+	checkShown(t)
+}
+
+// checkShown checks the replies of the cases noted "> shown" in the
+// transcripts README.md does not render as a block (its tables' examples):
+// each must appear, in backquotes, in README.md or a page under docs/.
+func checkShown(t *testing.T) {
+	t.Helper()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, p := range append([]string{readmePath}, pages...) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(data)
+	}
+	for _, path := range transcriptFiles(t) {
+		if _, ok := readmeBlocks[filepath.Base(path)]; ok {
+			continue
+		}
+		cases := parseTranscript(t, path)
+		runTranscript(t, cases)
+		for _, c := range cases {
+			if !slices.Contains(c.notes, "shown") {
+				continue
+			}
+			if shown := "`" + readmeReply(c.got) + "`"; !strings.Contains(text.String(), shown) {
+				t.Errorf("%s: README.md shows no %s, the reply of %s", filepath.Base(path), shown, c.command)
+			}
+		}
+	}
 }
 
 // lineDiff lists the lines that differ between README's text and the
