@@ -1,7 +1,8 @@
 package resp
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,12 +15,7 @@ import (
 func TestNoAuthFlagDecides(t *testing.T) {
 	noAuth := map[string]bool{"auth": true, "hello": true, "quit": true, "reset": true}
 	srv, addr := serveEngine(t, Config{RequirePass: "pw", EnableDebug: true}, engine.New(engine.Config{Shards: 4}))
-	names := make([]string, 0, len(srv.commands))
-	for n := range srv.commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(srv.commands)) {
 		cmd := srv.commands[name]
 		c := rawDial(t, addr) // QUIT closes its connection
 		got := c.do(t, strings.ToUpper(name))

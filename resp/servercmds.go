@@ -3,6 +3,8 @@ package resp
 import (
 	"bytes"
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -311,12 +313,7 @@ func writeArgDocs(r *replyBuf, args []argDoc) {
 
 // sortedNames lists the command names in order, for stable COMMAND output.
 func (s *Server) sortedNames() []string {
-	names := make([]string, 0, len(s.commands))
-	for n := range s.commands {
-		names = append(names, n)
-	}
-	sortStrings(names)
-	return names
+	return slices.Sorted(maps.Keys(s.commands))
 }
 
 // configValues are the settings CONFIG GET reports: what clients and
