@@ -16,7 +16,8 @@ import (
 // so that the clock stays far inside int64 nanoseconds.
 const maxTimewarpMillis = engine.MaxPeriod / nsPerMs
 
-// serverCommands are SPEC section 3's server commands.
+// serverCommands are the server commands (docs/commands.md, "Server
+// commands"): introspection, configuration and the test clock.
 func serverCommands() []*command {
 	cmdCmd := &command{
 		name: "command", arity: -1, flags: flagLoading | flagStale, group: "server", since: "2.8.13",
@@ -363,7 +364,8 @@ func runConfigGet(s *Server, c *client, args [][]byte, p *pending) {
 	}
 }
 
-// raftCommands are SPEC section 5's cluster commands.
+// raftCommands are the cluster commands (docs/commands.md, "Cluster
+// commands"): RAFT.* membership and status.
 func raftCommands() []*command {
 	admin := func(name string, arity int, summary string, args []argDoc,
 		do func(ctx context.Context, a ClusterAdmin, args [][]byte) error) *command {
