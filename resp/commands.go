@@ -47,23 +47,21 @@ type cmdFlags uint16
 const (
 	flagWrite    cmdFlags = 1 << iota // changes state
 	flagReadonly                      // reads state only; its keys are tracked reads
-	flagDenyOOM                       // may create a key: refused at the memory limit
+	flagDenyOOM                       // may create a key (the engine refuses it at the memory limit)
 	flagLoading                       // answers while loading (renders the executor's error)
-	flagStale                         // allowed on a stale replica
-	flagFast                          // O(1) or O(log N)
+	flagStale                         // printed for clients; every node answers from its own state
+	flagFast                          // O(1) or O(log N); printed for clients
 	flagNoAuth                        // allowed before AUTH
 )
-
-// flagNames are the flags' names in COMMAND INFO's order.
-var flagNames = [...]string{"write", "readonly", "denyoom", "loading", "stale", "fast", "no_auth"}
 
 // has reports whether every flag of f is set.
 func (fl cmdFlags) has(f cmdFlags) bool { return fl&f == f }
 
-// names lists the flags set, in COMMAND INFO's order.
+// names lists the flags set, in COMMAND INFO's order (Redis's).
 func (fl cmdFlags) names() []string {
+	all := [...]string{"write", "readonly", "denyoom", "loading", "stale", "fast", "no_auth"} // by bit
 	var out []string
-	for i, n := range flagNames {
+	for i, n := range all {
 		if fl.has(1 << i) {
 			out = append(out, n)
 		}
@@ -83,6 +81,9 @@ func (c *command) keys(args [][]byte) [][]byte {
 	}
 	if last >= len(args) {
 		last = len(args) - 1
+	}
+	if last < c.firstKey {
+		return nil
 	}
 	if c.keyStep == 1 {
 		return args[c.firstKey : last+1]
