@@ -49,7 +49,7 @@ const (
 	flagReadonly                      // reads state only; its keys are tracked reads
 	flagDenyOOM                       // may create a key (the engine refuses it at the memory limit)
 	flagLoading                       // answers while loading (renders the executor's error)
-	flagStale                         // printed for clients; every node answers from its own state
+	flagStale                         // printed for clients (Redis: allowed on a stale replica)
 	flagFast                          // O(1) or O(log N); printed for clients
 	flagNoAuth                        // allowed before AUTH
 )
