@@ -233,6 +233,9 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 		c.local.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	if s.clusterOn && cmd.firstKey > 0 && s.clusterRoute(c, cmd, args) {
+		return
+	}
 	p.cmd = cmd
 	cmd.run(s, c, args, p)
 	if c.tracking != nil {

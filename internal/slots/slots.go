@@ -13,8 +13,8 @@ import "fmt"
 // Count is the number of hash slots, as in Redis Cluster.
 const Count = 16384
 
-// crcTable is the CRC16-XMODEM lookup table, built once at compile time by
-// crc16Table's constant shape; it is never written after init.
+// crcTable is the CRC16-XMODEM lookup table, computed at package
+// initialisation and never written afterwards.
 var crcTable = func() (t [256]uint16) {
 	for i := range t {
 		c := uint16(i) << 8
