@@ -416,3 +416,12 @@ func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
 // errCrossSlot is Redis Cluster's reply to a command whose keys are owned
 // by different groups.
 const errCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
+
+// redisMode is what HELLO's mode and INFO's redis_mode say: "cluster" on a
+// node that speaks the Redis Cluster protocol, as Redis does.
+func (s *Server) redisMode() string {
+	if s.clusterOn {
+		return "cluster"
+	}
+	return "standalone"
+}

@@ -125,6 +125,9 @@ func TestClusterNodesShape(t *testing.T) {
 		t.Fatalf("CLUSTER NODES:\n got %q\nwant %q", got, want)
 	}
 	c.do(t, "CLUSTER", "MYID").expect(t, "$40 "+nodeID("n2"))
+	if hello := string(c.do(t, "HELLO", "2")); !strings.Contains(hello, "$4 mode $7 cluster") {
+		t.Errorf("HELLO on a cluster node: %s", hello)
+	}
 }
 
 func TestClusterShardsShape(t *testing.T) {
@@ -203,12 +206,20 @@ func TestInfoClusterSection(t *testing.T) {
 	_, _, singleAddr := startCluster(t, Config{}, threeNodes, "", true)
 	for _, tc := range []struct {
 		addr, want string
-	}{{clusterAddr, "# Cluster\r\ncluster_enabled:1\r\n"}, {singleAddr, "# Cluster\r\ncluster_enabled:0\r\n"}, {startServer(t, Config{}), "# Cluster\r\ncluster_enabled:0\r\n"}} {
+		mode       string
+	}{
+		{clusterAddr, "# Cluster\r\ncluster_enabled:1\r\n", "redis_mode:cluster\r\n"},
+		{singleAddr, "# Cluster\r\ncluster_enabled:0\r\n", "redis_mode:standalone\r\n"},
+		{startServer(t, Config{}), "# Cluster\r\ncluster_enabled:0\r\n", "redis_mode:standalone\r\n"},
+	} {
 		c := rawDial(t, tc.addr)
 		for _, args := range [][]string{{"INFO"}, {"INFO", "cluster"}} {
 			if got := string(c.do(t, args...)); !strings.Contains(got, tc.want) {
 				t.Errorf("%v: no %q in\n%s", args, tc.want, got)
 			}
+		}
+		if got := string(c.do(t, "INFO", "server")); !strings.Contains(got, tc.mode) {
+			t.Errorf("INFO server: no %q in\n%s", tc.mode, got)
 		}
 	}
 	c := rawDial(t, singleAddr)

@@ -276,7 +276,7 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 	r.BulkString("id")
 	r.Int(c.id)
 	r.BulkString("mode")
-	r.BulkString("standalone")
+	r.BulkString(s.redisMode())
 	r.BulkString("role")
 	r.BulkString("master")
 	r.BulkString("modules")

@@ -108,7 +108,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	section(infoServer, "Server",
 		"redis_version", redisCompatVersion,
 		"sluice_version", s.cfg.Version,
-		"redis_mode", "standalone",
+		"redis_mode", s.redisMode(),
 		"os", runtime.GOOS+" "+runtime.GOARCH,
 		"arch_bits", "64",
 		"go_version", runtime.Version(),
