@@ -375,16 +375,17 @@ func runClusterInfo(s *Server, c *client, args [][]byte, p *pending) {
 	c.local.Verbatim(b.String())
 }
 
-// clusterRoute checks a keyed command on a cluster node before it runs:
-// keys of different groups get CROSSSLOT, and with Redirect a follower of
-// the keys' group answers MOVED to the group's leader instead of
-// forwarding. It reports whether it replied (the command must not run).
-// A command whose group has no known leader runs as usual (forwarding
-// waits for one, or replies CLUSTERDOWN).
-func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
+// clusterRoute checks a keyed command on a cluster node before it runs
+// (or, inside MULTI, before it is queued; EXEC runs the queue without a
+// second check): keys of different groups get CROSSSLOT, and with Redirect
+// a follower of the keys' group answers MOVED to the group's leader instead
+// of forwarding. It returns the error reply, or "" when the command runs
+// here. A command whose group has no known leader runs as usual
+// (forwarding waits for one, or replies CLUSTERDOWN).
+func (s *Server) clusterRoute(cmd *command, args [][]byte) string {
 	first := cmd.firstKey
 	if first <= 0 || first >= len(args) {
-		return false
+		return ""
 	}
 	last := cmd.lastKey
 	if last < 0 {
@@ -397,20 +398,18 @@ func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
 	if s.slotTable.Groups() > 1 {
 		for i := first + step; i <= last; i += step {
 			if s.slotTable.Group(slots.Of(args[i])) != group {
-				c.local.Error(errCrossSlot)
-				return true
+				return errCrossSlot
 			}
 		}
 	}
 	if !s.cfg.Redirect {
-		return false
+		return ""
 	}
 	addr, local := s.admin.Route(group)
 	if local || addr == "" {
-		return false
+		return ""
 	}
-	c.local.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
-	return true
+	return "MOVED " + strconv.Itoa(slot) + " " + addr
 }
 
 // errCrossSlot is Redis Cluster's reply to a command whose keys are owned

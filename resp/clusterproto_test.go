@@ -308,3 +308,22 @@ func TestCommandKeyPositionsForClusterClients(t *testing.T) {
 		t.Fatalf("only %d commands take keys: the argument docs are not what this test expects", checked)
 	}
 }
+
+// Inside MULTI a keyed command for a slot led elsewhere gets MOVED when it
+// is queued, and EXEC aborts, as in Redis Cluster; keyless ones queue.
+func TestClusterRedirectInMulti(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	c.do(t, "MULTI").expect(t, "+OK")
+	c.do(t, "PING").expect(t, "+QUEUED")
+	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "-MOVED 12182 127.0.0.1:7001")
+	c.do(t, "EXEC").expect(t, "-EXECABORT Transaction discarded because of previous errors.")
+	// On the leader the same transaction runs.
+	_, _, leaderAddr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "", true)
+	l := rawDial(t, leaderAddr)
+	l.do(t, "MULTI").expect(t, "+OK")
+	l.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "+QUEUED")
+	if got := string(l.do(t, "EXEC")); !strings.HasPrefix(got, "*1 [*5 [:1 :10 :9") {
+		t.Fatalf("EXEC on the leader: %s", got)
+	}
+}

@@ -233,8 +233,11 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 		c.local.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
-	if s.clusterOn && cmd.firstKey > 0 && s.clusterRoute(c, cmd, args) {
-		return
+	if s.clusterOn && cmd.firstKey > 0 && !c.execing {
+		if msg := s.clusterRoute(cmd, args); msg != "" { // clustercmd.go
+			c.local.Error(msg)
+			return
+		}
 	}
 	p.cmd = cmd
 	cmd.run(s, c, args, p)
