@@ -159,3 +159,21 @@ func TestShardFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvertisedRESP: a node bound to every interface announces its RESP
+// port on its Raft host, which the other nodes (and so clients told by
+// CLUSTER SLOTS) can reach.
+func TestAdvertisedRESP(t *testing.T) {
+	for _, c := range []struct{ resp, raft, want string }{
+		{"127.0.0.1:6001", "127.0.0.1:7001", "127.0.0.1:6001"},
+		{"0.0.0.0:6001", "10.0.0.5:7001", "10.0.0.5:6001"},
+		{"[::]:6001", "10.0.0.5:7001", "10.0.0.5:6001"},
+		{":6001", "[fd00::5]:7001", "[fd00::5]:6001"},
+		{"0.0.0.0:6001", "0.0.0.0:7001", "0.0.0.0:6001"},
+		{"10.0.0.9:6001", "10.0.0.5:7001", "10.0.0.9:6001"},
+	} {
+		if got := advertisedRESP(c.resp, c.raft); got != c.want {
+			t.Errorf("advertisedRESP(%q, %q) = %q, want %q", c.resp, c.raft, got, c.want)
+		}
+	}
+}
