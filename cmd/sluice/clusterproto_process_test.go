@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/sluice-rl/sluice/internal/slots"
 )
@@ -112,6 +113,21 @@ func TestRedisClusterClients(t *testing.T) {
 			got, err := cc.Do(ctx, "RL.TOKEN", "gr:key", "100", "1/h").Int64Slice()
 			if err != nil || len(got) != 5 || got[0] != 1 || got[2] != 99 {
 				t.Fatalf("ClusterClient RL.TOKEN: %v %v", got, err)
+			}
+
+			// rueidis, defaults (client-side caching on): CLUSTER SLOTS
+			// makes it a cluster client routing by key.
+			rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{follower.resp}})
+			if err != nil {
+				t.Fatalf("rueidis: %v", err)
+			}
+			defer rc.Close()
+			rgot, err := rc.Do(ctx, rc.B().Arbitrary("RL.TOKEN").Keys("ru:key").Args("100", "1/h").Build()).AsIntSlice()
+			if err != nil || len(rgot) != 5 || rgot[0] != 1 || rgot[2] != 99 {
+				t.Fatalf("rueidis RL.TOKEN: %v %v", rgot, err)
+			}
+			if _, isCluster := rc.Nodes()[leader.resp]; !isCluster || len(rc.Nodes()) != 3 {
+				t.Fatalf("rueidis nodes %v: want the three members", rc.Nodes())
 			}
 
 			// A limit shared by cluster clients seeded on every node and
