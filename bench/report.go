@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -565,8 +568,15 @@ func (r *Report) Write(dir string) error {
 	return nil
 }
 
+// HandWrittenMarker opens the part of docs/benchmarks.md that is written by
+// hand (the measurement rounds and the known gaps): WriteDoc keeps that line
+// and everything after it when it rewrites the generated report above it.
+const HandWrittenMarker = "<!-- Written by hand below this line: make bench-doc keeps it. -->"
+
 // WriteDoc writes the Markdown report to path with its charts in chartDir
-// (relative to path's folder), for docs/benchmarks.md.
+// (relative to path's folder), for docs/benchmarks.md. If path already holds
+// a HandWrittenMarker line, that line and what follows it are kept after the
+// new report.
 func (r *Report) WriteDoc(path, chartDir string) error {
 	if r.Charts == nil {
 		r.BuildCharts()
@@ -580,7 +590,15 @@ func (r *Report) WriteDoc(path, chartDir string) error {
 			return fmt.Errorf("doc chart: %w", err)
 		}
 	}
-	if err := os.WriteFile(path, []byte(r.Markdown(chartDir)), 0o644); err != nil {
+	doc := r.Markdown(chartDir)
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("doc: %w", err)
+	}
+	if i := bytes.Index(old, []byte(HandWrittenMarker)); i >= 0 {
+		doc = strings.TrimRight(doc, "\n") + "\n\n" + string(old[i:])
+	}
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		return fmt.Errorf("doc: %w", err)
 	}
 	return nil

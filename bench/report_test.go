@@ -160,6 +160,22 @@ func TestReportWrite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "docs", "benchmarks", "memory.svg")); err != nil {
 		t.Error(err)
 	}
+
+	// A rewrite keeps the hand-written part, and only that, of the old doc.
+	hand := HandWrittenMarker + "\n\n## Rounds\n\nwritten by hand\n"
+	if err := os.WriteFile(doc, []byte("# stale generated text\n\n"+hand), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteDoc(doc, "benchmarks"); err != nil {
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimRight(r.Markdown("benchmarks"), "\n") + "\n\n" + hand; string(b) != want {
+		t.Errorf("rewritten doc:\n%s\nwant:\n%s", b, want)
+	}
 }
 
 func TestProgress(t *testing.T) {

@@ -26,9 +26,10 @@ import (
 //
 // The naive design, one Raft entry per command, applied one at a time, is
 // bounded by the leader's serial fsync: the bolt commit costs ~0.7 ms, so a
-// few thousand decisions per second, whatever the number of clients (see
-// NOTES.md: 13k entries/s even with 64 applies in flight). Throughput needs
-// two things at once: many ops per entry, and several entries in flight.
+// few thousand decisions per second, whatever the number of clients
+// (measured on three voters with fsync on: 13k entries/s even with 64
+// applies in flight). Throughput needs two things at once: many ops per
+// entry, and several entries in flight.
 //
 // The design. Callers (connection goroutines, and the forward server on
 // behalf of followers) put a request on one channel and block. One batcher

@@ -13,8 +13,9 @@ import "errors"
 // Kind names a limiter algorithm. The zero Kind means "no state".
 type Kind uint8
 
-// The limiter kinds, in the order of SPEC section 2. Their numeric values are
-// part of the snapshot format and of the replicated log: never renumber them.
+// The limiter kinds, in the order docs/commands.md lists the limiter
+// commands. Their numeric values are part of the snapshot format and of the
+// replicated log: never renumber them.
 const (
 	KindNone    Kind = 0
 	KindToken   Kind = 1 // RL.TOKEN: token bucket
@@ -173,10 +174,11 @@ const (
 
 // Result is the outcome of one Op.
 //
-// For OpDecide and OpPeek, the five reply fields of SPEC section 2 are set:
-// for the RL.* kinds RetryAfter and ResetAfter are milliseconds (RetryAfter is
-// 0 when allowed and -1 when the cost can never be allowed); for KindGCRA they
-// are redis-cell's whole seconds (RetryAfter -1 when allowed).
+// For OpDecide and OpPeek, the five fields of the decision reply
+// (docs/commands.md, "The decision reply") are set: for the RL.* kinds
+// RetryAfter and ResetAfter are milliseconds (RetryAfter is 0 when allowed
+// and -1 when the cost can never be allowed); for KindGCRA they are
+// redis-cell's whole seconds (RetryAfter -1 when allowed).
 type Result struct {
 	Err        error // nil, or one of the errors below
 	Kind       Kind

@@ -345,7 +345,8 @@ func TestClockOps(t *testing.T) {
 	}
 }
 
-// TestRuleChanges checks the SPEC's rule-change semantics on each kind.
+// TestRuleChanges checks the rule-change semantics (docs/commands.md,
+// "Changing a key's parameters") on each kind.
 func TestRuleChanges(t *testing.T) {
 	e := newTestEngine()
 	k := []byte("k")

@@ -17,8 +17,9 @@ import (
 // reset_after, TTL) are not computed from formulas but found by searching for
 // the first instant at which, with nothing else happening, the call would be
 // allowed (or the state would be initial), so the engine's closed forms are
-// checked against the definitions of SPEC section 2. GCRA follows the SPEC
-// appendix's formulas in big.Int arithmetic.
+// checked against the definitions (docs/commands.md, "Limiter commands").
+// GCRA follows redis-cell's formulas (docs/commands.md, "CL.THROTTLE") in
+// big.Int arithmetic.
 
 type mKey struct {
 	rule   Rule

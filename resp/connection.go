@@ -12,7 +12,8 @@ import (
 // and INFO report it as the version so that clients enable Redis 7 features.
 const redisCompatVersion = "7.2.0"
 
-// connectionCommands are SPEC section 3's connection commands.
+// connectionCommands are the connection commands (docs/commands.md,
+// "Connection commands"): handshake, authentication and per-connection state.
 func connectionCommands() []*command {
 	clientCmd := &command{
 		name: "client", arity: -2, group: "connection", since: "2.4.0", complexity: "O(1)",

@@ -1,8 +1,8 @@
 package resp
 
-// The argument grammar of SPEC section 1: integers, durations and rates,
-// parsed from the raw argument bytes with no allocation on success and
-// exact integer arithmetic (no floats).
+// The argument grammar (docs/commands.md, "Argument grammar"): integers,
+// durations and rates, parsed from the raw argument bytes with no allocation
+// on success and exact integer arithmetic (no floats).
 //
 // Numbers are plain ASCII decimals: no sign, no exponent, no spaces, and no
 // leading zeros (a lone "0" is fine, and so is "0.5"), as Redis's own

@@ -86,8 +86,9 @@ const (
 	errorWriteTimeout = time.Second
 )
 
-// Limits are the protocol limits of SPEC section 6. A field <= 0 takes its
-// default.
+// Limits are the protocol limits (docs/commands.md, "Protocol limits"): the
+// most a client may send before it gets an error and its connection is
+// closed. A field <= 0 takes its default.
 type Limits struct {
 	MaxBulk        int64 // bytes of one bulk argument; default 1 MiB
 	MaxArgs        int64 // arguments of one multibulk command; default 1,048,576
@@ -97,7 +98,7 @@ type Limits struct {
 	PreAuthMaxArgs int64 // MaxArgs until authenticated, when a password is set; default 10
 }
 
-// DefaultLimits returns the limits of SPEC section 6 (Redis's, with a 1 MiB
+// DefaultLimits returns the default protocol limits (Redis's, with a 1 MiB
 // bulk cap).
 func DefaultLimits() Limits {
 	return Limits{

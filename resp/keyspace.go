@@ -14,7 +14,8 @@ const (
 	ttlSeconds = 1
 )
 
-// keyspaceCommands are SPEC section 2's state commands.
+// keyspaceCommands are the state commands (docs/commands.md, "State
+// commands"): they read, list and delete limiter keys.
 func keyspaceCommands() []*command {
 	return []*command{
 		{

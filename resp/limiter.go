@@ -7,7 +7,8 @@ import (
 	"github.com/sluice-rl/sluice/engine"
 )
 
-// limiterCommands are SPEC section 2's commands.
+// limiterCommands are the limiter commands (docs/commands.md, "Limiter
+// commands"): one decision per call, on one or several keys.
 func limiterCommands() []*command {
 	rl := func(name string, kind engine.Kind, limitName, periodName, summary string) *command {
 		return &command{

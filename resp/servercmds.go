@@ -14,7 +14,8 @@ import (
 // clock stays far inside int64 nanoseconds.
 const maxTimewarpMillis = 366 * 24 * 3600 * 1000
 
-// serverCommands are SPEC section 3's server commands.
+// serverCommands are the server commands (docs/commands.md, "Server
+// commands"): introspection, configuration and the test clock.
 func serverCommands() []*command {
 	cmdCmd := &command{
 		name: "command", arity: -1, flags: []string{"loading", "stale"}, group: "server", since: "2.8.13",
@@ -349,7 +350,8 @@ func runConfigGet(s *Server, c *client, args [][]byte, p *pending) {
 	}
 }
 
-// raftCommands are SPEC section 5's cluster commands.
+// raftCommands are the cluster commands (docs/commands.md, "Cluster
+// commands"): RAFT.* membership and status.
 func raftCommands() []*command {
 	admin := func(name string, arity int, summary string, args []argDoc,
 		do func(ctx context.Context, a ClusterAdmin, args [][]byte) error) *command {

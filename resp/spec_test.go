@@ -159,7 +159,8 @@ func runScenario(t *testing.T, startMs int64, steps []step) {
 	}
 }
 
-// TestSpecWorkedExamples plays every worked example of SPEC section 2 and
+// TestSpecWorkedExamples plays every worked example of the limiter commands
+// (docs/commands.md, "Limiter commands") and
 // redis-cell's published vectors against a frozen clock.
 func TestSpecWorkedExamples(t *testing.T) {
 	const minute = 60000

@@ -9,7 +9,7 @@ import (
 
 // debugConfig holds the hidden flags that exist for fault-injection tests
 // (cmd/sluice-chaos) and nothing else. They are not in --help, not in the
-// README's flag table, and not settable from a config file:
+// flag table of docs/operations.md, and not settable from a config file:
 //
 //   - --debug-dial-map from=to,...: dial `to` whenever Raft or forwarding
 //     would dial the peer address `from` (a proxy per link, so that a test

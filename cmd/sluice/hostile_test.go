@@ -17,7 +17,9 @@ import (
 	"time"
 )
 
-// The hostile-input suite of SPEC section 6, against a real sluice process
+// The hostile-input suite (docs/commands.md, "Protocol limits": nothing a
+// client sends may crash the node, pin a CPU or grow memory without bound),
+// against a real sluice process
 // (the default mode: a single durable Raft voter) so that its RSS and CPU
 // time can be read from /proc. Each attack is followed by the same checks:
 // the process is alive, another client's PING and RL.TOKEN are answered
@@ -26,8 +28,8 @@ import (
 // a loaded CI machine can take longer than 200 ms; a starved client fails
 // every try), an idle second after the attack costs less than idleCPUBound
 // of CPU, RSS stays within rssGrowthBound of the baseline, and
-// a fresh key gets the exact replies of SPEC's worked example under the
-// frozen clock.
+// a fresh key gets the exact replies of the token bucket's worked example
+// (docs/commands.md, "RL.TOKEN") under the frozen clock.
 const (
 	replyBound     = 200 * time.Millisecond
 	livenessBound  = 3 * time.Second
@@ -159,7 +161,7 @@ func (n *hostileNode) responsive(t *testing.T) {
 	}
 }
 
-// decisionsCorrect runs SPEC's worked example on a fresh key: RL.TOKEN k 4
+// decisionsCorrect runs the token bucket's worked example on a fresh key: RL.TOKEN k 4
 // 4/m four times at one instant is allowed, the fifth is denied with
 // retry_after 15000.
 func (n *hostileNode) decisionsCorrect(t *testing.T, key string) {

@@ -301,9 +301,23 @@ func testClusterProcessesFailover(t *testing.T, flags []string) {
 		t.Fatalf("state after a full restart %v, before %v", after, before)
 	}
 
-	// A lone node never decides.
+	// A lone node never decides. Once it knows it has no majority (it is
+	// not the leader: a leader that has not yet noticed would append the
+	// command to its log, and then the truthful answer is UNCERTAIN), it
+	// refuses with CLUSTERDOWN: certainly not applied.
 	c.kill(c.nodes[0])
 	c.kill(c.nodes[1])
+	lone := c.client(c.nodes[2])
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, err := lone.Do(ctx, "RAFT.STATUS").StringSlice()
+		if err == nil && len(st) >= 4 && st[3] != "leader" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lone node still leads: %v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	start := time.Now()
 	err := c.client(c.nodes[2]).Do(ctx, "RL.TOKEN", "lone", 10, "1/s").Err()
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {

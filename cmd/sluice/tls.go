@@ -1,0 +1,51 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"github.com/sluice-rl/sluice/cluster"
+)
+
+// TLS: the client listener's certificates, and mutual TLS between peers.
+
+// clientTLSConfig builds the TLS listener's configuration: its certificate,
+// and with --tls-ca-cert-file, client certificates required and verified.
+func (c *config) clientTLSConfig() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: with %s %s: %w", c.setting("tls-cert-file"), c.setting("tls-key-file"), c.TLSKeyFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLSCACertFile != "" {
+		pool, err := cluster.LoadCertPool(c.TLSCACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.setting("tls-ca-cert-file"), err)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// peerTLSConfig builds the mutual TLS configuration of Raft and forwarding,
+// or nil without --raft-tls-* flags.
+func (c *config) peerTLSConfig() (*tls.Config, error) {
+	if !c.raftTLS() {
+		return nil, nil
+	}
+	return cluster.PeerTLSConfig(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile)
+}
+
+// raftTLS reports whether peer traffic runs over mutual TLS.
+func (o *opsConfig) raftTLS() bool { return o.RaftTLSCertFile != "" }
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
