@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -174,17 +175,20 @@ func clusterCommands() []*command {
 			complexity: "O(N) nodes", summary: summary, run: run,
 		})
 	}
-	ok := func(name, summary string) *command {
+	ok := func(name, summary string, readOnly func(c *client) bool) *command {
 		return &command{
 			name: name, arity: 1, flags: []string{"fast"}, group: "cluster", since: "3.0.0",
 			complexity: "O(1)", summary: summary,
-			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() },
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				c.readOnly = readOnly(c)
+				c.local.OK()
+			},
 		}
 	}
 	return []*command{cluster,
-		ok("readonly", "Replies OK: every node answers for every slot (reads are decided by the leader)"),
-		ok("readwrite", "Replies OK"),
-		ok("asking", "Replies OK: slots never migrate, so no ASK redirection is ever sent"),
+		ok("readonly", "Serve read-only commands here even with --redirect (the leader still decides them)", func(*client) bool { return true }),
+		ok("readwrite", "Redirect read-only commands again, after READONLY", func(*client) bool { return false }),
+		ok("asking", "Replies OK: slots never migrate, so no ASK redirection is ever sent", func(c *client) bool { return c.readOnly }),
 	}
 }
 
@@ -379,10 +383,12 @@ func runClusterInfo(s *Server, c *client, args [][]byte, p *pending) {
 // (or, inside MULTI, before it is queued; EXEC runs the queue without a
 // second check): keys of different groups get CROSSSLOT, and with Redirect
 // a follower of the keys' group answers MOVED to the group's leader instead
-// of forwarding. It returns the error reply, or "" when the command runs
-// here. A command whose group has no known leader runs as usual
-// (forwarding waits for one, or replies CLUSTERDOWN).
-func (s *Server) clusterRoute(cmd *command, args [][]byte) string {
+// of forwarding, unless the connection sent READONLY and the command only
+// reads (a Redis Cluster replica serves those; here it forwards them). It
+// returns the error reply, or "" when the command runs here. A command
+// whose group has no known leader runs as usual (forwarding waits for one,
+// or replies CLUSTERDOWN).
+func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string {
 	if !s.cfg.Redirect && s.slotTable.Groups() == 1 {
 		return "" // nothing to check: spare the hot path the hashing
 	}
@@ -405,7 +411,7 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte) string {
 			}
 		}
 	}
-	if !s.cfg.Redirect {
+	if !s.cfg.Redirect || readOnly && slices.Contains(cmd.flags, "readonly") {
 		return ""
 	}
 	addr, local := s.admin.Route(group)

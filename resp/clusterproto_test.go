@@ -327,3 +327,24 @@ func TestClusterRedirectInMulti(t *testing.T) {
 		t.Fatalf("EXEC on the leader: %s", got)
 	}
 }
+
+// After READONLY a follower serves read-only commands instead of
+// redirecting them, as a Redis Cluster replica does; writes still get
+// MOVED; READWRITE and RESET end it.
+func TestClusterReadOnlyFollower(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	moved := "-MOVED 12182 127.0.0.1:7001"
+	c.do(t, "RL.PEEK", "foo").expect(t, moved)
+	c.do(t, "READONLY").expect(t, "+OK")
+	c.do(t, "RL.PEEK", "foo").expect(t, "$-1")
+	c.do(t, "EXISTS", "foo").expect(t, ":0")
+	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, moved)
+	c.do(t, "ASKING").expect(t, "+OK")
+	c.do(t, "RL.PEEK", "foo").expect(t, "$-1")
+	c.do(t, "READWRITE").expect(t, "+OK")
+	c.do(t, "RL.PEEK", "foo").expect(t, moved)
+	c.do(t, "READONLY").expect(t, "+OK")
+	c.do(t, "RESET").expect(t, "+RESET")
+	c.do(t, "RL.PEEK", "foo").expect(t, moved)
+}

@@ -179,6 +179,7 @@ func connectionCommands() []*command {
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.stopTracking()
 				c.multi = nil
+				c.readOnly = false // READWRITE, as Redis's RESET
 				c.proto = 2
 				c.setAuthenticated(s.cfg.RequirePass == "")
 				c.mu.Lock()
