@@ -224,7 +224,10 @@ func (s *fwdServer) handle(c net.Conn) {
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(fwdHello)]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(br, hello[:]); err != nil || (string(hello[:]) != fwdHello && string(hello[:]) != fwdHelloV1) {
+	if _, err := io.ReadFull(br, hello[:]); err == nil && string(hello[:]) == announceHello {
+		s.handleAnnounce(c, br) // topology.go
+		return
+	} else if err != nil || (string(hello[:]) != fwdHello && string(hello[:]) != fwdHelloV1) {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return
 	}

@@ -206,9 +206,10 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 	go n.batcher.run()
 	n.fwdSrv.wg.Add(1)
 	go n.fwdSrv.serve()
-	n.bg.Add(2)
+	n.bg.Add(3)
 	go n.monitorLeadership()
 	go n.sweep()
+	go n.announceLoop() // topology.go
 	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
 		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.startIndex)
 	ok = true

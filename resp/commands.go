@@ -126,10 +126,11 @@ func tokenArg(token, name, typ string) argDoc {
 var costArgDoc = optional(tokenArg("COST", "n", "integer"))
 
 // buildCommandTable returns the command table, keyed by lower-case name.
-// The RAFT.* commands are present only when the executor is a cluster node;
-// a standalone node answers the Redis Cluster commands with Redis's
-// "cluster support disabled" error.
-func buildCommandTable(cluster bool) map[string]*command {
+// The RAFT.* commands are present only when the executor is a Raft node;
+// the Redis Cluster commands only on a member of a cluster (redisCluster),
+// and a standalone node answers them with Redis's "cluster support
+// disabled" error.
+func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	list := limiterCommands()
 	list = append(list, keyspaceCommands()...)
 	list = append(list, connectionCommands()...)
@@ -137,6 +138,9 @@ func buildCommandTable(cluster bool) map[string]*command {
 	list = append(list, transactionCommands()...)
 	if cluster {
 		list = append(list, raftCommands()...)
+	}
+	if redisCluster {
+		list = append(list, clusterCommands()...) // clustercmd.go
 	} else {
 		list = append(list, clusterDisabledCommands()...)
 	}

@@ -178,6 +178,7 @@ func connectionCommands() []*command {
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.stopTracking()
 				c.multi = nil
+				c.readOnly = false // READWRITE, as Redis's RESET
 				c.proto = 2
 				c.setAuthenticated(s.cfg.RequirePass == "")
 				c.mu.Lock()
@@ -276,7 +277,7 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 	r.BulkString("id")
 	r.Int(c.id)
 	r.BulkString("mode")
-	r.BulkString("standalone")
+	r.BulkString(s.redisMode())
 	r.BulkString("role")
 	r.BulkString("master")
 	r.BulkString("modules")

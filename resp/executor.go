@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/slots"
 )
 
 // Executor runs engine operations for the server. On a single in-memory node
@@ -32,4 +33,11 @@ type ClusterAdmin interface {
 	Transfer(ctx context.Context, id string) error
 	// Snapshot takes a snapshot now.
 	Snapshot(ctx context.Context) error
+	// Topology returns the members, their RESP addresses and each slot
+	// range's leader, for the Redis Cluster commands.
+	Topology() slots.Topology
+	// Route tells where commands for a group's slots run: local when this
+	// node leads the group, else the RESP address of its leader ("" while
+	// unknown).
+	Route(group int) (addr string, local bool)
 }

@@ -23,13 +23,14 @@ const (
 	infoKeyspace
 	infoRaft
 	infoCommandstats
+	infoCluster
 	infoAll = 1<<iota - 1
 	// infoDefault is INFO without arguments: every section but
 	// commandstats, as in Redis.
 	infoDefault = infoAll &^ infoCommandstats
 )
 
-var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft", "commandstats"}
+var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft", "commandstats", "cluster"}
 
 // errSyntax is Redis's generic syntax error.
 var errSyntax = errors.New("ERR syntax error")
@@ -107,7 +108,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	section(infoServer, "Server",
 		"redis_version", redisCompatVersion,
 		"sluice_version", s.cfg.Version,
-		"redis_mode", "standalone",
+		"redis_mode", s.redisMode(),
 		"os", runtime.GOOS+" "+runtime.GOARCH,
 		"arch_bits", "64",
 		"go_version", runtime.Version(),
@@ -172,6 +173,11 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	section(infoReplication, "Replication",
 		"role", "master",
 		"connected_slaves", "0")
+	clusterEnabled := "0"
+	if s.clusterOn {
+		clusterEnabled = "1"
+	}
+	section(infoCluster, "Cluster", "cluster_enabled", clusterEnabled)
 	if mask&infoKeyspace != 0 {
 		fields := []string{}
 		if n := results[0].Count; n > 0 && results[0].Err == nil {

@@ -121,6 +121,12 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		c.localReply(cmd, func(r *replyBuf) {
 			r.Error("ERR " + strings.ToUpper(name) + " is not allowed in MULTI: its reply grows with the keyspace")
 		})
+	case s.clusterOn && cmd.firstKey > 0 && s.clusterRoute(cmd, args, c.readOnly) != "":
+		// MOVED or CROSSSLOT at queue time, as Redis Cluster replies;
+		// EXEC then aborts (clustercmd.go).
+		m.dirty = true
+		msg := s.clusterRoute(cmd, args, c.readOnly)
+		c.localReply(cmd, func(r *replyBuf) { r.Error(msg) })
 	case len(m.cmds) >= maxMultiQueue || m.bytes > s.cfg.Limits.MaxQueryBuffer:
 		m.dirty = true
 		c.localReply(cmd, func(r *replyBuf) { r.Error("ERR MULTI queue too long") })

@@ -41,6 +41,7 @@ type client struct {
 	cachingSet bool        // the command just dispatched was CLIENT CACHING
 	multi      *multiState // the transaction being queued; nil outside one (multi.go)
 	execing    bool        // EXEC is dispatching the queued commands
+	readOnly   bool        // READONLY: reads are served here, not redirected (clustercmd.go)
 
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -232,6 +233,12 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 	if !cmd.arityOK(len(args)) {
 		c.local.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
+	}
+	if s.clusterOn && cmd.firstKey > 0 && !c.execing {
+		if msg := s.clusterRoute(cmd, args, c.readOnly); msg != "" { // clustercmd.go
+			c.local.Error(msg)
+			return
+		}
 	}
 	p.cmd = cmd
 	cmd.run(s, c, args, p)

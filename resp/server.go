@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/slots"
 )
 
 // Config is the RESP server's configuration. Zero values take the defaults
@@ -52,6 +53,13 @@ type Config struct {
 	// Watcher of the engine the executor applies operations to (on every
 	// node of a cluster, each its own), which tells it of changed keys.
 	Tracker *Tracker
+	// Cluster makes a node whose executor is a ClusterAdmin speak the
+	// Redis Cluster protocol (CLUSTER SLOTS and the rest, clustercmd.go);
+	// without it CLUSTER replies that cluster support is disabled.
+	Cluster bool
+	// Redirect, on a Cluster node, answers a keyed command for slots this
+	// node does not lead with MOVED to their leader instead of forwarding it.
+	Redirect bool
 }
 
 // appendFsync is the durability mode to report: "no" when nothing is
@@ -105,6 +113,10 @@ type Server struct {
 	admin    ClusterAdmin // nil unless exec is a cluster node
 	commands map[string]*command
 	started  time.Time
+	// slotTable maps slots to Raft groups on a Cluster node (one group
+	// today); clusterRoute consults it.
+	slotTable slots.Table
+	clusterOn bool // cfg.Cluster with a ClusterAdmin executor
 
 	mu        sync.Mutex
 	clients   map[*client]struct{}
@@ -130,7 +142,9 @@ func NewServer(cfg Config, exec Executor) *Server {
 		clients: make(map[*client]struct{}),
 	}
 	s.admin, _ = exec.(ClusterAdmin)
-	s.commands = buildCommandTable(s.admin != nil)
+	s.clusterOn = cfg.Cluster && s.admin != nil
+	s.slotTable, _ = slots.Even(1) // one group: cannot fail
+	s.commands = buildCommandTable(s.admin != nil, s.clusterOn)
 	s.metrics = newServerMetrics(s)
 	return s
 }

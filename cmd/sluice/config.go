@@ -31,7 +31,9 @@ type config struct {
 	Peers          string
 	NoBootstrap    bool
 	ClusterTimeout time.Duration
-	Shards         int
+	LockStripes    int  // --lock-stripes: the engine's lock stripes
+	Shards         int  // --shards: Raft groups (slot ranges); only 1 for now
+	Redirect       bool // --redirect: MOVED instead of forwarding keyed commands
 	MaxKeyLen      int
 	MaxLogLimit    int64
 	MaxClients     int
@@ -127,7 +129,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.Peers, "peers", "", "the cluster's voters: id=raft-addr,id=raft-addr,...")
 	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
 	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN (not applied) or UNCERTAIN (may have been) after this long without a majority")
-	fs.IntVar(&c.Shards, "shards", 256, "engine lock stripes (a power of two)")
+	fs.IntVar(&c.LockStripes, "lock-stripes", 256, "engine lock stripes (a power of two)")
+	fs.IntVar(&c.Shards, "shards", 1, "Raft groups, each owning a range of the 16384 hash slots (only 1 for now)")
+	fs.BoolVar(&c.Redirect, "redirect", false, "with --peers: a follower answers keyed commands with -MOVED to the leader instead of forwarding them")
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
 	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit and RL.ACQUIRE limit")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most connected clients")
@@ -178,8 +182,14 @@ func (c *config) validate() error {
 	default:
 		bad("protected-mode", "want yes or no, got %q", c.ProtectedMode)
 	}
-	if c.Shards < 1 || c.Shards > 1<<16 {
-		bad("shards", "want 1 to 65536, got %d", c.Shards)
+	if c.LockStripes < 1 || c.LockStripes > 1<<16 {
+		bad("lock-stripes", "want 1 to 65536, got %d", c.LockStripes)
+	}
+	if c.Shards != 1 {
+		bad("shards", "only 1 Raft group per node is supported for now, got %d (the engine's lock stripes, which --shards used to name, are --lock-stripes)", c.Shards)
+	}
+	if c.Redirect && c.Peers == "" && !c.NoBootstrap {
+		bad("redirect", "needs --peers (or --no-bootstrap): a single node has no leader to redirect to")
 	}
 	if c.MaxKeyLen < 1 || c.MaxKeyLen > 64<<10 {
 		bad("max-key-len", "want 1 to 65536, got %d", c.MaxKeyLen)

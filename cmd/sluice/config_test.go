@@ -117,3 +117,63 @@ func TestDurabilityFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestShardFlags: --lock-stripes is the engine's lock stripes (what
+// --shards used to name); --shards is the Raft group count, 1 for now, and
+// anything else is refused with a message that names the new flag;
+// --redirect needs a cluster.
+func TestShardFlags(t *testing.T) {
+	peers := []string{"--id", "n1", "--peers", "n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003"}
+	for _, c := range []struct {
+		args            []string
+		stripes, shards int
+		redirect        bool
+	}{
+		{nil, 256, 1, false},
+		{[]string{"--lock-stripes", "64"}, 64, 1, false},
+		{[]string{"--shards", "1"}, 256, 1, false},
+		{[]string{"--config", writeConfig(t, "lock-stripes 1024\nshards 1\n")}, 1024, 1, false},
+		{append([]string{"--redirect"}, peers...), 256, 1, true},
+	} {
+		cfg, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if cfg.LockStripes != c.stripes || cfg.Shards != c.shards || cfg.Redirect != c.redirect {
+			t.Errorf("%v: stripes %d shards %d redirect %v, want %d %d %v", c.args, cfg.LockStripes, cfg.Shards, cfg.Redirect, c.stripes, c.shards, c.redirect)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "256"}, "--shards: only 1 Raft group per node is supported for now, got 256 (the engine's lock stripes, which --shards used to name, are --lock-stripes)"},
+		{[]string{"--shards", "0"}, "--shards: only 1 Raft group per node is supported for now, got 0"},
+		{[]string{"--lock-stripes", "0"}, "--lock-stripes: want 1 to 65536, got 0"},
+		{[]string{"--redirect"}, "--redirect: needs --peers"},
+	} {
+		_, err := parseFlags(c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestAdvertisedRESP: a node bound to every interface announces its RESP
+// port on its Raft host, which the other nodes (and so clients told by
+// CLUSTER SLOTS) can reach.
+func TestAdvertisedRESP(t *testing.T) {
+	for _, c := range []struct{ resp, raft, want string }{
+		{"127.0.0.1:6001", "127.0.0.1:7001", "127.0.0.1:6001"},
+		{"0.0.0.0:6001", "10.0.0.5:7001", "10.0.0.5:6001"},
+		{"[::]:6001", "10.0.0.5:7001", "10.0.0.5:6001"},
+		{":6001", "[fd00::5]:7001", "[fd00::5]:6001"},
+		{"0.0.0.0:6001", "0.0.0.0:7001", "0.0.0.0:6001"},
+		{"10.0.0.9:6001", "10.0.0.5:7001", "10.0.0.9:6001"},
+	} {
+		if got := advertisedRESP(c.resp, c.raft); got != c.want {
+			t.Errorf("advertisedRESP(%q, %q) = %q, want %q", c.resp, c.raft, got, c.want)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 	node, err := cluster.New(ctx, cluster.Config{
 		ID:             id,
 		RaftAddr:       raftAddr,
-		RESPAddr:       respAddr,
+		RESPAddr:       advertisedRESP(respAddr, raftAddr),
 		ForwardAddr:    cfg.ForwardAddr,
 		DataDir:        dataDir,
 		InMemory:       cfg.InMemory,
@@ -136,4 +136,20 @@ func offsetPort(addr string, delta int) (string, error) {
 		return "", fmt.Errorf("port %d + %d is beyond 65535", port-delta, delta)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
+
+// advertisedRESP is the RESP address a node announces to the cluster (what
+// CLUSTER SLOTS and RAFT.STATUS report): the bound address, except that an
+// unspecified IP (--addr 0.0.0.0:6379) is replaced by the host of the Raft
+// address, which the other nodes reach this one at.
+func advertisedRESP(respAddr, raftAddr string) string {
+	host, port, err := net.SplitHostPort(respAddr)
+	if err != nil || (host != "" && !net.ParseIP(host).IsUnspecified()) {
+		return respAddr
+	}
+	raftHost, _, err := net.SplitHostPort(raftAddr)
+	if err != nil || raftHost == "" || net.ParseIP(raftHost).IsUnspecified() {
+		return respAddr
+	}
+	return net.JoinHostPort(raftHost, port)
 }

@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// The tracker hears of changed keys from the engine, whoever changes
 	// them (this node's clients or, on a cluster, the replicated log).
 	tracker := resp.NewTracker(resp.DefaultTrackingMaxKeys)
-	eng := engine.New(engine.Config{Shards: cfg.Shards, MaxLogLimit: cfg.MaxLogLimit,
+	eng := engine.New(engine.Config{Shards: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit,
 		MaxKeys: cfg.MaxKeys, MaxBytes: int64(cfg.MaxMemory), Watcher: tracker})
 
 	var tlsCfg *tls.Config
@@ -107,6 +107,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Logger:      log,
 		Engine:      eng,
 		Tracker:     tracker,
+		Cluster:     cfg.Peers != "" || cfg.NoBootstrap,
+		Redirect:    cfg.Redirect,
 	}, exec)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()

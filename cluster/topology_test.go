@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/slots"
+)
+
+// TestTopologyAnnouncesEveryMember: followers announce their RESP addresses
+// through the leader, so every node lists every member with its address
+// and the same leader, and Route sends a follower's commands to the
+// leader's RESP address.
+func TestTopologyAnnouncesEveryMember(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	leader := tc.leader()
+	leaderID := tc.cfgs[leader].ID
+	want := []slots.Node{{ID: "n1", RESPAddr: "127.0.0.1:6001"}, {ID: "n2", RESPAddr: "127.0.0.1:6002"}, {ID: "n3", RESPAddr: "127.0.0.1:6003"}}
+	waitFor(t, 10*time.Second, func() error {
+		for i, n := range tc.nodes {
+			top := n.Topology()
+			if top.Self != tc.cfgs[i].ID {
+				return fmt.Errorf("node %d: self %q", i+1, top.Self)
+			}
+			if fmt.Sprint(top.Nodes) != fmt.Sprint(want) {
+				return fmt.Errorf("node %d: nodes %v, want %v", i+1, top.Nodes, want)
+			}
+			if len(top.Groups) != 1 || top.Groups[0].Range != (slots.Range{First: 0, Last: slots.Count - 1}) || top.Groups[0].Leader != leaderID {
+				return fmt.Errorf("node %d: groups %+v, want one of every slot led by %s", i+1, top.Groups, leaderID)
+			}
+		}
+		return nil
+	})
+	for i, n := range tc.nodes {
+		addr, local := n.Route(0)
+		if i == leader {
+			if !local {
+				t.Errorf("leader n%d: Route = %q, %v; want local", i+1, addr, local)
+			}
+		} else if local || addr != tc.cfgs[leader].RESPAddr {
+			t.Errorf("follower n%d: Route = %q, %v; want %s", i+1, addr, local, tc.cfgs[leader].RESPAddr)
+		}
+	}
+	if addr, local := tc.nodes[0].Route(1); local || addr != "" {
+		t.Errorf("Route of a group that does not exist: %q, %v", addr, local)
+	}
+}
+
+// TestAnnounceRefusesMalformed: an announcement that does not decode, or
+// names no usable address, is answered with an error and appends nothing.
+func TestAnnounceRefusesMalformed(t *testing.T) {
+	tc := newTestCluster(t, 1, nil)
+	n := tc.nodes[0]
+	before := n.raft.LastIndex()
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+	}{
+		{"garbage", []byte{0xff, 0xff, 0xff}},
+		{"empty id", appendBytes(appendBytes(appendBytes(nil, nil), []byte("127.0.0.1:1")), []byte("127.0.0.1:2"))},
+		{"bad address", appendBytes(appendBytes(appendBytes(nil, []byte("x")), []byte("nowhere")), []byte("127.0.0.1:2"))},
+		{"stray bytes", append(appendBytes(appendBytes(appendBytes(nil, []byte("x")), []byte("127.0.0.1:1")), []byte("127.0.0.1:2")), 0)},
+	} {
+		c, err := net.Dial("tcp", n.fwdAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(append([]byte(announceHello), frame(tc.payload)...)); err != nil {
+			t.Fatal(err)
+		}
+		reply, err := readFrame(bufio.NewReader(c), maxAnnounce)
+		c.Close()
+		if err != nil || len(reply) == 0 || reply[0] != fwdStatusError {
+			t.Errorf("%s: reply %q, %v; want an error status", tc.name, reply, err)
+		}
+	}
+	if _, ok := n.fsm.leader("x"); ok || n.raft.LastIndex() != before {
+		t.Fatalf("a malformed announcement reached the log (last index %d -> %d)", before, n.raft.LastIndex())
+	}
+}

@@ -1,0 +1,350 @@
+package resp
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/slots"
+)
+
+// fakeCluster is an in-memory executor that claims to be a Raft node with
+// the topology a test sets.
+type fakeCluster struct {
+	*LocalExecutor
+	mu    sync.Mutex
+	top   slots.Topology
+	addr  string // Route's answer: the leader's RESP address
+	local bool   // Route's answer: this node leads
+}
+
+func (f *fakeCluster) Status() [][2]string                             { return [][2]string{{"id", f.top.Self}} }
+func (f *fakeCluster) Join(ctx context.Context, id, addr string) error { return nil }
+func (f *fakeCluster) Remove(ctx context.Context, id string) error     { return nil }
+func (f *fakeCluster) Transfer(ctx context.Context, id string) error   { return nil }
+func (f *fakeCluster) Snapshot(ctx context.Context) error              { return nil }
+
+func (f *fakeCluster) Topology() slots.Topology {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.top
+}
+
+func (f *fakeCluster) Route(group int) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.addr, f.local
+}
+
+func (f *fakeCluster) set(top slots.Topology, addr string, local bool) {
+	f.mu.Lock()
+	f.top, f.addr, f.local = top, addr, local
+	f.mu.Unlock()
+}
+
+// threeNodes is a healthy cluster of three seen from n2, a follower of n1.
+var threeNodes = slots.Topology{
+	Self:   "n2",
+	Epoch:  7,
+	Nodes:  []slots.Node{{ID: "n1", RESPAddr: "127.0.0.1:7001"}, {ID: "n2", RESPAddr: "127.0.0.1:7002"}, {ID: "n3", RESPAddr: "127.0.0.1:7003"}},
+	Groups: []slots.Group{{Range: slots.Range{First: 0, Last: 16383}, Leader: "n1"}},
+}
+
+// startCluster runs a server with cfg over a fakeCluster.
+func startCluster(t *testing.T, cfg Config, top slots.Topology, leaderAddr string, local bool) (*Server, *fakeCluster, string) {
+	t.Helper()
+	eng := engine.New(engine.Config{Shards: 16})
+	cfg.Engine = eng
+	fake := &fakeCluster{LocalExecutor: NewLocalExecutor(eng, nil)}
+	fake.set(top, leaderAddr, local)
+	srv := NewServer(cfg, fake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		<-done
+	})
+	return srv, fake, ln.Addr().String()
+}
+
+func nodeID(raftID string) string {
+	s := sha1.Sum([]byte(raftID))
+	return hex.EncodeToString(s[:])
+}
+
+func TestClusterNodeID(t *testing.T) {
+	id := clusterNodeID("node1")
+	if len(id) != 40 || strings.Trim(id, "0123456789abcdef") != "" {
+		t.Fatalf("node id %q is not 40 lower-case hex digits", id)
+	}
+	if id != clusterNodeID("node1") || id == clusterNodeID("node2") {
+		t.Fatal("node ids must be stable and distinct")
+	}
+}
+
+func TestClusterSlotsShape(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	entry := func(port, id string) string {
+		return "*4 [$9 127.0.0.1 :" + port + " $40 " + nodeID(id) + " %s]"
+	}
+	want := "*1 [*5 [:0 :16383 " + entry("7001", "n1") + " " + entry("7002", "n2") + " " + entry("7003", "n3") + "]]"
+	for _, proto := range []struct {
+		hello    string
+		emptyMap string
+	}{{"2", "*0 []"}, {"3", "%0 []"}} {
+		c := rawDial(t, addr)
+		c.do(t, "HELLO", proto.hello)
+		got := string(c.do(t, "CLUSTER", "SLOTS"))
+		if w := strings.ReplaceAll(want, "%s", proto.emptyMap); got != w {
+			t.Errorf("RESP%s CLUSTER SLOTS:\n got %s\nwant %s", proto.hello, got, w)
+		}
+	}
+}
+
+func TestClusterNodesShape(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	got := string(c.do(t, "CLUSTER", "NODES"))
+	text := nodeID("n1") + " 127.0.0.1:7001@0 master - 0 0 7 connected 0-16383\n" +
+		nodeID("n2") + " 127.0.0.1:7002@0 myself,slave " + nodeID("n1") + " 0 0 0 connected\n" +
+		nodeID("n3") + " 127.0.0.1:7003@0 slave " + nodeID("n1") + " 0 0 0 connected\n"
+	if want := "$" + strconv.Itoa(len(text)) + " " + text; got != want {
+		t.Fatalf("CLUSTER NODES:\n got %q\nwant %q", got, want)
+	}
+	c.do(t, "CLUSTER", "MYID").expect(t, "$40 "+nodeID("n2"))
+	if hello := string(c.do(t, "HELLO", "2")); !strings.Contains(hello, "$4 mode $7 cluster") {
+		t.Errorf("HELLO on a cluster node: %s", hello)
+	}
+}
+
+func TestClusterShardsShape(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	c.do(t, "HELLO", "3")
+	node := func(id, port, role string) string {
+		return "%7 [$2 id $40 " + nodeID(id) + " $4 port :" + port + " $2 ip $9 127.0.0.1 $8 endpoint $9 127.0.0.1 $4 role $" +
+			strconv.Itoa(len(role)) + " " + role + " $18 replication-offset :0 $6 health $6 online]"
+	}
+	want := "*1 [%2 [$5 slots *2 [:0 :16383] $5 nodes *3 [" + node("n1", "7001", "master") + " " +
+		node("n2", "7002", "replica") + " " + node("n3", "7003", "replica") + "]]]"
+	c.do(t, "CLUSTER", "SHARDS").expect(t, want)
+}
+
+func TestClusterInfoShape(t *testing.T) {
+	_, fake, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	info := string(c.do(t, "CLUSTER", "INFO"))
+	for _, line := range []string{"cluster_state:ok\r\n", "cluster_slots_assigned:16384\r\n", "cluster_slots_ok:16384\r\n",
+		"cluster_known_nodes:3\r\n", "cluster_size:1\r\n", "cluster_current_epoch:7\r\n"} {
+		if !strings.Contains(info, line) {
+			t.Errorf("CLUSTER INFO lacks %q:\n%s", line, info)
+		}
+	}
+	// Without a leader the cluster is down and no slot is served.
+	noLeader := threeNodes
+	noLeader.Groups = []slots.Group{{Range: slots.Range{First: 0, Last: 16383}}}
+	fake.set(noLeader, "", false)
+	info = string(c.do(t, "CLUSTER", "INFO"))
+	for _, line := range []string{"cluster_state:fail\r\n", "cluster_slots_ok:0\r\n", "cluster_slots_fail:16384\r\n", "cluster_size:0\r\n"} {
+		if !strings.Contains(info, line) {
+			t.Errorf("CLUSTER INFO without a leader lacks %q:\n%s", line, info)
+		}
+	}
+	c.do(t, "CLUSTER", "SLOTS").expect(t, "*0 []")
+	// A member that has not announced its address yet is listed without one.
+	unannounced := threeNodes
+	unannounced.Nodes = append([]slots.Node(nil), threeNodes.Nodes...)
+	unannounced.Nodes[2].RESPAddr = ""
+	fake.set(unannounced, "127.0.0.1:7001", false)
+	nodes := string(c.do(t, "CLUSTER", "NODES"))
+	if !strings.Contains(nodes, nodeID("n3")+" :0@0 slave,noaddr ") {
+		t.Errorf("CLUSTER NODES with n3 unannounced:\n%s", nodes)
+	}
+	if got := string(c.do(t, "CLUSTER", "SLOTS")); strings.Contains(got, nodeID("n3")) {
+		t.Errorf("CLUSTER SLOTS lists n3 without an address: %s", got)
+	}
+}
+
+func TestClusterCommandsSmall(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"CLUSTER", "KEYSLOT", ""}, ":0"},
+		{[]string{"CLUSTER", "KEYSLOT", "foo"}, ":12182"},
+		{[]string{"cluster", "keyslot", "{user1000}.following"}, ":" + strconv.Itoa(slots.Of([]byte("user1000")))},
+		{[]string{"READONLY"}, "+OK"},
+		{[]string{"READWRITE"}, "+OK"},
+		{[]string{"ASKING"}, "+OK"},
+		{[]string{"CLUSTER", "ADDSLOTS", "1"}, "-ERR CLUSTER ADDSLOTS is not supported: Raft assigns slots and members"},
+		{[]string{"CLUSTER", "FOO"}, "-ERR unknown subcommand 'FOO'. Try CLUSTER HELP."},
+		{[]string{"CLUSTER", "KEYSLOT"}, "-ERR wrong number of arguments for 'cluster|keyslot' command"},
+	} {
+		c.do(t, tc.args...).expect(t, tc.want)
+	}
+}
+
+// INFO's Cluster section says whether the node speaks the cluster protocol.
+func TestInfoClusterSection(t *testing.T) {
+	_, _, clusterAddr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	// A Raft node that is not a cluster member (a single node) says 0.
+	_, _, singleAddr := startCluster(t, Config{}, threeNodes, "", true)
+	for _, tc := range []struct {
+		addr, want string
+		mode       string
+	}{
+		{clusterAddr, "# Cluster\r\ncluster_enabled:1\r\n", "redis_mode:cluster\r\n"},
+		{singleAddr, "# Cluster\r\ncluster_enabled:0\r\n", "redis_mode:standalone\r\n"},
+		{startServer(t, Config{}), "# Cluster\r\ncluster_enabled:0\r\n", "redis_mode:standalone\r\n"},
+	} {
+		c := rawDial(t, tc.addr)
+		for _, args := range [][]string{{"INFO"}, {"INFO", "cluster"}} {
+			if got := string(c.do(t, args...)); !strings.Contains(got, tc.want) {
+				t.Errorf("%v: no %q in\n%s", args, tc.want, got)
+			}
+		}
+		if got := string(c.do(t, "INFO", "server")); !strings.Contains(got, tc.mode) {
+			t.Errorf("INFO server: no %q in\n%s", tc.mode, got)
+		}
+	}
+	c := rawDial(t, singleAddr)
+	c.do(t, "CLUSTER", "SLOTS").expect(t, "-"+errClusterDisabled)
+}
+
+func TestClusterRedirect(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		redirect bool
+		local    bool
+		leader   string
+		want     string
+	}{
+		{"follower redirects", true, false, "127.0.0.1:7001", "-MOVED 12182 127.0.0.1:7001"},
+		{"leader runs", true, true, "", "*4 [:1 :10 :9 :0]"},
+		{"leader unknown: run (forward)", true, false, "", "*4 [:1 :10 :9 :0]"},
+		{"no --redirect: run (forward)", false, false, "127.0.0.1:7001", "*4 [:1 :10 :9 :0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, addr := startCluster(t, Config{Cluster: true, Redirect: tc.redirect}, threeNodes, tc.leader, tc.local)
+			c := rawDial(t, addr)
+			got := string(c.do(t, "RL.TOKEN", "foo", "10", "1"))
+			if tc.want[0] == '-' {
+				reply(got).expect(t, tc.want)
+			} else if !strings.HasPrefix(got, "*") {
+				t.Fatalf("RL.TOKEN: %s, want it run", got)
+			}
+			// Keyless commands always run here.
+			c.do(t, "PING").expect(t, "+PONG")
+			c.do(t, "CLUSTER", "KEYSLOT", "foo").expect(t, ":12182")
+		})
+	}
+}
+
+// With several groups a command whose keys span two is refused, whatever
+// the routing; keys of one group are not.
+func TestClusterCrossSlot(t *testing.T) {
+	srv, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
+	three, err := slots.Even(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.slotTable = three // before any client connects
+	c := rawDial(t, addr)
+	// foo is in group 2 (slot 12182), bar in group 0 (5061), hello in 0 (866).
+	c.do(t, "DEL", "foo", "bar").expect(t, "-"+errCrossSlot)
+	c.do(t, "EXISTS", "bar", "hello").expect(t, ":0")
+	c.do(t, "DEL", "{t}a", "{t}b").expect(t, ":0")
+	c.do(t, "RL.ALL", "2", "TOKEN", "foo", "10", "1/s", "1", "TOKEN", "bar", "10", "1/s", "1").expect(t, "-"+errCrossSlot)
+}
+
+// COMMAND reports key positions for every command that takes keys, which
+// cluster clients route by: RL.ALL's keys are every fifth argument from 3.
+func TestCommandKeyPositionsForClusterClients(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
+	c := rawDial(t, addr)
+	got := string(c.do(t, "COMMAND", "INFO", "rl.all", "rl.token", "del", "cluster"))
+	for _, want := range []string{"$6 rl.all :-7", ":3 :-4 :5", "$8 rl.token", "$3 del :-2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("COMMAND INFO lacks %q:\n%s", want, got)
+		}
+	}
+	srv, _, _ := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
+	var takesKey func(args []argDoc) bool
+	takesKey = func(args []argDoc) bool {
+		for _, a := range args {
+			if a.typ == "key" || takesKey(a.subargs) {
+				return true
+			}
+		}
+		return false
+	}
+	checked := 0
+	for name, cmd := range srv.commands {
+		for _, sub := range append([]*command{cmd}, cmd.subs...) {
+			if takesKey(sub.args) {
+				checked++
+				if sub.firstKey <= 0 || sub.keyStep <= 0 {
+					t.Errorf("%s (%s) takes a key argument but COMMAND reports no key position", name, sub.name)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d commands take keys: the argument docs are not what this test expects", checked)
+	}
+}
+
+// Inside MULTI a keyed command for a slot led elsewhere gets MOVED when it
+// is queued, and EXEC aborts, as in Redis Cluster; keyless ones queue.
+func TestClusterRedirectInMulti(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	c.do(t, "MULTI").expect(t, "+OK")
+	c.do(t, "PING").expect(t, "+QUEUED")
+	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "-MOVED 12182 127.0.0.1:7001")
+	c.do(t, "EXEC").expect(t, "-EXECABORT Transaction discarded because of previous errors.")
+	// On the leader the same transaction runs.
+	_, _, leaderAddr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "", true)
+	l := rawDial(t, leaderAddr)
+	l.do(t, "MULTI").expect(t, "+OK")
+	l.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "+QUEUED")
+	if got := string(l.do(t, "EXEC")); !strings.HasPrefix(got, "*1 [*5 [:1 :10 :9") {
+		t.Fatalf("EXEC on the leader: %s", got)
+	}
+}
+
+// After READONLY a follower serves read-only commands instead of
+// redirecting them, as a Redis Cluster replica does; writes still get
+// MOVED; READWRITE and RESET end it.
+func TestClusterReadOnlyFollower(t *testing.T) {
+	_, _, addr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "127.0.0.1:7001", false)
+	c := rawDial(t, addr)
+	moved := "-MOVED 12182 127.0.0.1:7001"
+	c.do(t, "RL.PEEK", "foo").expect(t, moved)
+	c.do(t, "READONLY").expect(t, "+OK")
+	c.do(t, "RL.PEEK", "foo").expect(t, "$-1")
+	c.do(t, "EXISTS", "foo").expect(t, ":0")
+	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, moved)
+	c.do(t, "ASKING").expect(t, "+OK")
+	c.do(t, "RL.PEEK", "foo").expect(t, "$-1")
+	c.do(t, "READWRITE").expect(t, "+OK")
+	c.do(t, "RL.PEEK", "foo").expect(t, moved)
+	c.do(t, "READONLY").expect(t, "+OK")
+	c.do(t, "RESET").expect(t, "+RESET")
+	c.do(t, "RL.PEEK", "foo").expect(t, moved)
+}
