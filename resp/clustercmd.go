@@ -4,7 +4,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -177,7 +176,7 @@ func clusterCommands() []*command {
 	}
 	ok := func(name, summary string, readOnly func(c *client) bool) *command {
 		return &command{
-			name: name, arity: 1, flags: []string{"fast"}, group: "cluster", since: "3.0.0",
+			name: name, arity: 1, flags: flagFast, group: "cluster", since: "3.0.0",
 			complexity: "O(1)", summary: summary,
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.readOnly = readOnly(c)
@@ -411,7 +410,7 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string
 			}
 		}
 	}
-	if !s.cfg.Redirect || readOnly && slices.Contains(cmd.flags, "readonly") {
+	if !s.cfg.Redirect || readOnly && cmd.flags.has(flagReadonly) {
 		return ""
 	}
 	addr, local := s.admin.Route(group)

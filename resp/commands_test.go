@@ -31,7 +31,7 @@ func TestNoAuthFlagDecides(t *testing.T) {
 // TestTrackedReadsAreReadonlyKeys checks the table's account of tracked
 // reads: the key positions of the readonly commands.
 func TestTrackedReadsAreReadonlyKeys(t *testing.T) {
-	table := buildCommandTable(false)
+	table := buildCommandTable(false, false)
 	args := func(s string) [][]byte {
 		var out [][]byte
 		for _, f := range strings.Fields(s) {
@@ -67,8 +67,8 @@ func TestTrackedReadsAreReadonlyKeys(t *testing.T) {
 // table has its own run function, so that COMMAND DOCS never documents a
 // subcommand that dispatch does not know.
 func TestSubcommandsDispatchFromTable(t *testing.T) {
-	for _, cluster := range []bool{false, true} {
-		for _, cmd := range buildCommandTable(cluster) {
+	for _, mode := range [][2]bool{{false, false}, {true, false}, {true, true}} {
+		for _, cmd := range buildCommandTable(mode[0], mode[1]) {
 			for _, sub := range cmd.subs {
 				if sub.run == nil {
 					t.Errorf("%s has no run function", sub.name)
