@@ -177,7 +177,7 @@ func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id bat
 	case b.reqs <- req:
 		return req, nil
 	case <-deadline:
-		return nil, clusterDownError{b.timeout}
+		return nil, clusterDownError(b.timeout)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("cluster: execute: %w", ctx.Err())
 	case <-b.closing:
@@ -196,7 +196,7 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 			return req.err
 		case <-deadline:
 			timedOut = true
-			giveUp = clusterDownError{b.timeout}
+			giveUp = clusterDownError(b.timeout)
 		case <-ctx.Done():
 			giveUp = fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-closing:
@@ -439,7 +439,7 @@ func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops 
 	b.ops.Add(uint64(nops))
 	results, ok := f.Response().([]engine.Result)
 	if !ok || len(results) != nops {
-		err := fmt.Errorf("ERR internal error: the log entry did not apply: %v", f.Response())
+		err := internalError("the log entry did not apply: %v", f.Response())
 		for _, r := range batch {
 			finish(r, nil, err)
 		}

@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // Log entry encoding. Every Raft command entry starts with a type byte that
@@ -252,6 +252,7 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 //
 //	results: uvarint n | result*
 //	result:  uvarint field mask | fields in mask order (see resultField*)
+//	         (the error field: see appendError)
 const (
 	resultErr = 1 << iota
 	resultKind
@@ -266,37 +267,38 @@ const (
 	resultEach // RL.ALL's per-limit results: uvarint n | result*
 )
 
-// knownErrors maps engine error texts back to their values, so that
-// errors.Is works on a forwarded result.
-var knownErrors = map[string]error{
-	engine.ErrWrongType.Error():      engine.ErrWrongType,
-	engine.ErrClockBackwards.Error(): engine.ErrClockBackwards,
-	engine.ErrBadRule.Error():        engine.ErrBadRule,
-}
-
-// resultError rebuilds a result's error from its text: the engine's own
-// value when the text is one, an error that wraps it when the text extends
-// one (the engine wraps ErrBadRule with details), else a plain error.
-func resultError(text string) error {
-	if known, ok := knownErrors[text]; ok {
-		return known
+// appendError encodes err as its code, detail and number: never a reply
+// text (the RESP server renders those). An error without a code goes as
+// Other with its text as the detail.
+//
+//	error: code byte | string detail | varint num
+func appendError(b []byte, err error) []byte {
+	e := errcode.Of(err)
+	if e == nil {
+		e = &errcode.Error{Code: errcode.Other, Detail: err.Error()}
 	}
-	for prefix, known := range knownErrors {
-		if strings.HasPrefix(text, prefix) {
-			return wrappedError{text: text, err: known}
-		}
+	b = append(b, byte(e.Code))
+	b = binary.AppendUvarint(b, uint64(len(e.Detail)))
+	b = append(b, e.Detail...)
+	return binary.AppendVarint(b, e.Num)
+}
+
+// codedError reads an error appendError wrote: the sentinel value when it
+// has no details (so errors.Is and == work as on the leader), else a new
+// one. A code this node does not know is malformed: all nodes run the same
+// version.
+func (d *decoder) codedError() error {
+	code := errcode.Code(d.byte1())
+	detail := d.bytes()
+	num := d.varint()
+	if d.err == nil && code >= errcode.NumCodes {
+		d.err = fmt.Errorf("%w: unknown error code %d", errMalformed, code)
 	}
-	return errors.New(text)
+	if d.err != nil {
+		return nil
+	}
+	return codedError(code, string(detail), num)
 }
-
-// wrappedError has the text it was sent with and unwraps to a known error.
-type wrappedError struct {
-	text string
-	err  error
-}
-
-func (e wrappedError) Error() string { return e.text }
-func (e wrappedError) Unwrap() error { return e.err }
 
 func appendResults(b []byte, rs []engine.Result) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rs)))
@@ -343,7 +345,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	}
 	b = binary.AppendUvarint(b, mask)
 	if r.Err != nil {
-		b = appendBytes(b, []byte(r.Err.Error()))
+		b = appendError(b, r.Err)
 	}
 	if r.Kind != 0 {
 		b = append(b, byte(r.Kind))
@@ -397,7 +399,7 @@ func (d *decoder) result(nested bool) engine.Result {
 	r := engine.Result{}
 	mask := d.uvarint()
 	if mask&resultErr != 0 {
-		r.Err = resultError(string(d.bytes()))
+		r.Err = d.codedError()
 	}
 	if mask&resultKind != 0 {
 		r.Kind = engine.Kind(d.byte1())

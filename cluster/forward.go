@@ -11,12 +11,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // Forwarding: how a follower runs a command.
@@ -32,17 +32,22 @@ import (
 // Replies carry the request's id and are matched to it, so no reply can
 // reach the wrong caller.
 //
-// Wire format, after the client's 5-byte hello "SLFW\x02":
+// Wire format, after the client's 5-byte hello "SLFW\x03":
 //
 //	frame    = uvarint length | payload
 //	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see codec.go)
 //	response = uvarint id | status byte | body
-//	status   = 0 ok (body: results) | 1 error (body: string, the reply text)
-//	         | 2 not applied, route again (body: string, the reason)
+//	status   = 0 ok (body: results) | 1 error (body: error, its code)
+//	         | 2 not applied, route again (body: error, the reason)
 //
-// A request without ops is a ping, answered at once with status 0. A
-// follower of the previous version says "SLFW\x01" and sends no batch id;
-// the leader still takes its requests (without at-most-once re-sends).
+// Results and errors carry error codes (internal/errcode; codec.go's
+// appendError), never reply texts. A request without ops is a ping,
+// answered at once with status 0.
+//
+// Versions: "SLFW\x01" sent no batch ids and error texts, "SLFW\x02" sent
+// batch ids and error texts; a leader refuses both (the follower's requests
+// fail, and it answers CLUSTERDOWN), so all nodes of a cluster must be
+// upgraded together.
 //
 // Outcome. A request that was never written, or that the leader answers
 // with status 2, was not applied: the follower routes it again (a new
@@ -61,8 +66,7 @@ import (
 // The forward port is as trusted as the Raft port: bind both to a private
 // network.
 const (
-	fwdHello       = "SLFW\x02"
-	fwdHelloV1     = "SLFW\x01" // no batch ids
+	fwdHello       = "SLFW\x03"
 	fwdStatusOK    = 0
 	fwdStatusError = 1
 	fwdStatusRetry = 2
@@ -73,39 +77,6 @@ const (
 	maxFwdResponse = 1 << 30
 	fwdDialTimeout = time.Second
 )
-
-// knownReplies maps error texts from the leader back to this package's
-// values, so errors.Is works on a forwarded error.
-var knownReplies = map[string]error{
-	ErrLoading.Error():      ErrLoading,
-	ErrShuttingDown.Error(): ErrShuttingDown,
-}
-
-// replyError rebuilds an error from its text: a known value, or one that
-// matches ErrClusterDown or ErrUncertain by its code.
-func replyError(text string, timeout time.Duration) error {
-	if e, ok := knownReplies[text]; ok {
-		return e
-	}
-	if text == (clusterDownError{timeout}).Error() {
-		return clusterDownError{timeout}
-	}
-	if reason, ok := strings.CutPrefix(text, "UNCERTAIN "); ok {
-		return uncertainError{reason}
-	}
-	if strings.HasPrefix(text, "CLUSTERDOWN ") {
-		return clusterDownText(text)
-	}
-	return errors.New(text)
-}
-
-// clusterDownText is a CLUSTERDOWN reply from the leader whose text is not
-// one of ours (a leader with another timeout): not applied all the same.
-type clusterDownText string
-
-func (e clusterDownText) Error() string { return string(e) }
-
-func (e clusterDownText) Is(target error) bool { return target == ErrClusterDown }
 
 // readFrame reads one length-prefixed frame of at most limit bytes. The
 // buffer grows only as bytes arrive, so a lying length costs nothing.
@@ -224,12 +195,11 @@ func (s *fwdServer) handle(c net.Conn) {
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(fwdHello)]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(br, hello[:]); err != nil || (string(hello[:]) != fwdHello && string(hello[:]) != fwdHelloV1) {
+	if _, err := io.ReadFull(br, hello[:]); err != nil || string(hello[:]) != fwdHello {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	withIDs := string(hello[:]) == fwdHello
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -282,14 +252,12 @@ func (s *fwdServer) handle(c net.Conn) {
 		id := d.uvarint()
 		timeout := time.Duration(d.uvarint()) * time.Millisecond
 		var bid batchID
-		if withIDs {
-			if len(d.b) < len(bid) && d.err == nil {
-				d.fail("batch id")
-			}
-			if d.err == nil {
-				copy(bid[:], d.b)
-				d.b = d.b[len(bid):]
-			}
+		if len(d.b) < len(bid) && d.err == nil {
+			d.fail("batch id")
+		}
+		if d.err == nil {
+			copy(bid[:], d.b)
+			d.b = d.b[len(bid):]
 		}
 		ops := d.ops()
 		if d.err == nil && len(d.b) != 0 {
@@ -342,7 +310,7 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, s
 	if status == fwdStatusOK {
 		p = appendResults(p, results)
 	} else {
-		p = appendBytes(p, []byte(err.Error()))
+		p = appendError(p, err)
 	}
 	select {
 	case out <- frame(p):
@@ -362,12 +330,16 @@ const fwdResendWindow = 10 * time.Second
 var errCallTimeout = errors.New("a call written on this connection got no answer in time")
 
 // errBadReply is the outcome of a call whose results did not decode.
-var errBadReply error = uncertainError{"the leader's reply did not decode; the command may have been applied"}
+var errBadReply error = errcode.New(errcode.BadReply)
+
+// errConnLost: the connection to the leader broke after the batch was
+// written, and no re-send was answered in time. It may have applied.
+var errConnLost error = errcode.New(errcode.ConnLost)
 
 // fwdClient is a follower's pool of connections to the leader.
 type fwdClient struct {
 	size    int
-	timeout time.Duration // ClusterTimeout, to rebuild CLUSTERDOWN texts
+	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
 	t       peerTimeouts  // peerconn.go
 	log     *slog.Logger
 	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
@@ -459,7 +431,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		return errRetry
 	case <-deadline:
 		conn.forget(call.id)
-		return clusterDownError{c.timeout}
+		return clusterDownError(c.timeout)
 	case <-ctx.Done():
 		conn.forget(call.id)
 		return fmt.Errorf("cluster: forward: %w", ctx.Err())
@@ -471,7 +443,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		return call.err
 	case <-deadline:
 		timedOut = true
-		giveUp = clusterDownError{c.timeout}
+		giveUp = clusterDownError(c.timeout)
 	case <-ctx.Done():
 		giveUp = fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
@@ -756,7 +728,13 @@ func (conn *fwdConn) reader() {
 		case fwdStatusRetry:
 			call.finish(errRetry)
 		default:
-			call.finish(replyError(string(d.bytes()), conn.client.timeout))
+			err := d.codedError()
+			if d.err != nil {
+				call.finish(errBadReply)
+				conn.die(d.err)
+				return
+			}
+			call.finish(err)
 		}
 	}
 }

@@ -55,7 +55,7 @@ func serverCommands() []*command {
 		},
 		render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			if results[0].Err != nil {
-				r.Error(results[0].Err.Error())
+				r.Error(errorText(results[0].Err))
 				return
 			}
 			r.OK()
