@@ -6,7 +6,7 @@
 // from the result the FSM computed when its entry applied: the same log
 // gives every replica the same state, and every answer is linearizable by
 // construction (a read is ordered after every write committed before it).
-// batcher.go explains the group commit that makes this fast; forward.go how
+// batcher.go explains the group commit that makes this fast; fwdframe.go how
 // followers hand commands to the leader; fsm.go the state machine and its
 // snapshots.
 //
