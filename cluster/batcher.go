@@ -389,9 +389,10 @@ func (b *batcher) apply(pending []*request, body *[]byte) bool {
 		buf = appendOpsEntryHeader(buf, b.now(), n)
 	}
 	buf = append(buf, *body...)
-	b.fsm.await(buf)
+	id := entryID(buf)
+	b.fsm.await(id)
 	f := b.raft.Apply(buf, b.timeout)
-	go b.await(f, buf, batch, n)
+	go b.await(f, id, batch, n)
 	return true
 }
 
@@ -409,9 +410,9 @@ func (b *batcher) drain() {
 
 // await waits for one entry's future, with a deadline of its own, hands
 // out the outcome and frees the entry's slot.
-func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops int) {
+func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int) {
 	defer func() {
-		b.fsm.forget(data)
+		b.fsm.forget(id)
 		b.freed <- struct{}{} // buffered: never blocks
 	}()
 	errc := make(chan error, 1)
