@@ -109,7 +109,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 		rs := make([]engine.Result, 4)
 		_ = decodeResults(data, rs)
-		d := decoder{b: data}
+		d := newDecoder(data)
 		d.ops()
 	})
 }
@@ -201,10 +201,10 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, clusterDownError(2 * time.Second),
 		clusterDownError(time.Minute), commitTimeoutError(time.Second), lostQuorumError(time.Second), errDuplicateBatch,
 		errBadReply, errConnLost, internalError("%d results for %d operations", 1, 2)} {
-		d := decoder{b: appendError(nil, err)}
+		d := newDecoder(appendError(nil, err))
 		back := d.codedError()
-		if d.err != nil || len(d.b) != 0 {
-			t.Fatalf("%v: %v, %d bytes left", err, d.err, len(d.b))
+		if d.Err != nil || len(d.B) != 0 {
+			t.Fatalf("%v: %v, %d bytes left", err, d.Err, len(d.B))
 		}
 		if wireError(back) != wireError(err) || !errors.Is(back, err) {
 			t.Fatalf("%v came back as %v", err, back)
@@ -223,8 +223,8 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 		t.Fatal("CLUSTERDOWN lost its identity or its timeout")
 	}
 	// A code this node does not know is malformed, never guessed at.
-	d := decoder{b: appendError(nil, &errcode.Error{Code: errcode.NumCodes})}
-	if d.codedError(); !errors.Is(d.err, errMalformed) {
-		t.Fatalf("unknown code: %v", d.err)
+	d := newDecoder(appendError(nil, &errcode.Error{Code: errcode.NumCodes}))
+	if d.codedError(); !errors.Is(d.Err, errMalformed) {
+		t.Fatalf("unknown code: %v", d.Err)
 	}
 }

@@ -57,11 +57,11 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 						c.Close()
 						return
 					}
-					d := decoder{b: p}
-					r := fakeRequest{id: d.uvarint(), c: c}
-					d.uvarint()
-					copy(r.batch[:], d.b)
-					d.b = d.b[len(r.batch):]
+					d := newDecoder(p)
+					r := fakeRequest{id: d.Uvarint(), c: c}
+					d.Uvarint()
+					copy(r.batch[:], d.B)
+					d.B = d.B[len(r.batch):]
 					r.ops = d.ops()
 					if len(r.ops) == 0 { // a ping
 						r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
@@ -254,10 +254,10 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					if fc.mute.Load() {
 						continue
 					}
-					d := decoder{b: p}
-					id := d.uvarint()
-					d.uvarint()
-					d.b = d.b[len(batchID{}):]
+					d := newDecoder(p)
+					id := d.Uvarint()
+					d.Uvarint()
+					d.B = d.B[len(batchID{}):]
 					ops := d.ops()
 					if len(ops) == 0 {
 						fc.pings.Add(1)

@@ -404,11 +404,11 @@ func (conn *fwdConn) reader() {
 			return
 		}
 		conn.lastRecv.Store(time.Now().UnixNano())
-		d := decoder{b: p}
-		id := d.uvarint()
-		status := d.byte1()
-		if d.err != nil {
-			conn.die(d.err)
+		d := newDecoder(p)
+		id := d.Uvarint()
+		status := d.Byte()
+		if d.Err != nil {
+			conn.die(d.Err)
 			return
 		}
 		conn.mu.Lock()
@@ -420,7 +420,7 @@ func (conn *fwdConn) reader() {
 		}
 		switch status {
 		case fwdStatusOK:
-			if err := decodeResults(d.b, call.results); err != nil {
+			if err := decodeResults(d.B, call.results); err != nil {
 				call.finish(errBadReply)
 				conn.die(err)
 				return
@@ -430,9 +430,9 @@ func (conn *fwdConn) reader() {
 			call.finish(errRetry)
 		default:
 			err := d.codedError()
-			if d.err != nil {
+			if d.Err != nil {
 				call.finish(errBadReply)
-				conn.die(d.err)
+				conn.die(d.Err)
 				return
 			}
 			call.finish(err)

@@ -147,23 +147,23 @@ func (s *fwdServer) handle(c net.Conn) {
 			}
 			break
 		}
-		d := decoder{b: p}
-		id := d.uvarint()
-		timeout := time.Duration(d.uvarint()) * time.Millisecond
+		d := newDecoder(p)
+		id := d.Uvarint()
+		timeout := time.Duration(d.Uvarint()) * time.Millisecond
 		var bid batchID
-		if len(d.b) < len(bid) && d.err == nil {
-			d.fail("batch id")
+		if len(d.B) < len(bid) && d.Err == nil {
+			d.Fail("batch id")
 		}
-		if d.err == nil {
-			copy(bid[:], d.b)
-			d.b = d.b[len(bid):]
+		if d.Err == nil {
+			copy(bid[:], d.B)
+			d.B = d.B[len(bid):]
 		}
 		ops := d.ops()
-		if d.err == nil && len(d.b) != 0 {
-			d.err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
+		if d.Err == nil && len(d.B) != 0 {
+			d.Err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
 		}
-		if d.err != nil {
-			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.err)
+		if d.Err != nil {
+			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.Err)
 			break
 		}
 		if len(ops) == 0 {
