@@ -8,92 +8,93 @@ import (
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// errorTexts is the one table of error reply texts (without the leading
+// codeText is the one table of error reply texts (without the leading
 // '-'): the engine and cluster return coded errors (internal/errcode) and
 // know no reply text; this renders each code, with its details, exactly as
-// clients see it. A new error gets a code in errcode and a row here (and a
-// line in docs/design.md's "Error codes").
-var errorTexts = [errcode.NumCodes]func(e *errcode.Error) string{
-	errcode.Internal: func(e *errcode.Error) string { return "ERR internal error: " + e.Detail },
-	errcode.WrongType: func(*errcode.Error) string {
+// clients see it. A new error gets a code in errcode and a case here (and
+// a line in docs/design.md's "Error codes"); TestErrorTexts fails for a
+// code without one. It returns "" for a code it does not know.
+func codeText(e *errcode.Error) string {
+	switch e.Code {
+	case errcode.Internal:
+		return "ERR internal error: " + e.Detail
+	case errcode.WrongType:
 		return "WRONGTYPE Operation against a key holding the wrong kind of limiter"
-	},
-	errcode.BadRule: func(e *errcode.Error) string {
+	case errcode.BadRule:
 		return withDetail("ERR invalid limiter parameters", ": ", e.Detail, "")
-	},
-	errcode.ClockBackwards: func(e *errcode.Error) string {
+	case errcode.ClockBackwards:
 		return withDetail("ERR the clock never goes backwards: freeze time is before the current time", " (", e.Detail, ")")
-	},
-	errcode.OOM: func(*errcode.Error) string { return "OOM command not allowed when used memory > 'maxmemory'." },
-	errcode.KeyLimit: func(e *errcode.Error) string {
+	case errcode.OOM:
+		return "OOM command not allowed when used memory > 'maxmemory'."
+	case errcode.KeyLimit:
 		const text = "OOM command not allowed: the key limit is reached"
 		if e.Num == 0 {
 			return text
 		}
 		return text + " (max-keys " + strconv.FormatInt(e.Num, 10) + ")"
-	},
-	errcode.DuplicateKey: func(e *errcode.Error) string {
+	case errcode.DuplicateKey:
 		const text = "ERR duplicate key in RL.ALL"
 		if e.Detail == "" {
 			return text
 		}
 		return text + ": " + strconv.Quote(e.Detail)
-	},
-	errcode.ClusterDown: func(e *errcode.Error) string {
+	case errcode.ClusterDown:
 		if e.Num == 0 {
 			return "CLUSTERDOWN no quorum: the cluster could not commit in time"
 		}
 		return "CLUSTERDOWN no quorum: the cluster could not commit within " + time.Duration(e.Num).String()
-	},
-	errcode.ShuttingDown: func(*errcode.Error) string { return "CLUSTERDOWN this node is shutting down" },
-	errcode.Loading:      func(*errcode.Error) string { return "LOADING sluice is loading the dataset in memory" },
-	errcode.Uncertain: func(e *errcode.Error) string {
+	case errcode.ShuttingDown:
+		return "CLUSTERDOWN this node is shutting down"
+	case errcode.Loading:
+		return "LOADING sluice is loading the dataset in memory"
+	case errcode.Uncertain:
 		if e.Detail == "" {
 			return "UNCERTAIN the command may have been applied"
 		}
 		return "UNCERTAIN " + e.Detail
-	},
-	errcode.CommitTimeout: func(e *errcode.Error) string {
+	case errcode.CommitTimeout:
 		return "UNCERTAIN no answer from the cluster within " + time.Duration(e.Num).String() +
 			" after the command was submitted; it may have been applied"
-	},
-	errcode.LostQuorum: func(e *errcode.Error) string {
+	case errcode.LostQuorum:
 		return "UNCERTAIN leadership was lost while committing and no majority answered within " +
 			time.Duration(e.Num).String() + "; the command may have been applied"
-	},
-	errcode.OutcomeUnknown: func(*errcode.Error) string {
+	case errcode.OutcomeUnknown:
 		return "UNCERTAIN leadership changed while committing; the command may have been applied"
-	},
-	errcode.DuplicateBatch: func(*errcode.Error) string {
+	case errcode.DuplicateBatch:
 		return "UNCERTAIN the command was re-sent after a broken connection and had already been applied; its result is lost"
-	},
-	errcode.NotLeader: func(e *errcode.Error) string {
+	case errcode.NotLeader:
 		if e.Detail == "" {
 			return "ERR not the leader; the leader is unknown"
 		}
 		return "ERR not the leader; leader is " + e.Detail
-	},
-	errcode.BadNodeID:   func(e *errcode.Error) string { return "ERR invalid node id " + strconv.Quote(e.Detail) },
-	errcode.BadRaftAddr: func(e *errcode.Error) string { return "ERR invalid raft address: " + e.Detail },
-	errcode.NoSuchNode:  func(e *errcode.Error) string { return "ERR no such node " + strconv.Quote(e.Detail) },
-	errcode.NoSuchVoter: func(e *errcode.Error) string { return "ERR no such voter " + strconv.Quote(e.Detail) },
-	errcode.SnapshotTimeout: func(e *errcode.Error) string {
+	case errcode.BadNodeID:
+		return "ERR invalid node id " + strconv.Quote(e.Detail)
+	case errcode.BadRaftAddr:
+		return "ERR invalid raft address: " + e.Detail
+	case errcode.NoSuchNode:
+		return "ERR no such node " + strconv.Quote(e.Detail)
+	case errcode.NoSuchVoter:
+		return "ERR no such voter " + strconv.Quote(e.Detail)
+	case errcode.SnapshotTimeout:
 		return "ERR snapshot did not finish within " + time.Duration(e.Num).String()
-	},
-	errcode.BadReply: func(*errcode.Error) string {
+	case errcode.BadReply:
 		return "UNCERTAIN the leader's reply did not decode; the command may have been applied"
-	},
-	errcode.ConnLost: func(*errcode.Error) string {
+	case errcode.ConnLost:
 		return "UNCERTAIN the connection to the leader broke after the command was sent; it may have been applied"
-	},
-	errcode.Other: func(e *errcode.Error) string { return "ERR " + e.Detail },
-	errcode.AdminFailed: func(e *errcode.Error) string {
+	case errcode.Other:
+		return "ERR " + e.Detail
+	case errcode.AdminFailed:
+		// The cause is Raft's error, or a coded one (the node shutting
+		// down) that reads as its reply.
 		cause := "unknown error"
-		if e.Cause != nil {
+		if c := errcode.Of(e.Cause); c != nil {
+			cause = codeText(c)
+		} else if e.Cause != nil {
 			cause = e.Cause.Error()
 		}
 		return "ERR " + e.Detail + " failed: " + cause
-	},
+	}
+	return ""
 }
 
 // withDetail appends detail between open and close to text, when there is one.
@@ -108,12 +109,12 @@ func withDetail(text, open, detail, close string) string {
 var errSyntax = errors.New("ERR syntax error")
 
 // errorText renders err as an error reply's text: a coded error through
-// errorTexts; resp's own errors (their texts are replies) as they are;
+// codeText; resp's own errors (their texts are replies) as they are;
 // anything else as ERR and its text.
 func errorText(err error) string {
 	if e := errcode.Of(err); e != nil {
-		if e.Code < errcode.NumCodes && errorTexts[e.Code] != nil {
-			return errorTexts[e.Code](e)
+		if text := codeText(e); text != "" {
+			return text
 		}
 		return "ERR " + e.Error()
 	}

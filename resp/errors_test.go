@@ -53,6 +53,8 @@ func TestErrorTexts(t *testing.T) {
 		{e(errcode.SnapshotTimeout, "", int64(10*time.Second)), "ERR snapshot did not finish within 10s"},
 		{&errcode.Error{Code: errcode.AdminFailed, Detail: "join", Cause: errors.New("configuration changed since 3")},
 			"ERR join failed: configuration changed since 3"},
+		{&errcode.Error{Code: errcode.AdminFailed, Detail: "transfer", Cause: errcode.New(errcode.ShuttingDown)},
+			"ERR transfer failed: CLUSTERDOWN this node is shutting down"},
 		{e(errcode.Other, "cluster: forward: context canceled", 0), "ERR cluster: forward: context canceled"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
@@ -71,7 +73,7 @@ func TestErrorTexts(t *testing.T) {
 		}
 	}
 	for c := range errcode.NumCodes {
-		if errorTexts[c] == nil {
+		if codeText(&errcode.Error{Code: c}) == "" {
 			t.Errorf("code %v has no reply text", c)
 		}
 		if !seen[c] {
