@@ -11,6 +11,7 @@ package errcode
 import (
 	"errors"
 	"strconv"
+	"time"
 )
 
 // Code identifies an error kind. Codes travel on the forwarding wire as one
@@ -169,7 +170,11 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
-	if e.Num != 0 {
+	switch {
+	case e.Num == 0:
+	case e.Code == ClusterDown || e.Code == CommitTimeout || e.Code == LostQuorum || e.Code == SnapshotTimeout:
+		s += " (" + time.Duration(e.Num).String() + ")"
+	default:
 		s += " (" + strconv.FormatInt(e.Num, 10) + ")"
 	}
 	if e.Cause != nil {

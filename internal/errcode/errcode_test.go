@@ -35,6 +35,9 @@ func TestIs(t *testing.T) {
 			t.Errorf("Of(%v) = %v", tt.err, e)
 		}
 	}
+	if got := (&Error{Code: ClusterDown, Num: 2e9}).Error(); got != "cluster down (2s)" {
+		t.Errorf("a timeout reads %q in logs", got)
+	}
 	if Of(errors.New("plain")) != nil || Is(errors.New("plain"), Internal) {
 		t.Error("an error without a code has one")
 	}
