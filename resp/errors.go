@@ -8,60 +8,59 @@ import (
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// codeText is the one table of error reply texts (without the leading
-// '-'): the engine and cluster return coded errors (internal/errcode) and
-// know no reply text; this renders each code, with its details, exactly as
-// clients see it. A new error gets a code in errcode and a case here (and
-// a line in docs/design.md's "Error codes"); TestErrorTexts fails for a
-// code without one. It returns "" for a code it does not know.
+// The one table of error reply texts (without the leading '-'): the engine
+// and cluster return coded errors (internal/errcode) and know no reply
+// text; fixedTexts and codeText render each code, with its details,
+// exactly as clients see it. A new error gets a code in errcode and a text
+// here (and a line in docs/design.md's "Error codes"); TestErrorTexts
+// fails for a code without one.
+
+// fixedTexts are the texts of the codes whose replies name no detail.
+var fixedTexts = [errcode.NumCodes]string{
+	errcode.WrongType:      "WRONGTYPE Operation against a key holding the wrong kind of limiter",
+	errcode.OOM:            "OOM command not allowed when used memory > 'maxmemory'.",
+	errcode.ShuttingDown:   "CLUSTERDOWN this node is shutting down",
+	errcode.Loading:        "LOADING sluice is loading the dataset in memory",
+	errcode.Uncertain:      "UNCERTAIN the command may have been applied",
+	errcode.OutcomeUnknown: "UNCERTAIN leadership changed while committing; the command may have been applied",
+	errcode.DuplicateBatch: "UNCERTAIN the command was re-sent after a broken connection and had already been applied; its result is lost",
+	errcode.BadReply:       "UNCERTAIN the leader's reply did not decode; the command may have been applied",
+	errcode.ConnLost:       "UNCERTAIN the connection to the leader broke after the command was sent; it may have been applied",
+}
+
+// codeText renders e's reply text; "" for a code it does not know.
 func codeText(e *errcode.Error) string {
+	if e.Code < errcode.NumCodes && fixedTexts[e.Code] != "" {
+		return fixedTexts[e.Code]
+	}
 	switch e.Code {
 	case errcode.Internal:
 		return "ERR internal error: " + e.Detail
-	case errcode.WrongType:
-		return "WRONGTYPE Operation against a key holding the wrong kind of limiter"
+	case errcode.Other:
+		return "ERR " + e.Detail
 	case errcode.BadRule:
 		return withDetail("ERR invalid limiter parameters", ": ", e.Detail, "")
 	case errcode.ClockBackwards:
 		return withDetail("ERR the clock never goes backwards: freeze time is before the current time", " (", e.Detail, ")")
-	case errcode.OOM:
-		return "OOM command not allowed when used memory > 'maxmemory'."
 	case errcode.KeyLimit:
-		const text = "OOM command not allowed: the key limit is reached"
 		if e.Num == 0 {
-			return text
+			return "OOM command not allowed: the key limit is reached"
 		}
-		return text + " (max-keys " + strconv.FormatInt(e.Num, 10) + ")"
+		return "OOM command not allowed: the key limit is reached (max-keys " + strconv.FormatInt(e.Num, 10) + ")"
 	case errcode.DuplicateKey:
-		const text = "ERR duplicate key in RL.ALL"
 		if e.Detail == "" {
-			return text
+			return "ERR duplicate key in RL.ALL"
 		}
-		return text + ": " + strconv.Quote(e.Detail)
+		return "ERR duplicate key in RL.ALL: " + strconv.Quote(e.Detail)
 	case errcode.ClusterDown:
 		if e.Num == 0 {
 			return "CLUSTERDOWN no quorum: the cluster could not commit in time"
 		}
 		return "CLUSTERDOWN no quorum: the cluster could not commit within " + time.Duration(e.Num).String()
-	case errcode.ShuttingDown:
-		return "CLUSTERDOWN this node is shutting down"
-	case errcode.Loading:
-		return "LOADING sluice is loading the dataset in memory"
-	case errcode.Uncertain:
-		if e.Detail == "" {
-			return "UNCERTAIN the command may have been applied"
-		}
-		return "UNCERTAIN " + e.Detail
 	case errcode.CommitTimeout:
-		return "UNCERTAIN no answer from the cluster within " + time.Duration(e.Num).String() +
-			" after the command was submitted; it may have been applied"
+		return "UNCERTAIN no answer from the cluster within " + time.Duration(e.Num).String() + " after the command was submitted; it may have been applied"
 	case errcode.LostQuorum:
-		return "UNCERTAIN leadership was lost while committing and no majority answered within " +
-			time.Duration(e.Num).String() + "; the command may have been applied"
-	case errcode.OutcomeUnknown:
-		return "UNCERTAIN leadership changed while committing; the command may have been applied"
-	case errcode.DuplicateBatch:
-		return "UNCERTAIN the command was re-sent after a broken connection and had already been applied; its result is lost"
+		return "UNCERTAIN leadership was lost while committing and no majority answered within " + time.Duration(e.Num).String() + "; the command may have been applied"
 	case errcode.NotLeader:
 		if e.Detail == "" {
 			return "ERR not the leader; the leader is unknown"
@@ -77,12 +76,6 @@ func codeText(e *errcode.Error) string {
 		return "ERR no such voter " + strconv.Quote(e.Detail)
 	case errcode.SnapshotTimeout:
 		return "ERR snapshot did not finish within " + time.Duration(e.Num).String()
-	case errcode.BadReply:
-		return "UNCERTAIN the leader's reply did not decode; the command may have been applied"
-	case errcode.ConnLost:
-		return "UNCERTAIN the connection to the leader broke after the command was sent; it may have been applied"
-	case errcode.Other:
-		return "ERR " + e.Detail
 	case errcode.AdminFailed:
 		// The cause is Raft's error, or a coded one (the node shutting
 		// down) that reads as its reply.
