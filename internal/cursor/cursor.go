@@ -61,27 +61,26 @@ func (c *Cursor) Byte() byte {
 }
 
 // Uvarint reads an unsigned varint.
-func (c *Cursor) Uvarint() uint64 {
+func (c *Cursor) Uvarint() uint64 { return c.uvarint("uvarint") }
+
+// Varint reads a signed (zig-zag) varint, as binary.Varint does.
+func (c *Cursor) Varint() int64 {
+	u := c.uvarint("varint")
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
+	return v
+}
+
+// uvarint reads an unsigned varint; what names it in a failure.
+func (c *Cursor) uvarint(what string) uint64 {
 	if c.Err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(c.B)
 	if n <= 0 {
-		c.Fail("uvarint")
-		return 0
-	}
-	c.B = c.B[n:]
-	return v
-}
-
-// Varint reads a signed (zig-zag) varint.
-func (c *Cursor) Varint() int64 {
-	if c.Err != nil {
-		return 0
-	}
-	v, n := binary.Varint(c.B)
-	if n <= 0 {
-		c.Fail("varint")
+		c.Fail(what)
 		return 0
 	}
 	c.B = c.B[n:]

@@ -25,6 +25,7 @@ func TestCursor(t *testing.T) {
 		{"string beyond the input", good[:len(good)-1], "short string"},
 		{"uvarint overflow", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "short uvarint"},
 		{"empty", nil, "short uvarint"},
+		{"varint overflow", []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "short varint"},
 		{"string over the limit", append(append([]byte(nil), good[:len(good)-4]...), 9), "string of 9 bytes exceeds 4"},
 	}
 	for _, tt := range tests {
@@ -48,5 +49,15 @@ func TestCursor(t *testing.T) {
 				t.Fatal("the first failure was not kept")
 			}
 		})
+	}
+}
+
+// TestVarint: Varint reads what binary.AppendVarint wrote, at the edges too.
+func TestVarint(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 1 << 40, -1 << 40, 1<<63 - 1, -1 << 63} {
+		c := New(binary.AppendVarint(nil, v), errBad, "short")
+		if got := c.Varint(); got != v || c.Err != nil || len(c.B) != 0 {
+			t.Fatalf("%d read back as %d (%v)", v, got, c.Err)
+		}
 	}
 }
