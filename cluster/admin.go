@@ -3,16 +3,17 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // Membership and leadership commands run on the leader. On a follower they
-// fail with "ERR not the leader; leader is <RESP address>" instead of being
+// fail with NotLeader naming the leader's RESP address instead of being
 // forwarded: they are rare, operator-driven, and the operator is better
 // told where the leader is than left unsure which node acted.
 // RAFT.SNAPSHOT is the exception: every node snapshots its own state.
@@ -90,7 +91,7 @@ func (n *Node) leaderOnly() error {
 			addr = e.RESP
 		}
 	}
-	return notLeaderError{leader: addr}
+	return notLeaderError(addr)
 }
 
 // waitAdmin waits for an admin future within ctx and the admin timeout.
@@ -109,11 +110,11 @@ func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 		return err
 	}
 	if id == "" || strings.ContainsAny(id, "=, \t\r\n") {
-		return fmt.Errorf("ERR invalid node id %q", id)
+		return &errcode.Error{Code: errcode.BadNodeID, Detail: id}
 	}
 	if n.cfg.Transport == nil {
 		if err := checkHostPort(raftAddr); err != nil {
-			return fmt.Errorf("ERR invalid raft address: %v", err)
+			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: err.Error()}
 		}
 	}
 	f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.adminTimeout())
@@ -134,7 +135,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		found = found || string(s.ID) == id
 	}
 	if !found {
-		return fmt.Errorf("ERR no such node %q", id)
+		return &errcode.Error{Code: errcode.NoSuchNode, Detail: id}
 	}
 	f := n.raft.RemoveServer(raft.ServerID(id), 0, n.adminTimeout())
 	return adminError("remove", n.waitAdmin(ctx, f))
@@ -163,7 +164,7 @@ func (n *Node) Transfer(ctx context.Context, id string) error {
 			}
 		}
 		if addr == "" {
-			return fmt.Errorf("ERR no such voter %q", id)
+			return &errcode.Error{Code: errcode.NoSuchVoter, Detail: id}
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
@@ -184,7 +185,7 @@ func (n *Node) Snapshot(ctx context.Context) error {
 	case errors.Is(err, raft.ErrNothingNewToSnapshot):
 		return nil
 	case errors.Is(err, ErrClusterDown):
-		return fmt.Errorf("ERR snapshot did not finish within %v", timeout.Round(time.Millisecond))
+		return &errcode.Error{Code: errcode.SnapshotTimeout, Num: int64(timeout.Round(time.Millisecond))}
 	}
 	return adminError("snapshot", err)
 }

@@ -178,7 +178,7 @@ func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id bat
 	case b.reqs <- req:
 		return req, nil
 	case <-deadline:
-		return nil, clusterDownError{b.timeout}
+		return nil, clusterDownError(b.timeout)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("cluster: execute: %w", ctx.Err())
 	case <-b.closing:
@@ -197,7 +197,7 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 			return req.err
 		case <-deadline:
 			timedOut = true
-			giveUp = clusterDownError{b.timeout}
+			giveUp = clusterDownError(b.timeout)
 		case <-ctx.Done():
 			giveUp = fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-closing:
@@ -390,9 +390,10 @@ func (b *batcher) apply(pending []*request, body *[]byte) bool {
 		buf = appendOpsEntryHeader(buf, b.now(), n)
 	}
 	buf = append(buf, *body...)
-	b.fsm.await(buf)
+	id := entryID(buf)
+	b.fsm.await(id)
 	f := b.raft.Apply(buf, b.timeout)
-	go b.await(f, buf, batch, n)
+	go b.await(f, id, batch, n)
 	return true
 }
 
@@ -410,9 +411,9 @@ func (b *batcher) drain() {
 
 // await waits for one entry's future, with a deadline of its own, hands
 // out the outcome and frees the entry's slot.
-func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops int) {
+func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int) {
 	defer func() {
-		b.fsm.forget(data)
+		b.fsm.forget(id)
 		b.freed <- struct{}{} // buffered: never blocks
 	}()
 	errc := make(chan error, 1)
@@ -440,7 +441,7 @@ func (b *batcher) await(f raft.ApplyFuture, data []byte, batch []*request, nops 
 	b.ops.Add(uint64(nops))
 	results, ok := f.Response().([]engine.Result)
 	if !ok || len(results) != nops {
-		err := fmt.Errorf("ERR internal error: the log entry did not apply: %v", f.Response())
+		err := internalError("the log entry did not apply: %v", f.Response())
 		for _, r := range batch {
 			finish(r, nil, err)
 		}

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/cursor"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // Log entry encoding. Every Raft command entry starts with a type byte that
@@ -222,14 +223,14 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 	if len(data) == 0 {
 		return decodedEntry{}, fmt.Errorf("%w: empty", errMalformed)
 	}
-	d := decoder{b: data[1:]}
+	d := newDecoder(data[1:])
 	e := decodedEntry{typ: data[0]}
 	switch e.typ {
 	case entryOps:
-		e.stamp = d.varint()
+		e.stamp = d.Varint()
 		e.ops = d.opsInto(buf)
 	case entryBatch:
-		e.stamp = d.varint()
+		e.stamp = d.Varint()
 		e.ops, e.spans = d.batch(buf, spans)
 	case entryLeader:
 		e.leader.ID = string(d.bytes())
@@ -238,11 +239,11 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 	default:
 		return decodedEntry{}, fmt.Errorf("%w: unknown entry type 0x%02x", errMalformed, e.typ)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d stray bytes", errMalformed, len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: %d stray bytes", errMalformed, len(d.B))
 	}
-	if d.err != nil {
-		return decodedEntry{}, d.err
+	if d.Err != nil {
+		return decodedEntry{}, d.Err
 	}
 	return e, nil
 }
@@ -252,6 +253,7 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 //
 //	results: uvarint n | result*
 //	result:  uvarint field mask | fields in mask order (see resultField*)
+//	         (the error field: see appendError)
 const (
 	resultErr = 1 << iota
 	resultKind
@@ -266,37 +268,38 @@ const (
 	resultEach // RL.ALL's per-limit results: uvarint n | result*
 )
 
-// knownErrors maps engine error texts back to their values, so that
-// errors.Is works on a forwarded result.
-var knownErrors = map[string]error{
-	engine.ErrWrongType.Error():      engine.ErrWrongType,
-	engine.ErrClockBackwards.Error(): engine.ErrClockBackwards,
-	engine.ErrBadRule.Error():        engine.ErrBadRule,
-}
-
-// resultError rebuilds a result's error from its text: the engine's own
-// value when the text is one, an error that wraps it when the text extends
-// one (the engine wraps ErrBadRule with details), else a plain error.
-func resultError(text string) error {
-	if known, ok := knownErrors[text]; ok {
-		return known
+// appendError encodes err as its code, detail and number: never a reply
+// text (the RESP server renders those). An error without a code goes as
+// Other with its text as the detail.
+//
+//	error: code byte | string detail | varint num
+func appendError(b []byte, err error) []byte {
+	e := errcode.Of(err)
+	if e == nil {
+		e = &errcode.Error{Code: errcode.Other, Detail: err.Error()}
 	}
-	for prefix, known := range knownErrors {
-		if strings.HasPrefix(text, prefix) {
-			return wrappedError{text: text, err: known}
-		}
+	b = append(b, byte(e.Code))
+	b = binary.AppendUvarint(b, uint64(len(e.Detail)))
+	b = append(b, e.Detail...)
+	return binary.AppendVarint(b, e.Num)
+}
+
+// codedError reads an error appendError wrote: the sentinel value when it
+// has no details (so errors.Is and == work as on the leader), else a new
+// one. A code this node does not know is malformed: all nodes run the same
+// version.
+func (d *decoder) codedError() error {
+	code := errcode.Code(d.Byte())
+	detail := d.bytes()
+	num := d.Varint()
+	if d.Err == nil && code >= errcode.NumCodes {
+		d.Err = fmt.Errorf("%w: unknown error code %d", errMalformed, code)
 	}
-	return errors.New(text)
+	if d.Err != nil {
+		return nil
+	}
+	return codedError(code, string(detail), num)
 }
-
-// wrappedError has the text it was sent with and unwraps to a known error.
-type wrappedError struct {
-	text string
-	err  error
-}
-
-func (e wrappedError) Error() string { return e.text }
-func (e wrappedError) Unwrap() error { return e.err }
 
 func appendResults(b []byte, rs []engine.Result) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rs)))
@@ -343,7 +346,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	}
 	b = binary.AppendUvarint(b, mask)
 	if r.Err != nil {
-		b = appendBytes(b, []byte(r.Err.Error()))
+		b = appendError(b, r.Err)
 	}
 	if r.Kind != 0 {
 		b = append(b, byte(r.Kind))
@@ -377,30 +380,30 @@ func appendResult(b []byte, r *engine.Result) []byte {
 // decodeResults decodes results into rs, which must have the length the
 // encoding says. Keys are copied out of data.
 func decodeResults(data []byte, rs []engine.Result) error {
-	d := decoder{b: data}
-	n := d.uvarint()
-	if d.err == nil && n != uint64(len(rs)) {
+	d := newDecoder(data)
+	n := d.Uvarint()
+	if d.Err == nil && n != uint64(len(rs)) {
 		return fmt.Errorf("%w: %d results for %d ops", errMalformed, n, len(rs))
 	}
-	for i := 0; i < len(rs) && d.err == nil; i++ {
+	for i := 0; i < len(rs) && d.Err == nil; i++ {
 		rs[i] = d.result(true)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d stray bytes after the results", errMalformed, len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: %d stray bytes after the results", errMalformed, len(d.B))
 	}
-	return d.err
+	return d.Err
 }
 
 // result reads one result; nested says whether it may hold per-limit
 // results (one level only).
 func (d *decoder) result(nested bool) engine.Result {
 	r := engine.Result{}
-	mask := d.uvarint()
+	mask := d.Uvarint()
 	if mask&resultErr != 0 {
-		r.Err = resultError(string(d.bytes()))
+		r.Err = d.codedError()
 	}
 	if mask&resultKind != 0 {
-		r.Kind = engine.Kind(d.byte1())
+		r.Kind = engine.Kind(d.Byte())
 	}
 	r.Allowed = mask&resultAllowed != 0
 	for _, f := range []struct {
@@ -408,30 +411,30 @@ func (d *decoder) result(nested bool) engine.Result {
 		p   *int64
 	}{{resultLimit, &r.Limit}, {resultRemaining, &r.Remaining}, {resultRetry, &r.RetryAfter}, {resultReset, &r.ResetAfter}, {resultCount, &r.Count}} {
 		if mask&f.bit != 0 {
-			*f.p = d.varint()
+			*f.p = d.Varint()
 		}
 	}
 	if mask&resultCursor != 0 {
-		r.Cursor = d.uvarint()
+		r.Cursor = d.Uvarint()
 	}
 	if mask&resultKeys != 0 {
-		k := d.uvarint()
-		if d.err == nil && k > uint64(len(d.b)) { // each key takes at least its length byte
-			d.err = fmt.Errorf("%w: %d keys in %d bytes", errMalformed, k, len(d.b))
+		k := d.Uvarint()
+		if d.Err == nil && k > uint64(len(d.B)) { // each key takes at least its length byte
+			d.Err = fmt.Errorf("%w: %d keys in %d bytes", errMalformed, k, len(d.B))
 		}
-		if d.err == nil {
+		if d.Err == nil {
 			r.Keys = make([][]byte, 0, k)
-			for j := uint64(0); j < k && d.err == nil; j++ {
+			for j := uint64(0); j < k && d.Err == nil; j++ {
 				r.Keys = append(r.Keys, bytes.Clone(d.bytes()))
 			}
 		}
 	}
 	if mask&resultEach != 0 {
-		k := d.uvarint()
-		if d.err == nil && (!nested || k > engine.MaxAll || k > uint64(len(d.b))) {
-			d.err = fmt.Errorf("%w: %d per-limit results in %d bytes", errMalformed, k, len(d.b))
+		k := d.Uvarint()
+		if d.Err == nil && (!nested || k > engine.MaxAll || k > uint64(len(d.B))) {
+			d.Err = fmt.Errorf("%w: %d per-limit results in %d bytes", errMalformed, k, len(d.B))
 		}
-		if d.err == nil {
+		if d.Err == nil {
 			r.Each = make([]engine.Result, k)
 			for j := range r.Each {
 				r.Each[j] = d.result(false)
@@ -446,73 +449,15 @@ func appendBytes(b, s []byte) []byte {
 	return append(b, s...)
 }
 
-// decoder reads from a byte slice with a sticky error; it never panics and
-// never allocates more than the bytes it was given justify.
-type decoder struct {
-	b   []byte
-	err error
-}
+// decoder reads entries, frames and results: a cursor (internal/cursor)
+// whose failures wrap errMalformed, with this package's structures on top.
+type decoder struct{ cursor.Cursor }
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated %s", errMalformed, what)
-	}
-	d.b = nil
-}
+func newDecoder(b []byte) decoder { return decoder{cursor.New(b, errMalformed, "truncated")} }
 
-func (d *decoder) byte1() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("byte")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// bytes reads a length-prefixed string; the result aliases the input.
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) || n > maxDecodeString {
-		d.fail("string")
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
+// bytes reads a string of at most maxDecodeString bytes; it aliases the
+// input.
+func (d *decoder) bytes() []byte { return d.Bytes(maxDecodeString) }
 
 // ops reads a count and that many ops.
 func (d *decoder) ops() []engine.Op { return d.opsInto(nil) }
@@ -521,14 +466,14 @@ func (d *decoder) ops() []engine.Op { return d.opsInto(nil) }
 // one after the other in one slice (buf's array when large enough), and
 // the requests' spans (in spans' array when large enough).
 func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batchSpan) {
-	total := d.uvarint()
-	nreq := d.uvarint()
-	if d.err != nil {
+	total := d.Uvarint()
+	nreq := d.Uvarint()
+	if d.Err != nil {
 		return nil, nil
 	}
 	// Every op takes at least two bytes, every request at least two.
-	if total > uint64(len(d.b))/2 || nreq > uint64(len(d.b))/2 {
-		d.err = fmt.Errorf("%w: %d ops in %d requests in %d bytes", errMalformed, total, nreq, len(d.b))
+	if total > uint64(len(d.B))/2 || nreq > uint64(len(d.B))/2 {
+		d.Err = fmt.Errorf("%w: %d ops in %d requests in %d bytes", errMalformed, total, nreq, len(d.B))
 		return nil, nil
 	}
 	var ops []engine.Op
@@ -543,36 +488,36 @@ func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batc
 		spans = make([]batchSpan, 0, nreq)
 	}
 	off := 0
-	for i := uint64(0); i < nreq && d.err == nil; i++ {
+	for i := uint64(0); i < nreq && d.Err == nil; i++ {
 		var sp batchSpan
-		switch flag := d.byte1(); {
-		case d.err != nil:
+		switch flag := d.Byte(); {
+		case d.Err != nil:
 		case flag == reqForwarded:
-			if len(d.b) < len(sp.id) {
-				d.fail("batch id")
+			if len(d.B) < len(sp.id) {
+				d.Fail("batch id")
 				break
 			}
-			copy(sp.id[:], d.b)
-			d.b = d.b[len(sp.id):]
+			copy(sp.id[:], d.B)
+			d.B = d.B[len(sp.id):]
 		case flag != reqLocal:
-			d.err = fmt.Errorf("%w: request %d: unknown flag 0x%02x", errMalformed, i, flag)
+			d.Err = fmt.Errorf("%w: request %d: unknown flag 0x%02x", errMalformed, i, flag)
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
 		// opsInto decodes into ops[off:] when the count fits there.
 		sub := d.opsInto(ops[off:off])
-		if d.err == nil && len(sub) > len(ops)-off {
-			d.err = fmt.Errorf("%w: requests hold more than %d ops", errMalformed, total)
+		if d.Err == nil && len(sub) > len(ops)-off {
+			d.Err = fmt.Errorf("%w: requests hold more than %d ops", errMalformed, total)
 		}
 		sp.off, sp.n = off, len(sub)
 		off += len(sub)
 		spans = append(spans, sp)
 	}
-	if d.err == nil && off != len(ops) {
-		d.err = fmt.Errorf("%w: requests hold %d ops, the entry says %d", errMalformed, off, total)
+	if d.Err == nil && off != len(ops) {
+		d.Err = fmt.Errorf("%w: requests hold %d ops, the entry says %d", errMalformed, off, total)
 	}
-	if d.err != nil {
+	if d.Err != nil {
 		clear(ops)
 		return nil, nil
 	}
@@ -582,12 +527,12 @@ func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batc
 // opsInto reads a count and that many ops, into buf's array when it is
 // large enough.
 func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
-	n := d.uvarint()
-	if d.err != nil {
+	n := d.Uvarint()
+	if d.Err != nil {
 		return nil
 	}
-	if n > uint64(len(d.b))/2 { // every op takes at least two bytes
-		d.err = fmt.Errorf("%w: %d ops in %d bytes", errMalformed, n, len(d.b))
+	if n > uint64(len(d.B))/2 { // every op takes at least two bytes
+		d.Err = fmt.Errorf("%w: %d ops in %d bytes", errMalformed, n, len(d.B))
 		return nil
 	}
 	var ops []engine.Op
@@ -599,21 +544,21 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 	}
 	for i := range ops {
 		op := &ops[i]
-		op.Code = engine.OpCode(d.byte1())
-		mask := d.byte1()
-		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern|fieldToken|fieldAll) != 0 && d.err == nil {
-			d.err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", errMalformed, i, mask)
+		op.Code = engine.OpCode(d.Byte())
+		mask := d.Byte()
+		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern|fieldToken|fieldAll) != 0 && d.Err == nil {
+			d.Err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", errMalformed, i, mask)
 		}
 		if mask&fieldRule != 0 {
-			op.Rule.Kind = engine.Kind(d.byte1())
-			op.Rule.Limit = d.varint()
-			op.Rule.Period = d.varint()
+			op.Rule.Kind = engine.Kind(d.Byte())
+			op.Rule.Limit = d.Varint()
+			op.Rule.Period = d.Varint()
 		}
 		if mask&fieldCost != 0 {
-			op.Cost = d.varint()
+			op.Cost = d.Varint()
 		}
 		if mask&fieldCursor != 0 {
-			op.Cursor = d.uvarint()
+			op.Cursor = d.Uvarint()
 		}
 		if mask&fieldKey != 0 {
 			op.Key = d.bytes()
@@ -627,7 +572,7 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		if mask&fieldAll != 0 {
 			op.All = d.limits()
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			return nil
 		}
 		if len(op.Key) == 0 {
@@ -646,24 +591,24 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 // limits reads RL.ALL's limits: a count from 1 to engine.MaxAll, then each
 // limit's rule, cost and key (the keys alias the input).
 func (d *decoder) limits() []engine.Limit {
-	n := d.uvarint()
-	if d.err != nil {
+	n := d.Uvarint()
+	if d.Err != nil {
 		return nil
 	}
-	if n < 1 || n > engine.MaxAll || n > uint64(len(d.b))/5 { // a limit takes at least five bytes
-		d.err = fmt.Errorf("%w: %d limits in %d bytes", errMalformed, n, len(d.b))
+	if n < 1 || n > engine.MaxAll || n > uint64(len(d.B))/5 { // a limit takes at least five bytes
+		d.Err = fmt.Errorf("%w: %d limits in %d bytes", errMalformed, n, len(d.B))
 		return nil
 	}
 	lims := make([]engine.Limit, n)
 	for i := range lims {
 		l := &lims[i]
-		l.Rule.Kind = engine.Kind(d.byte1())
-		l.Rule.Limit = d.varint()
-		l.Rule.Period = d.varint()
-		l.Cost = d.varint()
+		l.Rule.Kind = engine.Kind(d.Byte())
+		l.Rule.Limit = d.Varint()
+		l.Rule.Period = d.Varint()
+		l.Cost = d.Varint()
 		l.Key = d.bytes()
 	}
-	if d.err != nil {
+	if d.Err != nil {
 		return nil
 	}
 	return lims

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 func sampleOps() []engine.Op {
@@ -108,7 +109,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 		rs := make([]engine.Result, 4)
 		_ = decodeResults(data, rs)
-		d := decoder{b: data}
+		d := newDecoder(data)
 		d.ops()
 	})
 }
@@ -118,8 +119,8 @@ func sampleResults() []engine.Result {
 		{Kind: engine.KindToken, Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 720000},
 		{Kind: engine.KindGCRA, Limit: 16, RetryAfter: -1, ResetAfter: 2, Remaining: 15},
 		{Err: engine.ErrWrongType},
-		{Err: errors.New("ERR invalid limiter parameters: negative cost -1")},
-		{Err: errors.New("ERR something else")},
+		{Err: &errcode.Error{Code: errcode.BadRule, Detail: "negative cost -1"}},
+		{Err: errors.New("something else")},
 		{Count: -2},
 		{Cursor: math.MaxUint64, Keys: [][]byte{[]byte("a"), {}, {0, 1}}},
 		{Keys: [][]byte{}},
@@ -129,7 +130,18 @@ func sampleResults() []engine.Result {
 			{Kind: engine.KindFixed, Limit: 2, Remaining: 1, RetryAfter: -1, ResetAfter: 60000},
 		}},
 		{Kind: engine.KindConcurrency, Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 10000},
+		{Err: &errcode.Error{Code: errcode.KeyLimit, Num: 10}},
+		{Err: errDuplicateBatch},
 	}
+}
+
+// wireError is what err becomes on the wire: its code and details, or an
+// Other error naming its text when it has no code.
+func wireError(err error) errcode.Error {
+	if e := errcode.Of(err); e != nil {
+		return errcode.Error{Code: e.Code, Detail: e.Detail, Num: e.Num}
+	}
+	return errcode.Error{Code: errcode.Other, Detail: err.Error()}
 }
 
 func TestResultsRoundTrip(t *testing.T) {
@@ -140,7 +152,7 @@ func TestResultsRoundTrip(t *testing.T) {
 	}
 	for i := range in {
 		a, b := in[i], out[i]
-		if (a.Err == nil) != (b.Err == nil) || (a.Err != nil && a.Err.Error() != b.Err.Error()) {
+		if (a.Err == nil) != (b.Err == nil) || (a.Err != nil && wireError(a.Err) != wireError(b.Err)) {
 			t.Fatalf("result %d: err %v, want %v", i, b.Err, a.Err)
 		}
 		a.Err, b.Err = nil, nil
@@ -148,8 +160,9 @@ func TestResultsRoundTrip(t *testing.T) {
 			t.Fatalf("result %d: %+v, want %+v", i, b, a)
 		}
 	}
-	if out[2].Err != engine.ErrWrongType || !errors.Is(out[3].Err, engine.ErrBadRule) || errors.Is(out[4].Err, engine.ErrBadRule) {
-		t.Fatalf("errors not mapped back: %v, %v, %v", out[2].Err, out[3].Err, out[4].Err)
+	if out[2].Err != engine.ErrWrongType || !errors.Is(out[3].Err, engine.ErrBadRule) || errors.Is(out[4].Err, engine.ErrBadRule) ||
+		!errcode.Is(out[4].Err, errcode.Other) || !errors.Is(out[11].Err, engine.ErrKeyLimit) || out[12].Err != errDuplicateBatch {
+		t.Fatalf("errors not mapped back: %v, %v, %v, %v, %v", out[2].Err, out[3].Err, out[4].Err, out[11].Err, out[12].Err)
 	}
 	if err := decodeResults(appendResults(nil, in), make([]engine.Result, 2)); err == nil {
 		t.Fatal("a results count mismatch was accepted")
@@ -180,29 +193,38 @@ func TestReadFrame(t *testing.T) {
 	}
 }
 
-func TestReplyErrorTexts(t *testing.T) {
-	cd := clusterDownError{2 * time.Second}
-	if got := cd.Error(); got != "CLUSTERDOWN no quorum: the cluster could not commit within 2s" {
-		t.Fatalf("CLUSTERDOWN text: %q", got)
-	}
-	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, cd, commitTimeoutError(time.Second),
-		lostQuorumError(time.Second), errDuplicateBatch} {
-		back := replyError(err.Error(), 2*time.Second)
-		if back.Error() != err.Error() || !errors.Is(back, err) && !errors.Is(back, ErrClusterDown) {
-			t.Fatalf("%q came back as %v", err, back)
+// TestErrorCodesRoundTrip: every error a leader answers a forwarded batch
+// with comes back on the follower with its code and details (the very
+// sentinel when it has none), and its class: CLUSTERDOWN (not applied) and
+// UNCERTAIN (may have been) never mix.
+func TestErrorCodesRoundTrip(t *testing.T) {
+	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, clusterDownError(2 * time.Second),
+		clusterDownError(time.Minute), commitTimeoutError(time.Second), lostQuorumError(time.Second), errDuplicateBatch,
+		errBadReply, errConnLost, internalError("%d results for %d operations", 1, 2)} {
+		d := newDecoder(appendError(nil, err))
+		back := d.codedError()
+		if d.Err != nil || len(d.B) != 0 {
+			t.Fatalf("%v: %v, %d bytes left", err, d.Err, len(d.B))
 		}
-		// The two classes never mix: not applied, or may have been.
+		if wireError(back) != wireError(err) || !errors.Is(back, err) {
+			t.Fatalf("%v came back as %v", err, back)
+		}
+		if e := errcode.Of(err); e.Detail == "" && e.Num == 0 && back != err {
+			t.Fatalf("%v came back as another value", err)
+		}
 		if errors.Is(back, ErrClusterDown) && errors.Is(back, ErrUncertain) {
-			t.Fatalf("%q: both CLUSTERDOWN and UNCERTAIN", err)
+			t.Fatalf("%v: both CLUSTERDOWN and UNCERTAIN", err)
 		}
-		if errors.Is(back, ErrUncertain) != strings.HasPrefix(err.Error(), "UNCERTAIN ") {
-			t.Fatalf("%q: its code and its class differ", err)
-		}
-		if strings.HasPrefix(err.Error(), "-") {
-			t.Fatalf("%q starts with '-'", err)
+		if errors.Is(back, ErrUncertain) != (errcode.Of(err).Code.Class() == errcode.MayHaveApplied) {
+			t.Fatalf("%v: its code and its class differ", err)
 		}
 	}
-	if !errors.Is(replyError(cd.Error(), 2*time.Second), ErrClusterDown) {
-		t.Fatal("CLUSTERDOWN lost its identity")
+	if !errors.Is(clusterDownError(time.Minute), ErrClusterDown) || errcode.Of(clusterDownError(time.Minute)).Num != int64(time.Minute) {
+		t.Fatal("CLUSTERDOWN lost its identity or its timeout")
+	}
+	// A code this node does not know is malformed, never guessed at.
+	d := newDecoder(appendError(nil, &errcode.Error{Code: errcode.NumCodes}))
+	if d.codedError(); !errors.Is(d.Err, errMalformed) {
+		t.Fatalf("unknown code: %v", d.Err)
 	}
 }

@@ -177,9 +177,9 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	b := []engine.Op{decide("b", tokenRule, 2)}
 	// One entry: a local request, a forwarded one, and a re-send of it.
 	data := batchEntry(stamp, []batchID{{}, testID(1), testID(1)}, [][]engine.Op{b, a, a})
-	f.await(data)
+	f.await(entryID(data))
 	rs, ok := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).([]engine.Result)
-	f.forget(data)
+	f.forget(entryID(data))
 	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || rs[2].Err != errDuplicateBatch {
 		t.Fatalf("results %+v", rs)
 	}
@@ -340,5 +340,35 @@ func TestIsolatedLeaderNeverHidesACharge(t *testing.T) {
 	t.Logf("%d UNCERTAIN, %d CLUSTERDOWN; %d consumed after the heal", uncertain, down, consumed)
 	if consumed > uncertain {
 		t.Fatalf("%d units consumed, but only %d replies were UNCERTAIN: a CLUSTERDOWN reply hid a charge", consumed, uncertain)
+	}
+}
+
+// TestFSMAwaitedByID: the FSM recognises an entry its node awaits by the
+// entry's bytes, not by the slice it was submitted in (Raft may hand the
+// FSM a copy read back from the log); identical entries are counted, and
+// an entry nobody awaits gets no results of its own.
+func TestFSMAwaitedByID(t *testing.T) {
+	eng := engine.New(engine.Config{Shards: 4})
+	f := newFSM(eng, testLogger(t), nil)
+	data := batchEntry(int64(1e18), []batchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
+	apply := func(i uint64) []engine.Result {
+		rs, _ := f.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: bytes.Clone(data)}).([]engine.Result)
+		return rs
+	}
+	if rs := apply(1); rs != nil {
+		t.Fatalf("an entry nobody awaits got results: %+v", rs)
+	}
+	f.await(entryID(data))
+	f.await(entryID(data)) // a second caller's identical entry
+	if rs := apply(2); len(rs) != 1 || !rs[0].Allowed {
+		t.Fatalf("awaited entry (a copy of its bytes): %+v", rs)
+	}
+	f.forget(entryID(data))
+	if rs := apply(3); len(rs) != 1 {
+		t.Fatalf("the second identical entry lost its results: %+v", rs)
+	}
+	f.forget(entryID(data))
+	if rs := apply(4); rs != nil || len(f.awaited) != 0 {
+		t.Fatalf("forgotten entry still awaited: %+v, %v", rs, f.awaited)
 	}
 }

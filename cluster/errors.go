@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// Errors Execute returns. Their texts are Redis error replies without the
-// leading '-': the server writes them as they are.
+// Errors Execute returns. Each is an *errcode.Error: a code with its
+// details and no reply text (the RESP server maps codes to Redis texts).
 //
 // Two classes matter to a client. CLUSTERDOWN means the command was
 // certainly not applied: clients such as go-redis retry it on their own,
@@ -19,67 +22,81 @@ var (
 	// ErrClusterDown matches (errors.Is) every "not applied: no majority"
 	// error; the error returned names the timeout. errors.Is(err,
 	// ErrClusterDown) always means the command was not applied.
-	ErrClusterDown = errors.New("CLUSTERDOWN no quorum: the cluster could not commit in time")
+	ErrClusterDown error = errcode.New(errcode.ClusterDown)
 
 	// ErrUncertain matches (errors.Is) every error after which the command
 	// may have been applied; the error returned names why.
-	ErrUncertain = errors.New("UNCERTAIN the command may have been applied")
+	ErrUncertain error = errcode.New(errcode.Uncertain)
 
 	// ErrLoading: this node is still replaying its log.
-	ErrLoading = errors.New("LOADING sluice is loading the dataset in memory")
+	ErrLoading error = errcode.New(errcode.Loading)
 
 	// ErrOutcomeUnknown: the batch was handed to Raft, then leadership
 	// changed (or the node shut down) before it was known to commit. It
 	// may have been applied. It matches ErrUncertain.
-	ErrOutcomeUnknown error = uncertainError{"leadership changed while committing; the command may have been applied"}
+	ErrOutcomeUnknown error = errcode.New(errcode.OutcomeUnknown)
 
 	// ErrShuttingDown: the node is closing and did not take the batch; it
 	// was not applied, so the CLUSTERDOWN class (which clients retry) fits.
-	ErrShuttingDown = errors.New("CLUSTERDOWN this node is shutting down")
+	ErrShuttingDown error = errcode.New(errcode.ShuttingDown)
 )
 
-// clusterDownError is ErrClusterDown with the timeout that expired: no
+// clusterDownError is ErrClusterDown naming the timeout that expired: no
 // majority took the command within it, and it was certainly not applied.
-type clusterDownError struct{ timeout time.Duration }
-
-func (e clusterDownError) Error() string {
-	return fmt.Sprintf("CLUSTERDOWN no quorum: the cluster could not commit within %v", e.timeout)
+func clusterDownError(timeout time.Duration) error {
+	return &errcode.Error{Code: errcode.ClusterDown, Num: int64(timeout)}
 }
-
-func (e clusterDownError) Is(target error) bool { return target == ErrClusterDown }
-
-// uncertainError is ErrUncertain with its reason.
-type uncertainError struct{ reason string }
-
-func (e uncertainError) Error() string { return "UNCERTAIN " + e.reason }
-
-func (e uncertainError) Is(target error) bool { return target == ErrUncertain }
 
 // commitTimeoutError reports a command handed to Raft (or written to the
 // leader) that got no answer within the timeout: it may commit later.
 func commitTimeoutError(timeout time.Duration) error {
-	return uncertainError{fmt.Sprintf("no answer from the cluster within %v after the command was submitted; it may have been applied", timeout)}
+	return &errcode.Error{Code: errcode.CommitTimeout, Num: int64(timeout)}
 }
 
 // lostQuorumError reports a batch handed to Raft whose leader then lost
 // its majority, with no new leader within the timeout: the batch may or
 // may not have been applied.
 func lostQuorumError(timeout time.Duration) error {
-	return uncertainError{fmt.Sprintf("leadership was lost while committing and no majority answered within %v; the command may have been applied", timeout)}
+	return &errcode.Error{Code: errcode.LostQuorum, Num: int64(timeout)}
 }
 
 // errDuplicateBatch is the reply to a re-sent forwarded batch whose first
 // copy had already applied: it charged once, and its results are not kept.
-var errDuplicateBatch error = uncertainError{"the command was re-sent after a broken connection and had already been applied; its result is lost"}
+// It matches ErrUncertain: the client cannot tell it from one that may
+// have applied.
+var errDuplicateBatch error = errcode.New(errcode.DuplicateBatch)
 
-// notLeaderError answers an admin command sent to a follower.
-type notLeaderError struct{ leader string }
+// notLeaderError answers an admin command sent to a follower; leader is
+// the leader's RESP address, empty when unknown.
+func notLeaderError(leader string) error {
+	return &errcode.Error{Code: errcode.NotLeader, Detail: leader}
+}
 
-func (e notLeaderError) Error() string {
-	if e.leader == "" {
-		return "ERR not the leader; the leader is unknown"
+// internalError reports a bug: what happened.
+func internalError(format string, args ...any) error {
+	return &errcode.Error{Code: errcode.Internal, Detail: fmt.Sprintf(format, args...)}
+}
+
+// sentinels are the errors without details that a decoded code turns back
+// into, so that a forwarded error is the very value (==) a local one is.
+var sentinels = [...]error{
+	engine.ErrWrongType, engine.ErrClockBackwards, engine.ErrBadRule, engine.ErrOOM,
+	engine.ErrKeyLimit, engine.ErrDuplicateKey,
+	ErrClusterDown, ErrUncertain, ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, errDuplicateBatch,
+	errBadReply, errConnLost,
+}
+
+// codedError rebuilds a coded error that came over the wire: the sentinel
+// when it has no details, else a new value.
+func codedError(code errcode.Code, detail string, num int64) error {
+	if detail == "" && num == 0 {
+		for _, s := range sentinels {
+			if errcode.Of(s).Code == code {
+				return s
+			}
+		}
 	}
-	return "ERR not the leader; leader is " + e.leader
+	return &errcode.Error{Code: code, Detail: detail, Num: num}
 }
 
 // errRetry is internal: the batch was certainly not applied (raft refused
@@ -94,15 +111,10 @@ var errRetry = errors.New("not applied; route again")
 // of its tries got an answer.
 var errResend = errors.New("written, then the connection broke; send again with the same ID")
 
-// adminError turns a raft error from an admin command into a reply text.
+// adminError gives a raft error from an admin command its code.
 func adminError(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var nl notLeaderError
-	var cd clusterDownError
-	if errors.As(err, &nl) || errors.As(err, &cd) {
+	if err == nil || errcode.Is(err, errcode.NotLeader) || errcode.Is(err, errcode.ClusterDown) {
 		return err
 	}
-	return fmt.Errorf("ERR %s failed: %w", op, err)
+	return &errcode.Error{Code: errcode.AdminFailed, Detail: op, Cause: err}
 }

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // fakeLeader accepts one follower connection and lets the test script the
@@ -57,11 +57,11 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 						c.Close()
 						return
 					}
-					d := decoder{b: p}
-					r := fakeRequest{id: d.uvarint(), c: c}
-					d.uvarint()
-					copy(r.batch[:], d.b)
-					d.b = d.b[len(r.batch):]
+					d := newDecoder(p)
+					r := fakeRequest{id: d.Uvarint(), c: c}
+					d.Uvarint()
+					copy(r.batch[:], d.B)
+					d.B = d.B[len(r.batch):]
 					r.ops = d.ops()
 					if len(r.ops) == 0 { // a ping
 						r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
@@ -99,7 +99,7 @@ func TestForwardClient(t *testing.T) {
 			return err == nil && res[0].Allowed && res[0].Limit == 5 && res[1].Err == engine.ErrWrongType
 		}},
 		{"error reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(ErrLoading.Error())))
+			r.reply(t, r.id, fwdStatusError, appendError(nil, ErrLoading))
 		}, func(err error, _ []engine.Result) bool { return err == ErrLoading }},
 		{"route again", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusRetry, appendBytes(nil, []byte("not the leader")))
@@ -113,12 +113,12 @@ func TestForwardClient(t *testing.T) {
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"uncertain reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(commitTimeoutError(time.Second).Error())))
+			r.reply(t, r.id, fwdStatusError, appendError(nil, commitTimeoutError(time.Second)))
 		}, func(err error, _ []engine.Result) bool {
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendBytes(nil, []byte(clusterDownError{time.Minute}.Error())))
+			r.reply(t, r.id, fwdStatusError, appendError(nil, clusterDownError(time.Minute)))
 		}, func(err error, _ []engine.Result) bool {
 			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
 		}},
@@ -184,7 +184,7 @@ func TestForwardClientTimeout(t *testing.T) {
 		return err, time.Since(start)
 	}
 	err, took := call()
-	if !errors.Is(err, ErrUncertain) || errors.Is(err, ErrClusterDown) || !strings.HasPrefix(err.Error(), "UNCERTAIN ") || took > time.Second {
+	if !errors.Is(err, ErrUncertain) || errors.Is(err, ErrClusterDown) || errcode.Of(err).Code.Class() != errcode.MayHaveApplied || took > time.Second {
 		t.Fatalf("err = %v after %v, want UNCERTAIN", err, took)
 	}
 	stuck := <-leader.reqs // never answered on this connection
@@ -254,10 +254,10 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					if fc.mute.Load() {
 						continue
 					}
-					d := decoder{b: p}
-					id := d.uvarint()
-					d.uvarint()
-					d.b = d.b[len(batchID{}):]
+					d := newDecoder(p)
+					id := d.Uvarint()
+					d.Uvarint()
+					d.B = d.B[len(batchID{}):]
 					ops := d.ops()
 					if len(ops) == 0 {
 						fc.pings.Add(1)

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,11 +45,15 @@ type fsm struct {
 	leaders map[string]leaderEntry // by ID; guarded by mu
 
 	// awaited holds the entries this node handed to Raft whose callers
-	// wait for results, by the address of their data: the leader's FSM is
-	// given the very slice it submitted. Only those get results of their
-	// own; every other entry (all of a follower's) reuses f.results.
+	// wait for results, by entry ID (entryID: a hash of the entry's bytes,
+	// so the FSM recognises an entry whether Raft hands it the submitted
+	// slice or a copy read back from the log), counted, since two entries
+	// may be byte for byte the same. Only those get results of their own;
+	// every other entry (all of a follower's) reuses f.results. A hash
+	// collision only gives an entry results of its own that nobody reads.
+	// awaitMu is a leaf lock: nothing is taken while it is held.
 	awaitMu sync.Mutex
-	awaited map[*byte]struct{} // guarded by awaitMu
+	awaited map[uint64]int // entry ID -> waiters; guarded by awaitMu
 }
 
 // maxScratch bounds the ops the FSM's scratch buffers keep room for: a huge
@@ -63,7 +67,7 @@ const (
 )
 
 func newFSM(eng *engine.Engine, log *slog.Logger, hook func()) *fsm {
-	return &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[*byte]struct{}),
+	return &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[uint64]int),
 		dedup: newDedupSet()}
 }
 
@@ -182,25 +186,40 @@ func (f *fsm) applyBatch(e decodedEntry, results []engine.Result) {
 	}
 }
 
-// await registers an entry's data as awaited by a caller on this node;
-// forget removes it once the caller is answered or gone.
-func (f *fsm) await(data []byte) {
+// entryID identifies a log entry by its bytes, for the awaited set.
+func entryID(data []byte) uint64 { return xxhash.Sum64(data) }
+
+// await registers an entry (by entryID) as awaited by a caller on this
+// node, before it is handed to Raft; forget removes the registration once
+// the caller is answered or gone.
+func (f *fsm) await(id uint64) {
 	f.awaitMu.Lock()
-	f.awaited[unsafe.SliceData(data)] = struct{}{}
+	f.awaited[id]++
 	f.awaitMu.Unlock()
 }
 
-func (f *fsm) forget(data []byte) {
+func (f *fsm) forget(id uint64) {
 	f.awaitMu.Lock()
-	delete(f.awaited, unsafe.SliceData(data))
+	if f.awaited[id]--; f.awaited[id] <= 0 {
+		delete(f.awaited, id)
+	}
 	f.awaitMu.Unlock()
 }
 
+// isAwaited says whether a caller on this node waits for the entry data.
+// A follower awaits nothing, and does not hash its entries.
 func (f *fsm) isAwaited(data []byte) bool {
 	f.awaitMu.Lock()
-	_, ok := f.awaited[unsafe.SliceData(data)]
+	none := len(f.awaited) == 0
 	f.awaitMu.Unlock()
-	return ok
+	if none {
+		return false
+	}
+	id := entryID(data)
+	f.awaitMu.Lock()
+	n := f.awaited[id]
+	f.awaitMu.Unlock()
+	return n > 0
 }
 
 // leader returns what the log says about id's addresses.

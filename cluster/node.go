@@ -6,7 +6,7 @@
 // from the result the FSM computed when its entry applied: the same log
 // gives every replica the same state, and every answer is linearizable by
 // construction (a read is ordered after every write committed before it).
-// batcher.go explains the group commit that makes this fast; forward.go how
+// batcher.go explains the group commit that makes this fast; fwdframe.go how
 // followers hand commands to the leader; fsm.go the state machine and its
 // snapshots.
 //
@@ -243,7 +243,7 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // Execute implements resp.Executor: it runs ops as one batch through the
 // log, on the leader directly or forwarded to it, and fills results.
 //
-// Errors (their texts are Redis replies): ErrClusterDown's kind when the
+// Errors (coded: internal/errcode): ErrClusterDown's kind when the
 // batch was certainly not applied and no majority took it within
 // ClusterTimeout (there is no leader, or it cannot reach a quorum);
 // ErrUncertain's kind when it may have been applied but no outcome came
@@ -256,7 +256,7 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // with its batch ID, which the log applies at most once.
 func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
 	if len(ops) != len(results) {
-		return fmt.Errorf("ERR internal error: %d results for %d operations", len(results), len(ops))
+		return internalError("%d results for %d operations", len(results), len(ops))
 	}
 	if len(ops) == 0 {
 		return nil
@@ -295,7 +295,7 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				// leadership: send it again, same ID, while that is safe.
 				sent = true
 				if time.Since(start) >= fwdResendWindow {
-					return uncertainError{"the connection to the leader broke after the command was sent; it may have been applied"}
+					return errConnLost
 				}
 				err = errRetry
 			}
@@ -327,7 +327,7 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			if sent {
 				return commitTimeoutError(n.cfg.ClusterTimeout)
 			}
-			return clusterDownError{n.cfg.ClusterTimeout}
+			return clusterDownError(n.cfg.ClusterTimeout)
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-n.closing:
@@ -507,7 +507,7 @@ func waitFuture(closing <-chan struct{}, f raft.Future, timeout time.Duration) e
 	case err := <-errc:
 		return err
 	case <-t.C:
-		return clusterDownError{timeout}
+		return clusterDownError(timeout)
 	case <-closing:
 		return ErrShuttingDown
 	}

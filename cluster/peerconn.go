@@ -29,7 +29,7 @@ import (
 //   - a bounded dial: a dial through a dead network fails within
 //     peerTimeouts.dial, and the next one is a fresh SYN.
 //
-// Forwarding adds its own (forward.go): a write deadline, a call that times
+// Forwarding adds its own (fwdclient.go): a write deadline, a call that times
 // out after it was written drops its connection, and a connection idle for
 // a while is pinged before it is used again.
 

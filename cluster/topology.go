@@ -113,20 +113,20 @@ func (s *fwdServer) handleAnnounce(c net.Conn, br *bufio.Reader) {
 		}
 		return
 	}
-	d := decoder{b: p}
+	d := newDecoder(p)
 	e := leaderEntry{ID: string(d.bytes()), RESP: string(d.bytes()), Forward: string(d.bytes())}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: stray bytes", errMalformed)
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: stray bytes", errMalformed)
 	}
-	if d.err == nil && (e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil) {
-		d.err = fmt.Errorf("%w: announcement %q %q %q", errMalformed, e.ID, e.RESP, e.Forward)
+	if d.Err == nil && (e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil) {
+		d.Err = fmt.Errorf("%w: announcement %q %q %q", errMalformed, e.ID, e.RESP, e.Forward)
 	}
 	reply := func(status byte, text string) {
 		_, _ = c.Write(frame(append([]byte{status}, text...)))
 	}
-	if d.err != nil {
-		s.log.Warn("forward listener: malformed announcement", "remote", c.RemoteAddr(), "err", d.err)
-		reply(fwdStatusError, d.err.Error())
+	if d.Err != nil {
+		s.log.Warn("forward listener: malformed announcement", "remote", c.RemoteAddr(), "err", d.Err)
+		reply(fwdStatusError, d.Err.Error())
 		return
 	}
 	if kind, _ := s.n.route(); kind != routeLocal {

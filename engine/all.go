@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // RL.ALL (OpAll): several limits decided at one instant, all charged or
@@ -36,7 +38,7 @@ type allKeys struct {
 // results.
 func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
 	if len(lims) == 0 || len(lims) > MaxAll {
-		return Result{Err: fmt.Errorf("%w: %d limits in RL.ALL: must be 1 to %d", ErrBadRule, len(lims), MaxAll)}
+		return Result{Err: badRule("%d limits in RL.ALL: must be 1 to %d", len(lims), MaxAll)}
 	}
 	var k allKeys
 	for i := range lims {
@@ -44,7 +46,7 @@ func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
 		switch l.Rule.Kind {
 		case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
 		default:
-			return Result{Err: fmt.Errorf("%w: RL.ALL takes no %s limit", ErrBadRule, l.Rule.Kind)}
+			return Result{Err: badRule("RL.ALL takes no %s limit", l.Rule.Kind)}
 		}
 		if err := e.checkRule(l.Rule, l.Cost); err != nil {
 			return Result{Err: err}
@@ -52,7 +54,7 @@ func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
 		h := xxhash.Sum64(l.Key)
 		for j := 0; j < i; j++ {
 			if k.h[j] == h && bytes.Equal(lims[j].Key, l.Key) {
-				return Result{Err: fmt.Errorf("%w: %q", ErrDuplicateKey, l.Key)}
+				return Result{Err: &errcode.Error{Code: errcode.DuplicateKey, Detail: string(l.Key)}}
 			}
 		}
 		k.h[i] = h

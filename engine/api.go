@@ -5,10 +5,15 @@
 // shards. Every operation is given the time (int64 nanoseconds since the Unix
 // epoch) at which it happens: the engine never reads a clock, so replicas that
 // apply the same operations at the same times compute bit-identical state.
-// The engine imports nothing of sluice's: no protocol, no Raft, no disk.
+// The engine imports nothing of sluice's but the error codes
+// (internal/errcode): no protocol, no Raft, no disk.
 package engine
 
-import "errors"
+import (
+	"fmt"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
+)
 
 // Kind names a limiter algorithm. The zero Kind means "no state".
 type Kind uint8
@@ -195,24 +200,30 @@ type Result struct {
 	Each []Result
 }
 
-// Errors an operation can report in Result.Err. Their texts are the Redis
-// error replies, without the leading '-'.
+// Errors an operation can report in Result.Err. Each is an
+// *errcode.Error: the error returned carries the same code (errors.Is
+// matches it) with its details (a key, the max-keys limit...); the RESP
+// server maps the code to the Redis reply text.
 var (
 	// ErrWrongType: the key holds another kind of limiter.
-	ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of limiter")
+	ErrWrongType error = errcode.New(errcode.WrongType)
 	// ErrClockBackwards: DEBUG CLOCK FREEZE at an instant before the clock's time.
-	ErrClockBackwards = errors.New("ERR the clock never goes backwards: freeze time is before the current time")
+	ErrClockBackwards error = errcode.New(errcode.ClockBackwards)
 	// ErrBadRule: a rule the engine cannot hold (the server validates
 	// arguments first; this guards the replicated path).
-	ErrBadRule = errors.New("ERR invalid limiter parameters")
+	ErrBadRule error = errcode.New(errcode.BadRule)
 	// ErrOOM: the call would create a key beyond Config.MaxBytes (Redis's
 	// maxmemory error). Calls on existing keys are never refused.
-	ErrOOM = errors.New("OOM command not allowed when used memory > 'maxmemory'.")
+	ErrOOM error = errcode.New(errcode.OOM)
 	// ErrKeyLimit: the call would create a key beyond Config.MaxKeys. The
-	// error returned wraps it and names the limit.
-	ErrKeyLimit = errors.New("OOM command not allowed: the key limit is reached")
+	// error returned names the limit.
+	ErrKeyLimit error = errcode.New(errcode.KeyLimit)
 	// ErrDuplicateKey: an OpAll names a key twice. The error returned
-	// wraps it and names the key; the server checks this first with its
-	// own text.
-	ErrDuplicateKey = errors.New("ERR duplicate key in RL.ALL")
+	// names the key; the server checks this first with its own text.
+	ErrDuplicateKey error = errcode.New(errcode.DuplicateKey)
 )
+
+// badRule returns ErrBadRule's code with a detail.
+func badRule(format string, args ...any) error {
+	return &errcode.Error{Code: errcode.BadRule, Detail: fmt.Sprintf(format, args...)}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // clock is the engine's decision clock.
@@ -64,7 +66,7 @@ func (c *clock) peek(wall int64) int64 { return max(c.raw(wall), c.last.Load()) 
 // whatever wall time did since.
 func (c *clock) warp(wall, ns int64) error {
 	if ns < 0 {
-		return fmt.Errorf("%w: time warp of %d ns: the clock never goes backwards", ErrBadRule, ns)
+		return badRule("time warp of %d ns: the clock never goes backwards", ns)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,7 +90,7 @@ func (c *clock) freeze(wall, at int64) error {
 	if at == 0 {
 		at = cur
 	} else if at < cur {
-		return fmt.Errorf("%w (freeze at %d ns, clock at %d ns)", ErrClockBackwards, at, cur)
+		return &errcode.Error{Code: errcode.ClockBackwards, Detail: fmt.Sprintf("freeze at %d ns, clock at %d ns", at, cur)}
 	}
 	s := *c.settings.Load()
 	s.frozen, s.frozenAt = true, at

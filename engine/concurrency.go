@@ -1,7 +1,5 @@
 package engine
 
-import "fmt"
-
 // RL.ACQUIRE and RL.RELEASE: a KindConcurrency key holds leases, each a
 // client-chosen token, a number of units and an expiry. At most the rule's
 // limit of units is held at once by live leases; a lease whose expiry is at
@@ -382,9 +380,9 @@ func (s *shard) acquire(now int64, hi uint32, key []byte, rule Rule, n int64, to
 }
 
 var (
-	errBadToken       = fmt.Errorf("%w: a lease token must be 1 to %d bytes", ErrBadRule, MaxToken)
-	errNotConcurrency = fmt.Errorf("%w: a lease needs a concurrency rule", ErrBadRule)
-	errNeedsToken     = fmt.Errorf("%w: a concurrency limit is decided by RL.ACQUIRE", ErrBadRule)
+	errBadToken       = badRule("a lease token must be 1 to %d bytes", MaxToken)
+	errNotConcurrency = badRule("a lease needs a concurrency rule")
+	errNeedsToken     = badRule("a concurrency limit is decided by RL.ACQUIRE")
 )
 
 // checkToken validates a lease token.

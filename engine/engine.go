@@ -1,10 +1,11 @@
 package engine
 
 import (
-	"fmt"
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // Engine holds every key's limiter state and the decision clock.
@@ -68,7 +69,7 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.MaxKeys > 0 || cfg.MaxBytes > 0 {
 		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
-		e.tot.errKeys = fmt.Errorf("%w (max-keys %d)", ErrKeyLimit, e.tot.maxKeys)
+		e.tot.errKeys = &errcode.Error{Code: errcode.KeyLimit, Num: e.tot.maxKeys}
 	}
 	for i := range e.shards {
 		e.shards[i] = newShard(e.tot)
@@ -243,7 +244,7 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpRelease:
 			r = e.release(now, op.Key, op.Token)
 		default:
-			r.Err = fmt.Errorf("%w: unknown operation code %d", ErrBadRule, op.Code)
+			r.Err = badRule("unknown operation code %d", op.Code)
 		}
 		results[i] = r
 		if e.watch != nil {

@@ -53,7 +53,7 @@ func (e *Engine) ExportShard(i int, now int64) []Record {
 
 // Import adds one record (on snapshot restore), replacing any state the key
 // has. It validates the rule and the state words and returns an
-// ErrBadRule-wrapped error, changing nothing, for anything the engine could
+// error matching ErrBadRule, changing nothing, for anything the engine could
 // not have produced; it never panics. A record at its initial state is
 // accepted and simply adds nothing.
 func (e *Engine) Import(rec Record) error {
@@ -117,7 +117,7 @@ func (e *Engine) Import(rec Record) error {
 func checkRecord(rec *Record, maxLog int64) error {
 	r := rec.Rule
 	bad := func(what string) error {
-		return fmt.Errorf("%w: %s state (%d, %d, %d): %s", ErrBadRule, r.Kind, rec.A, rec.B, rec.C, what)
+		return badRule("%s state (%d, %d, %d): %s", r.Kind, rec.A, rec.B, rec.C, what)
 	}
 	if r.Kind != KindLog && len(rec.Log) != 0 {
 		return bad("timestamps given for a kind without a log")
@@ -151,11 +151,11 @@ func checkRecord(rec *Record, maxLog int64) error {
 			return bad("state words set for a log")
 		}
 		if int64(len(rec.Log)) > maxLog {
-			return fmt.Errorf("%w: log of %d timestamps", ErrBadRule, len(rec.Log))
+			return badRule("log of %d timestamps", len(rec.Log))
 		}
 		for j := 1; j < len(rec.Log); j++ {
 			if rec.Log[j] < rec.Log[j-1] {
-				return fmt.Errorf("%w: log timestamps out of order at %d", ErrBadRule, j)
+				return badRule("log timestamps out of order at %d", j)
 			}
 		}
 	case KindConcurrency:
@@ -163,28 +163,28 @@ func checkRecord(rec *Record, maxLog int64) error {
 			return bad("state words set for a concurrency key")
 		}
 		if int64(len(rec.Leases)) > maxLog {
-			return fmt.Errorf("%w: %d leases", ErrBadRule, len(rec.Leases))
+			return badRule("%d leases", len(rec.Leases))
 		}
 		held := int64(0)
 		for j, l := range rec.Leases {
 			if len(l.Token) < 1 || len(l.Token) > MaxToken {
-				return fmt.Errorf("%w: lease %d: token of %d bytes", ErrBadRule, j, len(l.Token))
+				return badRule("lease %d: token of %d bytes", j, len(l.Token))
 			}
 			if l.Units < 1 || l.Units > maxCount-held {
-				return fmt.Errorf("%w: lease %d: %d units", ErrBadRule, j, l.Units)
+				return badRule("lease %d: %d units", j, l.Units)
 			}
 			held += l.Units
 			if j > 0 {
 				p := rec.Leases[j-1]
 				if p.Expiry > l.Expiry || p.Expiry == l.Expiry && string(p.Token) >= string(l.Token) {
-					return fmt.Errorf("%w: leases out of (expiry, token) order at %d", ErrBadRule, j)
+					return badRule("leases out of (expiry, token) order at %d", j)
 				}
 			}
 		}
 		seen := make(map[string]struct{}, len(rec.Leases))
 		for j, l := range rec.Leases {
 			if _, dup := seen[string(l.Token)]; dup {
-				return fmt.Errorf("%w: lease %d: token repeated", ErrBadRule, j)
+				return badRule("lease %d: token repeated", j)
 			}
 			seen[string(l.Token)] = struct{}{}
 		}

@@ -1,7 +1,5 @@
 package engine
 
-import "fmt"
-
 // ruleTable interns a shard's rules so an entry stores a uint32. Rules are
 // reference counted by the entries using them, so the table never holds more
 // rules than the shard has keys, whatever parameters clients send. Id 0 is
@@ -67,44 +65,44 @@ func (t *ruleTable) release(id uint32) {
 // replicated path and snapshots.
 func (e *Engine) checkRule(r Rule, cost int64) error {
 	if cost < 0 && (r.Kind == KindGCRA || r.Kind == KindConcurrency) {
-		return fmt.Errorf("%w: negative cost %d", ErrBadRule, cost)
+		return badRule("negative cost %d", cost)
 	}
 	if r.Limit < 1 || r.Period < 1 {
-		return fmt.Errorf("%w: %s limit %d period %d ns: both must be >= 1", ErrBadRule, r.Kind, r.Limit, r.Period)
+		return badRule("%s limit %d period %d ns: both must be >= 1", r.Kind, r.Limit, r.Period)
 	}
 	switch r.Kind {
 	case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
 		if r.Limit > maxCount {
-			return fmt.Errorf("%w: %s limit %d exceeds 2^53", ErrBadRule, r.Kind, r.Limit)
+			return badRule("%s limit %d exceeds 2^53", r.Kind, r.Limit)
 		}
 		if r.Period > maxPeriod {
-			return fmt.Errorf("%w: %s period %d ns exceeds 366 days", ErrBadRule, r.Kind, r.Period)
+			return badRule("%s period %d ns exceeds 366 days", r.Kind, r.Period)
 		}
 		if cost > maxCount || cost < -maxCount {
-			return fmt.Errorf("%w: cost %d exceeds 2^53", ErrBadRule, cost)
+			return badRule("cost %d exceeds 2^53", cost)
 		}
 		if r.Kind == KindLog && r.Limit > e.maxLog {
-			return fmt.Errorf("%w: log limit %d exceeds max-log-limit %d", ErrBadRule, r.Limit, e.maxLog)
+			return badRule("log limit %d exceeds max-log-limit %d", r.Limit, e.maxLog)
 		}
 	case KindConcurrency:
 		if r.Limit > e.maxLog {
-			return fmt.Errorf("%w: concurrency limit %d exceeds max-log-limit %d", ErrBadRule, r.Limit, e.maxLog)
+			return badRule("concurrency limit %d exceeds max-log-limit %d", r.Limit, e.maxLog)
 		}
 		if r.Period > maxPeriod {
-			return fmt.Errorf("%w: lease ttl %d ns exceeds 366 days", ErrBadRule, r.Period)
+			return badRule("lease ttl %d ns exceeds 366 days", r.Period)
 		}
 		if cost > maxCount {
-			return fmt.Errorf("%w: cost %d exceeds 2^53", ErrBadRule, cost)
+			return badRule("cost %d exceeds 2^53", cost)
 		}
 	case KindGCRA:
 		if r.Limit > maxGCRASpan/r.Period {
-			return fmt.Errorf("%w: gcra burst %d times interval %d ns exceeds 2^62", ErrBadRule, r.Limit, r.Period)
+			return badRule("gcra burst %d times interval %d ns exceeds 2^62", r.Limit, r.Period)
 		}
 		if cost > maxGCRASpan/r.Period {
-			return fmt.Errorf("%w: gcra quantity %d times interval %d ns exceeds 2^62", ErrBadRule, cost, r.Period)
+			return badRule("gcra quantity %d times interval %d ns exceeds 2^62", cost, r.Period)
 		}
 	default:
-		return fmt.Errorf("%w: unknown limiter kind %d", ErrBadRule, r.Kind)
+		return badRule("unknown limiter kind %d", r.Kind)
 	}
 	return nil
 }

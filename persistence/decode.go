@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/cursor"
 )
 
 // Decode reads a snapshot stream from r, calls fn for every record in
@@ -91,9 +92,9 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 			records += n
 			blocks++
 		case frameEnd:
-			c := cursor{b: p}
-			wantRecords, wantBlocks := c.uvarint(), c.uvarint()
-			if c.err != nil || len(c.b) != 0 {
+			c := cursor.New(p, ErrCorrupt, "truncated or malformed")
+			wantRecords, wantBlocks := c.Uvarint(), c.Uvarint()
+			if c.Err != nil || len(c.B) != 0 {
 				return Header{}, fmt.Errorf("%w: malformed end frame", ErrCorrupt)
 			}
 			if wantRecords != records || wantBlocks != blocks {
@@ -188,36 +189,36 @@ func (d *decoder) readErr(what string, err error) error {
 }
 
 func parseHeader(p []byte) (Header, error) {
-	c := cursor{b: p}
+	c := cursor.New(p, ErrCorrupt, "truncated or malformed")
 	var h Header
-	h.Clock.Offset = c.varint()
-	switch c.byte1() {
+	h.Clock.Offset = c.Varint()
+	switch c.Byte() {
 	case 0:
 	case 1:
 		h.Clock.Frozen = true
 	default:
-		if c.err == nil {
+		if c.Err == nil {
 			return Header{}, fmt.Errorf("%w: clock frozen flag is not 0 or 1", ErrCorrupt)
 		}
 	}
-	h.Clock.FrozenAt = c.varint()
-	h.Clock.Last = c.varint()
-	n := c.uvarint()
-	if c.err == nil && n > MaxMeta {
+	h.Clock.FrozenAt = c.Varint()
+	h.Clock.Last = c.Varint()
+	n := c.Uvarint()
+	if c.Err == nil && n > MaxMeta {
 		return Header{}, fmt.Errorf("%w: %d meta pairs, at most %d", ErrCorrupt, n, MaxMeta)
 	}
-	for i := uint64(0); i < n && c.err == nil; i++ {
-		k := c.bytes(MaxMetaLen)
-		v := c.bytes(MaxMetaLen)
-		if c.err == nil {
+	for i := uint64(0); i < n && c.Err == nil; i++ {
+		k := c.Bytes(MaxMetaLen)
+		v := c.Bytes(MaxMetaLen)
+		if c.Err == nil {
 			h.Meta = append(h.Meta, [2]string{string(k), string(v)})
 		}
 	}
-	if c.err != nil {
-		return Header{}, c.err
+	if c.Err != nil {
+		return Header{}, c.Err
 	}
-	if len(c.b) != 0 {
-		return Header{}, fmt.Errorf("%w: %d stray bytes after the header", ErrCorrupt, len(c.b))
+	if len(c.B) != 0 {
+		return Header{}, fmt.Errorf("%w: %d stray bytes after the header", ErrCorrupt, len(c.B))
 	}
 	return h, nil
 }
@@ -225,16 +226,16 @@ func parseHeader(p []byte) (Header, error) {
 // parseBlock decodes one block's records, calling fn for each, and returns
 // how many there were. first is the number of records before this block.
 func parseBlock(p []byte, base int64, kinds byte, first uint64, fn func(engine.Record) error) (uint64, error) {
-	c := cursor{b: p}
-	n := c.uvarint()
-	if c.err != nil {
-		return 0, c.err
+	c := cursor.New(p, ErrCorrupt, "truncated or malformed")
+	n := c.Uvarint()
+	if c.Err != nil {
+		return 0, c.Err
 	}
 	// Every record takes at least 8 bytes (flags, five varints, key length
 	// and a one-byte key): a count beyond that is corrupt, and checking it
 	// bounds the slice below.
-	if n > uint64(len(c.b))/8 {
-		return 0, fmt.Errorf("%w: block claims %d records in %d bytes", ErrCorrupt, n, len(c.b))
+	if n > uint64(len(c.B))/8 {
+		return 0, fmt.Errorf("%w: block claims %d records in %d bytes", ErrCorrupt, n, len(c.B))
 	}
 	recs := make([]engine.Record, 0, n)
 	for i := uint64(0); i < n; i++ {
@@ -244,8 +245,8 @@ func parseBlock(p []byte, base int64, kinds byte, first uint64, fn func(engine.R
 		}
 		recs = append(recs, rec)
 	}
-	if len(c.b) != 0 {
-		return 0, fmt.Errorf("%w: %d stray bytes after the block's records", ErrCorrupt, len(c.b))
+	if len(c.B) != 0 {
+		return 0, fmt.Errorf("%w: %d stray bytes after the block's records", ErrCorrupt, len(c.B))
 	}
 	for i, rec := range recs {
 		if err := fn(rec); err != nil {
@@ -257,147 +258,74 @@ func parseBlock(p []byte, base int64, kinds byte, first uint64, fn func(engine.R
 
 // parseRecord decodes one record whose kind is at most kinds (the highest
 // kind of the stream's version).
-func parseRecord(c *cursor, base int64, kinds byte) (engine.Record, error) {
+func parseRecord(c *cursor.Cursor, base int64, kinds byte) (engine.Record, error) {
 	var rec engine.Record
-	flags := c.byte1()
+	flags := c.Byte()
 	kind := flags & flagKindMask
-	if c.err == nil && (kind == 0 || kind > kinds) {
+	if c.Err == nil && (kind == 0 || kind > kinds) {
 		return rec, fmt.Errorf("%w: unknown limiter kind %d", ErrCorrupt, kind)
 	}
 	rec.Rule.Kind = engine.Kind(kind)
-	rec.Rule.Limit = c.varint()
-	rec.Rule.Period = c.varint()
-	rec.A = absolute(c.varint(), base, flags&flagADelta != 0)
-	rec.B = absolute(c.varint(), base, flags&flagBDelta != 0)
-	rec.C = absolute(c.varint(), base, flags&flagCDelta != 0)
-	key := c.bytes(MaxKeyLen)
-	if c.err == nil && len(key) == 0 {
+	rec.Rule.Limit = c.Varint()
+	rec.Rule.Period = c.Varint()
+	rec.A = absolute(c.Varint(), base, flags&flagADelta != 0)
+	rec.B = absolute(c.Varint(), base, flags&flagBDelta != 0)
+	rec.C = absolute(c.Varint(), base, flags&flagCDelta != 0)
+	key := c.Bytes(MaxKeyLen)
+	if c.Err == nil && len(key) == 0 {
 		return rec, fmt.Errorf("%w: empty key", ErrCorrupt)
 	}
-	if c.err != nil {
-		return rec, c.err
+	if c.Err != nil {
+		return rec, c.Err
 	}
 	rec.Key = append([]byte(nil), key...)
 	if flags&flagLog != 0 && rec.Rule.Kind == engine.KindConcurrency {
-		n := c.uvarint()
-		if c.err != nil {
-			return rec, c.err
+		n := c.Uvarint()
+		if c.Err != nil {
+			return rec, c.Err
 		}
 		// Each lease takes at least three bytes.
-		if n == 0 || n > MaxLogLen || n > uint64(len(c.b))/3 {
-			return rec, fmt.Errorf("%w: %d leases with %d bytes left", ErrCorrupt, n, len(c.b))
+		if n == 0 || n > MaxLogLen || n > uint64(len(c.B))/3 {
+			return rec, fmt.Errorf("%w: %d leases with %d bytes left", ErrCorrupt, n, len(c.B))
 		}
 		rec.Leases = make([]engine.Lease, n)
 		prev := base
 		for i := range rec.Leases {
-			tok := c.bytes(engine.MaxToken)
-			if c.err == nil && len(tok) == 0 {
+			tok := c.Bytes(engine.MaxToken)
+			if c.Err == nil && len(tok) == 0 {
 				return rec, fmt.Errorf("%w: lease %d has an empty token", ErrCorrupt, i)
 			}
 			l := &rec.Leases[i]
 			l.Token = append([]byte(nil), tok...)
-			l.Units = c.varint()
-			prev += c.varint()
+			l.Units = c.Varint()
+			prev += c.Varint()
 			l.Expiry = prev
 		}
-		return rec, c.err
+		return rec, c.Err
 	}
 	if flags&flagLog != 0 {
-		n := c.uvarint()
-		if c.err != nil {
-			return rec, c.err
+		n := c.Uvarint()
+		if c.Err != nil {
+			return rec, c.Err
 		}
 		// Each timestamp takes at least one byte.
-		if n == 0 || n > MaxLogLen || n > uint64(len(c.b)) {
-			return rec, fmt.Errorf("%w: log of %d timestamps with %d bytes left", ErrCorrupt, n, len(c.b))
+		if n == 0 || n > MaxLogLen || n > uint64(len(c.B)) {
+			return rec, fmt.Errorf("%w: log of %d timestamps with %d bytes left", ErrCorrupt, n, len(c.B))
 		}
 		rec.Log = make([]int64, n)
 		prev := base
 		for i := range rec.Log {
-			prev += c.varint()
+			prev += c.Varint()
 			rec.Log[i] = prev
 		}
 	}
-	return rec, c.err
+	return rec, c.Err
 }
 
 func absolute(v, base int64, relative bool) int64 {
 	if relative {
 		return v + base
 	}
-	return v
-}
-
-// cursor reads varints and strings from a byte slice, with a sticky error.
-type cursor struct {
-	b   []byte
-	err error
-}
-
-func (c *cursor) fail(what string) {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
-	}
-	c.b = nil
-}
-
-func (c *cursor) byte1() byte {
-	if c.err != nil {
-		return 0
-	}
-	if len(c.b) == 0 {
-		c.fail("byte")
-		return 0
-	}
-	v := c.b[0]
-	c.b = c.b[1:]
-	return v
-}
-
-func (c *cursor) uvarint() uint64 {
-	if c.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(c.b)
-	if n <= 0 {
-		c.fail("uvarint")
-		return 0
-	}
-	c.b = c.b[n:]
-	return v
-}
-
-func (c *cursor) varint() int64 {
-	if c.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(c.b)
-	if n <= 0 {
-		c.fail("varint")
-		return 0
-	}
-	c.b = c.b[n:]
-	return v
-}
-
-// bytes reads a length-prefixed string of at most limit bytes. The result
-// aliases the cursor's slice.
-func (c *cursor) bytes(limit int) []byte {
-	n := c.uvarint()
-	if c.err != nil {
-		return nil
-	}
-	if n > uint64(limit) {
-		c.err = fmt.Errorf("%w: string of %d bytes exceeds %d", ErrCorrupt, n, limit)
-		c.b = nil
-		return nil
-	}
-	if n > uint64(len(c.b)) {
-		c.fail("string")
-		return nil
-	}
-	v := c.b[:n]
-	c.b = c.b[n:]
 	return v
 }
 

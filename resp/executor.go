@@ -14,8 +14,9 @@ type Executor interface {
 	// Execute runs ops in order as one batch at one server time and fills
 	// results[i] for ops[i] (len(results) == len(ops)). A non-nil error
 	// means no outcome is known for any op of the batch (CLUSTERDOWN or
-	// LOADING: not applied; UNCERTAIN: may have been applied); its text is
-	// the Redis error reply without the leading '-'. Per-op failures (WRONGTYPE) are in Result.Err.
+	// LOADING: not applied; UNCERTAIN: may have been applied), coded
+	// (internal/errcode): errorText renders it. Per-op failures (WRONGTYPE)
+	// are in Result.Err, coded too.
 	Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error
 }
 

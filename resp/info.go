@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"errors"
 	"os"
 	"runtime"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // INFO sections, as bits of pending.arg.
@@ -33,19 +33,6 @@ const (
 var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft", "commandstats", "cluster"}
 
 // errSyntax is Redis's generic syntax error.
-var errSyntax = errors.New("ERR syntax error")
-
-// errorText renders err as an error reply's text: kept as is when it starts
-// with an upper-case error code (ERR, CLUSTERDOWN, ...), else prefixed ERR.
-func errorText(err error) string {
-	msg := err.Error()
-	code, _, _ := strings.Cut(msg, " ")
-	if code != "" && strings.ToUpper(code) == code && strings.IndexFunc(code, func(r rune) bool { return r < 'A' || r > 'Z' }) < 0 {
-		return msg
-	}
-	return "ERR " + msg
-}
-
 func sortStrings(s []string) { slices.Sort(s) }
 
 // runInfo selects INFO's sections; keyspace needs the executor's key count.
@@ -137,7 +124,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			"max_keys", itoa(maxKeys))
 	}
 	loading := "0"
-	if err := results[0].Err; err != nil && strings.HasPrefix(err.Error(), "LOADING") {
+	if err := results[0].Err; err != nil && errcode.Is(err, errcode.Loading) {
 		loading = "1"
 	}
 	aof := "0"

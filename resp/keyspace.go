@@ -49,7 +49,7 @@ func keyspaceCommands() []*command {
 			},
 			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 				if results[0].Err != nil {
-					r.Error(results[0].Err.Error())
+					r.Error(errorText(results[0].Err))
 					return
 				}
 				r.Simple(results[0].Kind.String())
@@ -135,7 +135,7 @@ func ttlCommand(name string, unit int64, summary string) *command {
 func renderTTL(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	ns := results[0].Count
 	if results[0].Err != nil {
-		r.Error(results[0].Err.Error())
+		r.Error(errorText(results[0].Err))
 		return
 	}
 	if ns < 0 {

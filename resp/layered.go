@@ -142,7 +142,7 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 func renderAll(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	res := &results[0]
 	if res.Err != nil {
-		r.Error(res.Err.Error())
+		r.Error(errorText(res.Err))
 		return
 	}
 	r.Array(5 + len(res.Each))

@@ -211,7 +211,7 @@ func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 func renderDecision(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	res := &results[0]
 	if res.Err != nil {
-		r.Error(res.Err.Error())
+		r.Error(errorText(res.Err))
 		return
 	}
 	if res.Kind == engine.KindNone {
@@ -254,7 +254,7 @@ func renderCountSum(s *Server, r *replyBuf, p *pending, results []engine.Result)
 	var n int64
 	for i := range results {
 		if results[i].Err != nil {
-			r.Error(results[i].Err.Error())
+			r.Error(errorText(results[i].Err))
 			return
 		}
 		n += results[i].Count

@@ -108,7 +108,7 @@ const errDebugUsage = "ERR unknown DEBUG subcommand or wrong arguments: use DEBU
 // nothing but an error or success.
 func renderOK(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	if results[0].Err != nil {
-		r.Error(results[0].Err.Error())
+		r.Error(errorText(results[0].Err))
 		return
 	}
 	r.OK()

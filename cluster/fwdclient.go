@@ -8,352 +8,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// Forwarding: how a follower runs a command.
-//
-// Every node listens on its forward address (ForwardAddr, by default the
-// Raft port + 1000), a dedicated listener, so that the RESP server knows
-// nothing of it. A leader announces that address through the log after its
-// barrier; followers read it from the FSM. A follower keeps a small pool of
-// connections (ForwardConns) to the current leader and sends each Execute
-// call as one request frame, whole pipelines included; concurrent calls on
-// one connection are coalesced into one write by its writer goroutine, and
-// the leader feeds them to its group commit in the order they arrive.
-// Replies carry the request's id and are matched to it, so no reply can
-// reach the wrong caller.
-//
-// Wire format, after the client's 5-byte hello "SLFW\x02":
-//
-//	frame    = uvarint length | payload
-//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see codec.go)
-//	response = uvarint id | status byte | body
-//	status   = 0 ok (body: results) | 1 error (body: string, the reply text)
-//	         | 2 not applied, route again (body: string, the reason)
-//
-// A request without ops is a ping, answered at once with status 0. A
-// follower of the previous version says "SLFW\x01" and sends no batch id;
-// the leader still takes its requests (without at-most-once re-sends).
-//
-// Outcome. A request that was never written, or that the leader answers
-// with status 2, was not applied: the follower routes it again (a new
-// leader, a later try) within its deadline. A request written on a
-// connection that then breaks may have been applied: the follower sends it
-// again, with the same batch id, on a new connection, while its deadline
-// allows, and the FSM applies a batch id at most once (dedup.go). When no
-// try is answered in time the reply is UNCERTAIN.
-//
-// Connections cannot get stuck (peerconn.go): every call has a deadline,
-// a call that times out after it was written drops its connection (it may
-// sit behind TCP's retransmission backoff, which after a long partition
-// lasts tens of seconds), writes have a deadline, and a pooled connection
-// that has heard nothing for a while is pinged before it is used.
-//
-// The forward port is as trusted as the Raft port: bind both to a private
-// network.
-const (
-	fwdHello       = "SLFW\x02"
-	fwdHelloV1     = "SLFW\x01" // no batch ids
-	fwdStatusOK    = 0
-	fwdStatusError = 1
-	fwdStatusRetry = 2
-	// maxFwdRequest bounds a request frame (a client pipeline; the RESP
-	// server caps a client's query buffer far below this).
-	maxFwdRequest = 64 << 20
-	// maxFwdResponse bounds a response frame (KEYS on a large keyspace).
-	maxFwdResponse = 1 << 30
-	fwdDialTimeout = time.Second
-)
-
-// knownReplies maps error texts from the leader back to this package's
-// values, so errors.Is works on a forwarded error.
-var knownReplies = map[string]error{
-	ErrLoading.Error():      ErrLoading,
-	ErrShuttingDown.Error(): ErrShuttingDown,
-}
-
-// replyError rebuilds an error from its text: a known value, or one that
-// matches ErrClusterDown or ErrUncertain by its code.
-func replyError(text string, timeout time.Duration) error {
-	if e, ok := knownReplies[text]; ok {
-		return e
-	}
-	if text == (clusterDownError{timeout}).Error() {
-		return clusterDownError{timeout}
-	}
-	if reason, ok := strings.CutPrefix(text, "UNCERTAIN "); ok {
-		return uncertainError{reason}
-	}
-	if strings.HasPrefix(text, "CLUSTERDOWN ") {
-		return clusterDownText(text)
-	}
-	return errors.New(text)
-}
-
-// clusterDownText is a CLUSTERDOWN reply from the leader whose text is not
-// one of ours (a leader with another timeout): not applied all the same.
-type clusterDownText string
-
-func (e clusterDownText) Error() string { return string(e) }
-
-func (e clusterDownText) Is(target error) bool { return target == ErrClusterDown }
-
-// readFrame reads one length-prefixed frame of at most limit bytes. The
-// buffer grows only as bytes arrive, so a lying length costs nothing.
-func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		return nil, err
-	}
-	if n > uint64(limit) {
-		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
-	}
-	if n <= 64<<10 {
-		b := make([]byte, n)
-		_, err := io.ReadFull(r, b)
-		return b, err
-	}
-	b := make([]byte, 0, 64<<10)
-	for uint64(len(b)) < n {
-		step := min(int(n)-len(b), max(len(b), 64<<10))
-		if cap(b)-len(b) < step {
-			nb := make([]byte, len(b), len(b)+step)
-			copy(nb, b)
-			b = nb
-		}
-		m, err := io.ReadFull(r, b[len(b):len(b)+step])
-		b = b[:len(b)+m]
-		if err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-// frame prefixes payload with its length.
-func frame(payload []byte) []byte {
-	out := make([]byte, 0, binary.MaxVarintLen64+len(payload))
-	out = binary.AppendUvarint(out, uint64(len(payload)))
-	return append(out, payload...)
-}
-
-// ---- server side: the leader ----
-
-// fwdServer accepts forwarded batches.
-type fwdServer struct {
-	n   *Node
-	ln  net.Listener
-	log *slog.Logger
-
-	mu     sync.Mutex // guards conns, closed
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup // connection handlers
-}
-
-func (s *fwdServer) serve() {
-	defer s.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			if s.isClosed() {
-				return
-			}
-			s.log.Warn("forward listener: accept failed", "err", err)
-			time.Sleep(backoff)
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.handle(c)
-	}
-}
-
-func (s *fwdServer) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// close stops accepting, closes every connection and waits for the
-// handlers' reading loops to end.
-func (s *fwdServer) close() {
-	s.mu.Lock()
-	s.closed = true
-	s.ln.Close()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
-
-// handle serves one follower connection: this goroutine reads requests and
-// queues them, in order, into the group commit; a goroutine per request
-// waits for its outcome; one writer sends the responses, coalescing them.
-func (s *fwdServer) handle(c net.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		c.Close()
-	}()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	br := bufio.NewReaderSize(c, 64<<10)
-	var hello [len(fwdHello)]byte
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(br, hello[:]); err == nil && string(hello[:]) == announceHello {
-		s.handleAnnounce(c, br) // topology.go
-		return
-	} else if err != nil || (string(hello[:]) != fwdHello && string(hello[:]) != fwdHelloV1) {
-		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
-		return
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	withIDs := string(hello[:]) == fwdHello
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := make(chan []byte, 1024)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		bw := bufio.NewWriterSize(c, 64<<10)
-		for {
-			var f []byte
-			select {
-			case f = <-out:
-			case <-ctx.Done():
-				return
-			}
-			// A follower that stops reading fails the connection instead of
-			// holding this goroutine; generous (at least 10 s), since a
-			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
-			// network sooner.
-			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
-			for f != nil {
-				if _, err := bw.Write(f); err != nil {
-					cancel()
-					c.Close()
-					return
-				}
-				select {
-				case f = <-out:
-				default:
-					f = nil
-				}
-			}
-			if err := bw.Flush(); err != nil {
-				cancel()
-				c.Close()
-				return
-			}
-		}
-	}()
-	var pending sync.WaitGroup
-	for {
-		p, err := readFrame(br, maxFwdRequest)
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
-				s.log.Warn("forward listener: bad request", "remote", c.RemoteAddr(), "err", err)
-			}
-			break
-		}
-		d := decoder{b: p}
-		id := d.uvarint()
-		timeout := time.Duration(d.uvarint()) * time.Millisecond
-		var bid batchID
-		if withIDs {
-			if len(d.b) < len(bid) && d.err == nil {
-				d.fail("batch id")
-			}
-			if d.err == nil {
-				copy(bid[:], d.b)
-				d.b = d.b[len(bid):]
-			}
-		}
-		ops := d.ops()
-		if d.err == nil && len(d.b) != 0 {
-			d.err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
-		}
-		if d.err != nil {
-			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.err)
-			break
-		}
-		if len(ops) == 0 {
-			s.respond(ctx, out, id, fwdStatusOK, nil, nil)
-			continue
-		}
-		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
-		timer := time.NewTimer(timeout)
-		results := make([]engine.Result, len(ops))
-		req, status, err := s.n.acceptForwarded(ctx, timer.C, bid, ops, results)
-		if req == nil {
-			timer.Stop()
-			s.respond(ctx, out, id, status, nil, err)
-			continue
-		}
-		pending.Add(1)
-		go func() {
-			defer pending.Done()
-			defer timer.Stop()
-			err := s.n.batcher.wait(ctx, timer.C, req)
-			if errors.Is(err, errRetry) {
-				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
-			} else if err != nil {
-				s.respond(ctx, out, id, fwdStatusError, nil, err)
-			} else {
-				s.respond(ctx, out, id, fwdStatusOK, results, nil)
-			}
-		}()
-	}
-	// The connection is broken or closing: no answer can be delivered.
-	// Stop the writer and the waiting goroutines (their requests stay in
-	// the log's hands; the follower reports their outcome as unknown).
-	cancel()
-	pending.Wait()
-	<-writerDone
-}
-
-// respond queues one response frame.
-func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, status byte, results []engine.Result, err error) {
-	p := make([]byte, 0, 16+32*len(results))
-	p = binary.AppendUvarint(p, id)
-	p = append(p, status)
-	if status == fwdStatusOK {
-		p = appendResults(p, results)
-	} else {
-		p = appendBytes(p, []byte(err.Error()))
-	}
-	select {
-	case out <- frame(p):
-	case <-ctx.Done():
-	}
-}
-
-// ---- client side: the follower ----
+// The follower's side of forwarding (the protocol: fwdframe.go): a pool of
+// connections to the leader, each with a writer and a reader goroutine.
 
 // fwdResendWindow bounds how long after its Execute began a follower
 // re-sends a batch whose connection broke after it was written: well within
@@ -365,12 +31,16 @@ const fwdResendWindow = 10 * time.Second
 var errCallTimeout = errors.New("a call written on this connection got no answer in time")
 
 // errBadReply is the outcome of a call whose results did not decode.
-var errBadReply error = uncertainError{"the leader's reply did not decode; the command may have been applied"}
+var errBadReply error = errcode.New(errcode.BadReply)
+
+// errConnLost: the connection to the leader broke after the batch was
+// written, and no re-send was answered in time. It may have applied.
+var errConnLost error = errcode.New(errcode.ConnLost)
 
 // fwdClient is a follower's pool of connections to the leader.
 type fwdClient struct {
 	size    int
-	timeout time.Duration // ClusterTimeout, to rebuild CLUSTERDOWN texts
+	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
 	t       peerTimeouts  // peerconn.go
 	log     *slog.Logger
 	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
@@ -462,7 +132,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		return errRetry
 	case <-deadline:
 		conn.forget(call.id)
-		return clusterDownError{c.timeout}
+		return clusterDownError(c.timeout)
 	case <-ctx.Done():
 		conn.forget(call.id)
 		return fmt.Errorf("cluster: forward: %w", ctx.Err())
@@ -474,7 +144,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		return call.err
 	case <-deadline:
 		timedOut = true
-		giveUp = clusterDownError{c.timeout}
+		giveUp = clusterDownError(c.timeout)
 	case <-ctx.Done():
 		giveUp = fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
@@ -734,11 +404,11 @@ func (conn *fwdConn) reader() {
 			return
 		}
 		conn.lastRecv.Store(time.Now().UnixNano())
-		d := decoder{b: p}
-		id := d.uvarint()
-		status := d.byte1()
-		if d.err != nil {
-			conn.die(d.err)
+		d := newDecoder(p)
+		id := d.Uvarint()
+		status := d.Byte()
+		if d.Err != nil {
+			conn.die(d.Err)
 			return
 		}
 		conn.mu.Lock()
@@ -750,7 +420,7 @@ func (conn *fwdConn) reader() {
 		}
 		switch status {
 		case fwdStatusOK:
-			if err := decodeResults(d.b, call.results); err != nil {
+			if err := decodeResults(d.B, call.results); err != nil {
 				call.finish(errBadReply)
 				conn.die(err)
 				return
@@ -759,7 +429,13 @@ func (conn *fwdConn) reader() {
 		case fwdStatusRetry:
 			call.finish(errRetry)
 		default:
-			call.finish(replyError(string(d.bytes()), conn.client.timeout))
+			err := d.codedError()
+			if d.Err != nil {
+				call.finish(errBadReply)
+				conn.die(d.Err)
+				return
+			}
+			call.finish(err)
 		}
 	}
 }

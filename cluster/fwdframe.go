@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Forwarding: how a follower runs a command. This file holds the protocol
+// and its framing; fwdserver.go the leader's side, fwdclient.go the
+// follower's pool.
+//
+// Every node listens on its forward address (ForwardAddr, by default the
+// Raft port + 1000), a dedicated listener, so that the RESP server knows
+// nothing of it. A leader announces that address through the log after its
+// barrier; followers read it from the FSM. A follower keeps a small pool of
+// connections (ForwardConns) to the current leader and sends each Execute
+// call as one request frame, whole pipelines included; concurrent calls on
+// one connection are coalesced into one write by its writer goroutine, and
+// the leader feeds them to its group commit in the order they arrive.
+// Replies carry the request's id and are matched to it, so no reply can
+// reach the wrong caller.
+//
+// Wire format, after the client's 5-byte hello "SLFW\x03":
+//
+//	frame    = uvarint length | payload
+//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see codec.go)
+//	response = uvarint id | status byte | body
+//	status   = 0 ok (body: results) | 1 error (body: error, its code)
+//	         | 2 not applied, route again (body: error, the reason)
+//
+// Results and errors carry error codes (internal/errcode; codec.go's
+// appendError), never reply texts. A request without ops is a ping,
+// answered at once with status 0.
+//
+// Versions: "SLFW\x01" sent no batch ids and error texts, "SLFW\x02" sent
+// batch ids and error texts; a leader refuses both (the follower's requests
+// fail, and it answers CLUSTERDOWN), so all nodes of a cluster must be
+// upgraded together.
+//
+// Outcome. A request that was never written, or that the leader answers
+// with status 2, was not applied: the follower routes it again (a new
+// leader, a later try) within its deadline. A request written on a
+// connection that then breaks may have been applied: the follower sends it
+// again, with the same batch id, on a new connection, while its deadline
+// allows, and the FSM applies a batch id at most once (dedup.go). When no
+// try is answered in time the reply is UNCERTAIN.
+//
+// Connections cannot get stuck (peerconn.go): every call has a deadline,
+// a call that times out after it was written drops its connection (it may
+// sit behind TCP's retransmission backoff, which after a long partition
+// lasts tens of seconds), writes have a deadline, and a pooled connection
+// that has heard nothing for a while is pinged before it is used.
+//
+// The forward port is as trusted as the Raft port: bind both to a private
+// network.
+const (
+	fwdHello       = "SLFW\x03"
+	fwdStatusOK    = 0
+	fwdStatusError = 1
+	fwdStatusRetry = 2
+	// maxFwdRequest bounds a request frame (a client pipeline; the RESP
+	// server caps a client's query buffer far below this).
+	maxFwdRequest = 64 << 20
+	// maxFwdResponse bounds a response frame (KEYS on a large keyspace).
+	maxFwdResponse = 1 << 30
+	fwdDialTimeout = time.Second
+)
+
+// readFrame reads one length-prefixed frame of at most limit bytes. The
+// buffer grows only as bytes arrive, so a lying length costs nothing.
+func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(limit) {
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
+	}
+	if n <= 64<<10 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b := make([]byte, 0, 64<<10)
+	for uint64(len(b)) < n {
+		step := min(int(n)-len(b), max(len(b), 64<<10))
+		if cap(b)-len(b) < step {
+			nb := make([]byte, len(b), len(b)+step)
+			copy(nb, b)
+			b = nb
+		}
+		m, err := io.ReadFull(r, b[len(b):len(b)+step])
+		b = b[:len(b)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// frame prefixes payload with its length.
+func frame(payload []byte) []byte {
+	out := make([]byte, 0, binary.MaxVarintLen64+len(payload))
+	out = binary.AppendUvarint(out, uint64(len(payload)))
+	return append(out, payload...)
+}

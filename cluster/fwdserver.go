@@ -1,0 +1,221 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// The leader's side of forwarding (the protocol: fwdframe.go): it accepts
+// followers' connections and feeds their requests to the group commit.
+
+// fwdServer accepts forwarded batches.
+type fwdServer struct {
+	n   *Node
+	ln  net.Listener
+	log *slog.Logger
+
+	mu     sync.Mutex // guards conns, closed
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // connection handlers
+}
+
+func (s *fwdServer) serve() {
+	defer s.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return
+			}
+			s.log.Warn("forward listener: accept failed", "err", err)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.handle(c)
+	}
+}
+
+func (s *fwdServer) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// close stops accepting, closes every connection and waits for the
+// handlers' reading loops to end.
+func (s *fwdServer) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// handle serves one follower connection: this goroutine reads requests and
+// queues them, in order, into the group commit; a goroutine per request
+// waits for its outcome; one writer sends the responses, coalescing them.
+func (s *fwdServer) handle(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	var hello [len(fwdHello)]byte
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(br, hello[:]); err == nil && string(hello[:]) == announceHello {
+		s.handleAnnounce(c, br) // topology.go
+		return
+	} else if err != nil || string(hello[:]) != fwdHello {
+		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan []byte, 1024)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		bw := bufio.NewWriterSize(c, 64<<10)
+		for {
+			var f []byte
+			select {
+			case f = <-out:
+			case <-ctx.Done():
+				return
+			}
+			// A follower that stops reading fails the connection instead of
+			// holding this goroutine; generous (at least 10 s), since a
+			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
+			// network sooner.
+			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
+			for f != nil {
+				if _, err := bw.Write(f); err != nil {
+					cancel()
+					c.Close()
+					return
+				}
+				select {
+				case f = <-out:
+				default:
+					f = nil
+				}
+			}
+			if err := bw.Flush(); err != nil {
+				cancel()
+				c.Close()
+				return
+			}
+		}
+	}()
+	var pending sync.WaitGroup
+	for {
+		p, err := readFrame(br, maxFwdRequest)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				s.log.Warn("forward listener: bad request", "remote", c.RemoteAddr(), "err", err)
+			}
+			break
+		}
+		d := newDecoder(p)
+		id := d.Uvarint()
+		timeout := time.Duration(d.Uvarint()) * time.Millisecond
+		var bid batchID
+		if len(d.B) < len(bid) && d.Err == nil {
+			d.Fail("batch id")
+		}
+		if d.Err == nil {
+			copy(bid[:], d.B)
+			d.B = d.B[len(bid):]
+		}
+		ops := d.ops()
+		if d.Err == nil && len(d.B) != 0 {
+			d.Err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
+		}
+		if d.Err != nil {
+			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.Err)
+			break
+		}
+		if len(ops) == 0 {
+			s.respond(ctx, out, id, fwdStatusOK, nil, nil)
+			continue
+		}
+		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
+		timer := time.NewTimer(timeout)
+		results := make([]engine.Result, len(ops))
+		req, status, err := s.n.acceptForwarded(ctx, timer.C, bid, ops, results)
+		if req == nil {
+			timer.Stop()
+			s.respond(ctx, out, id, status, nil, err)
+			continue
+		}
+		pending.Add(1)
+		go func() {
+			defer pending.Done()
+			defer timer.Stop()
+			err := s.n.batcher.wait(ctx, timer.C, req)
+			if errors.Is(err, errRetry) {
+				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
+			} else if err != nil {
+				s.respond(ctx, out, id, fwdStatusError, nil, err)
+			} else {
+				s.respond(ctx, out, id, fwdStatusOK, results, nil)
+			}
+		}()
+	}
+	// The connection is broken or closing: no answer can be delivered.
+	// Stop the writer and the waiting goroutines (their requests stay in
+	// the log's hands; the follower reports their outcome as unknown).
+	cancel()
+	pending.Wait()
+	<-writerDone
+}
+
+// respond queues one response frame.
+func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, status byte, results []engine.Result, err error) {
+	p := make([]byte, 0, 16+32*len(results))
+	p = binary.AppendUvarint(p, id)
+	p = append(p, status)
+	if status == fwdStatusOK {
+		p = appendResults(p, results)
+	} else {
+		p = appendError(p, err)
+	}
+	select {
+	case out <- frame(p):
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,214 @@
+// Package errcode names every error a sluice command can end in, as a
+// small code with the details its reply needs, and no reply text: the
+// engine and cluster return *Error values, the forwarding wire carries
+// their codes, and the RESP server alone maps each code to its Redis reply
+// text (resp/errors.go, the one table). A new error gets a code here, a
+// row in that table, and a line in docs/design.md's "Error codes".
+//
+// It imports nothing of ours, so that every package may use it.
+package errcode
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Code identifies an error kind. Codes travel on the forwarding wire as one
+// byte: never renumber one, only append.
+type Code uint8
+
+// The codes. Each says what the client may assume; docs/design.md lists
+// them with their reply texts.
+const (
+	// Internal: a bug or an error from below that has no code of its own;
+	// Detail says what failed.
+	Internal Code = iota
+	// WrongType: the key holds another kind of limiter. Not applied.
+	WrongType
+	// BadRule: a rule, cost or op the engine cannot hold; Detail names it.
+	// Not applied.
+	BadRule
+	// ClockBackwards: DEBUG CLOCK FREEZE at an instant before the clock's
+	// time; Detail gives both instants. Not applied.
+	ClockBackwards
+	// OOM: the call would create a key beyond the memory limit. Not applied.
+	OOM
+	// KeyLimit: the call would create a key beyond max-keys (Num, when
+	// not zero). Not applied.
+	KeyLimit
+	// DuplicateKey: an RL.ALL names a key twice (Detail). Not applied.
+	DuplicateKey
+	// ClusterDown: no majority took the command within the cluster timeout
+	// (Num, in ns; zero when not named). Certainly not applied: retry.
+	ClusterDown
+	// ShuttingDown: the node is closing and did not take the command.
+	// Certainly not applied: retry elsewhere.
+	ShuttingDown
+	// Loading: the node is still replaying its log. Not applied: retry.
+	Loading
+	// Uncertain: the command may have been applied; Detail says why (when
+	// empty, no reason is named). Never retry blindly.
+	Uncertain
+	// CommitTimeout: handed to Raft (or written to the leader), and no
+	// answer within Num ns. May have been applied.
+	CommitTimeout
+	// LostQuorum: handed to Raft, then the leader lost its majority and no
+	// majority answered within Num ns. May have been applied.
+	LostQuorum
+	// OutcomeUnknown: handed to Raft, then leadership changed before it was
+	// known to commit. May have been applied.
+	OutcomeUnknown
+	// DuplicateBatch: a re-sent forwarded batch whose first copy had
+	// applied: charged once, its result lost. The client sees it as one
+	// that may have been applied (it was).
+	DuplicateBatch
+	// NotLeader: an admin command sent to a follower; Detail is the
+	// leader's RESP address, empty when unknown. Not applied.
+	NotLeader
+	// BadNodeID: an admin command named an invalid node id (Detail).
+	BadNodeID
+	// BadRaftAddr: RAFT.JOIN's address is invalid; Detail says why.
+	BadRaftAddr
+	// NoSuchNode: RAFT.REMOVE named no server of the configuration (Detail).
+	NoSuchNode
+	// NoSuchVoter: RAFT.TRANSFER named no voter (Detail).
+	NoSuchVoter
+	// SnapshotTimeout: RAFT.SNAPSHOT did not finish within Num ns.
+	SnapshotTimeout
+	// AdminFailed: an admin command (Detail names it) failed in Raft; the
+	// cause is wrapped.
+	AdminFailed
+	// BadReply: the leader's reply to a forwarded command did not decode.
+	// May have been applied.
+	BadReply
+	// ConnLost: the connection to the leader broke after a forwarded
+	// command was written, and no re-send was answered. May have been
+	// applied.
+	ConnLost
+	// Other: an error without a code, as it crosses the forwarding wire;
+	// Detail is its text. Rendered as the RESP server renders any error
+	// without a code.
+	Other
+
+	// NumCodes is the number of codes; every code is below it.
+	NumCodes
+)
+
+var names = [NumCodes]string{
+	Internal:        "internal error",
+	WrongType:       "wrong type",
+	BadRule:         "bad rule",
+	ClockBackwards:  "clock backwards",
+	OOM:             "out of memory",
+	KeyLimit:        "key limit reached",
+	DuplicateKey:    "duplicate key",
+	ClusterDown:     "cluster down",
+	ShuttingDown:    "shutting down",
+	Loading:         "loading",
+	Uncertain:       "uncertain",
+	CommitTimeout:   "commit timeout",
+	LostQuorum:      "lost quorum",
+	OutcomeUnknown:  "outcome unknown",
+	DuplicateBatch:  "duplicate batch",
+	NotLeader:       "not the leader",
+	BadNodeID:       "bad node id",
+	BadRaftAddr:     "bad raft address",
+	NoSuchNode:      "no such node",
+	NoSuchVoter:     "no such voter",
+	SnapshotTimeout: "snapshot timeout",
+	AdminFailed:     "admin command failed",
+	BadReply:        "bad reply from the leader",
+	ConnLost:        "connection to the leader lost",
+	Other:           "error",
+}
+
+// String returns the code's name (not a reply text).
+func (c Code) String() string {
+	if c < NumCodes {
+		return names[c]
+	}
+	return "code " + strconv.Itoa(int(c))
+}
+
+// Class is what a client may assume about a command that failed.
+type Class uint8
+
+// The classes.
+const (
+	// NotApplied: the command certainly changed nothing.
+	NotApplied Class = iota
+	// MayHaveApplied: the command may have been applied (UNCERTAIN).
+	MayHaveApplied
+)
+
+// Class returns what a client may assume after c.
+func (c Code) Class() Class {
+	switch c {
+	case Uncertain, CommitTimeout, LostQuorum, OutcomeUnknown, DuplicateBatch, BadReply, ConnLost:
+		return MayHaveApplied
+	}
+	return NotApplied
+}
+
+// Error is an error with a code. Its Error text names the code and
+// details for logs; the reply a client sees comes from the RESP server's
+// table.
+type Error struct {
+	Code   Code
+	Detail string // what the code leaves open: a key, a reason, an address
+	Num    int64  // a number the reply names: max-keys, a timeout in ns
+	Cause  error  // the error below, if any (not sent between nodes)
+}
+
+// New returns an error with code c and no details.
+func New(c Code) *Error { return &Error{Code: c} }
+
+// Error describes e for logs.
+func (e *Error) Error() string {
+	s := e.Code.String()
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	switch {
+	case e.Num == 0:
+	case e.Code == ClusterDown || e.Code == CommitTimeout || e.Code == LostQuorum || e.Code == SnapshotTimeout:
+		s += " (" + time.Duration(e.Num).String() + ")"
+	default:
+		s += " (" + strconv.FormatInt(e.Num, 10) + ")"
+	}
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is matches a target *Error of the same code, whatever the details: the
+// package-level sentinels (engine.ErrWrongType, cluster.ErrClusterDown...)
+// match every error of their code. A target of code Uncertain matches
+// every code of the may-have-applied class too.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code || t.Code == Uncertain && e.Code.Class() == MayHaveApplied
+}
+
+// Of returns err's *Error (through wrapping), or nil.
+func Of(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// Is reports whether err carries code c.
+func Is(err error, c Code) bool {
+	e := Of(err)
+	return e != nil && e.Code == c
+}

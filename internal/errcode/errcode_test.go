@@ -1,0 +1,49 @@
+package errcode
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// TestIs: a sentinel matches every error of its code whatever its details
+// and through wrapping; Uncertain matches its whole class and nothing else.
+func TestIs(t *testing.T) {
+	uncertain, down := New(Uncertain), New(ClusterDown)
+	tests := []struct {
+		err           error
+		target        error
+		want          bool
+		wantUncertain bool
+		wantCodeViaOf Code
+	}{
+		{&Error{Code: ClusterDown, Num: 5}, down, true, false, ClusterDown},
+		{fmt.Errorf("ctx: %w", &Error{Code: BadRule, Detail: "x"}), New(BadRule), true, false, BadRule},
+		{&Error{Code: CommitTimeout, Num: 1}, New(CommitTimeout), true, true, CommitTimeout},
+		{New(DuplicateBatch), New(OutcomeUnknown), false, true, DuplicateBatch},
+		{New(ShuttingDown), down, false, false, ShuttingDown},
+		{New(WrongType), New(OOM), false, false, WrongType},
+	}
+	for _, tt := range tests {
+		if got := errors.Is(tt.err, tt.target); got != tt.want {
+			t.Errorf("Is(%v, %v) = %v", tt.err, tt.target, got)
+		}
+		if got := errors.Is(tt.err, uncertain); got != tt.wantUncertain {
+			t.Errorf("Is(%v, Uncertain) = %v", tt.err, got)
+		}
+		if e := Of(tt.err); e == nil || e.Code != tt.wantCodeViaOf {
+			t.Errorf("Of(%v) = %v", tt.err, e)
+		}
+	}
+	if got := (&Error{Code: ClusterDown, Num: 2e9}).Error(); got != "cluster down (2s)" {
+		t.Errorf("a timeout reads %q in logs", got)
+	}
+	if Of(errors.New("plain")) != nil || Is(errors.New("plain"), Internal) {
+		t.Error("an error without a code has one")
+	}
+	for c := range NumCodes {
+		if c.String() == "" || c.String() == "code "+fmt.Sprint(int(c)) {
+			t.Errorf("code %d has no name", c)
+		}
+	}
+}

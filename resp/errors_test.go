@@ -1,0 +1,83 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
+)
+
+// TestErrorTexts pins every code's reply text, byte for byte: they are the
+// texts sluice answered before errors had codes, and clients match them.
+func TestErrorTexts(t *testing.T) {
+	e := func(c errcode.Code, detail string, num int64) error {
+		return &errcode.Error{Code: c, Detail: detail, Num: num}
+	}
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{e(errcode.Internal, "3 results for 2 operations", 0), "ERR internal error: 3 results for 2 operations"},
+		{e(errcode.WrongType, "", 0), "WRONGTYPE Operation against a key holding the wrong kind of limiter"},
+		{e(errcode.BadRule, "", 0), "ERR invalid limiter parameters"},
+		{e(errcode.BadRule, "negative cost -1", 0), "ERR invalid limiter parameters: negative cost -1"},
+		{e(errcode.ClockBackwards, "freeze at 1 ns, clock at 2 ns", 0),
+			"ERR the clock never goes backwards: freeze time is before the current time (freeze at 1 ns, clock at 2 ns)"},
+		{e(errcode.OOM, "", 0), "OOM command not allowed when used memory > 'maxmemory'."},
+		{e(errcode.KeyLimit, "", 10), "OOM command not allowed: the key limit is reached (max-keys 10)"},
+		{e(errcode.KeyLimit, "", 0), "OOM command not allowed: the key limit is reached"},
+		{e(errcode.DuplicateKey, "a\"b", 0), `ERR duplicate key in RL.ALL: "a\"b"`},
+		{e(errcode.ClusterDown, "", 0), "CLUSTERDOWN no quorum: the cluster could not commit in time"},
+		{e(errcode.ClusterDown, "", int64(2*time.Second)), "CLUSTERDOWN no quorum: the cluster could not commit within 2s"},
+		{e(errcode.ShuttingDown, "", 0), "CLUSTERDOWN this node is shutting down"},
+		{e(errcode.Loading, "", 0), "LOADING sluice is loading the dataset in memory"},
+		{e(errcode.Uncertain, "", 0), "UNCERTAIN the command may have been applied"},
+		{e(errcode.CommitTimeout, "", int64(time.Second)),
+			"UNCERTAIN no answer from the cluster within 1s after the command was submitted; it may have been applied"},
+		{e(errcode.LostQuorum, "", int64(1500*time.Millisecond)),
+			"UNCERTAIN leadership was lost while committing and no majority answered within 1.5s; the command may have been applied"},
+		{e(errcode.OutcomeUnknown, "", 0), "UNCERTAIN leadership changed while committing; the command may have been applied"},
+		{e(errcode.DuplicateBatch, "", 0),
+			"UNCERTAIN the command was re-sent after a broken connection and had already been applied; its result is lost"},
+		{e(errcode.BadReply, "", 0), "UNCERTAIN the leader's reply did not decode; the command may have been applied"},
+		{e(errcode.ConnLost, "", 0),
+			"UNCERTAIN the connection to the leader broke after the command was sent; it may have been applied"},
+		{e(errcode.NotLeader, "", 0), "ERR not the leader; the leader is unknown"},
+		{e(errcode.NotLeader, "10.0.0.1:6379", 0), "ERR not the leader; leader is 10.0.0.1:6379"},
+		{e(errcode.BadNodeID, "a b", 0), `ERR invalid node id "a b"`},
+		{e(errcode.BadRaftAddr, "missing port in address", 0), "ERR invalid raft address: missing port in address"},
+		{e(errcode.NoSuchNode, "n9", 0), `ERR no such node "n9"`},
+		{e(errcode.NoSuchVoter, "n9", 0), `ERR no such voter "n9"`},
+		{e(errcode.SnapshotTimeout, "", int64(10*time.Second)), "ERR snapshot did not finish within 10s"},
+		{&errcode.Error{Code: errcode.AdminFailed, Detail: "join", Cause: errors.New("configuration changed since 3")},
+			"ERR join failed: configuration changed since 3"},
+		{&errcode.Error{Code: errcode.AdminFailed, Detail: "transfer", Cause: errcode.New(errcode.ShuttingDown)},
+			"ERR transfer failed: CLUSTERDOWN this node is shutting down"},
+		{e(errcode.Other, "cluster: forward: context canceled", 0), "ERR cluster: forward: context canceled"},
+		// Wrapped, the code still decides; without a code, ERR and the text.
+		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
+			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},
+		{errors.New("no leader ready"), "ERR no leader ready"},
+		{errSyntax, "ERR syntax error"},
+		{NewArgError("rate", []byte("x"), "must be a number"), NewArgError("rate", []byte("x"), "must be a number").Error()},
+	}
+	seen := map[errcode.Code]bool{}
+	for _, tt := range tests {
+		if got := errorText(tt.err); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.err, got, tt.want)
+		}
+		if e := errcode.Of(tt.err); e != nil {
+			seen[e.Code] = true
+		}
+	}
+	for c := range errcode.NumCodes {
+		if codeText(&errcode.Error{Code: c}) == "" {
+			t.Errorf("code %v has no reply text", c)
+		}
+		if !seen[c] {
+			t.Errorf("code %v has no test here", c)
+		}
+	}
+}
