@@ -77,11 +77,40 @@ const (
 // before the reply starts and io.ErrUnexpectedEOF when it ends within; any
 // other read error as it comes; a *ProtocolError for a malformed reply.
 func Read(rd *bufio.Reader, lim Limits) (Value, error) {
-	return read(rd, lim.withDefaults(), 0)
+	return read(rd, lim.withDefaults(), 0, true)
 }
 
-// read reads one reply nested in depth aggregates.
-func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
+// Skip reads one reply from rd within lim and drops it: it checks the
+// reply and fails as Read would, but allocates nothing when the reply's
+// lines fit in rd's buffer (strings of any length are discarded as they
+// arrive). It is for readers that want only part of a reply, such as a
+// load generator's.
+func Skip(rd *bufio.Reader, lim Limits) error {
+	_, err := read(rd, lim.withDefaults(), 0, false)
+	return err
+}
+
+// ReadLine reads the first line of a reply, which says its type, without
+// its CRLF; the slice is valid until the next read from rd. With SkipRest
+// it lets a reader look at a reply's type before deciding to skip it.
+func ReadLine(rd *bufio.Reader, lim Limits) ([]byte, error) {
+	line, err := readLine(rd, lim.withDefaults().MaxBulk)
+	if err == nil && len(line) == 0 {
+		return nil, &ProtocolError{Msg: "empty reply line"}
+	}
+	return line, err
+}
+
+// SkipRest drops the rest of the reply whose first line, read by ReadLine,
+// is line, as Skip does.
+func SkipRest(rd *bufio.Reader, lim Limits, line []byte) error {
+	_, err := parse(rd, lim.withDefaults(), 0, line, false)
+	return err
+}
+
+// read reads one reply nested in depth aggregates; unless keep, it checks
+// the reply without keeping its payload.
+func read(rd *bufio.Reader, lim Limits, depth int, keep bool) (Value, error) {
 	if depth > lim.MaxDepth {
 		return Value{}, &ProtocolError{Msg: "reply nested deeper than " + strconv.Itoa(lim.MaxDepth)}
 	}
@@ -92,11 +121,21 @@ func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
 	if len(line) == 0 {
 		return Value{}, &ProtocolError{Msg: "empty reply line"}
 	}
+	return parse(rd, lim, depth, line, keep)
+}
+
+// parse reads the rest of a reply nested in depth aggregates whose first
+// line is line; unless keep, it checks the reply without keeping its
+// payload.
+func parse(rd *bufio.Reader, lim Limits, depth int, line []byte, keep bool) (Value, error) {
+	var err error
 	v := Value{Kind: Kind(line[0])}
 	text := line[1:]
 	switch v.Kind {
 	case SimpleString, SimpleError:
-		v.Str = string(text)
+		if keep {
+			v.Str = string(text)
+		}
 	case Integer:
 		if v.Int, err = strconv.ParseInt(string(text), 10, 64); err != nil {
 			return Value{}, protoErr("integer", line)
@@ -109,7 +148,9 @@ func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
 		if _, err := strconv.ParseFloat(string(text), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
 			return Value{}, protoErr("double", line)
 		}
-		v.Str = string(text)
+		if keep {
+			v.Str = string(text)
+		}
 	case Boolean:
 		switch string(text) {
 		case "t":
@@ -122,9 +163,11 @@ func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
 		if !isBigNumber(text) {
 			return Value{}, protoErr("big number", line)
 		}
-		v.Str = string(text)
+		if keep {
+			v.Str = string(text)
+		}
 	case BulkString, BulkError, VerbatimString, Array, Map, Set, Push:
-		return readCounted(rd, lim, depth, v, line)
+		return readCounted(rd, lim, depth, v, line, keep)
 	default:
 		return Value{}, protoErr("unknown reply type", line)
 	}
@@ -132,8 +175,9 @@ func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
 }
 
 // readCounted reads the rest of v, a bulk string or an aggregate whose
-// header line (holding its length) is line.
-func readCounted(rd *bufio.Reader, lim Limits, depth int, v Value, line []byte) (Value, error) {
+// header line (holding its length) is line; unless keep, it checks the
+// rest without keeping it.
+func readCounted(rd *bufio.Reader, lim Limits, depth int, v Value, line []byte, keep bool) (Value, error) {
 	limit, nullable := lim.MaxBulk, v.Kind == BulkString
 	if v.IsAggregate() {
 		limit, nullable = lim.MaxElems, v.Kind == Array
@@ -144,6 +188,8 @@ func readCounted(rd *bufio.Reader, lim Limits, depth int, v Value, line []byte) 
 		return Value{}, err
 	case n < 0:
 		v.Null = true
+	case !v.IsAggregate() && !keep:
+		return v, skipBulk(rd, n, v.Kind == VerbatimString)
 	case !v.IsAggregate():
 		if v.Str, err = readBulk(rd, n); err != nil {
 			return Value{}, err
@@ -155,16 +201,20 @@ func readCounted(rd *bufio.Reader, lim Limits, depth int, v Value, line []byte) 
 		if v.Kind == Map {
 			n *= 2
 		}
-		v.Elems = make([]Value, 0, min(n, elemsAhead))
+		if keep {
+			v.Elems = make([]Value, 0, min(n, elemsAhead))
+		}
 		for range n {
-			e, err := read(rd, lim, depth+1)
+			e, err := read(rd, lim, depth+1, keep)
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
 			if err != nil {
 				return Value{}, err
 			}
-			v.Elems = append(v.Elems, e)
+			if keep {
+				v.Elems = append(v.Elems, e)
+			}
 		}
 	}
 	return v, nil
@@ -215,6 +265,44 @@ func readLine(rd *bufio.Reader, limit int) ([]byte, error) {
 		}
 		return line[:len(line)-2], nil
 	}
+}
+
+// skipBulk discards n bytes and the CRLF after them, checking what Read
+// checks of a bulk string (a verbatim string's format) without keeping it.
+func skipBulk(rd *bufio.Reader, n int, verbatim bool) error {
+	if verbatim {
+		head, err := rd.Peek(min(n, 4))
+		if err != nil {
+			return unexpected(err)
+		}
+		if len(head) < 4 || head[3] != ':' {
+			return protoErr("verbatim string without a format", head)
+		}
+	}
+	if _, err := rd.Discard(n); err != nil {
+		return unexpected(err)
+	}
+	var crlf [2]byte
+	for i := range crlf {
+		b, err := rd.ReadByte()
+		if err != nil {
+			return unexpected(err)
+		}
+		crlf[i] = b
+	}
+	if crlf != [2]byte{'\r', '\n'} {
+		return protoErr("bulk string not ended by CRLF", crlf[:])
+	}
+	return nil
+}
+
+// unexpected is err, but io.ErrUnexpectedEOF for io.EOF: the reply had
+// begun.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // isBigNumber reports whether text is an optional sign and then digits.
