@@ -398,3 +398,20 @@ func TestSkipAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestParseInt agrees with strconv.ParseInt(s, 10, 64) on what it accepts
+// and what it returns.
+func TestParseInt(t *testing.T) {
+	for _, s := range []string{
+		"0", "1", "-1", "+1", "-0", "42", "007", "", "-", "+", "1x", "x1", " 1", "1 ", "1_000", "0x10",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+		"18446744073709551615", "99999999999999999999", "1234567890123456789", "-1234567890123456789",
+		"+9223372036854775807", "1e3", "--1",
+	} {
+		want, err := strconv.ParseInt(s, 10, 64)
+		got, ok := ParseInt([]byte(s))
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("ParseInt(%q) = %d, %v; strconv says %d, %v", s, got, ok, want, err)
+		}
+	}
+}
