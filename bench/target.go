@@ -435,19 +435,28 @@ func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt S
 		args = append(args, "--enable-debug-command")
 	}
 	bin, _ := filepath.Abs(cfg.SluiceBin)
-	p, err := startProcess(name, bin, args, "")
-	if err != nil {
-		t.Stop()
-		return nil, err
-	}
-	t.procs = append(t.procs, p)
-	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	defer cancel()
-	if err := waitReady(sctx, p, addr, limiterProbe); err != nil {
-		t.Stop()
+	if err := t.launch(ctx, cfg.StartTimeout, name, bin, args, "", addr, limiterProbe); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// launch starts one process of t (bin with args, in dir) and waits until
+// probe succeeds on addr, within timeout; if it cannot, it stops t.
+func (t *Target) launch(ctx context.Context, timeout time.Duration, name, bin string, args []string, dir, addr string, probe func(context.Context, *Conn) error) error {
+	p, err := startProcess(name, bin, args, dir)
+	if err != nil {
+		t.Stop()
+		return err
+	}
+	t.procs = append(t.procs, p)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := waitReady(sctx, p, addr, probe); err != nil {
+		t.Stop()
+		return err
+	}
+	return nil
 }
 
 func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions) (*Target, error) {
@@ -538,18 +547,11 @@ func startRedis(ctx context.Context, cfg ServerConfig) (*Target, error) {
 		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
 		"--loglevel", "warning",
 	}
-	p, err := startProcess("redis-server", cfg.RedisBin, args, dir)
-	if err != nil {
-		t.Stop()
+	if err := t.launch(ctx, cfg.StartTimeout, "redis-server", cfg.RedisBin, args, dir, addr, pingProbe); err != nil {
 		return nil, err
 	}
-	t.procs = append(t.procs, p)
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
-	if err := waitReady(sctx, p, addr, pingProbe); err != nil {
-		t.Stop()
-		return nil, err
-	}
 	c, err := Dial(sctx, addr)
 	if err != nil {
 		t.Stop()

@@ -176,21 +176,24 @@ func parse(rd *bufio.Reader, lim Limits, depth int, line []byte, v *Value) error
 		if keep {
 			v.Str = string(text)
 		}
-	case BulkString, BulkError, VerbatimString:
-		return readBulkReply(rd, lim, kind, line, v)
-	case Array, Map, Set, Push:
-		return readAggregate(rd, lim, depth, kind, line, v)
+	case BulkString, BulkError, VerbatimString, Array, Map, Set, Push:
+		return readCounted(rd, lim, depth, kind, line, v)
 	default:
 		return protoErr("unknown reply type", line)
 	}
 	return nil
 }
 
-// readBulkReply reads the rest of a bulk string (or bulk error, or verbatim
-// string) whose header line is line into v; with v nil, it checks it
-// without keeping it.
-func readBulkReply(rd *bufio.Reader, lim Limits, kind Kind, line []byte, v *Value) error {
-	n, err := length(line, lim.MaxBulk, kind == BulkString)
+// readCounted reads the rest of a bulk string (bulk error, verbatim
+// string) or an aggregate whose header line, holding its length, is line,
+// into v; with v nil, it checks the rest without keeping it.
+func readCounted(rd *bufio.Reader, lim Limits, depth int, kind Kind, line []byte, v *Value) error {
+	limit, nullable := lim.MaxBulk, kind == BulkString
+	aggregate := kind == Array || kind == Map || kind == Set || kind == Push
+	if aggregate {
+		limit, nullable = lim.MaxElems, kind == Array
+	}
+	n, err := length(line, limit, nullable)
 	switch {
 	case err != nil:
 		return err
@@ -199,6 +202,8 @@ func readBulkReply(rd *bufio.Reader, lim Limits, kind Kind, line []byte, v *Valu
 			v.Null = true
 		}
 		return nil
+	case aggregate:
+		return readElems(rd, lim, depth, kind, n, v)
 	case v == nil:
 		return skipBulk(rd, n, kind == VerbatimString)
 	}
@@ -211,20 +216,9 @@ func readBulkReply(rd *bufio.Reader, lim Limits, kind Kind, line []byte, v *Valu
 	return nil
 }
 
-// readAggregate reads the elements of an aggregate nested in depth others
-// whose header line is line into v; with v nil, it checks them without
-// keeping them.
-func readAggregate(rd *bufio.Reader, lim Limits, depth int, kind Kind, line []byte, v *Value) error {
-	n, err := length(line, lim.MaxElems, kind == Array)
-	switch {
-	case err != nil:
-		return err
-	case n < 0:
-		if v != nil {
-			v.Null = true
-		}
-		return nil
-	}
+// readElems reads the n elements (pairs, for a map) of an aggregate nested
+// in depth others into v; with v nil, it checks them without keeping them.
+func readElems(rd *bufio.Reader, lim Limits, depth int, kind Kind, n int, v *Value) error {
 	if kind == Map {
 		n *= 2
 	}
