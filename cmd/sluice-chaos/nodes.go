@@ -291,14 +291,11 @@ func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) error 
 	deadline := time.Now().Add(timeout)
 	for _, nd := range c.nodes {
 		for nd.running() {
-			r, err := command(nd.RESP, time.Second, "DBSIZE")
-			if err == nil && r.err == "" {
+			err := sluiceproc.Serving(nd.RESP, time.Second)
+			if err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				if err == nil {
-					err = errors.New(r.err)
-				}
 				return fmt.Errorf("%s not serving within %v: %w", nd.ID, timeout, err)
 			}
 			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {

@@ -138,9 +138,8 @@ func (c *testCluster) waitServing(nodes ...*proc) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range nodes {
-		r := c.client(p)
 		for {
-			err := r.Do(context.Background(), "DBSIZE").Err()
+			err := sluiceproc.Serving(p.RESP, 5*time.Second)
 			if err == nil {
 				break
 			}

@@ -11,6 +11,7 @@
 package sluiceproc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/freeport"
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // Node is one sluice node: its id, addresses and data directory, which
@@ -172,4 +174,24 @@ func (p *Process) Stop(timeout time.Duration) error {
 		p.Kill()
 		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", p.Name, timeout)
 	}
+}
+
+// Serving asks the node at addr for DBSIZE, a read that goes through the
+// replicated log (so a leader answers it only with a quorum), on a fresh
+// connection within timeout, and returns nil if it answers without an
+// error: the node serves.
+func Serving(addr string, timeout time.Duration) error {
+	c, err := respwire.Dial(addr, timeout)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer c.Close()
+	v, err := c.Do(timeout, "DBSIZE")
+	if err != nil {
+		return err
+	}
+	if v.Kind == respwire.SimpleError || v.Kind == respwire.BulkError {
+		return errors.New(v.Str)
+	}
+	return nil
 }

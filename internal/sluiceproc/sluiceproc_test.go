@@ -3,6 +3,7 @@ package sluiceproc
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"slices"
 	"strings"
@@ -93,5 +94,52 @@ func TestProcessStopKill(t *testing.T) {
 				t.Fatalf("Stop after exit: %v", err)
 			}
 		})
+	}
+}
+
+// TestServing: a node serves when DBSIZE answers without an error.
+func TestServing(t *testing.T) {
+	tests := []struct {
+		name, reply string
+		wantErr     string // empty: serving
+	}{
+		{"answers", ":0\r\n", ""},
+		{"refuses", "-CLUSTERDOWN no leader\r\n", "CLUSTERDOWN no leader"},
+		{"bulk error", "!5\r\nNOPE!\r\n", "NOPE!"},
+		{"silent", "", "timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				buf := make([]byte, 64)
+				if _, err := c.Read(buf); err == nil && tc.reply != "" {
+					_, _ = c.Write([]byte(tc.reply))
+				}
+				_, _ = c.Read(buf) // until the client closes
+			}()
+			err = Serving(ln.Addr().String(), 300*time.Millisecond)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Serving: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Serving: %v, want an error with %q", err, tc.wantErr)
+			}
+		})
+	}
+	if err := Serving("127.0.0.1:1", 300*time.Millisecond); err == nil {
+		t.Fatal("Serving on a closed port succeeded")
 	}
 }
