@@ -6,10 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // ErrProtocol is wrapped by every error about a malformed reply.
@@ -154,49 +155,18 @@ func (c *Conn) Do(ctx context.Context, args ...string) (Value, error) {
 	return v, nil
 }
 
-// line reads one CRLF-terminated line and returns it without the CRLF. The
-// slice is valid until the next read.
-func (c *Conn) line() ([]byte, error) {
-	l, err := c.br.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, c.br.Size())
-		}
-		return nil, fmt.Errorf("read: %w", err)
-	}
-	if len(l) < 3 || l[len(l)-2] != '\r' {
-		return nil, fmt.Errorf("%w: bad line %q", ErrProtocol, l)
-	}
-	return l[:len(l)-2], nil
-}
+// limits bound the replies the client accepts: generous, since it talks to
+// servers it started itself, but finite.
+var limits = respwire.Limits{MaxBulk: 512 << 20, MaxElems: 1 << 24}
 
-// parseInt parses a decimal integer without allocating.
-func parseInt(b []byte) (int64, error) {
-	if len(b) == 0 {
-		return 0, fmt.Errorf("%w: empty integer", ErrProtocol)
+// readErr wraps an error of respwire: a malformed reply as ErrProtocol,
+// anything else as a read error.
+func readErr(err error) error {
+	var pe *respwire.ProtocolError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%w: %s", ErrProtocol, pe.Msg)
 	}
-	neg := false
-	if b[0] == '-' || b[0] == '+' {
-		neg = b[0] == '-'
-		b = b[1:]
-		if len(b) == 0 {
-			return 0, fmt.Errorf("%w: bad integer", ErrProtocol)
-		}
-	}
-	if len(b) > 19 {
-		return 0, fmt.Errorf("%w: integer %q too long", ErrProtocol, b)
-	}
-	var n int64
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, fmt.Errorf("%w: bad integer %q", ErrProtocol, b)
-		}
-		n = n*10 + int64(ch-'0')
-	}
-	if neg {
-		n = -n
-	}
-	return n, nil
+	return fmt.Errorf("read: %w", err)
 }
 
 // ReadDecision reads one reply and keeps only its decision, without
@@ -204,158 +174,76 @@ func parseInt(b []byte) (int64, error) {
 // (an ECHO, see EchoDialect) is reported as Allowed 1; any other well-formed
 // reply is skipped and reported as Allowed 0.
 func (c *Conn) ReadDecision() (Decision, error) {
-	l, err := c.line()
+	l, err := respwire.ReadLine(c.br, limits)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, readErr(err)
 	}
-	switch l[0] {
-	case ':':
-		n, err := parseInt(l[1:])
-		return Decision{Allowed: n}, err
-	case '-':
+	switch respwire.Kind(l[0]) {
+	case respwire.Integer:
+		n, ok := respwire.ParseInt(l[1:])
+		if !ok {
+			return Decision{}, fmt.Errorf("%w: bad integer %q", ErrProtocol, l)
+		}
+		return Decision{Allowed: n}, nil
+	case respwire.SimpleError:
 		return Decision{Err: true, Msg: string(l[1:])}, nil
-	case '$':
-		if err := c.skipRest(l); err != nil || bytes.HasPrefix(l, []byte("$-")) {
-			return Decision{}, err
+	case respwire.BulkString:
+		if err := respwire.SkipRest(c.br, limits, l); err != nil {
+			return Decision{}, readErr(err)
+		}
+		if bytes.Equal(l, []byte("$-1")) {
+			return Decision{}, nil // a null
 		}
 		return Decision{Allowed: 1}, nil
-	case '*':
-		n, err := parseInt(l[1:])
-		if err != nil || n <= 0 {
-			return Decision{}, err
+	case respwire.Array:
+		n, ok := respwire.ParseInt(l[1:])
+		if !ok || n < -1 {
+			return Decision{}, fmt.Errorf("%w: bad length %q", ErrProtocol, l)
+		}
+		if n <= 0 {
+			return Decision{}, nil
 		}
 		first, err := c.ReadDecision()
 		if err != nil {
 			return Decision{}, err
 		}
-		for i := int64(1); i < n; i++ {
-			if err := c.skip(); err != nil {
-				return Decision{}, err
+		for range n - 1 {
+			if err := respwire.Skip(c.br, limits); err != nil {
+				return Decision{}, readErr(err)
 			}
 		}
 		return first, nil
 	default:
-		return Decision{}, c.skipRest(l)
+		if err := respwire.SkipRest(c.br, limits, l); err != nil {
+			return Decision{}, readErr(err)
+		}
+		return Decision{}, nil
 	}
 }
 
-// skip reads and discards one reply.
-func (c *Conn) skip() error {
-	l, err := c.line()
-	if err != nil {
-		return err
-	}
-	return c.skipRest(l)
-}
-
-// skipRest discards the rest of a reply whose first line is l.
-func (c *Conn) skipRest(l []byte) error {
-	switch l[0] {
-	case '+', '-', ':', '_', ',', '#', '(':
-		return nil
-	case '$', '=', '!':
-		n, err := parseInt(l[1:])
-		if err != nil || n < 0 {
-			return err
-		}
-		if _, err := c.br.Discard(int(n) + 2); err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		return nil
-	case '*', '~', '>', '%', '|':
-		n, err := parseInt(l[1:])
-		if err != nil || n < 0 {
-			return err
-		}
-		if l[0] == '%' || l[0] == '|' {
-			n *= 2
-		}
-		for i := int64(0); i < n; i++ {
-			if err := c.skip(); err != nil {
-				return err
-			}
-		}
-		return nil
-	default:
-		return fmt.Errorf("%w: unknown reply type %q", ErrProtocol, l[0])
-	}
-}
-
-// maxBulk caps the bulk strings ReadValue accepts, so that a broken server
-// cannot make the client allocate without bound.
-const maxBulk = 512 << 20
-
-// ReadValue reads one reply in full.
+// ReadValue reads one reply in full. A RESP3 bulk error comes back as an
+// error reply ('-'), a RESP3 null with Null set.
 func (c *Conn) ReadValue() (Value, error) {
-	l, err := c.line()
+	w, err := respwire.Read(c.br, limits)
 	if err != nil {
-		return Value{}, err
+		return Value{}, readErr(err)
 	}
-	v := Value{Kind: l[0]}
-	switch l[0] {
-	case '+', '-', ',', '(':
-		v.Str = string(l[1:])
-	case ':':
-		v.Int, err = parseInt(l[1:])
-	case '_':
-		v.Null = true
-	case '#':
-		v.Int = 0
-		if len(l) > 1 && l[1] == 't' {
-			v.Int = 1
-		}
-	case '$', '=', '!':
-		var n int64
-		n, err = parseInt(l[1:])
-		if err != nil {
-			return v, err
-		}
-		if n < 0 {
-			v.Null = true
-			return v, nil
-		}
-		if n > maxBulk {
-			return v, fmt.Errorf("%w: bulk of %d bytes", ErrProtocol, n)
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(c.br, buf); err != nil {
-			return v, fmt.Errorf("read: %w", err)
-		}
-		if buf[n] != '\r' || buf[n+1] != '\n' {
-			return v, fmt.Errorf("%w: bulk not followed by CRLF", ErrProtocol)
-		}
-		v.Str = string(buf[:n])
-		if l[0] == '!' {
-			v.Kind = '-'
-		}
-	case '*', '~', '>', '%', '|':
-		var n int64
-		n, err = parseInt(l[1:])
-		if err != nil {
-			return v, err
-		}
-		if n < 0 {
-			v.Null = true
-			return v, nil
-		}
-		if l[0] == '%' || l[0] == '|' {
-			n *= 2
-		}
-		if n > 1<<24 {
-			return v, fmt.Errorf("%w: aggregate of %d elements", ErrProtocol, n)
-		}
-		v.Array = make([]Value, 0, n)
-		for i := int64(0); i < n; i++ {
-			e, err := c.ReadValue()
-			if err != nil {
-				return v, err
-			}
-			v.Array = append(v.Array, e)
-		}
-	default:
-		return v, fmt.Errorf("%w: unknown reply type %q", ErrProtocol, l[0])
+	return fromWire(w), nil
+}
+
+// fromWire is a reply read by respwire as a Value.
+func fromWire(w respwire.Value) Value {
+	v := Value{Kind: byte(w.Kind), Str: w.Str, Int: w.Int, Null: w.IsNull()}
+	if w.Kind == respwire.BulkError {
+		v.Kind = '-'
 	}
-	return v, err
+	if w.Elems != nil {
+		v.Array = make([]Value, len(w.Elems))
+		for i, e := range w.Elems {
+			v.Array[i] = fromWire(e)
+		}
+	}
+	return v
 }
 
 // Ints is v as a list of integers: an integer reply is a list of one; an

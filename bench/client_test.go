@@ -26,6 +26,19 @@ func TestAppendCommand(t *testing.T) {
 	}
 }
 
+// dialReplies starts a fake server that answers each command, by its name,
+// with the raw reply replies holds for it, and connects to it.
+func dialReplies(t *testing.T, replies map[string]string) (*fakeServer, *Conn) {
+	t.Helper()
+	s := startFake(t, func(args []string) string { return replies[args[0]] })
+	c, err := Dial(testCtx(t), s.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
+}
+
 func TestClientParsesEveryReplyType(t *testing.T) {
 	replies := map[string]string{
 		"SIMPLE":  "+OK\r\n",
@@ -42,13 +55,8 @@ func TestClientParsesEveryReplyType(t *testing.T) {
 		"BOOL3":   "#t\r\n",
 		"DOUBLE3": ",1.5\r\n",
 	}
-	s := startFake(t, func(args []string) string { return replies[args[0]] })
+	_, c := dialReplies(t, replies)
 	ctx := testCtx(t)
-	c, err := Dial(ctx, s.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 
 	v, err := c.Do(ctx, "SIMPLE")
 	if err != nil || v.Kind != '+' || v.Str != "OK" {
@@ -109,13 +117,7 @@ func TestClientPipelinedDecisions(t *testing.T) {
 		"BULK":  "$4\r\nPONG\r\n",
 		"NULL":  "$-1\r\n",
 	}
-	s := startFake(t, func(args []string) string { return replies[args[0]] })
-	ctx := testCtx(t)
-	c, err := Dial(ctx, s.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	s, c := dialReplies(t, replies)
 	order := []string{"ALLOW", "DENY", "ONE", "ZERO", "ERR", "MIXED", "BULK", "NULL", "ALLOW"}
 	for _, cmd := range order {
 		c.Append(cmd, "key")

@@ -146,6 +146,16 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 			}
 		}
 	}()
+	// failed records err as target i's failure, or returns the context's
+	// error when the sweep was cancelled.
+	failed := func(i int, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		series[i].Err = err.Error()
+		r.Progress.Finish("failed: " + shorten(err.Error(), 80))
+		return nil
+	}
 	bases := make([]int64, len(o.Targets))
 	for i, name := range o.Targets {
 		series[i].Target = name
@@ -184,11 +194,9 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 				p, err = memoryPoint(ctx, t, n, bases[i])
 			}
 			if err != nil {
-				if ctx.Err() != nil {
-					return series, ctx.Err()
+				if err := failed(i, err); err != nil {
+					return series, err
 				}
-				series[i].Err = err.Error()
-				r.Progress.Finish("failed: " + shorten(err.Error(), 80))
 				continue
 			}
 			have[i] = n
@@ -210,11 +218,9 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 				lo.Addrs, lo.Seed, lo.ServerPIDs = t.Addrs, uint64(round+1), t.PIDs()
 				lr, err := RunLoad(ctx, w, t.Dialect, lo)
 				if err != nil {
-					if ctx.Err() != nil {
-						return series, ctx.Err()
+					if err := failed(i, err); err != nil {
+						return series, err
 					}
-					series[i].Err = err.Error()
-					r.Progress.Finish("failed: " + shorten(err.Error(), 80))
 					continue
 				}
 				runs[i] = append(runs[i], lr)

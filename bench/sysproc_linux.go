@@ -5,12 +5,6 @@ import (
 	"syscall"
 )
 
-// sysProcAttr makes a started server die with the benchmark process, so
-// that an interrupted run leaves no server behind.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // FSType names the file system that holds path (ext4, xfs, tmpfs, ...),
 // since the durable targets' figures depend on what an fsync costs there.
 func FSType(path string) string {

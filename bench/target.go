@@ -13,10 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/freeport"
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // The targets the tool knows how to start.
@@ -107,7 +107,7 @@ type Target struct {
 func (t *Target) PIDs() []int {
 	pids := make([]int, len(t.procs))
 	for i, p := range t.procs {
-		pids[i] = p.cmd.Process.Pid
+		pids[i] = p.Pid()
 	}
 	return pids
 }
@@ -145,8 +145,8 @@ func (t *Target) Flush(ctx context.Context) error {
 func (t *Target) Alive() error {
 	for _, p := range t.procs {
 		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited: %v; last output: %s", p.name, p.waitErr, p.tail.String())
+		case <-p.Exited():
+			return fmt.Errorf("%s exited: %v; last output: %s", p.Name, p.Err(), p.tail.String())
 		default:
 		}
 	}
@@ -160,7 +160,7 @@ func (t *Target) Stop() error {
 	}
 	var errs []error
 	for _, p := range t.procs {
-		if err := p.stop(10 * time.Second); err != nil {
+		if err := p.Stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -275,51 +275,20 @@ func (t *tailBuffer) String() string {
 	return s
 }
 
-// process is a started server process.
+// process is a started server process and the tail of its output.
 type process struct {
-	name    string
-	cmd     *exec.Cmd
-	tail    *tailBuffer
-	exited  chan struct{}
-	waitErr error
+	*sluiceproc.Process
+	tail *tailBuffer
 }
 
+// startProcess starts bin with args in dir; the process dies with this one.
 func startProcess(name, bin string, args []string, dir string) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
 	tail := &tailBuffer{max: 4096}
-	cmd.Stdout = tail
-	cmd.Stderr = tail
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	p, err := sluiceproc.Start(name, bin, args, sluiceproc.Options{Dir: dir, Output: tail, DieWithParent: true})
+	if err != nil {
+		return nil, err
 	}
-	p := &process{name: name, cmd: cmd, tail: tail, exited: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-// stop sends SIGTERM, then SIGKILL after timeout.
-func (p *process) stop(timeout time.Duration) error {
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return nil
-	case <-t.C:
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", p.name, timeout)
-	}
+	return &process{Process: p, tail: tail}, nil
 }
 
 // waitReady polls addr until probe succeeds on a connection, the process
@@ -328,12 +297,12 @@ func waitReady(ctx context.Context, p *process, addr string, probe func(context.
 	var last error
 	for {
 		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited at start (%v); output: %s", p.name, p.waitErr, p.tail.String())
+		case <-p.Exited():
+			return fmt.Errorf("%s exited at start (%v); output: %s", p.Name, p.Err(), p.tail.String())
 		default:
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s not ready: %w (last: %v); output: %s", p.name, err, last, p.tail.String())
+			return fmt.Errorf("%s not ready: %w (last: %v); output: %s", p.Name, err, last, p.tail.String())
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		c, err := Dial(pctx, addr)
@@ -466,19 +435,28 @@ func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt S
 		args = append(args, "--enable-debug-command")
 	}
 	bin, _ := filepath.Abs(cfg.SluiceBin)
-	p, err := startProcess(name, bin, args, "")
-	if err != nil {
-		t.Stop()
-		return nil, err
-	}
-	t.procs = append(t.procs, p)
-	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	defer cancel()
-	if err := waitReady(sctx, p, addr, limiterProbe); err != nil {
-		t.Stop()
+	if err := t.launch(ctx, cfg.StartTimeout, name, bin, args, "", addr, limiterProbe); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// launch starts one process of t (bin with args, in dir) and waits until
+// probe succeeds on addr, within timeout; if it cannot, it stops t.
+func (t *Target) launch(ctx context.Context, timeout time.Duration, name, bin string, args []string, dir, addr string, probe func(context.Context, *Conn) error) error {
+	p, err := startProcess(name, bin, args, dir)
+	if err != nil {
+		t.Stop()
+		return err
+	}
+	t.procs = append(t.procs, p)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := waitReady(sctx, p, addr, probe); err != nil {
+		t.Stop()
+		return err
+	}
+	return nil
 }
 
 func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions) (*Target, error) {
@@ -502,44 +480,42 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	t.dirs = append(t.dirs, base)
-	var peers []string
-	for i := range 3 {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, ports[3+i]))
+	nodes, err := sluiceproc.Layout(3, base, func() (string, error) {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		ports = ports[1:]
+		return addr, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	for i := range 3 {
-		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
-		args := []string{
-			"--id", fmt.Sprintf("n%d", i+1),
-			"--addr", addr,
-			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[3+i]),
-			"--data-dir", filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			"--peers", strings.Join(peers, ","),
-			"--log-level", "warn",
+	peers := sluiceproc.Peers(nodes)
+	for _, nd := range nodes {
+		if !forward {
+			nd.Fwd = ""
 		}
-		if forward {
-			args = append(args, "--forward-addr", fmt.Sprintf("127.0.0.1:%d", ports[6+i]))
-		}
+		common := []string{"--log-level", "warn"}
 		if metrics {
-			m := fmt.Sprintf("127.0.0.1:%d", ports[9+i])
-			args = append(args, "--metrics-addr", m)
+			m := fmt.Sprintf("127.0.0.1:%d", ports[0])
+			ports = ports[1:]
+			common = append(common, "--metrics-addr", m)
 			t.metrics = append(t.metrics, m)
 		}
 		if opt.LogStore != "" {
-			args = append(args, "--raft-log", opt.LogStore)
+			common = append(common, "--raft-log", opt.LogStore)
 		}
 		if opt.Fsync != "" {
-			args = append(args, "--fsync", opt.Fsync)
+			common = append(common, "--fsync", opt.Fsync)
 		}
 		if opt.Debug {
-			args = append(args, "--enable-debug-command")
+			common = append(common, "--enable-debug-command")
 		}
-		p, err := startProcess(fmt.Sprintf("sluice n%d", i+1), bin, args, "")
+		p, err := startProcess("sluice "+nd.ID, bin, nd.Args(peers, common...), "")
 		if err != nil {
 			t.Stop()
 			return nil, err
 		}
 		t.procs = append(t.procs, p)
-		t.Addrs = append(t.Addrs, addr)
+		t.Addrs = append(t.Addrs, nd.RESP)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StartTimeout)
 	defer cancel()
@@ -571,18 +547,11 @@ func startRedis(ctx context.Context, cfg ServerConfig) (*Target, error) {
 		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
 		"--loglevel", "warning",
 	}
-	p, err := startProcess("redis-server", cfg.RedisBin, args, dir)
-	if err != nil {
-		t.Stop()
+	if err := t.launch(ctx, cfg.StartTimeout, "redis-server", cfg.RedisBin, args, dir, addr, pingProbe); err != nil {
 		return nil, err
 	}
-	t.procs = append(t.procs, p)
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
-	if err := waitReady(sctx, p, addr, pingProbe); err != nil {
-		t.Stop()
-		return nil, err
-	}
 	c, err := Dial(sctx, addr)
 	if err != nil {
 		t.Stop()

@@ -19,7 +19,7 @@ func (c *cluster) finalReads(keys []*keySpec) []finalRead {
 		}
 		fr := finalRead{key: k, ok: true}
 		for i, nd := range c.nodes {
-			r, err := command(nd.resp, 5*time.Second, "RL.PEEK", k.Name)
+			r, err := command(nd.RESP, 5*time.Second, "RL.PEEK", k.Name)
 			rem, text := int64(-1), ""
 			switch v, isInts := r.ints(); {
 			case err != nil:
@@ -33,7 +33,7 @@ func (c *cluster) finalReads(keys []*keySpec) []finalRead {
 			default:
 				text = "malformed " + r.String()
 			}
-			fr.nodes = append(fr.nodes, nd.id+"="+text)
+			fr.nodes = append(fr.nodes, nd.ID+"="+text)
 			if rem < 0 || (i > 0 && rem != fr.rem) {
 				fr.ok = false
 			}
@@ -55,12 +55,12 @@ func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string,
 		if err == nil && same {
 			var ds []string
 			for _, nd := range c.nodes {
-				r, derr := command(nd.resp, 5*time.Second, "DEBUG", "DIGEST")
+				r, derr := command(nd.RESP, 5*time.Second, "DEBUG", "DIGEST")
 				if derr != nil || r.err != "" {
-					err = fmt.Errorf("DEBUG DIGEST on %s: %v %s", nd.id, derr, r.err)
+					err = fmt.Errorf("DEBUG DIGEST on %s: %v %s", nd.ID, derr, r.err)
 					break
 				}
-				ds = append(ds, nd.id+"="+r.str)
+				ds = append(ds, nd.ID+"="+r.str)
 			}
 			if err == nil {
 				idx2, same2, err2 := c.appliedIndexes()
@@ -88,12 +88,12 @@ func (c *cluster) appliedIndexes() (uint64, bool, error) {
 	var desc []string
 	same := true
 	for i, nd := range c.nodes {
-		st, err := raftStatus(nd.resp, 2*time.Second)
+		st, err := raftStatus(nd.RESP, 2*time.Second)
 		if err != nil {
-			return 0, false, fmt.Errorf("RAFT.STATUS on %s: %w", nd.id, err)
+			return 0, false, fmt.Errorf("RAFT.STATUS on %s: %w", nd.ID, err)
 		}
 		a, cm := st["applied_index"], st["commit_index"]
-		desc = append(desc, fmt.Sprintf("%s applied %s commit %s", nd.id, a, cm))
+		desc = append(desc, fmt.Sprintf("%s applied %s commit %s", nd.ID, a, cm))
 		if a != cm || a == "" {
 			same = false
 		}

@@ -198,7 +198,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer c.stop()
-	log.Info("cluster starting", "peers", c.peers, "skewed", c.nodes[skewed].id, "skew", skew)
+	log.Info("cluster starting", "peers", c.peers, "skewed", c.nodes[skewed].ID, "skew", skew)
 	if err := c.waitServing(ctx, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("cluster never served: %w", err)
 	}
@@ -213,7 +213,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	pace := time.Duration(int64(time.Second) * int64(o.workers*len(c.nodes)) / int64(o.rate))
 	for i := range o.workers * len(c.nodes) {
 		nd := c.nodes[i%len(c.nodes)]
-		w := &worker{id: i, node: nd.idx, addr: nd.resp, pace: pace, timeout: o.requestTimeout,
+		w := &worker{id: i, node: nd.idx, addr: nd.RESP, pace: pace, timeout: o.requestTimeout,
 			rng: rand.New(rand.NewPCG(o.seed, uint64(i+1))), wl: wl, rec: rec, start: startMono}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(wctx) }()
@@ -359,7 +359,7 @@ func emptyOutDir(dir string) error {
 // render is the human-readable report.
 func (r *report) render(c *cluster, skewed int, skew time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nseed %d; %s's clock off by %+v\n", r.seed, c.nodes[skewed].id, skew)
+	fmt.Fprintf(&b, "\nseed %d; %s's clock off by %+v\n", r.seed, c.nodes[skewed].ID, skew)
 	kinds := map[faultKind]int{}
 	for _, f := range r.faults {
 		kinds[f.Kind]++

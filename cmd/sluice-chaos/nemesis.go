@@ -108,7 +108,7 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 			}
 		}
 		c.kill(victim)
-		return "kill -9 " + victim.id, func() error { return c.start(victim) }, nil
+		return "kill -9 " + victim.ID, func() error { return c.start(victim) }, nil
 	case faultPauseLeader, faultPauseFollower:
 		victim := leader
 		if k == faultPauseFollower {
@@ -119,7 +119,7 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 		if err := c.signal(victim, syscall.SIGSTOP); err != nil {
 			return "", nil, err
 		}
-		return "SIGSTOP " + victim.id, func() error { return c.signal(victim, syscall.SIGCONT) }, nil
+		return "SIGSTOP " + victim.ID, func() error { return c.signal(victim, syscall.SIGCONT) }, nil
 	case faultIsolateLeader, faultIsolateFollower:
 		victim := leader
 		if k == faultIsolateFollower {
@@ -135,7 +135,7 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 				}
 			}
 		}
-		return fmt.Sprintf("isolate %s (%s)", victim.id, m), c.healLinks, nil
+		return fmt.Sprintf("isolate %s (%s)", victim.ID, m), c.healLinks, nil
 	case faultCutLink:
 		f := n.follower(leader)
 		if f == nil {
@@ -145,7 +145,7 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 		if err := c.cut(leader.idx, f.idx, m); err != nil {
 			return "", nil, errors.Join(err, c.healLinks())
 		}
-		return fmt.Sprintf("cut link %s-%s (%s)", leader.id, f.id, m), c.healLinks, nil
+		return fmt.Sprintf("cut link %s-%s (%s)", leader.ID, f.ID, m), c.healLinks, nil
 	case faultStallLink:
 		f := n.follower(leader)
 		if f == nil {
@@ -154,7 +154,7 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 		if err := c.stall(leader.idx, f.idx); err != nil {
 			return "", nil, errors.Join(err, c.healLinks())
 		}
-		return fmt.Sprintf("stall link %s-%s", leader.id, f.id), c.healLinks, nil
+		return fmt.Sprintf("stall link %s-%s", leader.ID, f.ID), c.healLinks, nil
 	case faultRestartAll:
 		for _, i := range n.rng.Perm(len(c.nodes)) {
 			c.kill(c.nodes[i])
@@ -170,16 +170,16 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 	case faultSkewedLeader:
 		target := c.nodes[n.skewed]
 		if target == leader {
-			return fmt.Sprintf("%s (clock %+v) leads already", target.id, target.skew), noop, nil
+			return fmt.Sprintf("%s (clock %+v) leads already", target.ID, target.skew), noop, nil
 		}
-		r, err := command(leader.resp, 5*time.Second, "RAFT.TRANSFER", target.id)
+		r, err := command(leader.RESP, 5*time.Second, "RAFT.TRANSFER", target.ID)
 		if err != nil {
-			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %w", target.id, err)
+			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %w", target.ID, err)
 		}
 		if r.err != "" {
-			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %s", target.id, r.err)
+			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %s", target.ID, r.err)
 		}
-		return fmt.Sprintf("leadership %s -> %s (clock %+v)", leader.id, target.id, target.skew), noop, nil
+		return fmt.Sprintf("leadership %s -> %s (clock %+v)", leader.ID, target.ID, target.skew), noop, nil
 	}
 	return "", nil, fmt.Errorf("unknown fault kind %d", k)
 }
@@ -192,7 +192,7 @@ func (c *cluster) healAll() error {
 	}
 	for _, nd := range c.nodes {
 		nd.mu.Lock()
-		paused, down := nd.paused, nd.cmd == nil
+		paused, down := nd.paused, nd.proc == nil
 		nd.mu.Unlock()
 		if paused {
 			if err := c.signal(nd, syscall.SIGCONT); err != nil {

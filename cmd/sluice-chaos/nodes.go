@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,20 +14,20 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/freeport"
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // node is one sluice process of the cluster. Its addresses, data
 // directory and skew stay the same across restarts.
 type node struct {
+	*sluiceproc.Node
 	idx             int
-	id              string
-	resp, raft, fwd string
-	dir, logPath    string
+	logPath         string
 	skew            time.Duration
 	dialMap         string
 	mu              sync.Mutex
-	cmd             *exec.Cmd
-	exited          chan struct{} // closed when the current process has exited
+	proc            *sluiceproc.Process
+	exited          chan struct{} // closed when the current process has exited, after its bookkeeping
 	expectExit      bool
 	paused          bool
 	unexpectedExits []string
@@ -70,25 +69,25 @@ func newCluster(bin, out string, n, skewed int, skew time.Duration, extra []stri
 			ln.Close()
 		}
 	}()
-	var peers []string
-	for i := range n {
-		nd := &node{idx: i, id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(out, "data", fmt.Sprintf("n%d", i+1)),
-			logPath: filepath.Join(out, fmt.Sprintf("n%d.log", i+1))}
+	layout, err := sluiceproc.Layout(n, filepath.Join(out, "data"), func() (string, error) {
+		ln, err := reserveAddr()
+		if err != nil {
+			return "", err
+		}
+		reserved = append(reserved, ln)
+		return ln.Addr().String(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range layout {
+		nd := &node{Node: l, idx: i, logPath: filepath.Join(out, l.ID+".log")}
 		if i == skewed {
 			nd.skew = skew
 		}
-		for _, a := range []*string{&nd.resp, &nd.raft, &nd.fwd} {
-			ln, err := reserveAddr()
-			if err != nil {
-				return nil, err
-			}
-			reserved = append(reserved, ln)
-			*a = ln.Addr().String()
-		}
 		c.nodes = append(c.nodes, nd)
-		peers = append(peers, nd.id+"="+nd.raft)
 	}
-	c.peers = strings.Join(peers, ",")
+	c.peers = sluiceproc.Peers(layout)
 	for _, from := range c.nodes {
 		var m []string
 		for _, to := range c.nodes {
@@ -96,7 +95,7 @@ func newCluster(bin, out string, n, skewed int, skew time.Duration, extra []stri
 				continue
 			}
 			var pair []*linkProxy
-			for _, target := range []string{to.raft, to.fwd} {
+			for _, target := range []string{to.Raft, to.Fwd} {
 				p, err := newLinkProxy(target, log)
 				if err != nil {
 					c.stop()
@@ -142,43 +141,40 @@ func (c *cluster) start(nd *node) error {
 	}
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	if nd.cmd != nil {
-		return fmt.Errorf("%s is already running", nd.id)
+	if nd.proc != nil {
+		return fmt.Errorf("%s is already running", nd.ID)
 	}
 	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", nd.id, err)
+		return fmt.Errorf("start %s: %w", nd.ID, err)
 	}
-	args := []string{"--id", nd.id, "--addr", nd.resp, "--raft-addr", nd.raft, "--forward-addr", nd.fwd,
-		"--data-dir", nd.dir, "--peers", c.peers, "--enable-debug-command",
+	common := []string{"--enable-debug-command",
 		"--cluster-timeout", clusterTimeout.String(), "--log-level", "info",
 		"--debug-dial-map", nd.dialMap}
 	if nd.skew != 0 {
-		args = append(args, "--debug-clock-skew", nd.skew.String())
+		common = append(common, "--debug-clock-skew", nd.skew.String())
 	}
-	args = append(args, c.extra...)
-	cmd := exec.Command(c.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	common = append(common, c.extra...)
+	fmt.Fprintf(logf, "--- chaos: starting %s at %s\n", nd.ID, time.Now().Format(time.RFC3339Nano))
 	// The nodes die with the chaos tool, however it ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	fmt.Fprintf(logf, "--- chaos: starting %s at %s\n", nd.id, time.Now().Format(time.RFC3339Nano))
-	if err := cmd.Start(); err != nil {
+	p, err := sluiceproc.Start(nd.ID, c.bin, nd.Args(c.peers, common...), sluiceproc.Options{Output: logf, DieWithParent: true})
+	if err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", nd.id, err)
+		return err
 	}
-	nd.cmd, nd.exited, nd.expectExit, nd.paused = cmd, make(chan struct{}), false, false
+	nd.proc, nd.exited, nd.expectExit, nd.paused = p, make(chan struct{}), false, false
 	exited := nd.exited
 	go func() {
-		err := cmd.Wait()
+		<-p.Exited()
 		logf.Close()
 		nd.mu.Lock()
 		defer nd.mu.Unlock()
 		if !nd.expectExit {
-			msg := fmt.Sprintf("%s exited unexpectedly at %s: %v", nd.id, time.Now().Format(time.RFC3339Nano), err)
+			msg := fmt.Sprintf("%s exited unexpectedly at %s: %v", nd.ID, time.Now().Format(time.RFC3339Nano), p.Err())
 			nd.unexpectedExits = append(nd.unexpectedExits, msg)
-			c.log.Error("node exited unexpectedly", "node", nd.id, "err", err)
+			c.log.Error("node exited unexpectedly", "node", nd.ID, "err", p.Err())
 		}
-		nd.cmd = nil
+		nd.proc = nil
 		close(exited)
 	}()
 	return nil
@@ -187,14 +183,14 @@ func (c *cluster) start(nd *node) error {
 // kill sends SIGKILL (kill -9) and waits for the process to go.
 func (c *cluster) kill(nd *node) {
 	nd.mu.Lock()
-	cmd, exited := nd.cmd, nd.exited
-	if cmd == nil {
+	p, exited := nd.proc, nd.exited
+	if p == nil {
 		nd.mu.Unlock()
 		return
 	}
 	nd.expectExit = true
 	nd.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.Signal(syscall.SIGKILL)
 	<-exited
 	for _, p := range c.proxiesTo(nd) {
 		p.targetDown()
@@ -205,11 +201,11 @@ func (c *cluster) kill(nd *node) {
 func (c *cluster) signal(nd *node, sig syscall.Signal) error {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	if nd.cmd == nil {
-		return fmt.Errorf("%s is not running", nd.id)
+	if nd.proc == nil {
+		return fmt.Errorf("%s is not running", nd.ID)
 	}
-	if err := nd.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("signal %s: %w", nd.id, err)
+	if err := nd.proc.Signal(sig); err != nil {
+		return err
 	}
 	nd.paused = sig == syscall.SIGSTOP
 	return nil
@@ -219,7 +215,7 @@ func (c *cluster) signal(nd *node, sig syscall.Signal) error {
 func (nd *node) running() bool {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	return nd.cmd != nil && !nd.paused
+	return nd.proc != nil && !nd.paused
 }
 
 // crashes returns the unexpected exits seen so far.
@@ -275,7 +271,7 @@ func (c *cluster) leader(ctx context.Context, timeout time.Duration) (*node, err
 			if !nd.running() {
 				continue
 			}
-			st, err := raftStatus(nd.resp, 500*time.Millisecond)
+			st, err := raftStatus(nd.RESP, 500*time.Millisecond)
 			if err == nil && st["role"] == "leader" {
 				return nd, nil
 			}
@@ -295,15 +291,12 @@ func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) error 
 	deadline := time.Now().Add(timeout)
 	for _, nd := range c.nodes {
 		for nd.running() {
-			r, err := command(nd.resp, time.Second, "DBSIZE")
-			if err == nil && r.err == "" {
+			err := sluiceproc.Serving(nd.RESP, time.Second)
+			if err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				if err == nil {
-					err = errors.New(r.err)
-				}
-				return fmt.Errorf("%s not serving within %v: %w", nd.id, timeout, err)
+				return fmt.Errorf("%s not serving within %v: %w", nd.ID, timeout, err)
 			}
 			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 				return err

@@ -45,13 +45,16 @@ func roundTrip(c net.Conn, rd *bufio.Reader, line string, d time.Duration) (stri
 	return got[:len(got)-1], nil
 }
 
-func TestLinkProxy(t *testing.T) {
+// proxiedEcho starts an echo server behind a link proxy; dial connects
+// through the proxy.
+func proxiedEcho(t *testing.T) (p *linkProxy, dial func() (net.Conn, *bufio.Reader)) {
+	t.Helper()
 	p, err := newLinkProxy(echoServer(t), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.close)
-	dial := func() (net.Conn, *bufio.Reader) {
+	return p, func() (net.Conn, *bufio.Reader) {
 		t.Helper()
 		c, err := net.Dial("tcp", p.addr())
 		if err != nil {
@@ -60,6 +63,10 @@ func TestLinkProxy(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c, bufio.NewReader(c)
 	}
+}
+
+func TestLinkProxy(t *testing.T) {
+	p, dial := proxiedEcho(t)
 	c, rd := dial()
 	if got, err := roundTrip(c, rd, "up", time.Second); err != nil || got != "up" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
@@ -128,20 +135,7 @@ func TestLinkProxy(t *testing.T) {
 // that lived through the stall stay silent (as TCP deep in retransmission
 // backoff), and new ones pass.
 func TestLinkProxyStall(t *testing.T) {
-	p, err := newLinkProxy(echoServer(t), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.close)
-	dial := func() (net.Conn, *bufio.Reader) {
-		t.Helper()
-		c, err := net.Dial("tcp", p.addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, bufio.NewReader(c)
-	}
+	p, dial := proxiedEcho(t)
 	old, oldRd := dial()
 	if got, err := roundTrip(old, oldRd, "up", time.Second); err != nil || got != "up" {
 		t.Fatalf("through the proxy: %q, %v", got, err)

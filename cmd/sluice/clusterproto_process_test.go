@@ -33,16 +33,16 @@ func (c *testCluster) waitClusterTopology() *proc {
 			got, err := r.ClusterSlots(context.Background()).Result()
 			switch {
 			case err != nil:
-				problem = fmt.Sprintf("%s: CLUSTER SLOTS: %v", p.id, err)
+				problem = fmt.Sprintf("%s: CLUSTER SLOTS: %v", p.ID, err)
 			case len(got) != 1 || got[0].Start != 0 || got[0].End != slots.Count-1 || len(got[0].Nodes) != len(c.nodes):
-				problem = fmt.Sprintf("%s: CLUSTER SLOTS %+v", p.id, got)
-			case got[0].Nodes[0].Addr != leader.resp:
-				problem = fmt.Sprintf("%s: CLUSTER SLOTS master %s, leader %s", p.id, got[0].Nodes[0].Addr, leader.resp)
+				problem = fmt.Sprintf("%s: CLUSTER SLOTS %+v", p.ID, got)
+			case got[0].Nodes[0].Addr != leader.RESP:
+				problem = fmt.Sprintf("%s: CLUSTER SLOTS master %s, leader %s", p.ID, got[0].Nodes[0].Addr, leader.RESP)
 			}
 			if problem == "" {
 				info, err := r.ClusterInfo(context.Background()).Result()
 				if err != nil || !strings.Contains(info, "cluster_state:ok\r\n") {
-					problem = fmt.Sprintf("%s: CLUSTER INFO %q %v", p.id, info, err)
+					problem = fmt.Sprintf("%s: CLUSTER INFO %q %v", p.ID, info, err)
 				}
 			}
 			if problem != "" {
@@ -84,7 +84,7 @@ func TestRedisClusterClients(t *testing.T) {
 			c := newTestClusterWith(t, 3, func(nodes []*proc) {
 				if redirect {
 					for _, p := range nodes {
-						p.extra = append(p.extra, "--redirect")
+						p.Extra = append(p.Extra, "--redirect")
 					}
 				}
 			})
@@ -96,7 +96,7 @@ func TestRedisClusterClients(t *testing.T) {
 			// A plain client on a follower: forwarded, or MOVED to the leader.
 			err := c.client(follower).Do(ctx, "RL.TOKEN", "foo", "5", "1/h").Err()
 			if redirect {
-				if want := "MOVED 12182 " + leader.resp; err == nil || err.Error() != want {
+				if want := "MOVED 12182 " + leader.RESP; err == nil || err.Error() != want {
 					t.Fatalf("plain client on a follower: %v, want %s", err, want)
 				}
 			} else if err != nil {
@@ -108,7 +108,7 @@ func TestRedisClusterClients(t *testing.T) {
 			}
 
 			// go-redis's ClusterClient, seeded with a follower, defaults.
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{follower.resp}})
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{follower.RESP}})
 			defer cc.Close()
 			got, err := cc.Do(ctx, "RL.TOKEN", "gr:key", "100", "1/h").Int64Slice()
 			if err != nil || len(got) != 5 || got[0] != 1 || got[2] != 99 {
@@ -117,7 +117,7 @@ func TestRedisClusterClients(t *testing.T) {
 
 			// rueidis, defaults (client-side caching on): CLUSTER SLOTS
 			// makes it a cluster client routing by key.
-			rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{follower.resp}})
+			rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{follower.RESP}})
 			if err != nil {
 				t.Fatalf("rueidis: %v", err)
 			}
@@ -126,7 +126,7 @@ func TestRedisClusterClients(t *testing.T) {
 			if err != nil || len(rgot) != 5 || rgot[0] != 1 || rgot[2] != 99 {
 				t.Fatalf("rueidis RL.TOKEN: %v %v", rgot, err)
 			}
-			if _, isCluster := rc.Nodes()[leader.resp]; !isCluster || len(rc.Nodes()) != 3 {
+			if _, isCluster := rc.Nodes()[leader.RESP]; !isCluster || len(rc.Nodes()) != 3 {
 				t.Fatalf("rueidis nodes %v: want the three members", rc.Nodes())
 			}
 
@@ -137,7 +137,7 @@ func TestRedisClusterClients(t *testing.T) {
 			admitted := 0
 			var wg sync.WaitGroup
 			for _, p := range c.nodes {
-				ccp := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{p.resp}})
+				ccp := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{p.RESP}})
 				defer ccp.Close()
 				type doer interface {
 					Do(ctx context.Context, args ...any) *redis.Cmd
@@ -172,7 +172,7 @@ func TestRedisClusterClients(t *testing.T) {
 
 			// redis-cli -c, pointed at a follower, follows MOVED.
 			if path, err := exec.LookPath("redis-cli"); err == nil {
-				host, port, _ := strings.Cut(follower.resp, ":")
+				host, port, _ := strings.Cut(follower.RESP, ":")
 				out, err := exec.Command(path, "-c", "-h", host, "-p", port, "RL.TOKEN", "cli:key", "7", "1/h").CombinedOutput()
 				if err != nil || strings.Fields(string(out))[0] != "1" || strings.Contains(string(out), "MOVED") {
 					t.Fatalf("redis-cli -c: %v\n%s", err, out)
@@ -186,7 +186,7 @@ func TestRedisClusterClients(t *testing.T) {
 
 			// redis-py's RedisCluster (Debian's python3-redis).
 			if python := pythonWithRedis(); python != "" {
-				host, port, _ := strings.Cut(follower.resp, ":")
+				host, port, _ := strings.Cut(follower.RESP, ":")
 				out, err := exec.Command(python, "testdata/rediscluster.py", host, port, "py:key").CombinedOutput()
 				slot := strconv.Itoa(slots.Of([]byte("py:key")))
 				want := "nodes 3\nslot " + slot + "\ntoken [1, 100, 99, 0, 3600000]\nkeyslot " + slot
@@ -199,7 +199,7 @@ func TestRedisClusterClients(t *testing.T) {
 
 			// ioredis's Cluster, when .ci/run has installed it.
 			if dir, node := os.Getenv("SLUICE_NODE_MODULES"), nodeBinary(); dir != "" && node != "" {
-				host, port, _ := strings.Cut(follower.resp, ":")
+				host, port, _ := strings.Cut(follower.RESP, ":")
 				out, err := runNodeScript(t, node, dir, "testdata/iocluster.mjs", host, port)
 				want := "masters 1\nall 3\ntoken [1,10,9,0,3600000]\nexists 1"
 				if err != nil || strings.TrimSpace(string(out)) != want {
@@ -214,13 +214,13 @@ func TestRedisClusterClients(t *testing.T) {
 			// Raft group it must find exactly the one (the leader) and say
 			// so. A short bounded run against the leader then has no error.
 			if path, err := exec.LookPath("redis-benchmark"); err == nil {
-				host, port, _ := strings.Cut(follower.resp, ":")
+				host, port, _ := strings.Cut(follower.RESP, ":")
 				out, _ := exec.Command(path, "--cluster", "-h", host, "-p", port, "-n", "100", "-q",
 					"RL.TOKEN", "bench:__rand_int__", "1000", "1/s").CombinedOutput()
 				if !strings.Contains(string(out), "Invalid cluster: 1 node(s).") {
 					t.Fatalf("redis-benchmark --cluster with one group:\n%s", out)
 				}
-				host, port, _ = strings.Cut(leader.resp, ":")
+				host, port, _ = strings.Cut(leader.RESP, ":")
 				out, err = exec.Command(path, "-h", host, "-p", port, "-n", "2000", "-c", "4", "-r", "1000", "-q",
 					"RL.TOKEN", "bench:__rand_int__", "1000", "1/s").CombinedOutput()
 				if err != nil || !strings.Contains(string(out), "requests per second") || strings.Contains(strings.ToLower(string(out)), "error") {

@@ -18,7 +18,7 @@ import (
 // both stores.
 func TestDurabilityAtStartup(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := freeAddr(t)
 	start := func(args ...string) (stop func() error) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())

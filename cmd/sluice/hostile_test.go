@@ -73,7 +73,7 @@ func plainBinary(t *testing.T) string {
 // and the query-buffer limit (8 MiB) has to stop it while it streams.
 func startHostileNode(t *testing.T) *hostileNode {
 	t.Helper()
-	n := &hostileNode{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	n := &hostileNode{addr: freeAddr(t)}
 	n.cmd = startProcess(t, plainBinary(t), "--addr", n.addr, "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--enable-debug-command", "--maxclients", fmt.Sprint(hostileMaxClients),
 		"--proto-max-bulk-len", fmt.Sprint(int64(4)<<30), "--log-level", "warn")

@@ -24,7 +24,7 @@ import (
 // TLS).
 func TestOpsConfigFileClientCerts(t *testing.T) {
 	certs := testcerts.Generate(t, t.TempDir())
-	tlsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tlsAddr := freeAddr(t)
 	path := writeConfig(t, fmt.Sprintf(`in-memory yes
 maxclients 40
 max-keys 10
@@ -85,10 +85,10 @@ tls-ca-cert-file %s
 // TestOpsNotReadyWithoutLeader: a node whose peers never answer has no
 // leader; /readyz says so with 503 while /healthz stays 200.
 func TestOpsNotReadyWithoutLeader(t *testing.T) {
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	peers := fmt.Sprintf("n1=127.0.0.1:%d,n2=127.0.0.1:%d,n3=127.0.0.1:%d", freePort(t), freePort(t), freePort(t))
+	metrics := freeAddr(t)
+	peers := "n1=" + freeAddr(t) + ",n2=" + freeAddr(t) + ",n3=" + freeAddr(t)
 	startProcess(t, binary, "--id", "n1", "--peers", peers, "--in-memory",
-		"--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--forward-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--addr", freeAddr(t), "--forward-addr", freeAddr(t),
 		"--metrics-addr", metrics, "--log-level", "warn")
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testcerts"
 )
 
@@ -170,28 +171,26 @@ func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p, err := sluiceproc.Start(filepath.Base(bin), bin, args, sluiceproc.Options{Output: logf})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		p.Kill()
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("sluice log:\n%s", b)
 		}
 	})
-	return cmd
+	return p.Cmd
 }
 
 func startOpsNode(t *testing.T, args ...string) *opsNode {
 	t.Helper()
 	n := &opsNode{
-		resp:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		metrics: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		resp:    freeAddr(t),
+		metrics: freeAddr(t),
 	}
 	args = append([]string{"--addr", n.resp, "--metrics-addr", n.metrics, "--log-level", "warn"}, args...)
 	n.cmd = startProcess(t, binary, args...)
@@ -257,7 +256,7 @@ func (n *opsNode) scrape(t *testing.T) map[string]float64 {
 // ones answer; the metrics scraped and parsed agree.
 func TestOpsTLSMetricsOOM(t *testing.T) {
 	certs := testcerts.Generate(t, t.TempDir())
-	tlsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tlsAddr := freeAddr(t)
 	n := startOpsNode(t, "--in-memory", "--max-keys", "3", "--tls-addr", tlsAddr,
 		"--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key)
 	ctx := context.Background()
@@ -365,8 +364,8 @@ func TestOpsPprof(t *testing.T) {
 // mutual TLS; its Raft metrics; a stranger refused; OOM through the log.
 func TestOpsRaftTLSNode(t *testing.T) {
 	certs := testcerts.Generate(t, t.TempDir())
-	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	fwdAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raftAddr := freeAddr(t)
+	fwdAddr := freeAddr(t)
 	n := startOpsNode(t, "--data-dir", t.TempDir(), "--raft-addr", raftAddr, "--forward-addr", fwdAddr,
 		"--raft-tls-cert-file", certs.Cert, "--raft-tls-key-file", certs.Key, "--raft-tls-ca-cert-file", certs.CA,
 		"--maxmemory", "1kb")

@@ -158,12 +158,12 @@ func newProxiedCluster(t *testing.T, stuckFwd bool) *proxiedCluster {
 				if i == j {
 					continue
 				}
-				raft := newStallProxy(t, b.raft, false)
-				fwd := newStallProxy(t, b.fwd, stuckFwd)
+				raft := newStallProxy(t, b.Raft, false)
+				fwd := newStallProxy(t, b.Fwd, stuckFwd)
 				pc.links[i][j] = []*stallProxy{raft, fwd}
-				m = append(m, b.raft+"="+raft.addr(), b.fwd+"="+fwd.addr())
+				m = append(m, b.Raft+"="+raft.addr(), b.Fwd+"="+fwd.addr())
 			}
-			a.extra = append(a.extra, "--debug-dial-map", strings.Join(m, ","))
+			a.Extra = append(a.Extra, "--debug-dial-map", strings.Join(m, ","))
 		}
 	})
 	return pc

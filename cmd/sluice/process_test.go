@@ -9,13 +9,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/freeport"
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // binary is the sluice binary built once for the process tests.
@@ -45,24 +44,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a port on 127.0.0.1 that was free a moment ago, below
-// the ephemeral range, so that no node's outgoing connection takes it
-// before the node it is meant for binds it (internal/freeport).
-func freePort(t *testing.T) int {
+// freeAddr returns 127.0.0.1:port on a port that was free a moment ago,
+// below the ephemeral range, so that no node's outgoing connection takes
+// it before the node it is meant for binds it (internal/freeport).
+func freeAddr(t *testing.T) string {
 	t.Helper()
-	ports, err := freeport.Ports(1)
+	addr, err := sluiceproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ports[0]
+	return addr
 }
 
 // proc is one sluice process of a test cluster.
 type proc struct {
-	id, resp, raft, fwd, dir string
-	extra                    []string // more flags (a dial map)
-	cmd                      *exec.Cmd
-	log                      *os.File
+	*sluiceproc.Node
+	run *sluiceproc.Process // nil while stopped
+	log *os.File
 }
 
 type testCluster struct {
@@ -79,19 +77,16 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 // before they start (to give them more flags).
 func newTestClusterWith(t *testing.T, n int, setup func([]*proc)) *testCluster {
 	c := &testCluster{t: t}
-	var peers []string
-	for i := 1; i <= n; i++ {
-		p := &proc{
-			id:   fmt.Sprintf("n%d", i),
-			resp: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			raft: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			fwd:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			dir:  filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i)),
-		}
-		c.nodes = append(c.nodes, p)
-		peers = append(peers, p.id+"="+p.raft)
+	// Ports below the ephemeral range (internal/freeport), so that no
+	// node's outgoing connection takes one before its node binds it.
+	layout, err := sluiceproc.Layout(n, t.TempDir(), sluiceproc.FreeAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.peers = strings.Join(peers, ",")
+	for _, nd := range layout {
+		c.nodes = append(c.nodes, &proc{Node: nd})
+	}
+	c.peers = sluiceproc.Peers(layout)
 	if setup != nil {
 		setup(c.nodes)
 	}
@@ -108,36 +103,31 @@ func newTestClusterWith(t *testing.T, n int, setup func([]*proc)) *testCluster {
 
 func (c *testCluster) start(p *proc) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	p.log = logf
-	p.cmd = exec.Command(binary, "--id", p.id, "--addr", p.resp, "--raft-addr", p.raft,
-		"--forward-addr", p.fwd, "--data-dir", p.dir, "--peers", c.peers,
-		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
-	p.cmd.Args = append(p.cmd.Args, p.extra...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
+	args := p.Args(c.peers, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
+	if p.run, err = sluiceproc.Start(p.ID, binary, args, sluiceproc.Options{Output: logf}); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // kill sends SIGKILL and reaps the process.
 func (c *testCluster) kill(p *proc) {
-	if p.cmd == nil || p.cmd.Process == nil {
+	if p.run == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
-	p.cmd = nil
+	p.run.Kill()
+	p.run = nil
 	if p.log != nil {
 		p.log.Close()
 	}
 }
 
 func (c *testCluster) client(p *proc) *redis.Client {
-	r := redis.NewClient(&redis.Options{Addr: p.resp, Protocol: 2, MaxRetries: -1,
+	r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
 		DialTimeout: time.Second, ReadTimeout: 5 * time.Second, PoolSize: 4})
 	c.t.Cleanup(func() { r.Close() })
 	return r
@@ -148,15 +138,14 @@ func (c *testCluster) waitServing(nodes ...*proc) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range nodes {
-		r := c.client(p)
 		for {
-			err := r.Do(context.Background(), "DBSIZE").Err()
+			err := sluiceproc.Serving(p.RESP, 5*time.Second)
 			if err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
 				c.dumpLogs()
-				c.t.Fatalf("node %s not serving: %v", p.id, err)
+				c.t.Fatalf("node %s not serving: %v", p.ID, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -168,7 +157,7 @@ func (c *testCluster) leader() *proc {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, p := range c.nodes {
-			if p.cmd == nil {
+			if p.run == nil {
 				continue
 			}
 			st, err := c.client(p).Do(context.Background(), "RAFT.STATUS").StringSlice()
@@ -184,8 +173,8 @@ func (c *testCluster) leader() *proc {
 
 func (c *testCluster) dumpLogs() {
 	for _, p := range c.nodes {
-		b, _ := os.ReadFile(p.dir + ".log")
-		c.t.Logf("--- %s log:\n%s", p.id, b)
+		b, _ := os.ReadFile(p.Dir + ".log")
+		c.t.Logf("--- %s log:\n%s", p.ID, b)
 	}
 }
 
@@ -211,7 +200,7 @@ func TestClusterProcessesFailover(t *testing.T) {
 func testClusterProcessesFailover(t *testing.T, flags []string) {
 	c := newTestClusterWith(t, 3, func(ps []*proc) {
 		for _, p := range ps {
-			p.extra = append(p.extra, flags...)
+			p.Extra = append(p.Extra, flags...)
 		}
 	})
 	c.waitServing(c.nodes...)
@@ -277,7 +266,7 @@ func testClusterProcessesFailover(t *testing.T, flags []string) {
 		t.Helper()
 		res, err := c.client(p).Do(ctx, "RL.PEEK", "shared").Int64Slice()
 		if err != nil {
-			t.Fatalf("RL.PEEK on %s: %v", p.id, err)
+			t.Fatalf("RL.PEEK on %s: %v", p.ID, err)
 		}
 		return res
 	}

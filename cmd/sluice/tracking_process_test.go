@@ -26,7 +26,7 @@ func TestClusterTrackingFollower(t *testing.T) {
 			followers = append(followers, p)
 		}
 	}
-	conn, err := respwire.Dial(followers[0].resp, 5*time.Second)
+	conn, err := respwire.Dial(followers[0].RESP, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +55,10 @@ func TestClusterTrackingFollower(t *testing.T) {
 		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		v, err := conn.ReadReply()
 		if err != nil {
-			t.Fatalf("no invalidation after a change on %s: %v", changer.id, err)
+			t.Fatalf("no invalidation after a change on %s: %v", changer.ID, err)
 		}
 		if got, want := v.Text(respwire.WithLengths), ">2 [$10 invalidate *1 [$7 tracked]]"; got != want {
-			t.Fatalf("after a change on %s: %s, want %s", changer.id, got, want)
+			t.Fatalf("after a change on %s: %s, want %s", changer.ID, got, want)
 		}
 	}
 }

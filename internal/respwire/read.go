@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -77,105 +78,177 @@ const (
 // before the reply starts and io.ErrUnexpectedEOF when it ends within; any
 // other read error as it comes; a *ProtocolError for a malformed reply.
 func Read(rd *bufio.Reader, lim Limits) (Value, error) {
-	return read(rd, lim.withDefaults(), 0)
-}
-
-// read reads one reply nested in depth aggregates.
-func read(rd *bufio.Reader, lim Limits, depth int) (Value, error) {
-	if depth > lim.MaxDepth {
-		return Value{}, &ProtocolError{Msg: "reply nested deeper than " + strconv.Itoa(lim.MaxDepth)}
-	}
-	line, err := readLine(rd, lim.MaxBulk)
-	if err != nil {
+	var v Value
+	if err := read(rd, lim.withDefaults(), 0, &v); err != nil {
 		return Value{}, err
-	}
-	if len(line) == 0 {
-		return Value{}, &ProtocolError{Msg: "empty reply line"}
-	}
-	v := Value{Kind: Kind(line[0])}
-	text := line[1:]
-	switch v.Kind {
-	case SimpleString, SimpleError:
-		v.Str = string(text)
-	case Integer:
-		if v.Int, err = strconv.ParseInt(string(text), 10, 64); err != nil {
-			return Value{}, protoErr("integer", line)
-		}
-	case Null:
-		if len(text) != 0 {
-			return Value{}, protoErr("null", line)
-		}
-	case Double:
-		if _, err := strconv.ParseFloat(string(text), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
-			return Value{}, protoErr("double", line)
-		}
-		v.Str = string(text)
-	case Boolean:
-		switch string(text) {
-		case "t":
-			v.Int = 1
-		case "f":
-		default:
-			return Value{}, protoErr("boolean", line)
-		}
-	case BigNumber:
-		if !isBigNumber(text) {
-			return Value{}, protoErr("big number", line)
-		}
-		v.Str = string(text)
-	case BulkString, BulkError, VerbatimString, Array, Map, Set, Push:
-		return readCounted(rd, lim, depth, v, line)
-	default:
-		return Value{}, protoErr("unknown reply type", line)
 	}
 	return v, nil
 }
 
-// readCounted reads the rest of v, a bulk string or an aggregate whose
-// header line (holding its length) is line.
-func readCounted(rd *bufio.Reader, lim Limits, depth int, v Value, line []byte) (Value, error) {
-	limit, nullable := lim.MaxBulk, v.Kind == BulkString
-	if v.IsAggregate() {
-		limit, nullable = lim.MaxElems, v.Kind == Array
+// Skip reads one reply from rd within lim and drops it: it checks the
+// reply and fails as Read would, but allocates nothing when the reply's
+// lines fit in rd's buffer (strings of any length are discarded as they
+// arrive). It is for readers that want only part of a reply, such as a
+// load generator's.
+func Skip(rd *bufio.Reader, lim Limits) error {
+	return read(rd, lim.withDefaults(), 0, nil)
+}
+
+// ReadLine reads the first line of a reply, which says its type, without
+// its CRLF; the slice is valid until the next read from rd. With SkipRest
+// it lets a reader look at a reply's type before deciding to skip it.
+func ReadLine(rd *bufio.Reader, lim Limits) ([]byte, error) {
+	line, err := readLine(rd, lim.withDefaults().MaxBulk)
+	if err == nil && len(line) == 0 {
+		return nil, &ProtocolError{Msg: "empty reply line"}
+	}
+	return line, err
+}
+
+// SkipRest drops the rest of the reply whose first line, read by ReadLine,
+// is line, as Skip does.
+func SkipRest(rd *bufio.Reader, lim Limits, line []byte) error {
+	return parse(rd, lim.withDefaults(), 0, line, nil)
+}
+
+// read reads one reply nested in depth aggregates into v; with v nil, it
+// checks the reply without keeping it.
+func read(rd *bufio.Reader, lim Limits, depth int, v *Value) error {
+	if depth > lim.MaxDepth {
+		return &ProtocolError{Msg: "reply nested deeper than " + strconv.Itoa(lim.MaxDepth)}
+	}
+	line, err := readLine(rd, lim.MaxBulk)
+	if err != nil {
+		return err
+	}
+	if len(line) == 0 {
+		return &ProtocolError{Msg: "empty reply line"}
+	}
+	return parse(rd, lim, depth, line, v)
+}
+
+// parse reads the rest of a reply nested in depth aggregates whose first
+// line is line into v; with v nil, it checks the reply without keeping it.
+func parse(rd *bufio.Reader, lim Limits, depth int, line []byte, v *Value) error {
+	kind, text := Kind(line[0]), line[1:]
+	keep := v != nil
+	if keep {
+		v.Kind = kind
+	}
+	switch kind {
+	case SimpleString, SimpleError:
+		if keep {
+			v.Str = string(text)
+		}
+	case Integer:
+		n, ok := ParseInt(text)
+		if !ok {
+			return protoErr("integer", line)
+		}
+		if keep {
+			v.Int = n
+		}
+	case Null:
+		if len(text) != 0 {
+			return protoErr("null", line)
+		}
+	case Double:
+		if _, err := strconv.ParseFloat(string(text), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return protoErr("double", line)
+		}
+		if keep {
+			v.Str = string(text)
+		}
+	case Boolean:
+		switch string(text) {
+		case "t":
+			if keep {
+				v.Int = 1
+			}
+		case "f":
+		default:
+			return protoErr("boolean", line)
+		}
+	case BigNumber:
+		if !isBigNumber(text) {
+			return protoErr("big number", line)
+		}
+		if keep {
+			v.Str = string(text)
+		}
+	case BulkString, BulkError, VerbatimString, Array, Map, Set, Push:
+		return readCounted(rd, lim, depth, kind, line, v)
+	default:
+		return protoErr("unknown reply type", line)
+	}
+	return nil
+}
+
+// readCounted reads the rest of a bulk string (bulk error, verbatim
+// string) or an aggregate whose header line, holding its length, is line,
+// into v; with v nil, it checks the rest without keeping it.
+func readCounted(rd *bufio.Reader, lim Limits, depth int, kind Kind, line []byte, v *Value) error {
+	limit, nullable := lim.MaxBulk, kind == BulkString
+	aggregate := kind == Array || kind == Map || kind == Set || kind == Push
+	if aggregate {
+		limit, nullable = lim.MaxElems, kind == Array
 	}
 	n, err := length(line, limit, nullable)
 	switch {
 	case err != nil:
-		return Value{}, err
+		return err
 	case n < 0:
-		v.Null = true
-	case !v.IsAggregate():
-		if v.Str, err = readBulk(rd, n); err != nil {
-			return Value{}, err
+		if v != nil {
+			v.Null = true
 		}
-		if v.Kind == VerbatimString && (len(v.Str) < 4 || v.Str[3] != ':') {
-			return Value{}, protoErr("verbatim string without a format", []byte(v.Str))
-		}
-	default:
-		if v.Kind == Map {
-			n *= 2
-		}
+		return nil
+	case aggregate:
+		return readElems(rd, lim, depth, kind, n, v)
+	case v == nil:
+		return skipBulk(rd, n, kind == VerbatimString)
+	}
+	if v.Str, err = readBulk(rd, n); err != nil {
+		return err
+	}
+	if kind == VerbatimString && (len(v.Str) < 4 || v.Str[3] != ':') {
+		return protoErr("verbatim string without a format", []byte(v.Str))
+	}
+	return nil
+}
+
+// readElems reads the n elements (pairs, for a map) of an aggregate nested
+// in depth others into v; with v nil, it checks them without keeping them.
+func readElems(rd *bufio.Reader, lim Limits, depth int, kind Kind, n int, v *Value) error {
+	if kind == Map {
+		n *= 2
+	}
+	if v != nil {
 		v.Elems = make([]Value, 0, min(n, elemsAhead))
-		for range n {
-			e, err := read(rd, lim, depth+1)
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			if err != nil {
-				return Value{}, err
-			}
-			v.Elems = append(v.Elems, e)
+	}
+	for range n {
+		var e *Value
+		if v != nil {
+			v.Elems = append(v.Elems, Value{})
+			e = &v.Elems[len(v.Elems)-1]
+		}
+		err := read(rd, lim, depth+1, e)
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // length parses the count of a bulk or aggregate header line: -1 (a null,
 // when nullable), or 0 to limit.
 func length(line []byte, limit int, nullable bool) (int, error) {
-	n, err := strconv.Atoi(string(line[1:]))
+	n64, ok := ParseInt(line[1:])
+	n := int(n64)
 	switch {
-	case err != nil, n < -1, n == -1 && !nullable:
+	case !ok, n < -1, n == -1 && !nullable:
 		return 0, protoErr("length", line)
 	case n > limit:
 		return 0, protoErr("length over the limit of "+strconv.Itoa(limit)+":", line)
@@ -215,6 +288,69 @@ func readLine(rd *bufio.Reader, limit int) ([]byte, error) {
 		}
 		return line[:len(line)-2], nil
 	}
+}
+
+// skipBulk discards n bytes and the CRLF after them, checking what Read
+// checks of a bulk string (a verbatim string's format) without keeping it.
+func skipBulk(rd *bufio.Reader, n int, verbatim bool) error {
+	if verbatim {
+		head, err := rd.Peek(min(n, 4))
+		if err != nil {
+			return unexpected(err)
+		}
+		if len(head) < 4 || head[3] != ':' {
+			return protoErr("verbatim string without a format", head)
+		}
+	}
+	if _, err := rd.Discard(n); err != nil {
+		return unexpected(err)
+	}
+	crlf, err := rd.Peek(2)
+	if err != nil {
+		return unexpected(err)
+	}
+	if crlf[0] != '\r' || crlf[1] != '\n' {
+		return protoErr("bulk string not ended by CRLF", crlf)
+	}
+	_, err = rd.Discard(2)
+	return err
+}
+
+// unexpected is err, but io.ErrUnexpectedEOF for io.EOF: the reply had
+// begun.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// parseInt parses a decimal integer (an optional sign, then digits) that
+// fits in an int64, as strconv.ParseInt(s, 10, 64) would, but from bytes
+// and several times faster: integers are most of what a limiter replies.
+func ParseInt(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0') // 19 digits cannot overflow a uint64
+	}
+	switch {
+	case !neg && n > math.MaxInt64, neg && n > math.MaxInt64+1:
+		return 0, false
+	case neg:
+		return -int64(n), true
+	}
+	return int64(n), true
 }
 
 // isBigNumber reports whether text is an optional sign and then digits.

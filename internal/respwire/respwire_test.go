@@ -335,3 +335,83 @@ func TestConnLimits(t *testing.T) {
 		t.Fatalf("ReadReply: %v, want a *ProtocolError", err)
 	}
 }
+
+// TestSkipVectors: Skip accepts and rejects what Read does, consumes the
+// same bytes (the reply after it reads intact), and ReadLine with SkipRest
+// is Skip in two steps.
+func TestSkipVectors(t *testing.T) {
+	const next = "+NEXT\r\n"
+	for _, v := range loadVectors(t) {
+		for _, split := range []bool{false, true} {
+			wire := v.wire
+			if v.err == "" {
+				wire += next // a truncated reply must stay truncated
+			}
+			rd := bufio.NewReader(strings.NewReader(wire))
+			var err error
+			if split {
+				var line []byte
+				if line, err = ReadLine(rd, Limits{}); err == nil {
+					err = SkipRest(rd, Limits{}, line)
+				}
+			} else {
+				err = Skip(rd, Limits{})
+			}
+			if v.err != "" {
+				if err == nil || !strings.Contains(err.Error(), v.err) {
+					t.Errorf("replies.txt:%d: Skip(%q) (split %v) = %v; want an error with %q", v.line, v.wire, split, err, v.err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("replies.txt:%d: Skip(%q) (split %v): %v", v.line, v.wire, split, err)
+				continue
+			}
+			if got, err := Read(rd, Limits{}); err != nil || got.Str != "NEXT" {
+				t.Errorf("replies.txt:%d: after Skip(%q) (split %v): %v %v, want NEXT", v.line, v.wire, split, got, err)
+			}
+		}
+	}
+}
+
+// TestSkipAllocatesNothing for replies whose lines fit the buffer, however
+// long their strings.
+func TestSkipAllocatesNothing(t *testing.T) {
+	big := strings.Repeat("x", 100_000)
+	for _, wire := range []string{
+		"*5\r\n:1\r\n:10\r\n:9\r\n:0\r\n:100\r\n",
+		"%2\r\n+a\r\n#t\r\n$3\r\nabc\r\n*2\r\n,1.5\r\n_\r\n",
+		"$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n",
+		"=7\r\ntxt:abc\r\n",
+		"-ERR some long error text that would cost a string in Read\r\n",
+	} {
+		r := strings.NewReader(wire)
+		rd := bufio.NewReader(r)
+		if n := testing.AllocsPerRun(100, func() {
+			r.Reset(wire)
+			rd.Reset(r)
+			if err := Skip(rd, Limits{}); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("Skip(%.40q): %v allocations, want 0", wire, n)
+		}
+	}
+}
+
+// TestParseInt agrees with strconv.ParseInt(s, 10, 64) on what it accepts
+// and what it returns.
+func TestParseInt(t *testing.T) {
+	for _, s := range []string{
+		"0", "1", "-1", "+1", "-0", "42", "007", "", "-", "+", "1x", "x1", " 1", "1 ", "1_000", "0x10",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+		"18446744073709551615", "99999999999999999999", "1234567890123456789", "-1234567890123456789",
+		"+9223372036854775807", "1e3", "--1",
+	} {
+		want, err := strconv.ParseInt(s, 10, 64)
+		got, ok := ParseInt([]byte(s))
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("ParseInt(%q) = %d, %v; strconv says %d, %v", s, got, ok, want, err)
+		}
+	}
+}
