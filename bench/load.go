@@ -125,7 +125,6 @@ type requestGen struct {
 	allow, dent Template
 	aPrefix     string
 	dPrefix     string
-	key         []byte
 }
 
 func (g *requestGen) append(b []byte) []byte {
@@ -134,8 +133,7 @@ func (g *requestGen) append(b []byte) []byte {
 	if g.deny > 0 && g.rng.Float64() < g.deny {
 		t, prefix = g.dent, g.dPrefix
 	}
-	g.key = AppendKey(g.key[:0], prefix, i)
-	return t.Append(b, g.key)
+	return t.AppendIndex(b, prefix, i)
 }
 
 // RunLoad drives a server with workload w spelled in dialect d.
@@ -424,7 +422,7 @@ func populateConn(ctx context.Context, addr string, t Template, prefix string, n
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	var buf, key []byte
+	var buf []byte
 	for {
 		lo := next.Add(batch) - batch
 		if lo >= to {
@@ -433,8 +431,7 @@ func populateConn(ctx context.Context, addr string, t Template, prefix string, n
 		hi := min(lo+batch, to)
 		buf = buf[:0]
 		for i := lo; i < hi; i++ {
-			key = AppendKey(key[:0], prefix, i)
-			buf = t.Append(buf, key)
+			buf = t.AppendIndex(buf, prefix, i)
 		}
 		c.AppendRaw(buf)
 		_ = c.SetDeadline(time.Now().Add(30 * time.Second))

@@ -17,6 +17,18 @@ const (
 	AlgFixed   Algorithm = "fixed"
 	AlgSliding Algorithm = "sliding"
 	AlgLog     Algorithm = "log"
+	// AlgAll3 is one RL.ALL of three token buckets per request: the
+	// picked key (a user), the tenant it belongs to (AllTenantDiv users
+	// a tenant) and a shared key of AllGlobalDiv users (a region, a
+	// model): layered limits decided all or nothing.
+	AlgAll3 Algorithm = "all3"
+)
+
+// The fan-in of AlgAll3's layers: user i belongs to tenant
+// i/AllTenantDiv and to the shared key i/AllGlobalDiv.
+const (
+	AllTenantDiv = 100
+	AllGlobalDiv = 10_000
 )
 
 // Algorithms lists every algorithm in the order reports print them.
@@ -24,14 +36,14 @@ func Algorithms() []Algorithm {
 	return []Algorithm{AlgToken, AlgLeaky, AlgFixed, AlgSliding, AlgLog}
 }
 
-// ParseAlgorithm parses an algorithm name.
+// ParseAlgorithm parses a workload name: one of Algorithms, or all3.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range Algorithms() {
+	for _, a := range append(Algorithms(), AlgAll3) {
 		if string(a) == s {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding or log)", s)
+	return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding, log or all3)", s)
 }
 
 // Command is the sluice command of the algorithm.
@@ -47,13 +59,15 @@ func (a Algorithm) Command() string {
 		return "RL.SLIDING"
 	case AlgLog:
 		return "RL.LOG"
+	case AlgAll3:
+		return "RL.ALL"
 	}
 	return ""
 }
 
-// IsBucket reports whether the algorithm takes a rate (token, leaky) rather
-// than a window.
-func (a Algorithm) IsBucket() bool { return a == AlgToken || a == AlgLeaky }
+// IsBucket reports whether the algorithm takes a rate (token, leaky, and
+// all3's token buckets) rather than a window.
+func (a Algorithm) IsBucket() bool { return a == AlgToken || a == AlgLeaky || a == AlgAll3 }
 
 // Params are the arguments of one limiter call. For a bucket the rate is
 // RateN units per Period; for a window algorithm Period is the window.
@@ -183,15 +197,54 @@ func (w Workload) DenyPrefix() string { return w.Prefix + "d:" }
 
 // Template is a request with the key left out: Head, then the key as a bulk
 // string, then Tail. Building a request is two appends and the key.
+//
+// A layered template (RL.ALL) has Layers: after Tail, each layer's key, then
+// the layer's Tail. The layer keys of the request for prefix+index are
+// derived from the index (AppendIndex).
 type Template struct {
 	Head, Tail []byte
+	Layers     []Layer
 }
 
-// Append appends the request for key to b.
+// Layer is one further key of a layered request: for the request of
+// prefix+index (AppendKey), the key prefix+Prefix+index/Div, then Tail.
+type Layer struct {
+	Prefix string
+	Div    uint64
+	Tail   []byte
+}
+
+// Append appends the request for key to b; a layered template's layers
+// need the key's index, see AppendIndex.
 func (t Template) Append(b, key []byte) []byte {
 	b = append(b, t.Head...)
 	b = AppendBulk(b, key)
 	return append(b, t.Tail...)
+}
+
+// AppendIndex appends the request for the key prefix+i (as AppendKey
+// spells it) to b, with the keys of its layers, without allocating.
+func (t Template) AppendIndex(b []byte, prefix string, i uint64) []byte {
+	b = append(b, t.Head...)
+	b = appendBulkKey(b, prefix, "", i)
+	b = append(b, t.Tail...)
+	for _, l := range t.Layers {
+		b = appendBulkKey(b, prefix, l.Prefix, i/max(l.Div, 1))
+		b = append(b, l.Tail...)
+	}
+	return b
+}
+
+// appendBulkKey appends the key p1+p2+i (AppendKey's digits) as a bulk
+// string.
+func appendBulkKey(b []byte, p1, p2 string, i uint64) []byte {
+	var tmp [20]byte
+	d := strconv.AppendUint(tmp[:0], i, 10)
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(p1)+len(p2)+max(len(d), KeyDigits)), 10)
+	b = append(b, '\r', '\n')
+	b = AppendKey(append(b, p1...), p2, i)
+	return append(b, '\r', '\n')
 }
 
 // Dialect spells limiter requests for one kind of server.
@@ -210,6 +263,9 @@ func (SluiceDialect) Name() string { return "RL.* commands" }
 
 // Template implements Dialect.
 func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
+	if a == AlgAll3 {
+		return allTemplate(p), nil
+	}
 	args := SluiceArgs(a, p)
 	if args == nil {
 		return Template{}, fmt.Errorf("unknown algorithm %q", a)
@@ -221,6 +277,31 @@ func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
 		tail = AppendBulk(tail, s)
 	}
 	return Template{Head: head, Tail: tail}, nil
+}
+
+// allTemplate is AlgAll3's request: RL.ALL 3 TOKEN <user> limit rate cost
+// TOKEN <tenant> ... TOKEN <shared> .... The user's limit is p (the denied
+// share exhausts it); the tenant's and the shared key's are never reached
+// (AllowParams), so a denied call is denied by the user's limit alone and,
+// all or nothing, charges neither of the others.
+func allTemplate(p Params) Template {
+	limitArgs := func(p Params) []byte {
+		b := AppendBulk(nil, strconv.FormatInt(p.Limit, 10))
+		b = AppendBulk(b, fmt.Sprintf("%d/%dms", p.RateN, p.Period.Milliseconds()))
+		return AppendBulk(b, strconv.FormatInt(p.Cost, 10))
+	}
+	algo := AppendBulk(nil, "TOKEN")
+	head := AppendArrayHeader(nil, 2+3*5)
+	head = AppendBulk(head, "RL.ALL")
+	head = AppendBulk(head, "3")
+	head = append(head, algo...)
+	up := AllowParams(AlgToken, p.Cost)
+	tail := append(limitArgs(p), algo...)
+	mid := append(limitArgs(up), algo...)
+	return Template{Head: head, Tail: tail, Layers: []Layer{
+		{Prefix: "t:", Div: AllTenantDiv, Tail: mid},
+		{Prefix: "g:", Div: AllGlobalDiv, Tail: limitArgs(up)},
+	}}
 }
 
 // SluiceArgs are the arguments after the key of a's sluice command: the

@@ -192,3 +192,74 @@ func TestCaseMediansAndRatios(t *testing.T) {
 		t.Error("Run of an unknown target")
 	}
 }
+
+// TestAllTemplate checks the bytes of the all3 workload's requests: one
+// RL.ALL of three token buckets on the picked user, its tenant and its
+// shared key, for the allowed and the denied twin, as the load generator
+// and Populate build them.
+func TestAllTemplate(t *testing.T) {
+	w := Workload{Alg: AlgAll3, Keys: 1_000_000, Dist: DistUniform, Cost: 2, DenyShare: 0.1}
+	if err := w.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	allow, err := SluiceDialect{}.Template(w.Alg, w.Allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny, err := SluiceDialect{}.Template(w.Alg, w.Deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tpl    Template
+		prefix string
+		i      uint64
+		want   []string
+	}{
+		{allow, w.AllowPrefix(), 1234567, []string{"RL.ALL", "3",
+			"TOKEN", "b:all3:a:000001234567", "1099511627776", "1/60000ms", "2",
+			"TOKEN", "b:all3:a:t:000000012345", "1099511627776", "1/60000ms", "2",
+			"TOKEN", "b:all3:a:g:000000000123", "1099511627776", "1/60000ms", "2"}},
+		{deny, w.DenyPrefix(), 99, []string{"RL.ALL", "3",
+			"TOKEN", "b:all3:d:000000000099", "2", "1/3600000ms", "2",
+			"TOKEN", "b:all3:d:t:000000000000", "1099511627776", "1/60000ms", "2",
+			"TOKEN", "b:all3:d:g:000000000000", "1099511627776", "1/60000ms", "2"}},
+		// an index wider than KeyDigits keeps all its digits
+		{allow, "p:", 1234567890123, []string{"RL.ALL", "3",
+			"TOKEN", "p:1234567890123", "1099511627776", "1/60000ms", "2",
+			"TOKEN", "p:t:012345678901", "1099511627776", "1/60000ms", "2",
+			"TOKEN", "p:g:000123456789", "1099511627776", "1/60000ms", "2"}},
+	} {
+		got := string(c.tpl.AppendIndex(nil, c.prefix, c.i))
+		if want := string(AppendCommand(nil, c.want...)); got != want {
+			t.Errorf("%s%d:\n got %q\nwant %q", c.prefix, c.i, got, want)
+		}
+	}
+	buf := make([]byte, 0, 512)
+	if allocs := testing.AllocsPerRun(100, func() {
+		buf = allow.AppendIndex(buf[:0], "b:all3:a:", 42)
+	}); allocs != 0 {
+		t.Errorf("AppendIndex allocates: %g allocs per request", allocs)
+	}
+	if _, err := (LuaDialect{}).Template(AlgAll3, w.Allow); err == nil {
+		t.Error("the Lua dialect accepted the all3 workload")
+	}
+	if a, err := ParseAlgorithm("all3"); err != nil || a.Command() != "RL.ALL" {
+		t.Errorf("ParseAlgorithm(all3) = %q, %v", a, err)
+	}
+}
+
+// TestSingleKeyTemplatesAppendIndex checks that AppendIndex of a template
+// without layers is Append of AppendKey's key.
+func TestSingleKeyTemplatesAppendIndex(t *testing.T) {
+	tpl, err := SluiceDialect{}.Template(AlgToken, AllowParams(AlgToken, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint64{0, 7, 123456789012, 1 << 62} {
+		want := string(tpl.Append(nil, AppendKey(nil, "x:", i)))
+		if got := string(tpl.AppendIndex(nil, "x:", i)); got != want {
+			t.Errorf("%d: %q, want %q", i, got, want)
+		}
+	}
+}

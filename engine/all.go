@@ -29,18 +29,27 @@ import (
 // allKeys is an OpAll's keys' hashes and the sorted distinct shards they
 // fall in.
 type allKeys struct {
-	h      [MaxAll]uint64
-	shards [MaxAll]uint32
-	ns     int
+	h       [MaxAll]uint64
+	shards  [MaxAll]uint32
+	ns      int
+	touched bool // allRun has looked the keys up already
 }
 
 // all runs an OpAll at now; room, when large enough, holds the per-limit
 // results.
 func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
+	return e.allHashed(now, lims, nil, room, false)
+}
+
+// allHashed is all with the keys' hashes, when hashes is not nil, already
+// computed (allRun computes them for its look-ahead); touched says that
+// allRun has also looked every key up, so that allLocked need not again.
+func (e *Engine) allHashed(now int64, lims []Limit, hashes []uint64, room []Result, touched bool) Result {
 	if len(lims) == 0 || len(lims) > MaxAll {
 		return Result{Err: badRule("%d limits in RL.ALL: must be 1 to %d", len(lims), MaxAll)}
 	}
 	var k allKeys
+	k.touched = touched
 	for i := range lims {
 		l := &lims[i]
 		switch l.Rule.Kind {
@@ -51,7 +60,12 @@ func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
 		if err := e.checkRule(l.Rule, l.Cost); err != nil {
 			return Result{Err: err}
 		}
-		h := xxhash.Sum64(l.Key)
+		var h uint64
+		if hashes != nil {
+			h = hashes[i]
+		} else {
+			h = xxhash.Sum64(l.Key)
+		}
 		for j := 0; j < i; j++ {
 			if k.h[j] == h && bytes.Equal(lims[j].Key, l.Key) {
 				return Result{Err: &errcode.Error{Code: errcode.DuplicateKey, Detail: string(l.Key)}}
@@ -94,14 +108,17 @@ const allRunKeys = 4 * lookAhead
 // many keys in flight at once. The look-up changes nothing.
 func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 	var hashes [allRunKeys]uint64
-	n := 0
+	var ends [lookAhead]int // ops[i]'s hashes end at hashes[ends[i]]
+	n, hashed := 0, 0       // hashed: the ops whose keys are in hashes
 	var sink uint32
 	for i := range ops {
-		for j := range ops[i].All {
-			if n == len(hashes) {
-				break
-			}
-			h := xxhash.Sum64(ops[i].All[j].Key)
+		all := ops[i].All
+		if n+len(all) > len(hashes) || len(all) > MaxAll {
+			break // this op and those after it hash their keys in all
+		}
+		hashed++
+		for j := range all {
+			h := xxhash.Sum64(all[j].Key)
 			hashes[n] = h
 			n++
 			s := e.shards[h&e.mask]
@@ -109,6 +126,7 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 			sink += s.touchSlot(hiHash(h))
 			s.mu.Unlock()
 		}
+		ends[i] = n
 	}
 	for _, h := range hashes[:n] {
 		s := e.shards[h&e.mask]
@@ -117,8 +135,14 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 		s.mu.Unlock()
 	}
 	results[0].Count = int64(sink) // overwritten below; keeps the loads
+	start := 0
 	for i := range ops {
-		results[i] = e.all(now, ops[i].All, ops[i].Each)
+		if i >= hashed {
+			results[i] = e.all(now, ops[i].All, ops[i].Each)
+			continue
+		}
+		results[i] = e.allHashed(now, ops[i].All, hashes[start:ends[i]], ops[i].Each, true)
+		start = ends[i]
 	}
 }
 
@@ -152,11 +176,13 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result) R
 	// slots, then the entries, so that the cache misses of the limits are
 	// in flight together rather than one after the other.
 	var sink uint32
-	for i := range lims {
-		sink += e.shards[k.h[i]&e.mask].touchSlot(hiHash(k.h[i]))
-	}
-	for i := range lims {
-		sink += e.shards[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
+	if !k.touched {
+		for i := range lims {
+			sink += e.shards[k.h[i]&e.mask].touchSlot(hiHash(k.h[i]))
+		}
+		for i := range lims {
+			sink += e.shards[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
+		}
 	}
 	var each []Result
 	if cap(room) >= len(lims) {
@@ -167,7 +193,13 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result) R
 	}
 	each[0].Count = int64(sink) // overwritten below; keeps the loads
 	allowed := true
-	var commits [MaxAll]commit
+	// Zeroing room for MaxAll limits would cost more than deciding three.
+	var commits []commit
+	if len(lims) <= 4 {
+		commits = new([4]commit)[:len(lims)]
+	} else {
+		commits = new([MaxAll]commit)[:len(lims)]
+	}
 	for i := range lims {
 		l := &lims[i]
 		s := e.shards[k.h[i]&e.mask]
@@ -179,7 +211,7 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result) R
 		allowed = allowed && r.Allowed
 	}
 	if allowed {
-		if err := e.allRoom(now, lims, k); err != nil {
+		if err := e.allRoom(now, lims, k, commits); err != nil {
 			return Result{Err: err}
 		}
 		// The room was granted for the whole call: creations in other
@@ -250,7 +282,10 @@ func combine(each []Result, allowed bool) Result {
 // creates and the timestamps it logs fit the key and memory limits
 // together: errNoRoom when the held totals leave no room (reclaim and ask
 // again), or the limit's error on the final asking.
-func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys) error {
+//
+// commits[i].live, found by evalOnly under the same locks, says whether
+// limit i's key has state at now.
+func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys, commits []commit) error {
 	if e.tot == nil {
 		return nil
 	}
@@ -264,7 +299,7 @@ func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys) error {
 		if l.Rule.Kind == KindLog {
 			bytes += l.Cost * tsCost
 		}
-		if s.hasLiveKey(now, hiHash(k.h[i]), l.Key) {
+		if commits[i].live {
 			continue
 		}
 		if err := s.roomExtra(l.Key, l.Rule.Kind, keys, bytes); err != nil {
@@ -274,16 +309,6 @@ func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys) error {
 		bytes += newKeyCost(l.Key, l.Rule.Kind) + ruleCost
 	}
 	return nil
-}
-
-// hasLiveKey reports whether key has state at now (under mu).
-func (s *shard) hasLiveKey(now int64, hi uint32, key []byte) bool {
-	_, idx, ok := s.find(hi, key)
-	if !ok {
-		return false
-	}
-	_, _, _, live := s.liveState(s.entry(idx), now)
-	return live
 }
 
 // commit says how to charge a limit that evalOnly evaluated, with nothing
@@ -296,6 +321,7 @@ type commit struct {
 	st   state
 	skip bool
 	peek bool // write st (the stored state brought forward) but not the rule
+	live bool // the key has state at now, of whatever kind
 }
 
 // evalOnly is what decide would reply for rule and n at now, changing
@@ -315,6 +341,8 @@ func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64, c
 				return Result{}, ErrWrongType
 			}
 			found = false
+		} else if c != nil {
+			_, _, _, c.live = s.liveState(e, now)
 		}
 	}
 	if rule.Kind == KindLog {

@@ -248,6 +248,55 @@ func BenchmarkAllVsToken(b *testing.B) {
 	}
 	b.Run("token", func(b *testing.B) { run(b, false) })
 	b.Run("all3", func(b *testing.B) { run(b, true) })
+	b.Run("token-batch16", func(b *testing.B) { runBatch(b, false) })
+	b.Run("all3-batch16", func(b *testing.B) { runBatch(b, true) })
+}
+
+// runBatch is BenchmarkAllVsToken with 16 calls per Apply, as the server
+// applies a connection's pipeline of 16 (the look-ahead across calls);
+// one b.N is one call.
+func runBatch(b *testing.B, all bool) {
+	const users, tenants, batch = 1 << 16, 1 << 10, 16
+	rpm := Rule{KindToken, 1 << 40, ms}
+	tpm := Rule{KindToken, 1 << 50, 1}
+	ten := Rule{KindToken, 1 << 50, 1}
+	e := New(Config{})
+	var seed atomic.Uint64
+	b.SetParallelism(16 / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		x := seed.Add(0x9E3779B97F4A7C15) | 1
+		ops := make([]Op, batch)
+		res := make([]Result, batch)
+		lims := make([]Limit, 3*batch)
+		each := make([]Result, 3*batch)
+		keys := make([][15]byte, 3*batch)
+		n := 0
+		for pb.Next() {
+			x = xorshift(x)
+			u := x & (users - 1)
+			l := lims[3*n : 3*n+3 : 3*n+3]
+			uk, tk, nk := benchKey(&keys[3*n], u), benchKey(&keys[3*n+1], u), benchKey(&keys[3*n+2], u&(tenants-1))
+			tk[0], nk[0] = 't', 'T'
+			l[0] = Limit{Key: uk, Rule: rpm, Cost: 1}
+			l[1] = Limit{Key: tk, Rule: tpm, Cost: 733}
+			l[2] = Limit{Key: nk, Rule: ten, Cost: 1}
+			if all {
+				ops[n] = Op{Code: OpAll, All: l, Each: each[3*n : 3*n+3 : 3*n+3]}
+			} else {
+				one := &l[x>>62%3]
+				ops[n] = Op{Code: OpDecide, Key: one.Key, Rule: one.Rule, Cost: one.Cost}
+			}
+			if n++; n == batch {
+				e.Apply(t0, ops, res)
+				n = 0
+			}
+		}
+		if n > 0 {
+			e.Apply(t0, ops[:n], res)
+		}
+	})
 }
 
 // BenchmarkLeases: on a concurrency key holding n live leases (at its

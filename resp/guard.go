@@ -461,6 +461,13 @@ func (f *framer) scan(b []byte, l *frameLimits) (int, int, *ProtocolError) {
 			if c != '$' {
 				return i, last, errExpectedDollar(c)
 			}
+			if n := f.wholeBulk(b[i:], l); n > 0 {
+				// The whole argument at once; the state stays fsDollar.
+				adv = n
+				f.args--
+				end = f.args == 0
+				break
+			}
 			f.state, f.num, f.digits = fsBulkLen, 0, 0
 		case fsBulkLen:
 			if !f.header(c, true) {
@@ -516,6 +523,32 @@ func (f *framer) scan(b []byte, l *frameLimits) (int, int, *ProtocolError) {
 		}
 	}
 	return i, last, nil
+}
+
+// wholeBulk is the fast path of a bulk argument: when b starts with a
+// whole valid one (`$L\r\n`, L payload bytes, `\r\n`) within the limits,
+// it returns its length, which the byte-by-byte states would consume with
+// the same outcome; otherwise 0, and those states take it (and find any
+// error) one byte at a time. Long pipelines of many-argument commands
+// (RL.ALL) spend most of the framer's time in these few header bytes.
+func (f *framer) wholeBulk(b []byte, l *frameLimits) int {
+	var num uint64
+	j := 1
+	for ; j < len(b) && b[j] >= '0' && b[j] <= '9'; j++ {
+		if j > maxHeaderDigits || j > 1 && num == 0 { // too long, or a leading zero
+			return 0
+		}
+		num = num*10 + uint64(b[j]-'0')
+	}
+	if j == 1 || j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' ||
+		num > l.maxBulk || num > l.authBulk || num > uint64(len(b)) {
+		return 0
+	}
+	n := j + 2 + int(num) + 2
+	if n > len(b) || b[n-2] != '\r' || b[n-1] != '\n' || f.size+int64(n) > l.maxQuery {
+		return 0
+	}
+	return n
 }
 
 // header takes one byte of a `*N` or `$L` header: a decimal number with no

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"runtime"
@@ -680,6 +681,77 @@ func BenchmarkGuard(b *testing.B) {
 		for {
 			if _, err := g.Read(p); err != nil {
 				break
+			}
+		}
+	}
+}
+
+// TestFramerWholeBulkSameAsByteByByte: the framer's fast path for a whole
+// bulk argument gives what the byte-by-byte states give (run here by
+// feeding one byte at a time, where the fast path never applies): the same
+// last command boundary, error, and bytes consumed when no error, on valid
+// and broken input and at the limits.
+func TestFramerWholeBulkSameAsByteByByte(t *testing.T) {
+	limits := []frameLimits{
+		{maxArgs: 20, maxBulk: 100, maxInline: 200, maxQuery: 400, authArgs: math.MaxUint64, authBulk: math.MaxUint64},
+		{maxArgs: 20, maxBulk: 100, maxInline: 200, maxQuery: 400, authArgs: 3, authBulk: 10},
+		{maxArgs: 20, maxBulk: 1 << 40, maxInline: 200, maxQuery: 60, authArgs: math.MaxUint64, authBulk: math.MaxUint64},
+		{maxArgs: 20, maxBulk: 100, maxInline: 200, maxQuery: 400, authArgs: math.MaxUint64, authBulk: math.MaxUint64, preAuth: true},
+	}
+	inputs := []string{
+		"*3\r\n$6\r\nRL.ALL\r\n$1\r\n3\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n",
+		"*2\r\n$3\r\nGET\r\n$10\r\n0123456789\r\n*2\r\n$3\r\nGET\r\n$11\r\n0123456789a\r\n",
+		"*1\r\n$04\r\nPING\r\n", "*1\r\n$00\r\n\r\n", "*1\r\n$\r\n\r\n", "*1\r\n$-1\r\n",
+		"*1\r\n$4\rxPING\r\n", "*1\r\n$4\r\nPINGx\n", "*1\r\n$4\r\nPING\rx", "*1\r\n$4\r\nPING\r\n$",
+		"*1\r\n$101\r\n" + strings.Repeat("x", 101) + "\r\n",
+		"*1\r\n$12345678901234567890\r\nx\r\n", "*1\r\n$1234567890123456789\r\nx\r\n",
+		"*1\r\n$99999999999999999999999\r\n",
+		"*2\r\n$50\r\n" + strings.Repeat("y", 50) + "\r\n$1\r\nz\r\n",
+		"*1\r\n$4\r\nPI", "*2\r\n$4\r\nPING\r\nPING\r\n",
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 { // random mutations of the inputs above
+		b := []byte(inputs[rng.IntN(len(inputs))])
+		for range 1 + rng.IntN(3) {
+			b[rng.IntN(len(b))] = "*$\r\n0123456789x"[rng.IntN(15)]
+		}
+		inputs = append(inputs, string(b))
+	}
+	type outcome struct {
+		consumed, last int // last: past the last command boundary
+		err            string
+	}
+	run := func(in string, l frameLimits, step int) outcome {
+		var f framer
+		o := outcome{last: -1}
+		for off := 0; off < len(in); {
+			end := min(off+step, len(in))
+			n, last, err := f.scan([]byte(in[off:end]), &l)
+			if last >= 0 {
+				o.last = off + last
+			}
+			o.consumed = off + n
+			if err != nil {
+				o.err = err.Error()
+				break
+			}
+			if n == 0 {
+				break
+			}
+			off += n
+		}
+		return o
+	}
+	for _, l := range limits {
+		for _, in := range inputs {
+			whole, one := run(in, l, len(in)), run(in, l, 1)
+			if whole.err != "" {
+				// Where within a payload a limit is found depends on
+				// the reads, with or without the fast path.
+				whole.consumed, one.consumed = 0, 0
+			}
+			if whole != one {
+				t.Fatalf("%+v %q: whole %+v, byte by byte %+v", l, in, whole, one)
 			}
 		}
 	}

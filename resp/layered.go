@@ -108,7 +108,7 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 			c.limits = c.limits[:start]
 			return
 		}
-		rule, err := s.parseRule(kind, a[2], a[3])
+		rule, err := c.rules.parse(s, kind, a[2], a[3])
 		var cost int64
 		if err == nil {
 			cost, err = ParseCost("cost", a[4])
@@ -135,6 +135,52 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 	es := len(c.each)
 	c.each = slices.Grow(c.each, end-start)[:es+end-start]
 	c.enqueue(p, engine.Op{Code: engine.OpAll, All: c.limits[start:end:end], Each: c.each[es : es+end-start : es+end-start]})
+}
+
+// ruleCache remembers the last rules a connection's RL.ALL calls parsed,
+// keyed by their kind and the raw bytes of their two parameters: a client
+// sends the same few limits call after call, and comparing a few bytes
+// costs less than parsing a rate. It holds only rules whose validity
+// depends on nothing but those bytes (not RL.LOG's, which max-log-limit
+// bounds), and only arguments that parsed; it is the connection's own.
+type ruleCache struct {
+	ents [ruleCacheSize]ruleCacheEnt
+	next int // the entry the next miss replaces
+}
+
+const (
+	ruleCacheSize  = 4  // entries: RL.ALL's limits are usually few
+	ruleCacheBytes = 48 // the longest two parameters remembered, together
+)
+
+type ruleCacheEnt struct {
+	kind   engine.Kind // KindNone: empty
+	la, lb uint8
+	raw    [ruleCacheBytes]byte // the first parameter, then the second
+	rule   engine.Rule
+}
+
+// parse is s.parseRule with the cache in front.
+func (rc *ruleCache) parse(s *Server, kind engine.Kind, a, b []byte) (engine.Rule, error) {
+	cacheable := kind != engine.KindLog && kind != engine.KindConcurrency && len(a)+len(b) <= ruleCacheBytes
+	if cacheable {
+		for i := range rc.ents {
+			e := &rc.ents[i]
+			if e.kind == kind && int(e.la) == len(a) && int(e.lb) == len(b) &&
+				bytes.Equal(e.raw[:e.la], a) && bytes.Equal(e.raw[e.la:int(e.la)+len(b)], b) {
+				return e.rule, nil
+			}
+		}
+	}
+	rule, err := s.parseRule(kind, a, b)
+	if err != nil || !cacheable {
+		return rule, err
+	}
+	e := &rc.ents[rc.next]
+	rc.next = (rc.next + 1) % ruleCacheSize
+	e.kind, e.la, e.lb, e.rule = kind, uint8(len(a)), uint8(len(b)), rule
+	copy(e.raw[copy(e.raw[:], a):], b)
+	return rule, nil
 }
 
 // renderAll writes RL.ALL's reply: the five combined integers, then one

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/engine"
 )
 
 // allReply renders RL.ALL's flattened reply: the five combined integers,
@@ -243,6 +245,46 @@ func TestLeaseScanAndCommandInfo(t *testing.T) {
 	for _, want := range []string{"numlimits", "$9 algorithm", "$5 token", "$7 sliding", "+multiple"} {
 		if !strings.Contains(docs, want) {
 			t.Fatalf("COMMAND DOCS rl.all: %q lacks %q", docs, want)
+		}
+	}
+}
+
+// TestRuleCache checks that RL.ALL's per-connection rule cache answers
+// exactly what parsing answers, whatever came before: the same bytes under
+// another kind, bytes that differ only in where the two parameters split,
+// more distinct rules than it holds, invalid arguments, RL.LOG's rules
+// (bounded by max-log-limit, never cached) and arguments too long to keep.
+func TestRuleCache(t *testing.T) {
+	s := NewServer(Config{MaxLogLimit: 50}, nil)
+	long := strings.Repeat("9", 30)
+	seq := []struct {
+		kind string
+		a, b string
+	}{
+		{"token", "10", "1/s"}, {"token", "10", "1/s"}, {"leaky", "10", "1/s"},
+		{"fixed", "10", "1s"}, {"sliding", "10", "1s"}, {"fixed", "10", "1s"},
+		{"token", "100", "/1s"}, {"token", "10", "0/1s"}, {"token", "1", "00/1s"},
+		{"token", "10", "2/s"}, {"token", "1", "11/s"}, {"token", "11", "1/s"},
+		{"token", "x", "1/s"}, {"token", "x", "1/s"}, {"token", "0", "1/s"},
+		{"log", "50", "1s"}, {"log", "51", "1s"}, {"log", "51", "1s"},
+		{"fixed", long, "1s"}, {"fixed", long, "1s"}, {"fixed", "1", long + "ms"},
+		{"token", "10", "1/s"}, {"leaky", "10", "1/s"}, {"sliding", "10", "1s"},
+	}
+	var rc ruleCache
+	for i, st := range seq {
+		var kind engine.Kind
+		for _, al := range allAlgorithms {
+			if al.name == st.kind {
+				kind = al.kind
+			}
+		}
+		// Twice: a miss, then what the cache now holds.
+		for range 2 {
+			want, werr := s.parseRule(kind, []byte(st.a), []byte(st.b))
+			got, gerr := rc.parse(s, kind, []byte(st.a), []byte(st.b))
+			if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+				t.Errorf("%d: %s %q %q: %+v %v, want %+v %v", i, st.kind, st.a, st.b, got, gerr, want, werr)
+			}
 		}
 	}
 }

@@ -36,6 +36,7 @@ type client struct {
 	ops        []engine.Op
 	limits     []engine.Limit  // RL.ALL's limits, which c.ops point into
 	each       []engine.Result // room for RL.ALL's per-limit results, likewise
+	rules      ruleCache       // the rules RL.ALL parsed last (layered.go)
 	results    []engine.Result
 	tracking   *tracking   // CLIENT TRACKING state; nil when off (tracking.go)
 	cachingSet bool        // the command just dispatched was CLIENT CACHING

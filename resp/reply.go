@@ -12,6 +12,10 @@ type replyBuf struct {
 }
 
 func (r *replyBuf) header(prefix byte, n int64) {
+	if uint64(n) < 10 { // most flags, counts and array lengths: no conversion
+		r.b = append(r.b, prefix, byte('0'+n), '\r', '\n')
+		return
+	}
 	r.b = append(r.b, prefix)
 	r.b = strconv.AppendInt(r.b, n, 10)
 	r.b = append(r.b, '\r', '\n')
