@@ -174,18 +174,18 @@ func (s *fwdServer) handle(c net.Conn) {
 			continue
 		}
 		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
-		timer := time.NewTimer(timeout)
+		timer := s.n.timers.get(timeout)
 		results := make([]engine.Result, len(ops))
 		req, status, err := s.n.acceptForwarded(ctx, timer.C, bid, ops, results)
 		if req == nil {
-			timer.Stop()
+			s.n.timers.put(timer)
 			s.respond(ctx, out, id, status, nil, err)
 			continue
 		}
 		pending.Add(1)
 		go func() {
 			defer pending.Done()
-			defer timer.Stop()
+			defer s.n.timers.put(timer)
 			err := s.n.batcher.wait(ctx, timer.C, req)
 			if errors.Is(err, errRetry) {
 				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
