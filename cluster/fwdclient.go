@@ -77,7 +77,7 @@ func (c *fwdClient) newBatchID() batchID {
 // fwdCall is one forwarded Execute call (or a ping: no ops).
 type fwdCall struct {
 	id      uint64
-	frame   []byte
+	payload []byte // the request frame's payload (writeFrame adds the length)
 	results []engine.Result
 	state   atomic.Int32 // reqQueued (unsent), reqSubmitted (written), reqClaimed, reqAbandoned
 	err     error
@@ -123,7 +123,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 	p = binary.AppendUvarint(p, uint64(ms))
 	p = append(p, id[:]...)
 	p = appendOps(p, ops)
-	call.frame = frame(p)
+	call.payload = p
 
 	select {
 	case conn.wq <- call:
@@ -317,7 +317,7 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
 	p = append(p, id[:]...)
 	p = appendOps(p, nil)
-	call.frame = frame(p)
+	call.payload = p
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -359,7 +359,7 @@ func (conn *fwdConn) writer() {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
 			if call.state.CompareAndSwap(reqQueued, reqSubmitted) {
-				if _, err := bw.Write(call.frame); err != nil {
+				if err := writeFrame(bw, call.payload); err != nil {
 					conn.die(err)
 					conn.failQueued()
 					return

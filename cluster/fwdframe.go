@@ -101,6 +101,18 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 	return b, nil
 }
 
+// writeFrame writes payload to w as one frame: its length, then the bytes
+// (no copy of the payload, unlike frame).
+func writeFrame(w *bufio.Writer, payload []byte) error {
+	// The length goes into w's own buffer: a local array would escape
+	// through Write and cost an allocation per frame.
+	if _, err := w.Write(binary.AppendUvarint(w.AvailableBuffer(), uint64(len(payload)))); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
 // frame prefixes payload with its length.
 func frame(payload []byte) []byte {
 	out := make([]byte, 0, binary.MaxVarintLen64+len(payload))

@@ -105,7 +105,7 @@ func (s *fwdServer) handle(c net.Conn) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan []byte, 1024)
+	out := make(chan []byte, 1024) // response payloads; the writer frames them
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -123,7 +123,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			// network sooner.
 			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
 			for f != nil {
-				if _, err := bw.Write(f); err != nil {
+				if err := writeFrame(bw, f); err != nil {
 					cancel()
 					c.Close()
 					return
@@ -204,7 +204,7 @@ func (s *fwdServer) handle(c net.Conn) {
 	<-writerDone
 }
 
-// respond queues one response frame.
+// respond queues one response's payload.
 func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, status byte, results []engine.Result, err error) {
 	p := make([]byte, 0, 16+32*len(results))
 	p = binary.AppendUvarint(p, id)
@@ -215,7 +215,7 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, s
 		p = appendError(p, err)
 	}
 	select {
-	case out <- frame(p):
+	case out <- p:
 	case <-ctx.Done():
 	}
 }
