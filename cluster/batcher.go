@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,14 +108,20 @@ const (
 )
 
 // request is one Execute call's batch on its way through the pipeline.
+//
+// Requests are recycled (batcher.reqPool): a request goes back to the pool
+// only from wait, once its caller received the outcome on done, which
+// finish sends as the last thing any other goroutine does with it. A
+// request its caller abandoned is never recycled, since a waiter may still
+// try to claim it.
 type request struct {
 	id      batchID // a forwarded batch's ID, or zero
 	ops     []engine.Op
 	results []engine.Result
 	size    int // encoded size estimate
 	state   atomic.Int32
-	err     error // set before done is closed
-	done    chan struct{}
+	err     error         // set before done is signalled
+	done    chan struct{} // capacity 1: finish sends once per use
 }
 
 // batcher is the group commit pipeline's single gathering goroutine.
@@ -129,6 +136,7 @@ type batcher struct {
 	fill        int           // ops that justify a second entry in flight
 	maxInflight int           // MaxInflight
 	freed       chan struct{} // an entry was answered; capacity MaxInflight
+	reqPool     sync.Pool     // of *request: see request
 	closing     <-chan struct{}
 	stopped     chan struct{}
 
@@ -173,17 +181,32 @@ func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id ba
 // enqueue puts ops on the batcher's queue. Requests queued by one goroutine
 // are committed in that order.
 func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, error) {
-	req := &request{id: id, ops: ops, results: results, size: opsSize(ops), done: make(chan struct{})}
+	req, _ := b.reqPool.Get().(*request)
+	if req == nil {
+		req = &request{done: make(chan struct{}, 1)}
+	}
+	req.id, req.ops, req.results, req.size = id, ops, results, opsSize(ops)
+	req.state.Store(reqQueued)
 	select {
 	case b.reqs <- req:
 		return req, nil
 	case <-deadline:
-		return nil, clusterDownError(b.timeout)
 	case <-ctx.Done():
+		b.release(req)
 		return nil, fmt.Errorf("cluster: execute: %w", ctx.Err())
 	case <-b.closing:
+		b.release(req)
 		return nil, ErrShuttingDown
 	}
+	b.release(req) // never queued: nobody else saw it
+	return nil, clusterDownError(b.timeout)
+}
+
+// release recycles a request whose outcome its caller received (or that
+// was never queued): no other goroutine refers to it any more.
+func (b *batcher) release(req *request) {
+	req.ops, req.results, req.err = nil, nil, nil
+	b.reqPool.Put(req)
 }
 
 // wait waits for a queued request's outcome.
@@ -194,7 +217,9 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 	for giveUp == nil {
 		select {
 		case <-req.done:
-			return req.err
+			err := req.err
+			b.release(req)
+			return err
 		case <-deadline:
 			timedOut = true
 			giveUp = clusterDownError(b.timeout)
@@ -219,7 +244,9 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 		return giveUp // ctx ended: the caller is gone, no reply is read
 	}
 	<-req.done // a waiter claimed it first and is writing the outcome
-	return req.err
+	err := req.err
+	b.release(req)
+	return err
 }
 
 // abandon marks a request given up by its caller, waiting out a batcher
@@ -251,7 +278,7 @@ func finish(req *request, results []engine.Result, err error) {
 		copy(req.results, results)
 	}
 	req.err = err
-	close(req.done)
+	req.done <- struct{}{} // the last touch: the caller may recycle req now
 }
 
 // run is the batcher goroutine.
