@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -355,6 +356,7 @@ func (conn *fwdConn) writer() {
 			return
 		}
 		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.write))
+		yielded := false
 		for call != nil {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
@@ -369,6 +371,16 @@ func (conn *fwdConn) writer() {
 			case call = <-conn.wq:
 			default:
 				call = nil
+			}
+			if call == nil && !yielded {
+				// Once per flush, let the callers that are runnable queue
+				// their calls first (see coalescing in fwdframe.go).
+				yielded = true
+				runtime.Gosched()
+				select {
+				case call = <-conn.wq:
+				default:
+				}
 			}
 		}
 		if err := bw.Flush(); err != nil {

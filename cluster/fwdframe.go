@@ -54,6 +54,18 @@ import (
 // lasts tens of seconds), writes have a deadline, and a pooled connection
 // that has heard nothing for a while is pinged before it is used.
 //
+// Coalescing. Each side has one writer per connection, which writes every
+// frame queued and then flushes: one write system call (and one read at
+// the other end) per flush. Calls and responses arrive in bursts (an
+// entry commits and its waiter wakes the callers of dozens of requests at
+// once, and those callers send their next commands) but one goroutine at
+// a time, so a writer that flushed as soon as its queue was empty wrote
+// about one frame per system call. Before it flushes, a writer that found
+// its queue empty yields the processor once (runtime.Gosched), so that
+// the goroutines already runnable queue theirs first; when none is, the
+// yield returns at once. BenchmarkClusterThreeNodesForwarded (wal): ~1
+// frame per flush before at both ends, 10-20 after.
+//
 // The forward port is as trusted as the Raft port: bind both to a private
 // network.
 const (

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -122,6 +123,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
 			// network sooner.
 			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
+			yielded := false
 			for f != nil {
 				if err := writeFrame(bw, f); err != nil {
 					cancel()
@@ -132,6 +134,17 @@ func (s *fwdServer) handle(c net.Conn) {
 				case f = <-out:
 				default:
 					f = nil
+				}
+				if f == nil && !yielded {
+					// Once per flush, let the request goroutines that are
+					// runnable queue their responses first (see coalescing
+					// in fwdframe.go).
+					yielded = true
+					runtime.Gosched()
+					select {
+					case f = <-out:
+					default:
+					}
 				}
 			}
 			if err := bw.Flush(); err != nil {
