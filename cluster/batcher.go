@@ -438,25 +438,35 @@ func (b *batcher) drain() {
 
 // await waits for one entry's future, with a deadline of its own, hands
 // out the outcome and frees the entry's slot.
+//
+// It waits on the future itself, and a timer (not a second goroutine and
+// a channel: one wake-up less per entry) answers the entry's callers when
+// the future gives no outcome in time. Whichever of the two settles the
+// entry first answers its callers and frees its slot, and the other does
+// nothing: once answered, a request may be recycled for another call, so
+// it must never be finished twice.
 func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int) {
-	defer func() {
+	var settled atomic.Bool
+	free := func() {
 		b.fsm.forget(id)
 		b.freed <- struct{}{} // buffered: never blocks
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }() // may never return (raft#498)
-	watchdog := time.NewTimer(b.timeout + b.timeout/2)
-	defer watchdog.Stop()
-	var err error
-	select {
-	case err = <-errc:
-	case <-watchdog.C:
+	}
+	watchdog := time.AfterFunc(b.timeout+b.timeout/2, func() {
+		if !settled.CompareAndSwap(false, true) {
+			return
+		}
 		// Handed to Raft, no outcome: it may still commit.
 		for _, r := range batch {
 			finish(r, nil, commitTimeoutError(b.timeout))
 		}
-		return
+		free()
+	})
+	err := f.Error() // may never return (raft#498): the watchdog answers then
+	if !settled.CompareAndSwap(false, true) {
+		return // the watchdog answered the callers
 	}
+	watchdog.Stop()
+	defer free()
 	if err != nil {
 		err = classifyApplyError(err)
 		for _, r := range batch {
