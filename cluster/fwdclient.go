@@ -409,8 +409,14 @@ func (conn *fwdConn) failQueued() {
 // reader matches responses to calls by id.
 func (conn *fwdConn) reader() {
 	br := bufio.NewReaderSize(conn.c, 64<<10)
+	// Responses are read into one buffer: decodeResults and codedError
+	// copy what they keep (keys, error details) out of the frame.
+	var buf []byte
 	for {
-		p, err := readFrame(br, maxFwdResponse)
+		p, err := readFrameInto(br, maxFwdResponse, buf)
+		if cap(p) <= 64<<10 && cap(p) > cap(buf) {
+			buf = p[:0]
+		}
 		if err != nil {
 			conn.die(err)
 			return

@@ -84,6 +84,13 @@ const (
 // readFrame reads one length-prefixed frame of at most limit bytes. The
 // buffer grows only as bytes arrive, so a lying length costs nothing.
 func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
+	return readFrameInto(r, limit, nil)
+}
+
+// readFrameInto is readFrame into buf's array when the frame is at most
+// 64 KiB and fits there (so the frame is only valid until buf is reused),
+// else into new memory.
+func readFrameInto(r *bufio.Reader, limit int, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return nil, err
@@ -92,7 +99,12 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
 	}
 	if n <= 64<<10 {
-		b := make([]byte, n)
+		var b []byte
+		if uint64(cap(buf)) >= n {
+			b = buf[:n]
+		} else {
+			b = make([]byte, n)
+		}
 		_, err := io.ReadFull(r, b)
 		return b, err
 	}
