@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,14 +108,20 @@ const (
 )
 
 // request is one Execute call's batch on its way through the pipeline.
+//
+// Requests are recycled (batcher.reqPool): a request goes back to the pool
+// only from wait, once its caller received the outcome on done, which
+// finish sends as the last thing any other goroutine does with it. A
+// request its caller abandoned is never recycled, since a waiter may still
+// try to claim it.
 type request struct {
 	id      batchID // a forwarded batch's ID, or zero
 	ops     []engine.Op
 	results []engine.Result
 	size    int // encoded size estimate
 	state   atomic.Int32
-	err     error // set before done is closed
-	done    chan struct{}
+	err     error         // set before done is signalled
+	done    chan struct{} // capacity 1: finish sends once per use
 }
 
 // batcher is the group commit pipeline's single gathering goroutine.
@@ -129,6 +136,7 @@ type batcher struct {
 	fill        int           // ops that justify a second entry in flight
 	maxInflight int           // MaxInflight
 	freed       chan struct{} // an entry was answered; capacity MaxInflight
+	reqPool     sync.Pool     // of *request: see request
 	closing     <-chan struct{}
 	stopped     chan struct{}
 
@@ -173,17 +181,32 @@ func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id ba
 // enqueue puts ops on the batcher's queue. Requests queued by one goroutine
 // are committed in that order.
 func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, error) {
-	req := &request{id: id, ops: ops, results: results, size: opsSize(ops), done: make(chan struct{})}
+	req, _ := b.reqPool.Get().(*request)
+	if req == nil {
+		req = &request{done: make(chan struct{}, 1)}
+	}
+	req.id, req.ops, req.results, req.size = id, ops, results, opsSize(ops)
+	req.state.Store(reqQueued)
 	select {
 	case b.reqs <- req:
 		return req, nil
 	case <-deadline:
-		return nil, clusterDownError(b.timeout)
 	case <-ctx.Done():
+		b.release(req)
 		return nil, fmt.Errorf("cluster: execute: %w", ctx.Err())
 	case <-b.closing:
+		b.release(req)
 		return nil, ErrShuttingDown
 	}
+	b.release(req) // never queued: nobody else saw it
+	return nil, clusterDownError(b.timeout)
+}
+
+// release recycles a request whose outcome its caller received (or that
+// was never queued): no other goroutine refers to it any more.
+func (b *batcher) release(req *request) {
+	req.ops, req.results, req.err = nil, nil, nil
+	b.reqPool.Put(req)
 }
 
 // wait waits for a queued request's outcome.
@@ -194,7 +217,9 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 	for giveUp == nil {
 		select {
 		case <-req.done:
-			return req.err
+			err := req.err
+			b.release(req)
+			return err
 		case <-deadline:
 			timedOut = true
 			giveUp = clusterDownError(b.timeout)
@@ -219,7 +244,9 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 		return giveUp // ctx ended: the caller is gone, no reply is read
 	}
 	<-req.done // a waiter claimed it first and is writing the outcome
-	return req.err
+	err := req.err
+	b.release(req)
+	return err
 }
 
 // abandon marks a request given up by its caller, waiting out a batcher
@@ -251,7 +278,7 @@ func finish(req *request, results []engine.Result, err error) {
 		copy(req.results, results)
 	}
 	req.err = err
-	close(req.done)
+	req.done <- struct{}{} // the last touch: the caller may recycle req now
 }
 
 // run is the batcher goroutine.
@@ -411,25 +438,35 @@ func (b *batcher) drain() {
 
 // await waits for one entry's future, with a deadline of its own, hands
 // out the outcome and frees the entry's slot.
+//
+// It waits on the future itself, and a timer (not a second goroutine and
+// a channel: one wake-up less per entry) answers the entry's callers when
+// the future gives no outcome in time. Whichever of the two settles the
+// entry first answers its callers and frees its slot, and the other does
+// nothing: once answered, a request may be recycled for another call, so
+// it must never be finished twice.
 func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int) {
-	defer func() {
+	var settled atomic.Bool
+	free := func() {
 		b.fsm.forget(id)
 		b.freed <- struct{}{} // buffered: never blocks
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }() // may never return (raft#498)
-	watchdog := time.NewTimer(b.timeout + b.timeout/2)
-	defer watchdog.Stop()
-	var err error
-	select {
-	case err = <-errc:
-	case <-watchdog.C:
+	}
+	watchdog := time.AfterFunc(b.timeout+b.timeout/2, func() {
+		if !settled.CompareAndSwap(false, true) {
+			return
+		}
 		// Handed to Raft, no outcome: it may still commit.
 		for _, r := range batch {
 			finish(r, nil, commitTimeoutError(b.timeout))
 		}
-		return
+		free()
+	})
+	err := f.Error() // may never return (raft#498): the watchdog answers then
+	if !settled.CompareAndSwap(false, true) {
+		return // the watchdog answered the callers
 	}
+	watchdog.Stop()
+	defer free()
 	if err != nil {
 		err = classifyApplyError(err)
 		for _, r := range batch {

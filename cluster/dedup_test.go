@@ -289,7 +289,7 @@ func TestBatcherTimeoutClass(t *testing.T) {
 	}{{reqQueued, ErrClusterDown}, {reqSubmitted, ErrUncertain}} {
 		t.Run(fmt.Sprint(tt.state), func(t *testing.T) {
 			b := &batcher{timeout: time.Second, closing: make(chan struct{})}
-			req := &request{done: make(chan struct{})}
+			req := &request{done: make(chan struct{}, 1)}
 			req.state.Store(tt.state)
 			deadline := make(chan time.Time, 1)
 			deadline <- time.Now()

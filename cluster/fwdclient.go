@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +78,7 @@ func (c *fwdClient) newBatchID() batchID {
 // fwdCall is one forwarded Execute call (or a ping: no ops).
 type fwdCall struct {
 	id      uint64
-	frame   []byte
+	payload []byte // the request frame's payload (writeFrame adds the length)
 	results []engine.Result
 	state   atomic.Int32 // reqQueued (unsent), reqSubmitted (written), reqClaimed, reqAbandoned
 	err     error
@@ -123,7 +124,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 	p = binary.AppendUvarint(p, uint64(ms))
 	p = append(p, id[:]...)
 	p = appendOps(p, ops)
-	call.frame = frame(p)
+	call.payload = p
 
 	select {
 	case conn.wq <- call:
@@ -317,7 +318,7 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
 	p = append(p, id[:]...)
 	p = appendOps(p, nil)
-	call.frame = frame(p)
+	call.payload = p
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -355,11 +356,12 @@ func (conn *fwdConn) writer() {
 			return
 		}
 		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.write))
+		yielded := false
 		for call != nil {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
 			if call.state.CompareAndSwap(reqQueued, reqSubmitted) {
-				if _, err := bw.Write(call.frame); err != nil {
+				if err := writeFrame(bw, call.payload); err != nil {
 					conn.die(err)
 					conn.failQueued()
 					return
@@ -369,6 +371,16 @@ func (conn *fwdConn) writer() {
 			case call = <-conn.wq:
 			default:
 				call = nil
+			}
+			if call == nil && !yielded {
+				// Once per flush, let the callers that are runnable queue
+				// their calls first (see coalescing in fwdframe.go).
+				yielded = true
+				runtime.Gosched()
+				select {
+				case call = <-conn.wq:
+				default:
+				}
 			}
 		}
 		if err := bw.Flush(); err != nil {
@@ -397,8 +409,14 @@ func (conn *fwdConn) failQueued() {
 // reader matches responses to calls by id.
 func (conn *fwdConn) reader() {
 	br := bufio.NewReaderSize(conn.c, 64<<10)
+	// Responses are read into one buffer: decodeResults and codedError
+	// copy what they keep (keys, error details) out of the frame.
+	var buf []byte
 	for {
-		p, err := readFrame(br, maxFwdResponse)
+		p, err := readFrameInto(br, maxFwdResponse, buf)
+		if cap(p) <= 64<<10 && cap(p) > cap(buf) {
+			buf = p[:0]
+		}
 		if err != nil {
 			conn.die(err)
 			return

@@ -54,6 +54,18 @@ import (
 // lasts tens of seconds), writes have a deadline, and a pooled connection
 // that has heard nothing for a while is pinged before it is used.
 //
+// Coalescing. Each side has one writer per connection, which writes every
+// frame queued and then flushes: one write system call (and one read at
+// the other end) per flush. Calls and responses arrive in bursts (an
+// entry commits and its waiter wakes the callers of dozens of requests at
+// once, and those callers send their next commands) but one goroutine at
+// a time, so a writer that flushed as soon as its queue was empty wrote
+// about one frame per system call. Before it flushes, a writer that found
+// its queue empty yields the processor once (runtime.Gosched), so that
+// the goroutines already runnable queue theirs first; when none is, the
+// yield returns at once. BenchmarkClusterThreeNodesForwarded (wal): ~1
+// frame per flush before at both ends, 10-20 after.
+//
 // The forward port is as trusted as the Raft port: bind both to a private
 // network.
 const (
@@ -72,6 +84,13 @@ const (
 // readFrame reads one length-prefixed frame of at most limit bytes. The
 // buffer grows only as bytes arrive, so a lying length costs nothing.
 func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
+	return readFrameInto(r, limit, nil)
+}
+
+// readFrameInto is readFrame into buf's array when the frame is at most
+// 64 KiB and fits there (so the frame is only valid until buf is reused),
+// else into new memory.
+func readFrameInto(r *bufio.Reader, limit int, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return nil, err
@@ -80,7 +99,12 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
 	}
 	if n <= 64<<10 {
-		b := make([]byte, n)
+		var b []byte
+		if uint64(cap(buf)) >= n {
+			b = buf[:n]
+		} else {
+			b = make([]byte, n)
+		}
 		_, err := io.ReadFull(r, b)
 		return b, err
 	}
@@ -99,6 +123,18 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// writeFrame writes payload to w as one frame: its length, then the bytes
+// (no copy of the payload, unlike frame).
+func writeFrame(w *bufio.Writer, payload []byte) error {
+	// The length goes into w's own buffer: a local array would escape
+	// through Write and cost an allocation per frame.
+	if _, err := w.Write(binary.AppendUvarint(w.AvailableBuffer(), uint64(len(payload)))); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
 }
 
 // frame prefixes payload with its length.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -105,7 +106,7 @@ func (s *fwdServer) handle(c net.Conn) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan []byte, 1024)
+	out := make(chan []byte, 1024) // response payloads; the writer frames them
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -122,8 +123,9 @@ func (s *fwdServer) handle(c net.Conn) {
 			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
 			// network sooner.
 			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
+			yielded := false
 			for f != nil {
-				if _, err := bw.Write(f); err != nil {
+				if err := writeFrame(bw, f); err != nil {
 					cancel()
 					c.Close()
 					return
@@ -132,6 +134,17 @@ func (s *fwdServer) handle(c net.Conn) {
 				case f = <-out:
 				default:
 					f = nil
+				}
+				if f == nil && !yielded {
+					// Once per flush, let the request goroutines that are
+					// runnable queue their responses first (see coalescing
+					// in fwdframe.go).
+					yielded = true
+					runtime.Gosched()
+					select {
+					case f = <-out:
+					default:
+					}
 				}
 			}
 			if err := bw.Flush(); err != nil {
@@ -174,18 +187,18 @@ func (s *fwdServer) handle(c net.Conn) {
 			continue
 		}
 		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
-		timer := time.NewTimer(timeout)
+		timer := s.n.timers.get(timeout)
 		results := make([]engine.Result, len(ops))
 		req, status, err := s.n.acceptForwarded(ctx, timer.C, bid, ops, results)
 		if req == nil {
-			timer.Stop()
+			s.n.timers.put(timer)
 			s.respond(ctx, out, id, status, nil, err)
 			continue
 		}
 		pending.Add(1)
 		go func() {
 			defer pending.Done()
-			defer timer.Stop()
+			defer s.n.timers.put(timer)
 			err := s.n.batcher.wait(ctx, timer.C, req)
 			if errors.Is(err, errRetry) {
 				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
@@ -204,7 +217,7 @@ func (s *fwdServer) handle(c net.Conn) {
 	<-writerDone
 }
 
-// respond queues one response frame.
+// respond queues one response's payload.
 func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, status byte, results []engine.Result, err error) {
 	p := make([]byte, 0, 16+32*len(results))
 	p = binary.AppendUvarint(p, id)
@@ -215,7 +228,7 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, s
 		p = appendError(p, err)
 	}
 	select {
-	case out <- frame(p):
+	case out <- p:
 	case <-ctx.Done():
 	}
 }

@@ -51,6 +51,7 @@ type Node struct {
 	fwdSrv  *fwdServer
 	fwdAddr string       // advertised forward address
 	metrics *nodeMetrics // metrics.go
+	timers  timerPool    // deadline timers of Execute and forwarded requests
 
 	stores    *logStores // nil in memory
 	transport raft.Transport
@@ -268,8 +269,8 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	}
 	start := time.Now()
 	until := start.Add(n.cfg.ClusterTimeout)
-	deadline := time.NewTimer(n.cfg.ClusterTimeout)
-	defer deadline.Stop()
+	deadline := n.timers.get(n.cfg.ClusterTimeout)
+	defer n.timers.put(deadline)
 	var (
 		pause *time.Timer
 		id    batchID // given at the first forward, kept by every later try
