@@ -149,13 +149,21 @@ func (e *Engine) count(now int64) int64 {
 	n := int64(0)
 	for _, s := range e.shards {
 		s.mu.Lock()
-		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
-			if _, _, _, live := s.liveState(ent, now); live {
-				n++
-			}
-		})
+		n += s.countLive(now)
 		s.mu.Unlock()
 	}
+	return n
+}
+
+// countLive returns how many of s's keys have state at now. The caller
+// holds s.mu.
+func (s *shard) countLive(now int64) int64 {
+	n := int64(0)
+	s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+		if _, _, _, live := s.liveState(ent, now); live {
+			n++
+		}
+	})
 	return n
 }
 
@@ -164,11 +172,7 @@ func (e *Engine) flush(now int64) int64 {
 	n := int64(0)
 	for _, s := range e.shards {
 		s.mu.Lock()
-		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
-			if _, _, _, live := s.liveState(ent, now); live {
-				n++
-			}
-		})
+		n += s.countLive(now)
 		s.reset()
 		s.mu.Unlock()
 	}
