@@ -130,16 +130,29 @@ func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (u
 	return idx, idx >= s.slotsEnd(), budget
 }
 
+// walkAll calls fn on every key of s. The caller holds s.mu.
+func (s *shard) walkAll(fn func(idx uint32, ent *entry)) {
+	s.walk(0, int(s.slotsEnd())+1, fn)
+}
+
+// eachShard calls fn on every shard in turn, holding that shard's lock
+// (one shard lock at a time, never two).
+func (e *Engine) eachShard(fn func(s *shard)) {
+	for _, s := range e.shards {
+		s.mu.Lock()
+		fn(s)
+		s.mu.Unlock()
+	}
+}
+
 // keys returns every key with state at now matching pattern.
 func (e *Engine) keys(now int64, pattern []byte) [][]byte {
 	var keys [][]byte
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+	e.eachShard(func(s *shard) {
+		s.walkAll(func(_ uint32, ent *entry) {
 			keys = s.appendIfMatch(keys, ent, now, pattern)
 		})
-		s.mu.Unlock()
-	}
+	})
 	return keys
 }
 
@@ -147,11 +160,7 @@ func (e *Engine) keys(now int64, pattern []byte) [][]byte {
 // key, one shard lock at a time.
 func (e *Engine) count(now int64) int64 {
 	n := int64(0)
-	for _, s := range e.shards {
-		s.mu.Lock()
-		n += s.countLive(now)
-		s.mu.Unlock()
-	}
+	e.eachShard(func(s *shard) { n += s.countLive(now) })
 	return n
 }
 
@@ -159,7 +168,7 @@ func (e *Engine) count(now int64) int64 {
 // holds s.mu.
 func (s *shard) countLive(now int64) int64 {
 	n := int64(0)
-	s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+	s.walkAll(func(_ uint32, ent *entry) {
 		if _, _, _, live := s.liveState(ent, now); live {
 			n++
 		}
@@ -170,12 +179,10 @@ func (s *shard) countLive(now int64) int64 {
 // flush forgets every key and returns how many had state at now.
 func (e *Engine) flush(now int64) int64 {
 	n := int64(0)
-	for _, s := range e.shards {
-		s.mu.Lock()
+	e.eachShard(func(s *shard) {
 		n += s.countLive(now)
 		s.reset()
-		s.mu.Unlock()
-	}
+	})
 	return n
 }
 
