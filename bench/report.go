@@ -172,16 +172,22 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
+// casesWithPrefix returns the cases whose ID starts with prefix, in order.
+func (r *Report) casesWithPrefix(prefix string) []CaseResult {
+	var out []CaseResult
+	for _, c := range r.Cases {
+		if strings.HasPrefix(c.Case.ID, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // BuildCharts renders the report's charts into r.Charts.
 func (r *Report) BuildCharts() {
 	r.Charts = map[string]string{}
 	// throughput against connections
-	var conns []CaseResult
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, "conns-") {
-			conns = append(conns, c)
-		}
-	}
+	conns := r.casesWithPrefix("conns-")
 	if len(conns) > 0 {
 		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s", LogX: true}
 		for _, t := range conns[0].Case.Targets {
@@ -296,12 +302,7 @@ func (r *Report) Markdown(chartDir string) string {
 		img("latency-p1.svg", "latency percentiles at P1")
 	}
 
-	var durability []CaseResult
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, "durability-") {
-			durability = append(durability, c)
-		}
-	}
+	durability := r.casesWithPrefix("durability-")
 	if len(durability) > 0 {
 		p("## Log stores and durability modes\n\n")
 		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
@@ -310,12 +311,7 @@ func (r *Report) Markdown(chartDir string) string {
 		}
 	}
 
-	var conns []CaseResult
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, "conns-") {
-			conns = append(conns, c)
-		}
-	}
+	conns := r.casesWithPrefix("conns-")
 	if len(conns) > 0 {
 		p("## Throughput against connections\n\n")
 		img("conns.svg", "throughput against connections")
