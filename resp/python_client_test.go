@@ -14,10 +14,7 @@ import (
 // python3-redis; elsewhere, without a python3 that imports redis, the test
 // is skipped.
 func TestPythonClient(t *testing.T) {
-	python := pyredis.Find("redis")
-	if python == "" {
-		t.Skip("no python3 with redis-py (.ci/run installs Debian's python3-redis)")
-	}
+	python := pyredis.Require(t)
 	version, err := exec.Command(python, "-c", "import redis; print(redis.__version__)").Output()
 	if err != nil {
 		t.Fatalf("redis-py version: %v", err)

@@ -3,7 +3,10 @@
 // python3-redis; elsewhere those tests skip).
 package pyredis
 
-import "os/exec"
+import (
+	"os/exec"
+	"testing"
+)
 
 // Find returns the path of a python3 that can import module (such as
 // "redis" or "redis.cluster"), trying /usr/bin/python3 first and then
@@ -15,4 +18,15 @@ func Find(module string) string {
 		}
 	}
 	return ""
+}
+
+// Require returns Find("redis"), or skips t when there is no python3 with
+// redis-py.
+func Require(t testing.TB) string {
+	t.Helper()
+	python := Find("redis")
+	if python == "" {
+		t.Skip("no python3 with redis-py (.ci/run installs Debian's python3-redis)")
+	}
+	return python
 }

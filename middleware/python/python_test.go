@@ -22,10 +22,7 @@ import (
 // framework that does not import is skipped, and so is the test without
 // python3 and redis-py.
 func TestFlaskFastAPI(t *testing.T) {
-	python := pyredis.Find("redis")
-	if python == "" {
-		t.Skip("no python3 with redis-py (.ci/run installs Debian's python3-redis)")
-	}
+	python := pyredis.Require(t)
 	var frameworks []string
 	for fw, imports := range map[string]string{"flask": "import flask", "fastapi": "import fastapi, httpx"} {
 		if exec.Command(python, "-c", imports).Run() == nil {
