@@ -78,9 +78,8 @@ func (s *shard) scanWalk(idx uint32, keys, work int, fn func(ent *entry)) (uint3
 			return 0, true, keys, work
 		}
 		work--
-		pg := idx >> pageBits
-		if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
-			idx = (pg + 1) << pageBits
+		if next, unused := s.pageUnused(idx); unused {
+			idx = next
 			continue
 		}
 		if ent := s.entry(idx); ent.rule != 0 {
@@ -108,6 +107,17 @@ func (s *shard) appendIfMatch(keys [][]byte, ent *entry, now int64, pattern []by
 	return append(keys, append([]byte(nil), key...))
 }
 
+// pageUnused reports whether slot idx is on a released page or past the
+// slots its page has ever used, and returns the first slot of the next
+// page: a walk goes there next.
+func (s *shard) pageUnused(idx uint32) (uint32, bool) {
+	pg := idx >> pageBits
+	if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
+		return (pg + 1) << pageBits, true
+	}
+	return idx, false
+}
+
 // walk calls fn on the live entries from index idx on, examining up to budget
 // slots (a released page counts as one). It returns where it stopped, whether
 // the shard is done, and the budget left. fn may remove the entry it is given.
@@ -117,9 +127,8 @@ func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (u
 			return 0, true, budget
 		}
 		budget--
-		pg := idx >> pageBits
-		if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
-			idx = (pg + 1) << pageBits
+		if next, unused := s.pageUnused(idx); unused {
+			idx = next
 			continue
 		}
 		if ent := s.entry(idx); ent.rule != 0 {
