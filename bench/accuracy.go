@@ -26,18 +26,10 @@ type AccuracyOptions struct {
 }
 
 func (o *AccuracyOptions) defaults() {
-	if o.Keys < 2 {
-		o.Keys = 40
-	}
-	if o.Windows < 2 {
-		o.Windows = 12
-	}
-	if o.Limit < 1 {
-		o.Limit = 100
-	}
-	if o.Window < time.Millisecond {
-		o.Window = time.Second
-	}
+	atLeast(&o.Keys, 2, 40)
+	atLeast(&o.Windows, 2, 12)
+	atLeast(&o.Limit, 1, 100)
+	atLeast(&o.Window, time.Millisecond, time.Second)
 }
 
 // AccuracyPattern is the comparison on one kind of traffic.

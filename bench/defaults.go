@@ -1,11 +1,21 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"time"
 )
+
+// atLeast sets the option *v to def when it is below least, the smallest
+// value that makes sense (1 for counts and durations: left unset, an
+// option is 0).
+func atLeast[T cmp.Ordered](v *T, least, def T) {
+	if *v < least {
+		*v = def
+	}
+}
 
 // Suite sections, for SuiteOptions.Only and Skip.
 const (
@@ -67,33 +77,15 @@ func FullSuiteOptions() SuiteOptions {
 }
 
 func (o *SuiteOptions) defaults() {
-	if o.Duration <= 0 {
-		o.Duration = 2 * time.Second
-	}
-	if o.ShortDuration <= 0 {
-		o.ShortDuration = time.Second
-	}
-	if o.Warmup <= 0 {
-		o.Warmup = 500 * time.Millisecond
-	}
-	if o.Rounds < 1 {
-		o.Rounds = 3
-	}
-	if o.ShortRounds < 1 {
-		o.ShortRounds = 2
-	}
-	if o.Conns < 1 {
-		o.Conns = 50
-	}
-	if o.Keys < 1 {
-		o.Keys = 100_000
-	}
-	if o.MemoryKeys < 1 {
-		o.MemoryKeys = 1_000_000
-	}
-	if o.MaxKeys < 1 {
-		o.MaxKeys = 1_000_000
-	}
+	atLeast(&o.Duration, 1, 2*time.Second)
+	atLeast(&o.ShortDuration, 1, time.Second)
+	atLeast(&o.Warmup, 1, 500*time.Millisecond)
+	atLeast(&o.Rounds, 1, 3)
+	atLeast(&o.ShortRounds, 1, 2)
+	atLeast(&o.Conns, 1, 50)
+	atLeast(&o.Keys, 1, 100_000)
+	atLeast(&o.MemoryKeys, 1, 1_000_000)
+	atLeast(&o.MaxKeys, 1, 1_000_000)
 	if len(o.ConnSteps) == 0 {
 		o.ConnSteps = []int{1, 8, 50, 200}
 	}

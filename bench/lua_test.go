@@ -31,6 +31,18 @@ func startRedisForTest(t *testing.T) *Target {
 	return tgt
 }
 
+// fillThenCall makes n calls on key, each of which must be allowed with
+// the remaining count going down to 0, and returns the reply of one more.
+func fillThenCall(t *testing.T, ctx context.Context, c *Conn, d Dialect, a Algorithm, key string, p Params, n int) []int64 {
+	t.Helper()
+	for i := range n {
+		if r := call(t, ctx, c, d, a, key, p); r[0] != 1 || r[2] != int64(n-1-i) {
+			t.Fatalf("call %d: %v", i+1, r)
+		}
+	}
+	return call(t, ctx, c, d, a, key, p)
+}
+
 // call runs one EVALSHA of the algorithm's script and returns its five integers.
 func call(t *testing.T, ctx context.Context, c *Conn, d Dialect, a Algorithm, key string, p Params) []int64 {
 	t.Helper()
@@ -112,12 +124,7 @@ func TestLuaScriptsAgainstRedis(t *testing.T) {
 
 	t.Run("leaky", func(t *testing.T) {
 		p := Params{Limit: 2, RateN: 1, Period: time.Minute, Cost: 1}
-		for i := range 2 {
-			if r := call(t, ctx, c, lua, AlgLeaky, "lk", p); r[0] != 1 || r[2] != int64(1-i) {
-				t.Fatalf("call %d: %v", i+1, r)
-			}
-		}
-		r := call(t, ctx, c, lua, AlgLeaky, "lk", p)
+		r := fillThenCall(t, ctx, c, lua, AlgLeaky, "lk", p, 2)
 		if r[0] != 0 || r[3] < 59000 || r[3] > 60000 || r[4] < 119000 || r[4] > 120000 {
 			t.Fatalf("third call: %v, want denied, retry about 60000, reset about 120000", r)
 		}
@@ -156,12 +163,7 @@ func TestLuaScriptsAgainstRedis(t *testing.T) {
 
 	t.Run("log", func(t *testing.T) {
 		p := Params{Limit: 2, Period: time.Minute, Cost: 1} // RL.LOG k 2 1m
-		for i := range 2 {
-			if r := call(t, ctx, c, lua, AlgLog, "lg", p); r[0] != 1 || r[2] != int64(1-i) {
-				t.Fatalf("call %d: %v", i+1, r)
-			}
-		}
-		r := call(t, ctx, c, lua, AlgLog, "lg", p)
+		r := fillThenCall(t, ctx, c, lua, AlgLog, "lg", p, 2)
 		if r[0] != 0 || r[3] < 55000 || r[3] > 60000 || r[4] < 55000 || r[4] > 60000 {
 			t.Fatalf("third call: %v, want denied, retry and reset about 60000", r)
 		}

@@ -172,16 +172,22 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
+// casesWithPrefix returns the cases whose ID starts with prefix, in order.
+func (r *Report) casesWithPrefix(prefix string) []CaseResult {
+	var out []CaseResult
+	for _, c := range r.Cases {
+		if strings.HasPrefix(c.Case.ID, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // BuildCharts renders the report's charts into r.Charts.
 func (r *Report) BuildCharts() {
 	r.Charts = map[string]string{}
 	// throughput against connections
-	var conns []CaseResult
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, "conns-") {
-			conns = append(conns, c)
-		}
-	}
+	conns := r.casesWithPrefix("conns-")
 	if len(conns) > 0 {
 		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s", LogX: true}
 		for _, t := range conns[0].Case.Targets {
@@ -296,12 +302,7 @@ func (r *Report) Markdown(chartDir string) string {
 		img("latency-p1.svg", "latency percentiles at P1")
 	}
 
-	var durability []CaseResult
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, "durability-") {
-			durability = append(durability, c)
-		}
-	}
+	durability := r.casesWithPrefix("durability-")
 	if len(durability) > 0 {
 		p("## Log stores and durability modes\n\n")
 		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
@@ -310,12 +311,7 @@ func (r *Report) Markdown(chartDir string) string {
 		}
 	}
 
-	var conns []CaseResult
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, "conns-") {
-			conns = append(conns, c)
-		}
-	}
+	conns := r.casesWithPrefix("conns-")
 	if len(conns) > 0 {
 		p("## Throughput against connections\n\n")
 		img("conns.svg", "throughput against connections")
@@ -452,47 +448,43 @@ func (r *Report) Markdown(chartDir string) string {
 }
 
 func (r *Report) caseTable(b *strings.Builder, cr CaseResult) {
-	c := cr.Case
-	fmt.Fprintf(b, "### %s\n\n`%s`: %s, %d connections, pipeline %d, %d rounds.\n\n", c.Title, c.ID, c.Workload, c.Conns, c.Pipeline, c.Rounds)
-	fmt.Fprintf(b, "| target | throughput | vs %s | p50 | p90 | p99 | p99.9 | max | server CPU per request | denied | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n", c.Baseline)
-	for _, run := range cr.Runs {
-		if !run.OK() {
-			fmt.Fprintf(b, "| %s | %s | | | | | | | | | |\n", run.Target, mdEscape(runProblem(&run)))
-			continue
-		}
-		m := run.Median
-		errs := "0"
-		if m.Errors > 0 {
-			errs = fmt.Sprintf("%d (%s)", m.Errors, mdEscape(shorten(m.FirstError, 60)))
-		}
-		fmt.Fprintf(b, "| %s | %s/s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", run.Target, FormatCount(m.Throughput),
-			ratioCell(cr.Ratio(run.Target)), FormatNs(m.Latency.P50), FormatNs(m.Latency.P90), FormatNs(m.Latency.P99),
-			FormatNs(m.Latency.P999), FormatNs(m.Latency.Max), cpuCell(m.ServerCPU), pct(m.DenyShare()), errs)
-	}
-	b.WriteString("\n")
+	writeCaseTable(b, cr, []string{"p50", "p90", "p99", "p99.9", "max", "server CPU per request", "denied"}, func(m *LoadResult) []string {
+		return []string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P90), FormatNs(m.Latency.P99),
+			FormatNs(m.Latency.P999), FormatNs(m.Latency.Max), cpuCell(m.ServerCPU), pct(m.DenyShare())}
+	})
 }
 
 // durabilityTable is a case's table with the ops per log entry.
 func durabilityTable(b *strings.Builder, cr CaseResult) {
-	c := cr.Case
-	fmt.Fprintf(b, "### %s\n\n`%s`: %s, %d connections, pipeline %d, %d rounds.\n\n", c.Title, c.ID, c.Workload, c.Conns, c.Pipeline, c.Rounds)
-	fmt.Fprintf(b, "| target | throughput | vs %s | p50 | p99 | server CPU per request | ops per log entry | errors |\n|---|---|---|---|---|---|---|---|\n", c.Baseline)
-	for _, run := range cr.Runs {
-		if !run.OK() {
-			fmt.Fprintf(b, "| %s | %s | | | | | | |\n", run.Target, mdEscape(runProblem(&run)))
-			continue
-		}
-		m := run.Median
-		errs := "0"
-		if m.Errors > 0 {
-			errs = fmt.Sprintf("%d (%s)", m.Errors, mdEscape(shorten(m.FirstError, 60)))
-		}
+	writeCaseTable(b, cr, []string{"p50", "p99", "server CPU per request", "ops per log entry"}, func(m *LoadResult) []string {
 		perEntry := ""
 		if m.OpsPerEntry > 0 {
 			perEntry = fmt.Sprintf("%.1f", m.OpsPerEntry)
 		}
-		fmt.Fprintf(b, "| %s | %s/s | %s | %s | %s | %s | %s | %s |\n", run.Target, FormatCount(m.Throughput),
-			ratioCell(cr.Ratio(run.Target)), FormatNs(m.Latency.P50), FormatNs(m.Latency.P99), cpuCell(m.ServerCPU), perEntry, errs)
+		return []string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P99), cpuCell(m.ServerCPU), perEntry}
+	})
+}
+
+// writeCaseTable writes cr's heading and its table, a row per target: the
+// target, its throughput and its ratio to the baseline, then cols, whose
+// cells cells gives from a finished run's median, then its errors. A run
+// that did not finish gets its problem in the throughput cell.
+func writeCaseTable(b *strings.Builder, cr CaseResult, cols []string, cells func(m *LoadResult) []string) {
+	c := cr.Case
+	fmt.Fprintf(b, "### %s\n\n`%s`: %s, %d connections, pipeline %d, %d rounds.\n\n", c.Title, c.ID, c.Workload, c.Conns, c.Pipeline, c.Rounds)
+	fmt.Fprintf(b, "| target | throughput | vs %s | %s | errors |\n|%s\n", c.Baseline, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)+4))
+	for _, run := range cr.Runs {
+		if !run.OK() {
+			fmt.Fprintf(b, "| %s | %s |%s\n", run.Target, mdEscape(runProblem(&run)), strings.Repeat(" |", len(cols)+2))
+			continue
+		}
+		m := &run.Median
+		errs := "0"
+		if m.Errors > 0 {
+			errs = fmt.Sprintf("%d (%s)", m.Errors, mdEscape(shorten(m.FirstError, 60)))
+		}
+		row := append([]string{run.Target, FormatCount(m.Throughput) + "/s", ratioCell(cr.Ratio(run.Target))}, cells(m)...)
+		fmt.Fprintf(b, "| %s | %s |\n", strings.Join(row, " | "), errs)
 	}
 	b.WriteString("\n")
 }

@@ -114,33 +114,27 @@ func (ls *leaseSet) merge(a, b int32) int32 {
 
 // splitExp splits t into the nodes with expiry <= cut and the others.
 func (ls *leaseSet) splitExp(t int32, cut int64) (int32, int32) {
-	if t == nilLease {
-		return nilLease, nilLease
-	}
-	if ls.nodes[t].expiry <= cut {
-		l, r := ls.splitExp(ls.nodes[t].right, cut)
-		ls.nodes[t].right = l
-		ls.upd(t)
-		return t, r
-	}
-	l, r := ls.splitExp(ls.nodes[t].left, cut)
-	ls.nodes[t].left = r
-	ls.upd(t)
-	return l, t
+	return ls.split(t, func(n int32) bool { return ls.nodes[n].expiry <= cut })
 }
 
 // splitNode splits t into the nodes ordered before node x and the others.
 func (ls *leaseSet) splitNode(t, x int32) (int32, int32) {
+	return ls.split(t, func(n int32) bool { return ls.before(n, x) })
+}
+
+// split splits t into the nodes for which left holds and the others; left
+// must hold on a prefix of the order.
+func (ls *leaseSet) split(t int32, left func(n int32) bool) (int32, int32) {
 	if t == nilLease {
 		return nilLease, nilLease
 	}
-	if ls.before(t, x) {
-		l, r := ls.splitNode(ls.nodes[t].right, x)
+	if left(t) {
+		l, r := ls.split(ls.nodes[t].right, left)
 		ls.nodes[t].right = l
 		ls.upd(t)
 		return t, r
 	}
-	l, r := ls.splitNode(ls.nodes[t].left, x)
+	l, r := ls.split(ls.nodes[t].left, left)
 	ls.nodes[t].left = r
 	ls.upd(t)
 	return l, t

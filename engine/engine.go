@@ -95,11 +95,7 @@ func (e *Engine) Len() int {
 
 // Reset forgets every key. The clock is kept.
 func (e *Engine) Reset() {
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.reset()
-		s.mu.Unlock()
-	}
+	e.eachShard(func(s *shard) { s.reset() })
 	if e.watch != nil {
 		e.watch.AllChanged()
 	}

@@ -22,7 +22,7 @@ func (e *Engine) ExportShard(i int, now int64) []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	recs := make([]Record, 0, s.count.Load())
-	s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+	s.walkAll(func(_ uint32, ent *entry) {
 		_, rule, _, live := s.liveState(ent, now)
 		if !live {
 			return

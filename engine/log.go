@@ -195,21 +195,30 @@ func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, 
 		}
 		return logResult(rule, 0, 0, now), false
 	}
+	res := logDenied(ring, rule, logged, 0, n, now)
+	if logged == 0 && found {
+		s.remove(pos, idx)
+		return res, false
+	}
+	return res, logged > 0
+}
+
+// logDenied is the reply denying n (> 0, over the limit with the logged
+// live entries, which start at index start of ring) for rule at now. ring
+// may be nil when logged is 0.
+func logDenied(ring *logRing, rule Rule, logged, start int, n, now int64) Result {
 	res := logResult(rule, logged, 0, now)
 	res.Allowed = false
 	if n > rule.Limit {
 		res.RetryAfter = -1
 	} else {
 		k := int(int64(logged) + n - rule.Limit)
-		res.RetryAfter = ceilMs(ring.at(k-1) + rule.Period - now)
+		res.RetryAfter = ceilMs(ring.at(start+k-1) + rule.Period - now)
 	}
 	if logged > 0 {
 		res.ResetAfter = ceilMs(ring.newest() + rule.Period - now)
-	} else if found {
-		s.remove(pos, idx)
-		return res, false
 	}
-	return res, logged > 0
+	return res
 }
 
 // logPeek is the reply of a cost-0 call with rule on a non-empty ring at
@@ -265,18 +274,7 @@ func logEval(ring *logRing, old, rule Rule, n, now int64) Result {
 	case int64(logged)+n <= rule.Limit:
 		return logResult(rule, logged+int(n), now, now)
 	}
-	res := logResult(rule, logged, 0, now)
-	res.Allowed = false
-	if n > rule.Limit {
-		res.RetryAfter = -1
-	} else {
-		k := int(int64(logged) + n - rule.Limit)
-		res.RetryAfter = ceilMs(ring.at(start+k-1) + rule.Period - now)
-	}
-	if logged > 0 {
-		res.ResetAfter = ceilMs(ring.newest() + rule.Period - now)
-	}
-	return res
+	return logDenied(ring, rule, logged, start, n, now)
 }
 
 // insertLog inserts key as an RL.LOG key with an empty ring.

@@ -190,7 +190,7 @@ func (s *shard) reclaim(now int64) {
 	if s.reclaimedAt == q {
 		return
 	}
-	s.walk(0, int(s.slotsEnd())+1, func(i uint32, ent *entry) {
+	s.walkAll(func(i uint32, ent *entry) {
 		_, r, _, live := s.liveState(ent, q)
 		switch {
 		case !live:
@@ -222,11 +222,7 @@ func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int
 // reclaimAll makes every shard's accounting exact at now, one shard lock at
 // a time.
 func (e *Engine) reclaimAll(now int64) {
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.reclaim(now)
-		s.mu.Unlock()
-	}
+	e.eachShard(func(s *shard) { s.reclaim(now) })
 }
 
 // MemoryBytes is the engine's accounted memory in bytes (see memory.go):
@@ -234,11 +230,7 @@ func (e *Engine) reclaimAll(now int64) {
 // until they are reclaimed. It takes each shard's lock in turn.
 func (e *Engine) MemoryBytes() int64 {
 	n := int64(0)
-	for _, s := range e.shards {
-		s.mu.Lock()
-		n += s.bytes()
-		s.mu.Unlock()
-	}
+	e.eachShard(func(s *shard) { n += s.bytes() })
 	return n
 }
 

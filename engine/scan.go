@@ -78,9 +78,8 @@ func (s *shard) scanWalk(idx uint32, keys, work int, fn func(ent *entry)) (uint3
 			return 0, true, keys, work
 		}
 		work--
-		pg := idx >> pageBits
-		if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
-			idx = (pg + 1) << pageBits
+		if next, unused := s.pageUnused(idx); unused {
+			idx = next
 			continue
 		}
 		if ent := s.entry(idx); ent.rule != 0 {
@@ -108,6 +107,17 @@ func (s *shard) appendIfMatch(keys [][]byte, ent *entry, now int64, pattern []by
 	return append(keys, append([]byte(nil), key...))
 }
 
+// pageUnused reports whether slot idx is on a released page or past the
+// slots its page has ever used, and returns the first slot of the next
+// page: a walk goes there next.
+func (s *shard) pageUnused(idx uint32) (uint32, bool) {
+	pg := idx >> pageBits
+	if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
+		return (pg + 1) << pageBits, true
+	}
+	return idx, false
+}
+
 // walk calls fn on the live entries from index idx on, examining up to budget
 // slots (a released page counts as one). It returns where it stopped, whether
 // the shard is done, and the budget left. fn may remove the entry it is given.
@@ -117,9 +127,8 @@ func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (u
 			return 0, true, budget
 		}
 		budget--
-		pg := idx >> pageBits
-		if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
-			idx = (pg + 1) << pageBits
+		if next, unused := s.pageUnused(idx); unused {
+			idx = next
 			continue
 		}
 		if ent := s.entry(idx); ent.rule != 0 {
@@ -130,16 +139,29 @@ func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (u
 	return idx, idx >= s.slotsEnd(), budget
 }
 
+// walkAll calls fn on every key of s. The caller holds s.mu.
+func (s *shard) walkAll(fn func(idx uint32, ent *entry)) {
+	s.walk(0, int(s.slotsEnd())+1, fn)
+}
+
+// eachShard calls fn on every shard in turn, holding that shard's lock
+// (one shard lock at a time, never two).
+func (e *Engine) eachShard(fn func(s *shard)) {
+	for _, s := range e.shards {
+		s.mu.Lock()
+		fn(s)
+		s.mu.Unlock()
+	}
+}
+
 // keys returns every key with state at now matching pattern.
 func (e *Engine) keys(now int64, pattern []byte) [][]byte {
 	var keys [][]byte
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
+	e.eachShard(func(s *shard) {
+		s.walkAll(func(_ uint32, ent *entry) {
 			keys = s.appendIfMatch(keys, ent, now, pattern)
 		})
-		s.mu.Unlock()
-	}
+	})
 	return keys
 }
 
@@ -147,31 +169,29 @@ func (e *Engine) keys(now int64, pattern []byte) [][]byte {
 // key, one shard lock at a time.
 func (e *Engine) count(now int64) int64 {
 	n := int64(0)
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
-			if _, _, _, live := s.liveState(ent, now); live {
-				n++
-			}
-		})
-		s.mu.Unlock()
-	}
+	e.eachShard(func(s *shard) { n += s.countLive(now) })
+	return n
+}
+
+// countLive returns how many of s's keys have state at now. The caller
+// holds s.mu.
+func (s *shard) countLive(now int64) int64 {
+	n := int64(0)
+	s.walkAll(func(_ uint32, ent *entry) {
+		if _, _, _, live := s.liveState(ent, now); live {
+			n++
+		}
+	})
 	return n
 }
 
 // flush forgets every key and returns how many had state at now.
 func (e *Engine) flush(now int64) int64 {
 	n := int64(0)
-	for _, s := range e.shards {
-		s.mu.Lock()
-		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
-			if _, _, _, live := s.liveState(ent, now); live {
-				n++
-			}
-		})
+	e.eachShard(func(s *shard) {
+		n += s.countLive(now)
 		s.reset()
-		s.mu.Unlock()
-	}
+	})
 	return n
 }
 

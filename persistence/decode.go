@@ -125,7 +125,8 @@ func (d *decoder) frame() (byte, []byte, error) {
 	if err != nil {
 		return 0, nil, d.readErr("frame length", err)
 	}
-	d.offset += int64(uvarintLen(n))
+	var enc [binary.MaxVarintLen64]byte // the length's size: as it was encoded
+	d.offset += int64(binary.PutUvarint(enc[:], n))
 	if n > MaxFrameLen {
 		return 0, nil, fmt.Errorf("%w: frame length %d exceeds %d", ErrCorrupt, n, MaxFrameLen)
 	}
@@ -327,13 +328,4 @@ func absolute(v, base int64, relative bool) int64 {
 		return v + base
 	}
 	return v
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
 }

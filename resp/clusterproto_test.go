@@ -4,14 +4,13 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/servetest"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -65,19 +64,7 @@ func startCluster(t *testing.T, cfg Config, top slots.Topology, leaderAddr strin
 	fake := &fakeCluster{LocalExecutor: NewLocalExecutor(eng, nil)}
 	fake.set(top, leaderAddr, local)
 	srv := NewServer(cfg, fake)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Close(ctx)
-		<-done
-	})
-	return srv, fake, ln.Addr().String()
+	return srv, fake, servetest.Start(t, srv)
 }
 
 func nodeID(raftID string) string {

@@ -2,9 +2,7 @@ package resp
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/internal/servetest"
 )
 
 // epoch2030 is 2030-01-01T00:00:00Z in milliseconds: tests freeze the clock
@@ -36,24 +35,7 @@ func serveEngine(t testing.TB, cfg Config, eng *engine.Engine) (*Server, string)
 	t.Helper()
 	cfg.Engine = eng
 	srv := NewServer(cfg, NewLocalExecutor(eng, nil))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("close server: %v", err)
-		}
-		<-done
-	})
-	return srv, ln.Addr().String()
+	return srv, servetest.Start(t, srv)
 }
 
 // debugServer starts a server with DEBUG enabled and its clock frozen at

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/pyredis"
 )
 
 // TestPythonClient connects redis-py with its default settings (and with
@@ -12,16 +14,7 @@ import (
 // python3-redis; elsewhere, without a python3 that imports redis, the test
 // is skipped.
 func TestPythonClient(t *testing.T) {
-	python := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import redis").Run() == nil {
-			python = path
-			break
-		}
-	}
-	if python == "" {
-		t.Skip("no python3 with redis-py (.ci/run installs Debian's python3-redis)")
-	}
+	python := pyredis.Require(t)
 	version, err := exec.Command(python, "-c", "import redis; print(redis.__version__)").Output()
 	if err != nil {
 		t.Fatalf("redis-py version: %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-rl/sluice/internal/pyredis"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -185,7 +186,7 @@ func TestRedisClusterClients(t *testing.T) {
 			}
 
 			// redis-py's RedisCluster (Debian's python3-redis).
-			if python := pythonWithRedis(); python != "" {
+			if python := pyredis.Find("redis.cluster"); python != "" {
 				host, port, _ := strings.Cut(follower.RESP, ":")
 				out, err := exec.Command(python, "testdata/rediscluster.py", host, port, "py:key").CombinedOutput()
 				slot := strconv.Itoa(slots.Of([]byte("py:key")))
@@ -255,14 +256,4 @@ func runNodeScript(t *testing.T, node, dir, script string, args ...string) ([]by
 		t.Fatal(err)
 	}
 	return exec.Command(node, append([]string{copyPath}, args...)...).CombinedOutput()
-}
-
-// pythonWithRedis returns a python3 that imports redis.cluster, or "".
-func pythonWithRedis() string {
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import redis.cluster").Run() == nil {
-			return path
-		}
-	}
-	return ""
 }

@@ -219,6 +219,17 @@ func httpGet(addr string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// wantMetrics checks that each of want's series is in the scrape m with
+// its value.
+func wantMetrics(t *testing.T, m, want map[string]float64) {
+	t.Helper()
+	for key, v := range want {
+		if got, ok := m[key]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, v)
+		}
+	}
+}
+
 // scrape fetches and parses /metrics.
 func (n *opsNode) scrape(t *testing.T) map[string]float64 {
 	t.Helper()
@@ -316,7 +327,7 @@ func TestOpsTLSMetricsOOM(t *testing.T) {
 	}
 
 	m := n.scrape(t)
-	for key, want := range map[string]float64{
+	wantMetrics(t, m, map[string]float64{
 		"sluice_decisions_total,command=rl.token,result=allowed": 5,
 		"sluice_decisions_total,command=rl.token,result=denied":  2,
 		"sluice_decisions_total,command=rl.token,result=error":   1,
@@ -324,11 +335,7 @@ func TestOpsTLSMetricsOOM(t *testing.T) {
 		"sluice_keys":                                            3,
 		"sluice_max_keys":                                        3,
 		"sluice_commands_total,command=del":                      1,
-	} {
-		if got, ok := m[key]; !ok || got != want {
-			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
-		}
-	}
+	})
 	for _, key := range []string{"sluice_connected_clients", "sluice_engine_memory_bytes", "go_goroutines",
 		"sluice_command_duration_seconds,command=rl.token", "sluice_rejected_connections_total"} {
 		if _, ok := m[key]; !ok {
@@ -391,16 +398,12 @@ func TestOpsRaftTLSNode(t *testing.T) {
 		t.Fatalf("an old key: %v %v", r, err)
 	}
 	m := n.scrape(t)
-	for key, want := range map[string]float64{
+	wantMetrics(t, m, map[string]float64{
 		"sluice_raft_state,state=leader": 1,
 		"sluice_raft_leader_known":       1,
 		"sluice_maxmemory_bytes":         1024,
 		"sluice_oom_rejections_total":    1,
-	} {
-		if got := m[key]; got != want {
-			t.Errorf("%s = %v, want %v", key, got, want)
-		}
-	}
+	})
 	if m["sluice_raft_applied_index"] < float64(created) || m["sluice_raft_apply_duration_seconds"] < 1 {
 		t.Errorf("raft metrics: applied %v, apply observations %v", m["sluice_raft_applied_index"], m["sluice_raft_apply_duration_seconds"])
 	}

@@ -3,12 +3,10 @@
 package sluicetest
 
 import (
-	"context"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/servetest"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -20,22 +18,5 @@ func Start(t testing.TB) string {
 	tr := resp.NewTracker(0)
 	eng := engine.New(engine.Config{Watcher: tr})
 	srv := resp.NewServer(resp.Config{EnableDebug: true, Engine: eng, Tracker: tr}, resp.NewLocalExecutor(eng, nil))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("close sluice: %v", err)
-		}
-		<-done
-	})
-	return ln.Addr().String()
+	return servetest.Start(t, srv)
 }

@@ -49,36 +49,26 @@ func TestLimiterEndToEnd(t *testing.T) {
 				res.Body.Close()
 				return res
 			}
-			for i := range n {
-				res := get(client)
-				want := map[string]string{
+			// expect checks request req's status and RateLimit fields.
+			expect := func(req int, res *http.Response, status int, remaining, retryAfter string) {
+				t.Helper()
+				if res.StatusCode != status {
+					t.Fatalf("request %d: status %d, want %d", req, res.StatusCode, status)
+				}
+				for k, v := range map[string]string{
 					"RateLimit-Policy": `"api";q=5;w=60`,
-					"RateLimit":        `"api";r=` + strconv.Itoa(n-1-i) + `;t=60`,
-					"Retry-After":      "",
-				}
-				if res.StatusCode != http.StatusOK {
-					t.Fatalf("request %d: status %d", i+1, res.StatusCode)
-				}
-				for k, v := range want {
+					"RateLimit":        `"api";r=` + remaining + `;t=60`,
+					"Retry-After":      retryAfter,
+				} {
 					if got := res.Header.Get(k); got != v {
-						t.Fatalf("request %d: %s %q, want %q", i+1, k, got, v)
+						t.Fatalf("request %d: %s %q, want %q", req, k, got, v)
 					}
 				}
 			}
-			res := get(client)
-			want := map[string]string{
-				"RateLimit-Policy": `"api";q=5;w=60`,
-				"RateLimit":        `"api";r=0;t=60`,
-				"Retry-After":      "60",
+			for i := range n {
+				expect(i+1, get(client), http.StatusOK, strconv.Itoa(n-1-i), "")
 			}
-			if res.StatusCode != http.StatusTooManyRequests {
-				t.Fatalf("request %d: status %d, want 429", n+1, res.StatusCode)
-			}
-			for k, v := range want {
-				if got := res.Header.Get(k); got != v {
-					t.Fatalf("request %d: %s %q, want %q", n+1, k, got, v)
-				}
-			}
+			expect(n+1, get(client), http.StatusTooManyRequests, "0", "60")
 			if res := get("someone-else"); res.StatusCode != http.StatusOK {
 				t.Fatalf("another client: status %d", res.StatusCode)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/internal/pyredis"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
 
@@ -21,16 +22,7 @@ import (
 // framework that does not import is skipped, and so is the test without
 // python3 and redis-py.
 func TestFlaskFastAPI(t *testing.T) {
-	python := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import redis").Run() == nil {
-			python = path
-			break
-		}
-	}
-	if python == "" {
-		t.Skip("no python3 with redis-py (.ci/run installs Debian's python3-redis)")
-	}
+	python := pyredis.Require(t)
 	var frameworks []string
 	for fw, imports := range map[string]string{"flask": "import flask", "fastapi": "import fastapi, httpx"} {
 		if exec.Command(python, "-c", imports).Run() == nil {
