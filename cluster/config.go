@@ -43,9 +43,10 @@ type Config struct {
 	// InMemory keeps the log, stable state and snapshots in memory: a
 	// restart forgets everything.
 	InMemory bool
-	// LogStore is the store of Raft's log on disk: LogStoreBolt (the
-	// default) or LogStoreWAL. A data dir keeps the store it was created
-	// with: New refuses the other one.
+	// LogStore is the store of Raft's log on disk: LogStoreWAL or
+	// LogStoreBolt. A data dir keeps the store it was created with: New
+	// refuses the other one. Empty means the store the data dir already
+	// holds, or DefaultLogStore for a new one (ResolveLogStore).
 	LogStore string
 	// Fsync is the durability mode: FsyncAlways (the default),
 	// FsyncEverysec or FsyncNo; logstore.go says what each risks.
@@ -130,7 +131,7 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultLogStore          = LogStoreBolt
+	DefaultLogStore          = LogStoreWAL
 	DefaultClusterTimeout    = 2 * time.Second
 	DefaultMaxBatchOps       = 1024
 	DefaultMaxBatchBytes     = 256 << 10
@@ -293,9 +294,6 @@ func (c *Config) Validate() error {
 // withDefaults returns a copy with every unset optional field set.
 func (c Config) withDefaults() Config {
 	if !c.InMemory {
-		if c.LogStore == "" {
-			c.LogStore = DefaultLogStore
-		}
 		if c.Fsync == "" {
 			c.Fsync = FsyncAlways
 		}

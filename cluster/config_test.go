@@ -93,8 +93,10 @@ func TestConfigDefaults(t *testing.T) {
 		if c.ClusterTimeout != 2*time.Second || c.Now == nil || c.Logger == nil {
 			t.Errorf("defaults missing: %+v", c)
 		}
-		if c.LogStore != LogStoreBolt || c.Fsync != FsyncAlways {
-			t.Errorf("durability defaults: %q %q, want bolt always", c.LogStore, c.Fsync)
+		// LogStore stays empty: New resolves it from the data dir
+		// (TestResolveLogStore).
+		if c.LogStore != "" || c.Fsync != FsyncAlways {
+			t.Errorf("durability defaults: %q %q, want \"\" always", c.LogStore, c.Fsync)
 		}
 	}
 }

@@ -68,6 +68,22 @@ const (
 	FsyncNo       = "no"
 )
 
+// ResolveLogStore names the log store of a node on dataDir that asks for
+// none: the one the data dir already holds (a data dir keeps the store it
+// was created with, so a node restarted with default settings keeps its
+// log, whichever store the default was when it was made), or
+// DefaultLogStore for a new data dir.
+func ResolveLogStore(dataDir string) (string, error) {
+	has, err := persistence.StoredLogStore(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("cluster: log store: %w", err)
+	}
+	if has != "" {
+		return has, nil
+	}
+	return DefaultLogStore, nil
+}
+
 // flushInterval is how often the everysec flusher syncs the log.
 const flushInterval = time.Second
 

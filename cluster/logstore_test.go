@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -366,6 +367,34 @@ func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 				if err := st.logs.GetLog(i, &l); err != nil || l.Index != i || string(l.Data) != fmt.Sprint(i) {
 					t.Fatalf("entry %d after reopen: %+v, %v", i, l, err)
 				}
+			}
+		})
+	}
+}
+
+// TestResolveLogStore: a node that asks for no log store gets the one its
+// data dir holds, whatever the default, and a new data dir gets the
+// default (wal); New starts on it and keeps its decisions either way.
+func TestResolveLogStore(t *testing.T) {
+	if got, err := ResolveLogStore(filepath.Join(t.TempDir(), "new")); err != nil || got != LogStoreWAL {
+		t.Fatalf("a new data dir: %q, %v; want %q", got, err, LogStoreWAL)
+	}
+	for _, made := range []string{LogStoreBolt, LogStoreWAL} {
+		t.Run(made, func(t *testing.T) {
+			dir := t.TempDir()
+			tcl := newTestCluster(t, 1, func(_ int, c *Config) {
+				diskSetup{made, FsyncAlways}.apply(c, dir)
+			})
+			exec(t, tcl.nodes[0], decide("m", tokenRule, 5)) // the whole bucket
+			tcl.stop(0)
+			if got, err := ResolveLogStore(tcl.cfgs[0].DataDir); err != nil || got != made {
+				t.Fatalf("ResolveLogStore = %q, %v; want %q", got, err, made)
+			}
+			tcl.cfgs[0].LogStore = "" // the default settings
+			tcl.start(0)
+			tcl.waitReady()
+			if got := allowed(exec(t, tcl.nodes[0], decide("m", tokenRule, 1))); got != "0" {
+				t.Fatalf("restarted with no store named: %s, want 0 (the decision was kept)", got)
 			}
 		})
 	}

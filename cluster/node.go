@@ -83,6 +83,13 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		return nil, errors.New("cluster: New: nil engine")
 	}
 	cfg = cfg.withDefaults()
+	if !cfg.InMemory && cfg.LogStore == "" {
+		store, err := ResolveLogStore(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.LogStore = store
+	}
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.ID),

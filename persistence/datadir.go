@@ -122,6 +122,16 @@ func (d DataDir) LogStore() (string, error) {
 	return "", nil
 }
 
+// StoredLogStore is LogStore for the data dir at root, without creating
+// anything: "" when root does not exist or holds no log yet.
+func StoredLogStore(root string) (string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("persistence: data dir %q: %w", root, err)
+	}
+	return DataDir{root: abs}.LogStore()
+}
+
 // LogStoreMismatchError is returned by ClaimLogStore when the directory
 // holds the other log store's log.
 type LogStoreMismatchError struct {

@@ -109,7 +109,7 @@ func orList(words []string) string {
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c := &config{
 		Limits:  resp.DefaultLimits(),
-		RaftLog: newChoice(cluster.DefaultLogStore, cluster.LogStoreBolt, cluster.LogStoreWAL),
+		RaftLog: newChoice("", cluster.LogStoreBolt, cluster.LogStoreWAL), // "": the data dir's, else wal
 		Fsync:   newChoice(cluster.FsyncAlways, cluster.FsyncAlways, cluster.FsyncEverysec, cluster.FsyncNo),
 	}
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
@@ -120,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Var(&c.EnableDebug, "enable-debug-command", "allow DEBUG TIMEWARP and DEBUG CLOCK (tests)")
 	fs.BoolVar(&c.InMemory, "in-memory", false, "keep no data on disk")
 	fs.StringVar(&c.DataDir, "data-dir", "sluice-data", "directory for the Raft log and snapshots")
-	fs.Var(&c.RaftLog, "raft-log", "the Raft log store: bolt (one B+tree file) or wal (append-only segments, one fsync per append); a data dir keeps the store it was created with")
+	fs.Var(&c.RaftLog, "raft-log", "the Raft log store: wal (append-only segments, one fsync per append) or bolt (one B+tree file); default: the store the data dir holds, wal for a new one (a data dir keeps the store it was created with)")
 	fs.Var(&c.Fsync, "fsync", "durability: always (answer after a majority has the entry on disk), everysec (flush at least once a second) or no (leave flushing to the OS)")
 	fs.Var(&c.Fsync, "appendfsync", "the same as --fsync (Redis's name)")
 	fs.StringVar(&c.ID, "id", "", "this node's id in the cluster (default: node1 on a single node)")
@@ -228,7 +228,8 @@ func (c *config) validate() error {
 		name string
 		c    *choice
 	}{{"raft-log", &c.RaftLog}, {"fsync", &c.Fsync}} {
-		if !slices.Contains(ch.c.allowed, ch.c.value) {
+		// --raft-log may stay unset: the data dir's store, else wal.
+		if !slices.Contains(ch.c.allowed, ch.c.value) && !(ch.c == &c.RaftLog && ch.c.value == "") {
 			bad(ch.name, "want %s, got %q", orList(ch.c.allowed), ch.c.value)
 		}
 	}

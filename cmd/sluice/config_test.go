@@ -59,21 +59,22 @@ func TestGCMinHeadroom(t *testing.T) {
 
 // TestDurabilityFlags: --raft-log and --fsync (also spelled --appendfsync,
 // and appendfsync or fsync in the configuration file) take their words,
-// bolt and always by default; anything else is refused naming the setting
+// always by default, --raft-log unset by default (the data dir's store, else
+// wal: TestDurabilityAtStartup); anything else is refused naming the setting
 // and the words it takes.
 func TestDurabilityFlags(t *testing.T) {
 	for _, c := range []struct {
 		args         []string
 		store, fsync string
 	}{
-		{nil, "bolt", "always"},
+		{nil, "", "always"},
 		{[]string{"--raft-log", "wal"}, "wal", "always"},
 		{[]string{"--raft-log=BOLT", "--fsync", "everysec"}, "bolt", "everysec"},
-		{[]string{"--fsync", "no"}, "bolt", "no"},
-		{[]string{"--appendfsync", "everysec"}, "bolt", "everysec"},
+		{[]string{"--fsync", "no"}, "", "no"},
+		{[]string{"--appendfsync", "everysec"}, "", "everysec"},
 		{[]string{"--config", writeConfig(t, "appendfsync everysec\nraft-log wal\n")}, "wal", "everysec"},
-		{[]string{"--config", writeConfig(t, "fsync no\n")}, "bolt", "no"},
-		{[]string{"--config", writeConfig(t, "appendfsync everysec\n"), "--fsync", "always"}, "bolt", "always"},
+		{[]string{"--config", writeConfig(t, "fsync no\n")}, "", "no"},
+		{[]string{"--config", writeConfig(t, "appendfsync everysec\n"), "--fsync", "always"}, "", "always"},
 	} {
 		cfg, err := parseFlags(c.args, io.Discard)
 		if err != nil {

@@ -15,7 +15,8 @@ import (
 // TestDurabilityAtStartup: a durable node started with --raft-log wal
 // --fsync everysec reports both, keeps its decisions across a restart, and
 // refuses to start on the same data dir with the other log store, naming
-// both stores.
+// both stores; with no --raft-log a node keeps its data dir's store, and a
+// new data dir gets wal.
 func TestDurabilityAtStartup(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)
@@ -93,5 +94,45 @@ func TestDurabilityAtStartup(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
+	}
+
+	// With no --raft-log, a node keeps the store its data dir holds (so a
+	// data dir made when bolt was the default keeps working), and a new
+	// data dir gets wal.
+	store := func() string {
+		t.Helper()
+		admitted()
+		info, err := client.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(info, "raft_log_store:")
+		v, _, _ := strings.Cut(rest, "\r\n")
+		return v
+	}
+	for _, made := range []string{"bolt", ""} {
+		dir = filepath.Join(t.TempDir(), "data-"+made)
+		args := []string{}
+		if made != "" {
+			args = []string{"--raft-log", made}
+		}
+		stop = start(args...)
+		want := made
+		if want == "" {
+			want = "wal"
+		}
+		if got := store(); got != want {
+			t.Fatalf("a new data dir started with %q: store %q, want %q", args, got, want)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		stop = start()
+		if got := store(); got != want {
+			t.Fatalf("a %s data dir restarted with no --raft-log: store %q", want, got)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("run: %v", err)
+		}
 	}
 }

@@ -66,6 +66,11 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		// --data-dir's default names nothing to keep, and with nothing on
 		// disk there is no log store and nothing to flush.
 		dataDir, logStore, fsync = "", "", ""
+	} else if logStore == "" {
+		if logStore, err = cluster.ResolveLogStore(dataDir); err != nil {
+			return nil, nil, false, err
+		}
+		cfg.RaftLog.value = logStore // INFO persistence reports it
 	}
 	node, err := cluster.New(ctx, cluster.Config{
 		ID:             id,
