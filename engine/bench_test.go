@@ -207,56 +207,18 @@ func BenchmarkEngineApplyChurn(b *testing.B) {
 // charges. The engine is bound by cache misses here, and RL.ALL has three
 // keys to miss on; at the server, parsing and the network dominate.
 func BenchmarkAllVsToken(b *testing.B) {
-	const users, tenants = 1 << 16, 1 << 10
-	rpm := Rule{KindToken, 1 << 40, ms}
-	tpm := Rule{KindToken, 1 << 50, 1}
-	ten := Rule{KindToken, 1 << 50, 1}
-	run := func(b *testing.B, all bool) {
-		e := New(Config{})
-		var seed atomic.Uint64
-		b.SetParallelism(16 / runtime.GOMAXPROCS(0))
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			x := seed.Add(0x9E3779B97F4A7C15) | 1
-			ops := make([]Op, 1)
-			res := make([]Result, 1)
-			lims := make([]Limit, 3)
-			each := make([]Result, 3) // as the server passes its scratch
-			// Keys are written into buffers, not read from a table, so
-			// that only the engine's memory accesses are measured.
-			var ub, tb, nb [15]byte
-			for pb.Next() {
-				x = xorshift(x)
-				u := x & (users - 1)
-				uk, tk, nk := benchKey(&ub, u), benchKey(&tb, u), benchKey(&nb, u&(tenants-1))
-				tk[0], nk[0] = 't', 'T'
-				lims[0] = Limit{Key: uk, Rule: rpm, Cost: 1}
-				lims[1] = Limit{Key: tk, Rule: tpm, Cost: 733}
-				lims[2] = Limit{Key: nk, Rule: ten, Cost: 1}
-				if all {
-					ops[0] = Op{Code: OpAll, All: lims, Each: each}
-				} else {
-					// One of the same keys: both cases work on state of the
-					// same size, so the caches favour neither.
-					l := &lims[x>>62%3]
-					ops[0] = Op{Code: OpDecide, Key: l.Key, Rule: l.Rule, Cost: l.Cost}
-				}
-				e.Apply(t0, ops, res)
-			}
-		})
-	}
-	b.Run("token", func(b *testing.B) { run(b, false) })
-	b.Run("all3", func(b *testing.B) { run(b, true) })
-	b.Run("token-batch16", func(b *testing.B) { runBatch(b, false) })
-	b.Run("all3-batch16", func(b *testing.B) { runBatch(b, true) })
+	b.Run("token", func(b *testing.B) { runAllVsToken(b, false, 1) })
+	b.Run("all3", func(b *testing.B) { runAllVsToken(b, true, 1) })
+	b.Run("token-batch16", func(b *testing.B) { runAllVsToken(b, false, 16) })
+	b.Run("all3-batch16", func(b *testing.B) { runAllVsToken(b, true, 16) })
 }
 
-// runBatch is BenchmarkAllVsToken with 16 calls per Apply, as the server
-// applies a connection's pipeline of 16 (the look-ahead across calls);
-// one b.N is one call.
-func runBatch(b *testing.B, all bool) {
-	const users, tenants, batch = 1 << 16, 1 << 10, 16
+// runAllVsToken runs BenchmarkAllVsToken's calls (RL.ALL of three limits,
+// or RL.TOKEN on one of the same keys) with batch calls per Apply: 16 is
+// how the server applies a connection's pipeline of 16 (the look-ahead
+// across calls). One b.N is one call.
+func runAllVsToken(b *testing.B, all bool, batch int) {
+	const users, tenants = 1 << 16, 1 << 10
 	rpm := Rule{KindToken, 1 << 40, ms}
 	tpm := Rule{KindToken, 1 << 50, 1}
 	ten := Rule{KindToken, 1 << 50, 1}
