@@ -126,7 +126,7 @@ func TestForwardClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := newFwdClient(1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
 			defer c.close()
 			id := c.newBatchID()
 			res := make([]engine.Result, len(ops))
@@ -155,7 +155,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := newFwdClient(1, time.Second, newPeerTimeouts(time.Second, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, time.Second, newPeerTimeouts(time.Second, time.Second), nil, testLogger(t))
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
 	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
@@ -172,7 +172,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 func TestForwardClientTimeout(t *testing.T) {
 	leader := newFakeLeader(t)
 	timeout := 100 * time.Millisecond
-	c := newFwdClient(1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
 	defer c.close()
 	addr := leader.ln.Addr().String()
 	call := func() (error, time.Duration) {
@@ -309,7 +309,7 @@ func TestForwardClientHealthCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newScriptedLeader(t)
-			c := newFwdClient(1, timeout, pt, nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, pt, nil, testLogger(t))
 			defer c.close()
 			call := func() (error, time.Duration) {
 				deadline := time.NewTimer(timeout)

@@ -40,6 +40,7 @@ var errConnLost error = errcode.New(errcode.ConnLost)
 
 // fwdClient is a follower's pool of connections to the leader.
 type fwdClient struct {
+	group   int // the Raft group whose leader this client forwards to
 	size    int
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
 	t       peerTimeouts  // peerconn.go
@@ -60,8 +61,8 @@ type fwdClient struct {
 }
 
 // newFwdClient is a pool of size connections.
-func newFwdClient(size int, timeout time.Duration, t peerTimeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
-	c := &fwdClient{size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
+func newFwdClient(group, size int, timeout time.Duration, t peerTimeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
+	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
 	_, _ = rand.Read(c.prefix[:]) // crypto/rand does not fail on Linux
 	return c
 }
@@ -233,6 +234,15 @@ func (c *fwdClient) pick(addr string, until time.Time) (*fwdConn, error) {
 	return conn, nil
 }
 
+// groupHello is what a connection of this client's group sends before
+// the forwarding or announcement hello: nothing for group 0.
+func (c *fwdClient) groupHello() []byte {
+	if c.group == 0 {
+		return nil
+	}
+	return binary.AppendUvarint([]byte(fwdGroupHello), uint64(c.group))
+}
+
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
@@ -244,7 +254,7 @@ func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	_ = nc.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := nc.Write([]byte(fwdHello)); err != nil {
+	if _, err := nc.Write(append(c.groupHello(), fwdHello...)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}

@@ -69,7 +69,12 @@ import (
 // The forward port is as trusted as the Raft port: bind both to a private
 // network.
 const (
-	fwdHello       = "SLFW\x03"
+	fwdHello = "SLFW\x03"
+	// fwdGroupHello, then the group as a uvarint, opens a connection of a
+	// Raft group other than 0 on a host with several (groupmux.go): the
+	// forwarding or announcement hello follows. A connection without it
+	// is group 0's.
+	fwdGroupHello  = "SLFG\x01"
 	fwdStatusOK    = 0
 	fwdStatusError = 1
 	fwdStatusRetry = 2

@@ -19,11 +19,13 @@ import (
 // The leader's side of forwarding (the protocol: fwdframe.go): it accepts
 // followers' connections and feeds their requests to the group commit.
 
-// fwdServer accepts forwarded batches.
+// fwdServer accepts forwarded batches for the groups of a host: a
+// connection names its group in a hello of its own before the forwarding
+// hello (fwdGroupHello), or is group 0's.
 type fwdServer struct {
-	n   *Node
-	ln  net.Listener
-	log *slog.Logger
+	nodes []*Node // by group; set before serve starts
+	ln    net.Listener
+	log   *slog.Logger
 
 	mu     sync.Mutex // guards conns, closed
 	conns  map[net.Conn]struct{}
@@ -95,10 +97,22 @@ func (s *fwdServer) handle(c net.Conn) {
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(fwdHello)]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(br, hello[:]); err == nil && string(hello[:]) == announceHello {
-		s.handleAnnounce(c, br) // topology.go
+	_, err := io.ReadFull(br, hello[:])
+	group := uint64(0)
+	if err == nil && string(hello[:]) == fwdGroupHello {
+		if group, err = binary.ReadUvarint(br); err == nil {
+			_, err = io.ReadFull(br, hello[:])
+		}
+	}
+	if err != nil || group >= uint64(len(s.nodes)) {
+		s.log.Warn("forward listener: dropping a connection without the sluice hello or for an unknown group", "remote", c.RemoteAddr(), "group", group)
 		return
-	} else if err != nil || string(hello[:]) != fwdHello {
+	}
+	n := s.nodes[group]
+	if string(hello[:]) == announceHello {
+		s.handleAnnounce(n, c, br) // topology.go
+		return
+	} else if string(hello[:]) != fwdHello {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return
 	}
@@ -122,7 +136,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			// holding this goroutine; generous (at least 10 s), since a
 			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
 			// network sooner.
-			_ = c.SetWriteDeadline(time.Now().Add(max(s.n.cfg.ClusterTimeout, 10*time.Second)))
+			_ = c.SetWriteDeadline(time.Now().Add(max(n.cfg.ClusterTimeout, 10*time.Second)))
 			yielded := false
 			for f != nil {
 				if err := writeFrame(bw, f); err != nil {
@@ -186,20 +200,20 @@ func (s *fwdServer) handle(c net.Conn) {
 			s.respond(ctx, out, id, fwdStatusOK, nil, nil)
 			continue
 		}
-		timeout = min(max(timeout, time.Millisecond), s.n.cfg.ClusterTimeout)
-		timer := s.n.timers.get(timeout)
+		timeout = min(max(timeout, time.Millisecond), n.cfg.ClusterTimeout)
+		timer := n.timers.get(timeout)
 		results := make([]engine.Result, len(ops))
-		req, status, err := s.n.acceptForwarded(ctx, timer.C, bid, ops, results)
+		req, status, err := n.acceptForwarded(ctx, timer.C, bid, ops, results)
 		if req == nil {
-			s.n.timers.put(timer)
+			n.timers.put(timer)
 			s.respond(ctx, out, id, status, nil, err)
 			continue
 		}
 		pending.Add(1)
 		go func() {
 			defer pending.Done()
-			defer s.n.timers.put(timer)
-			err := s.n.batcher.wait(ctx, timer.C, req)
+			defer n.timers.put(timer)
+			err := n.batcher.wait(ctx, timer.C, req)
 			if errors.Is(err, errRetry) {
 				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
 			} else if err != nil {

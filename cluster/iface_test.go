@@ -2,8 +2,9 @@ package cluster
 
 import "github.com/sluice-rl/sluice/resp"
 
-// Node is what the RESP server needs behind it.
+// A Host is what the RESP server needs behind it; a Node executes.
 var (
+	_ resp.Executor     = (*Host)(nil)
+	_ resp.ClusterAdmin = (*Host)(nil)
 	_ resp.Executor     = (*Node)(nil)
-	_ resp.ClusterAdmin = (*Node)(nil)
 )

@@ -50,6 +50,7 @@ type Node struct {
 	fwd     *fwdClient
 	fwdSrv  *fwdServer
 	fwdAddr string       // advertised forward address
+	group   int          // the Raft group this node is a member of (0 on its own)
 	metrics *nodeMetrics // metrics.go
 	timers  timerPool    // deadline timers of Execute and forwarded requests
 
@@ -76,6 +77,21 @@ type Node struct {
 // Raft, bootstraps the cluster on first start, and returns at once; use
 // WaitReady to wait for a leader.
 func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
+	return newNode(ctx, cfg, eng, nil)
+}
+
+// groupShare is what the groups of a Host share (host.go): the Raft
+// listener, through the group's own stream layer, and the forward
+// listener. It is nil for a node on its own, which owns both.
+type groupShare struct {
+	group   int
+	stream  *groupStream
+	fwdSrv  *fwdServer
+	fwdAddr string // the host's advertised forward address
+}
+
+// newNode is New for a node on its own (sh nil) or one group of a Host.
+func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,6 +112,10 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		eng:     eng,
 		metrics: newNodeMetrics(),
 		closing: make(chan struct{}),
+	}
+	if sh != nil {
+		n.group = sh.group
+		n.log = n.log.With("group", sh.group)
 	}
 	ok := false
 	defer func() {
@@ -144,15 +164,26 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 
 	pt := newPeerTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
+	var provider raft.ServerAddressProvider
+	if len(cfg.DialMap) > 0 {
+		provider = dialMapProvider{peers: cfg.Peers, dial: cfg.DialMap}
+	}
 	n.transport = cfg.Transport
+	if sh != nil {
+		// One group of a host: its streams go through the host's listener.
+		n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:                sh.stream,
+			MaxPool:               3,
+			Timeout:               10 * time.Second,
+			Logger:                hlog,
+			ServerAddressProvider: provider,
+		})
+		n.ownTrans = true
+	}
 	if n.transport == nil {
 		// Our stream layer, TLS or not, so that Raft's connections get the
 		// peer socket options (peerconn.go). A DialMap (tests only:
 		// dialmap.go) names the proxies to dial.
-		var provider raft.ServerAddressProvider
-		if len(cfg.DialMap) > 0 {
-			provider = dialMapProvider{peers: cfg.Peers, dial: cfg.DialMap}
-		}
 		t, err := newPeerTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
@@ -160,16 +191,20 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 		n.transport, n.ownTrans = t, true
 	}
 
-	ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
+	if sh != nil {
+		n.fwdAddr = sh.fwdAddr
+	} else {
+		ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
+		}
+		n.fwdAddr = ln.Addr().String()
+		if cfg.ForwardAdvertise != "" {
+			n.fwdAddr = cfg.ForwardAdvertise
+		}
+		n.fwdSrv = &fwdServer{nodes: []*Node{n}, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
 	}
-	n.fwdAddr = ln.Addr().String()
-	if cfg.ForwardAdvertise != "" {
-		n.fwdAddr = cfg.ForwardAdvertise
-	}
-	n.fwdSrv = &fwdServer{n: n, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
-	n.fwd = newFwdClient(cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
+	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
@@ -212,8 +247,10 @@ func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
 
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.closing)
 	go n.batcher.run()
-	n.fwdSrv.wg.Add(1)
-	go n.fwdSrv.serve()
+	if n.fwdSrv != nil {
+		n.fwdSrv.wg.Add(1)
+		go n.fwdSrv.serve()
+	}
 	n.bg.Add(3)
 	go n.monitorLeadership()
 	go n.sweep()
@@ -570,7 +607,9 @@ func (n *Node) WaitReady(ctx context.Context) error {
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
-		n.fwdSrv.close()
+		if n.fwdSrv != nil {
+			n.fwdSrv.close()
+		}
 		n.fwd.close()
 		<-n.batcher.stopped
 		n.bg.Wait()

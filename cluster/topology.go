@@ -86,7 +86,7 @@ func (n *Node) announce(addr string, e leaderEntry) error {
 	p = appendBytes(p, []byte(e.ID))
 	p = appendBytes(p, []byte(e.RESP))
 	p = appendBytes(p, []byte(e.Forward))
-	if _, err := nc.Write(append([]byte(announceHello), frame(p)...)); err != nil {
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), announceHello...), frame(p)...)); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
 	resp, err := readFrame(bufio.NewReader(nc), maxAnnounce)
@@ -104,8 +104,8 @@ func (n *Node) announce(addr string, e leaderEntry) error {
 
 // handleAnnounce serves one announcement (the hello was read): it appends
 // the follower's addresses to the log when this node is the ready leader.
-func (s *fwdServer) handleAnnounce(c net.Conn, br *bufio.Reader) {
-	_ = c.SetDeadline(time.Now().Add(s.n.cfg.ClusterTimeout + time.Second))
+func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
+	_ = c.SetDeadline(time.Now().Add(n.cfg.ClusterTimeout + time.Second))
 	p, err := readFrame(br, maxAnnounce)
 	if err != nil {
 		if err != io.EOF {
@@ -129,19 +129,19 @@ func (s *fwdServer) handleAnnounce(c net.Conn, br *bufio.Reader) {
 		reply(fwdStatusError, d.Err.Error())
 		return
 	}
-	if kind, _ := s.n.route(); kind != routeLocal {
+	if kind, _ := n.route(); kind != routeLocal {
 		reply(fwdStatusRetry, "not the ready leader")
 		return
 	}
-	if old, ok := s.n.fsm.leader(e.ID); ok && old == e {
+	if old, ok := n.fsm.leader(e.ID); ok && old == e {
 		reply(fwdStatusOK, "")
 		return
 	}
-	if err := s.n.waitWhileLeader(s.n.raft.Apply(appendLeaderEntry(nil, e), s.n.cfg.ClusterTimeout)); err != nil {
+	if err := n.waitWhileLeader(n.raft.Apply(appendLeaderEntry(nil, e), n.cfg.ClusterTimeout)); err != nil {
 		reply(fwdStatusRetry, err.Error())
 		return
 	}
-	s.n.log.Info("recorded a member's addresses", "id", e.ID, "resp", e.RESP, "forward", e.Forward)
+	n.log.Info("recorded a member's addresses", "id", e.ID, "resp", e.RESP, "forward", e.Forward)
 	reply(fwdStatusOK, "")
 }
 

@@ -14,6 +14,8 @@ import (
 //	<root>/raft.db       the bolt log store: Raft's log and stable store
 //	<root>/raft-wal/     the wal log store: segment files and wal-meta.db
 //	<root>/snapshots/    Raft's file snapshot store, one directory per snapshot
+//	<root>/shards        how many Raft groups the node runs (ClaimShards)
+//	<root>/group-<g>/    group g's own data dir, laid out as this one (g >= 1)
 //
 // Only one of raft.db and raft-wal/ is ever used in one directory: the
 // raft-log file records which (ClaimLogStore), so a node started with the
@@ -206,4 +208,68 @@ func writeFileSync(path string, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// GroupDir is the data dir of Raft group g inside a node's data dir root:
+// the root itself for group 0 (so a node with one group keeps the layout
+// it always had), and <root>/group-<g>/ for the others, each a DataDir of
+// its own.
+func GroupDir(root string, g int) string {
+	if g == 0 {
+		return root
+	}
+	return filepath.Join(root, fmt.Sprintf("group-%d", g))
+}
+
+// shardsFile records how many Raft groups a node's data dir was made with.
+func shardsFile(root string) string { return filepath.Join(root, "shards") }
+
+// ShardMismatchError is returned by ClaimShards when the data dir was made
+// with another number of Raft groups.
+type ShardMismatchError struct {
+	Dir  string // the data dir
+	Has  int    // the shard count it was made with
+	Want int    // the shard count asked for
+}
+
+func (e *ShardMismatchError) Error() string {
+	return fmt.Sprintf("data dir %q was made with --shards %d, but --shards %d was given: "+
+		"the slots of a data dir's groups cannot be re-divided by a restart; start with --shards %d, "+
+		"or on an empty data dir", e.Dir, e.Has, e.Want, e.Has)
+}
+
+// ClaimShards records that the data dir at root holds shards Raft groups,
+// or returns a *ShardMismatchError when it was made with another count. A
+// directory without the record that already holds a log (made before the
+// record existed) was made with one group. Call it before opening any
+// group's store.
+func ClaimShards(root string, shards int) error {
+	if shards < 1 {
+		return fmt.Errorf("persistence: shard count %d", shards)
+	}
+	d, err := OpenDataDir(root)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(shardsFile(d.root))
+	switch {
+	case err == nil:
+		var has int
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &has); err != nil || has < 1 {
+			return fmt.Errorf("persistence: %s does not hold a shard count: %q", shardsFile(d.root), b)
+		}
+		if has != shards {
+			return &ShardMismatchError{Dir: d.root, Has: has, Want: shards}
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("persistence: read %s: %w", shardsFile(d.root), err)
+	}
+	if d.HasState() && shards != 1 {
+		return &ShardMismatchError{Dir: d.root, Has: 1, Want: shards}
+	}
+	if err := writeFileSync(shardsFile(d.root), []byte(fmt.Sprintf("%d\n", shards))); err != nil {
+		return fmt.Errorf("persistence: record the shard count: %w", err)
+	}
+	return nil
 }

@@ -24,11 +24,16 @@ type fakeCluster struct {
 	local bool   // Route's answer: this node leads
 }
 
-func (f *fakeCluster) Status() [][2]string                             { return [][2]string{{"id", f.top.Self}} }
-func (f *fakeCluster) Join(ctx context.Context, id, addr string) error { return nil }
-func (f *fakeCluster) Remove(ctx context.Context, id string) error     { return nil }
-func (f *fakeCluster) Transfer(ctx context.Context, id string) error   { return nil }
-func (f *fakeCluster) Snapshot(ctx context.Context) error              { return nil }
+func (f *fakeCluster) Groups() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(len(f.top.Groups), 1)
+}
+func (f *fakeCluster) Status(g int) [][2]string                             { return [][2]string{{"id", f.top.Self}} }
+func (f *fakeCluster) Join(ctx context.Context, id, addr string) error      { return nil }
+func (f *fakeCluster) Remove(ctx context.Context, id string) error          { return nil }
+func (f *fakeCluster) Transfer(ctx context.Context, g int, id string) error { return nil }
+func (f *fakeCluster) Snapshot(ctx context.Context) error                   { return nil }
 
 func (f *fakeCluster) Topology() slots.Topology {
 	f.mu.Lock()

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"crypto/sha256"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -24,14 +25,18 @@ type Executor interface {
 // offers the RAFT.* commands and INFO's raft section only when its executor
 // implements it.
 type ClusterAdmin interface {
-	// Status returns RAFT.STATUS's field-value pairs, in order.
-	Status() [][2]string
+	// Groups returns the number of Raft groups (slot ranges), at least 1.
+	Groups() int
+	// Status returns RAFT.STATUS's field-value pairs for group g, in
+	// order.
+	Status(g int) [][2]string
 	// Join adds a voter.
 	Join(ctx context.Context, id, raftAddr string) error
 	// Remove removes a server from the configuration.
 	Remove(ctx context.Context, id string) error
-	// Transfer hands leadership to id, or to any voter when id is empty.
-	Transfer(ctx context.Context, id string) error
+	// Transfer hands group g's leadership to id, or to any voter when id
+	// is empty.
+	Transfer(ctx context.Context, g int, id string) error
 	// Snapshot takes a snapshot now.
 	Snapshot(ctx context.Context) error
 	// Topology returns the members, their RESP addresses and each slot
@@ -41,4 +46,64 @@ type ClusterAdmin interface {
 	// node leads the group, else the RESP address of its leader ("" while
 	// unknown).
 	Route(group int) (addr string, local bool)
+}
+
+// EngineView is what the server reads from the engine state behind its
+// executor directly, without going through it: INFO memory, the metrics
+// and DEBUG DIGEST. An *engine.Engine is one; Engines is several (one per
+// Raft group).
+type EngineView interface {
+	// Len is the number of keys holding state.
+	Len() int
+	// MemoryBytes is the engine's accounted memory.
+	MemoryBytes() int64
+	// Limits returns max-keys and maxmemory (0: none).
+	Limits() (maxKeys, maxBytes int64)
+	// Digest hashes the state (engine.Engine.Digest) and counts its keys.
+	Digest() (sum [sha256.Size]byte, keys int)
+}
+
+// Engines is the engines of several Raft groups seen as one: counts and
+// limits add up, and the digest hashes the groups' digests in order.
+type Engines []*engine.Engine
+
+// Len implements EngineView.
+func (es Engines) Len() int {
+	n := 0
+	for _, e := range es {
+		n += e.Len()
+	}
+	return n
+}
+
+// MemoryBytes implements EngineView.
+func (es Engines) MemoryBytes() int64 {
+	var n int64
+	for _, e := range es {
+		n += e.MemoryBytes()
+	}
+	return n
+}
+
+// Limits implements EngineView: the sums of the engines' limits (each
+// group's engine holds its share of the node's).
+func (es Engines) Limits() (maxKeys, maxBytes int64) {
+	for _, e := range es {
+		k, b := e.Limits()
+		maxKeys += k
+		maxBytes += b
+	}
+	return maxKeys, maxBytes
+}
+
+// Digest implements EngineView.
+func (es Engines) Digest() (sum [sha256.Size]byte, keys int) {
+	h := sha256.New()
+	for _, e := range es {
+		s, k := e.Digest()
+		h.Write(s[:])
+		keys += k
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, keys
 }

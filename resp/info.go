@@ -174,8 +174,26 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	}
 	if mask&infoRaft != 0 && s.admin != nil {
 		var fields []string
-		for _, kv := range s.admin.Status() {
+		for _, kv := range s.admin.Status(0) {
 			fields = append(fields, "raft_"+kv[0], kv[1])
+		}
+		if groups := s.admin.Groups(); groups > 1 {
+			// Every group's role and leader, in the form Redis gives
+			// db0 in the keyspace section.
+			fields = append(fields, "raft_groups", itoa(int64(groups)))
+			for g := range groups {
+				var b strings.Builder
+				for _, kv := range s.admin.Status(g) {
+					switch kv[0] {
+					case "role", "leader_id", "term", "commit_index", "applied_index":
+						if b.Len() > 0 {
+							b.WriteByte(',')
+						}
+						b.WriteString(kv[0] + "=" + kv[1])
+					}
+				}
+				fields = append(fields, "raft_group"+strconv.Itoa(g), b.String())
+			}
 		}
 		section(infoRaft, "Raft", fields...)
 	}

@@ -1,6 +1,10 @@
 package resp
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sluice-rl/sluice/internal/slots"
+)
 
 // MULTI/EXEC, as far as clients that wrap reads in a transaction need it
 // (rueidis's cached reads are `CLIENT CACHING YES, MULTI, PTTL k, cmd,
@@ -22,6 +26,10 @@ type multiState struct {
 	cmds  [][][]byte // owned copies of the queued commands' arguments
 	bytes int64
 	dirty bool // a command was refused: EXEC aborts
+	// group is the Raft group of the keyed commands queued so far, +1 (0:
+	// none yet): on a node with several groups a transaction stays in one,
+	// as Redis Cluster keeps one in one slot.
+	group int
 }
 
 // transactionCommands are MULTI, EXEC and DISCARD. Inside a transaction
@@ -127,6 +135,9 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		m.dirty = true
 		msg := s.clusterRoute(cmd, args, c.readOnly)
 		c.localReply(cmd, func(r *replyBuf) { r.Error(msg) })
+	case !m.sameGroup(s, cmd, args):
+		m.dirty = true
+		c.localReply(cmd, func(r *replyBuf) { r.Error(errCrossSlot) })
 	case len(m.cmds) >= maxMultiQueue || m.bytes > s.cfg.Limits.MaxQueryBuffer:
 		m.dirty = true
 		c.localReply(cmd, func(r *replyBuf) { r.Error("ERR MULTI queue too long") })
@@ -140,4 +151,18 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		// Not counted in the metrics: the command is, when EXEC runs it.
 		c.localReply(nil, func(r *replyBuf) { r.Simple("QUEUED") })
 	}
+}
+
+// sameGroup reports whether a keyed command's keys are in the Raft group
+// of the transaction's earlier keyed commands (and records the group of
+// the first). clusterRoute has checked that its own keys share a group.
+func (m *multiState) sameGroup(s *Server, cmd *command, args [][]byte) bool {
+	if s.slotTable.Groups() == 1 || cmd.firstKey <= 0 || cmd.firstKey >= len(args) {
+		return true
+	}
+	g := s.slotTable.Group(slots.Of(args[cmd.firstKey])) + 1
+	if m.group == 0 {
+		m.group = g
+	}
+	return m.group == g
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/tidwall/redcon"
 )
 
@@ -151,19 +152,23 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	c.out.b = c.out.b[:0]
 	for i := range c.pending {
 		p := &c.pending[i]
-		c.count(p, execErr)
+		cmdErr := execErr
+		if cmdErr == nil && p.deferred {
+			cmdErr = groupFailure(c.results[p.opStart:p.opEnd])
+		}
+		c.count(p, cmdErr)
 		if !p.deferred {
 			c.out.b = append(c.out.b, c.local.b[p.localStart:p.localEnd]...)
 			continue
 		}
 		c.out.proto = p.proto
-		if execErr != nil {
+		if cmdErr != nil {
 			if !p.cmd.flags.has(flagLoading) {
-				c.out.Error(errorText(execErr))
+				c.out.Error(errorText(cmdErr))
 				continue
 			}
 			for i := p.opStart; i < p.opEnd; i++ {
-				c.results[i].Err = execErr
+				c.results[i].Err = cmdErr
 			}
 		}
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
@@ -312,4 +317,31 @@ func printable(b []byte, max int) string {
 		out[i] = ch
 	}
 	return string(out)
+}
+
+// groupFailure returns the first error among a command's results that is
+// about its Raft group's batch rather than the operation's own outcome
+// (not applied: CLUSTERDOWN, LOADING, shutting down; or UNCERTAIN): on a
+// node with several groups, one group's batch can fail while the others
+// run, and its operations carry the failure (cluster.Host.Execute). The
+// command then replies that error, whatever its own reply would be.
+func groupFailure(results []engine.Result) error {
+	for i := range results {
+		if err := results[i].Err; err != nil {
+			if e := errcode.Of(err); e != nil && isBatchFailure(e.Code) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isBatchFailure reports whether c is about a batch's fate, not one
+// operation's outcome.
+func isBatchFailure(c errcode.Code) bool {
+	switch c {
+	case errcode.ClusterDown, errcode.ShuttingDown, errcode.Loading:
+		return true
+	}
+	return c.Class() == errcode.MayHaveApplied
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -48,7 +47,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Engine, when set, is the engine behind the executor: INFO memory and
 	// the metrics report its keys, accounted memory and limits.
-	Engine *engine.Engine
+	Engine EngineView
 	// Tracker, when set, enables CLIENT TRACKING. It must also be the
 	// Watcher of the engine the executor applies operations to (on every
 	// node of a cluster, each its own), which tells it of changed keys.
@@ -113,8 +112,8 @@ type Server struct {
 	admin    ClusterAdmin // nil unless exec is a cluster node
 	commands map[string]*command
 	started  time.Time
-	// slotTable maps slots to Raft groups on a Cluster node (one group
-	// today); clusterRoute consults it.
+	// slotTable maps slots to Raft groups (ClusterAdmin.Groups of them);
+	// clusterRoute consults it.
 	slotTable slots.Table
 	clusterOn bool // cfg.Cluster with a ClusterAdmin executor
 
@@ -143,7 +142,14 @@ func NewServer(cfg Config, exec Executor) *Server {
 	}
 	s.admin, _ = exec.(ClusterAdmin)
 	s.clusterOn = cfg.Cluster && s.admin != nil
-	s.slotTable, _ = slots.Even(1) // one group: cannot fail
+	groups := 1
+	if s.admin != nil {
+		groups = max(s.admin.Groups(), 1)
+	}
+	var err error
+	if s.slotTable, err = slots.Even(groups); err != nil {
+		s.slotTable, _ = slots.Even(1) // one group: cannot fail
+	}
 	s.commands = buildCommandTable(s.admin != nil, s.clusterOn)
 	s.metrics = newServerMetrics(s)
 	return s

@@ -130,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
 	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN (not applied) or UNCERTAIN (may have been) after this long without a majority")
 	fs.IntVar(&c.LockStripes, "lock-stripes", 256, "engine lock stripes (a power of two)")
-	fs.IntVar(&c.Shards, "shards", 1, "Raft groups, each owning a range of the 16384 hash slots (only 1 for now)")
+	fs.IntVar(&c.Shards, "shards", 1, "Raft groups per node, each owning a range of the 16384 hash slots (1 to 64; a data dir keeps the count it was made with)")
 	fs.BoolVar(&c.Redirect, "redirect", false, "with --peers: a follower answers keyed commands with -MOVED to the leader instead of forwarding them")
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
 	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit and RL.ACQUIRE limit")
@@ -185,8 +185,10 @@ func (c *config) validate() error {
 	if c.LockStripes < 1 || c.LockStripes > 1<<16 {
 		bad("lock-stripes", "want 1 to 65536, got %d", c.LockStripes)
 	}
-	if c.Shards != 1 {
-		bad("shards", "only 1 Raft group per node is supported for now, got %d (the engine's lock stripes, which --shards used to name, are --lock-stripes)", c.Shards)
+	if c.Shards < 1 || c.Shards > cluster.MaxShards {
+		bad("shards", "want 1 to %d Raft groups, got %d (the engine's lock stripes, which --shards used to name, are --lock-stripes)", cluster.MaxShards, c.Shards)
+	} else if c.Shards > 1 && c.InMemory && c.Peers == "" && !c.NoBootstrap {
+		bad("shards", "a single node in memory runs no Raft group: --shards %d needs --peers, or a data dir", c.Shards)
 	}
 	if c.Redirect && c.Peers == "" && !c.NoBootstrap {
 		bad("redirect", "needs --peers (or --no-bootstrap): a single node has no leader to redirect to")

@@ -16,10 +16,11 @@ import (
 
 // newExecutor starts what stands behind the RESP server: a single durable
 // Raft voter by default, the engine alone with --in-memory, a cluster with
-// --peers (with Raft's in-memory stores when --in-memory). respAddr is the RESP address actually bound. It
+// --peers (with Raft's in-memory stores when --in-memory): one Raft group
+// per engine (--shards). respAddr is the RESP address actually bound. It
 // returns the executor, a function that stops it, and whether state is
 // durable.
-func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr string, log *slog.Logger) (resp.Executor, func(), bool, error) {
+func newExecutor(ctx context.Context, cfg *config, engines []*engine.Engine, respAddr string, log *slog.Logger) (resp.Executor, func(), bool, error) {
 	peers, err := parsePeers(cfg.Peers)
 	if err != nil {
 		return nil, nil, false, err
@@ -27,7 +28,7 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 	if cfg.InMemory && len(peers) == 0 && !cfg.NoBootstrap {
 		// Nothing to replicate and nothing to persist: the engine itself
 		// is the executor, with no log in between.
-		local := resp.NewLocalExecutor(eng, nil)
+		local := resp.NewLocalExecutor(engines[0], nil) // validated: one group
 		sweepCtx, cancel := context.WithCancel(ctx)
 		go local.RunSweeper(sweepCtx, 100*time.Millisecond, 4096)
 		log.Info("single node in memory: state is lost on restart")
@@ -72,7 +73,7 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		}
 		cfg.RaftLog.value = logStore // INFO persistence reports it
 	}
-	node, err := cluster.New(ctx, cluster.Config{
+	host, err := cluster.NewHost(ctx, cluster.Config{
 		ID:             id,
 		RaftAddr:       raftAddr,
 		RESPAddr:       advertisedRESP(respAddr, raftAddr),
@@ -88,18 +89,18 @@ func newExecutor(ctx context.Context, cfg *config, eng *engine.Engine, respAddr 
 		TLS:            peerTLS,
 		DialMap:        cfg.DialMap,
 		Now:            cfg.debugConfig.wallClock(),
-	}, eng)
+	}, engines)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("start cluster node: %w", err)
 	}
 	stop := func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := node.Close(closeCtx); err != nil {
+		if err := host.Close(closeCtx); err != nil {
 			log.Warn("closing the cluster node", "err", err)
 		}
 	}
-	return node, stop, !cfg.InMemory, nil
+	return host, stop, !cfg.InMemory, nil
 }
 
 // parsePeers parses --peers: id=host:port,id=host:port,...

@@ -63,8 +63,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// The tracker hears of changed keys from the engine, whoever changes
 	// them (this node's clients or, on a cluster, the replicated log).
 	tracker := resp.NewTracker(resp.DefaultTrackingMaxKeys)
-	eng := engine.New(engine.Config{Shards: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit,
-		MaxKeys: cfg.MaxKeys, MaxBytes: int64(cfg.MaxMemory), Watcher: tracker})
+	// One engine per Raft group. A group's engine holds its share of the
+	// node's key and memory limits (the slots, hence the keys, spread
+	// evenly): each group's replicas must decide alike, so no limit can
+	// be shared between groups.
+	engines := make([]*engine.Engine, cfg.Shards)
+	for g := range engines {
+		engines[g] = engine.New(engine.Config{Shards: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit,
+			MaxKeys: share(cfg.MaxKeys, cfg.Shards), MaxBytes: share(int64(cfg.MaxMemory), cfg.Shards), Watcher: tracker})
+	}
+	var engView resp.EngineView = engines[0]
+	if len(engines) > 1 {
+		engView = resp.Engines(engines)
+	}
 
 	var tlsCfg *tls.Config
 	if cfg.TLSAddr != "" {
@@ -83,7 +94,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("listen on --tls-addr %s: %w", cfg.TLSAddr, err)
 		}
 	}
-	exec, closeExec, persistent, err := newExecutor(ctx, cfg, eng, ln.Addr().String(), log)
+	exec, closeExec, persistent, err := newExecutor(ctx, cfg, engines, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
 		if tlsLn != nil {
@@ -105,7 +116,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		LogStore:    cfg.RaftLog.value,
 		Version:     version,
 		Logger:      log,
-		Engine:      eng,
+		Engine:      engView,
 		Tracker:     tracker,
 		Cluster:     cfg.Peers != "" || cfg.NoBootstrap,
 		Redirect:    cfg.Redirect,
@@ -142,4 +153,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Close(shutdownCtx)
+}
+
+// share is a group's part of a node-wide limit: limit/groups, rounded up;
+// 0 (no limit) stays 0.
+func share[T int | int64](limit T, groups int) T {
+	if limit <= 0 || groups <= 1 {
+		return limit
+	}
+	return (limit + T(groups) - 1) / T(groups)
 }

@@ -112,9 +112,9 @@ func newRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
 func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Executor, log *slog.Logger) (*metricsServer, error) {
 	cs := []prometheus.Collector{srv.Collector()}
 	ready := readiness(func() error { return nil })
-	if node, ok := exec.(*cluster.Node); ok {
-		cs = append(cs, node.Collector())
-		ready = node.Ready
+	if host, ok := exec.(*cluster.Host); ok {
+		cs = append(cs, host.Collector())
+		ready = host.Ready
 	}
 	reg, err := newRegistry(cs...)
 	if err != nil {

@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Leader balance (docs/design.md, "Sharding"). Every group prefers one
+// member as its leader: with the members in ID order, group g prefers
+// member g mod members, so with as many groups as members each leads one.
+// Elections do not know this: at start-up, and whenever a member fails and
+// the survivors take its groups over, leaderships land wherever an
+// election put them. So each host, every balanceEvery, looks at the groups
+// it leads, and hands the first one that another member prefers over to
+// that member (raft's leadership transfer, which first brings the member
+// up to date and fails if it cannot within an election timeout). One
+// transfer per round per host; a member a transfer failed to reach is
+// left alone for a while, doubling up to balanceBackoffMax, so that a
+// member that is down or far behind costs the group a short pause (new
+// commands wait while a transfer is under way) at most that often.
+//
+// A transfer, like any leader change, may answer UNCERTAIN for commands in
+// flight at that instant (docs/design.md, "Error codes").
+
+const (
+	// balanceEvery is how often a host looks at the groups it leads.
+	balanceEvery = time.Second
+	// balanceBackoffMin and balanceBackoffMax bound how long a member a
+	// transfer failed to reach is left alone.
+	balanceBackoffMin = 5 * time.Second
+	balanceBackoffMax = time.Minute
+)
+
+// balance runs on every host with more than one group until it closes.
+func (h *Host) balance() {
+	defer h.bg.Done()
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	type wait struct {
+		until time.Time
+		next  time.Duration
+	}
+	failed := map[string]wait{}
+	for {
+		select {
+		case <-h.closing:
+			return
+		case <-t.C:
+		}
+		for g, n := range h.nodes {
+			if n.raft.State() != raft.Leader {
+				continue
+			}
+			if kind, _ := n.route(); kind != routeLocal {
+				continue // not ready yet: let it finish its barrier
+			}
+			servers, err := n.servers()
+			if err != nil {
+				continue
+			}
+			want := preferredLeader(g, voterIDs(servers))
+			if want == "" || want == h.cfg.ID {
+				continue
+			}
+			w := failed[want]
+			if time.Now().Before(w.until) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), n.adminTimeout())
+			err = n.Transfer(ctx, want)
+			cancel()
+			if err != nil {
+				w.next = min(max(2*w.next, balanceBackoffMin), balanceBackoffMax)
+				w.until = time.Now().Add(w.next)
+				failed[want] = w
+				h.log.Info("balance: leadership transfer failed; will retry later", "group", g, "to", want, "retry_in", w.next, "err", err)
+			} else {
+				delete(failed, want)
+				h.log.Info("balance: handed leadership to its preferred member", "group", g, "to", want)
+			}
+			break // one transfer per round
+		}
+	}
+}
+
+// preferredLeader is the member group g's leadership belongs to when all
+// are up: members in ID order, group g on member g mod members.
+func preferredLeader(g int, members []string) string {
+	if len(members) == 0 {
+		return ""
+	}
+	return members[g%len(members)]
+}
+
+// voterIDs returns the voters of a group's configuration, sorted.
+func voterIDs(servers []raft.Server) []string {
+	ids := map[string]bool{}
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			ids[string(s.ID)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(ids))
+}

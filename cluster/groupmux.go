@@ -1,0 +1,236 @@
+package cluster
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// One Raft listener for every group of a host (docs/design.md, "Sharding").
+//
+// A host runs one Raft group per slot range, and every group's transport
+// needs streams to the same peers. They share one listener: a stream a
+// group other than 0 opens starts with muxMarker and the group number (a
+// uvarint); a stream without the marker belongs to group 0, so a host with
+// one group speaks exactly what a single node always spoke. Raft's own
+// streams start with an RPC type byte (0 to 4 in raft v1.8), never the
+// marker.
+//
+// The listener's accept loop only accepts: each connection's first bytes
+// are read in a goroutine of its own, with a deadline, so a peer that
+// connects and sends nothing (or a TLS handshake that stalls) holds up no
+// other connection.
+
+// muxMarker opens a stream of a group other than 0.
+const muxMarker = 'G'
+
+// muxHeaderTimeout bounds the wait for a new stream's first bytes.
+const muxHeaderTimeout = 10 * time.Second
+
+// groupMux accepts the streams of every group on one listener and hands
+// each to its group's stream layer.
+type groupMux struct {
+	ln        net.Listener
+	advertise net.Addr // nil: the listener's address
+	cfg       *tls.Config
+	t         peerTimeouts
+	log       *slog.Logger
+	layers    []*groupStream
+
+	mu     sync.Mutex // guards closed
+	closed bool
+	wg     sync.WaitGroup // the accept loop and header readers
+}
+
+// newGroupMux listens on bind for groups streams of groups, with the peer
+// socket options and mutual TLS when cfg is set.
+func newGroupMux(bind, advertise string, cfg *tls.Config, t peerTimeouts, groups int, log *slog.Logger) (*groupMux, error) {
+	ln, err := listenPeer(bind, cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	m := &groupMux{ln: ln, cfg: cfg, t: t, log: log}
+	if advertise != "" {
+		if m.advertise, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
+		}
+	}
+	if a, ok := m.addr().(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("raft address %s cannot be dialed by others: give an advertise address", m.addr())
+	}
+	for g := range groups {
+		m.layers = append(m.layers, &groupStream{mux: m, group: g, conns: make(chan net.Conn), done: make(chan struct{})})
+	}
+	m.wg.Add(1)
+	go m.serve()
+	return m, nil
+}
+
+func (m *groupMux) addr() net.Addr {
+	if m.advertise != nil {
+		return m.advertise
+	}
+	return m.ln.Addr()
+}
+
+func (m *groupMux) serve() {
+	defer m.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			if m.isClosed() {
+				return
+			}
+			m.log.Warn("raft listener: accept failed", "err", err)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			c.Close()
+			return
+		}
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.route(c)
+	}
+}
+
+func (m *groupMux) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// route reads a new stream's header and hands the stream to its group.
+func (m *groupMux) route(c net.Conn) {
+	defer m.wg.Done()
+	_ = c.SetReadDeadline(time.Now().Add(muxHeaderTimeout))
+	br := bufio.NewReaderSize(c, 64)
+	first, err := br.Peek(1)
+	if err != nil {
+		c.Close()
+		return
+	}
+	group := 0
+	if first[0] == muxMarker {
+		_, _ = br.ReadByte()
+		g, err := binary.ReadUvarint(br)
+		if err != nil || g >= uint64(len(m.layers)) {
+			m.log.Warn("raft listener: dropping a stream for an unknown group", "remote", c.RemoteAddr(), "group", g, "err", err)
+			c.Close()
+			return
+		}
+		group = int(g)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if err := m.layers[group].deliver(&bufferedConn{Conn: c, r: br}); err != nil {
+		c.Close()
+	}
+}
+
+// close stops accepting and waits for the header readers; each group's
+// transport closes its own streams.
+func (m *groupMux) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.ln.Close()
+	for _, l := range m.layers {
+		_ = l.Close()
+	}
+	m.wg.Wait()
+}
+
+// groupStream is one group's raft.StreamLayer on a groupMux.
+type groupStream struct {
+	mux   *groupMux
+	group int
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+var errStreamClosed = errors.New("cluster: raft stream layer closed")
+
+// deliver hands an accepted stream to the group's transport, or fails when
+// the group's transport is closed.
+func (s *groupStream) deliver(c net.Conn) error {
+	select {
+	case s.conns <- c:
+		return nil
+	case <-s.done:
+		return errStreamClosed
+	}
+}
+
+// Accept implements net.Listener.
+func (s *groupStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.done:
+		return nil, errStreamClosed
+	}
+}
+
+// Close implements net.Listener: this group accepts no more streams (the
+// shared listener stays open for the others until the mux closes).
+func (s *groupStream) Close() error {
+	s.once.Do(func() { close(s.done) })
+	return nil
+}
+
+// Addr implements net.Listener: the host's advertised Raft address.
+func (s *groupStream) Addr() net.Addr { return s.mux.addr() }
+
+// Dial implements raft.StreamLayer: a peer connection that names the group
+// before Raft's first byte.
+func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := dialPeer(s.mux.cfg, string(address), timeout, s.mux.t)
+	if err != nil || s.group == 0 {
+		return c, err
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(max(timeout, s.mux.t.dial)))
+	if _, err := c.Write(muxHeader(s.group)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cluster: raft stream to %s: header: %w", address, err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// muxHeader is the header of a stream of group g (> 0).
+func muxHeader(g int) []byte {
+	return binary.AppendUvarint([]byte{muxMarker}, uint64(g))
+}
+
+// bufferedConn is a connection whose first bytes were read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(p)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(p)
+}
