@@ -53,7 +53,6 @@ func TestGroupMuxRoutesStreams(t *testing.T) {
 	}
 }
 
-
 func acceptRead(t *testing.T, s *groupStream, n int) []byte {
 	t.Helper()
 	done := make(chan []byte, 1)

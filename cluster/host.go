@@ -133,9 +133,9 @@ func (h *Host) Group(g int) *Node { return h.nodes[g] }
 type opRouting uint8
 
 const (
-	toOne   opRouting = iota // the group owning its key (or group 0)
-	toAll                    // every group; the results are combined
-	toScan                   // the group its cursor names
+	toOne  opRouting = iota // the group owning its key (or group 0)
+	toAll                   // every group; the results are combined
+	toScan                  // the group its cursor names
 )
 
 // routeOp returns the group an operation runs in and how.
