@@ -95,6 +95,9 @@ func parseCommitted(sc *bufio.Scanner) (entries, ops float64, err error) {
 		if !ok {
 			continue
 		}
+		// A node with several Raft groups labels each group's counters:
+		// they add up.
+		name, _, _ = strings.Cut(name, "{")
 		var dst *float64
 		switch name {
 		case "sluice_raft_committed_entries_total":
@@ -108,7 +111,7 @@ func parseCommitted(sc *bufio.Scanner) (entries, ops float64, err error) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("metrics: %s: %w", name, err)
 		}
-		*dst = v
+		*dst += v
 		found++
 	}
 	if err := sc.Err(); err != nil {

@@ -15,6 +15,12 @@ type LoadOptions struct {
 	// Addrs are the server's RESP addresses; connection i goes to
 	// Addrs[i % len(Addrs)].
 	Addrs []string
+	// Route, when set, replaces Addrs: every connection has one
+	// connection to each master of the route, and sends each request to
+	// its key's master (a cluster-aware client). A pipeline's requests are
+	// split by master, written to each, then read. Only workloads of one
+	// key per request can be routed.
+	Route *SlotRoute
 	// Conns is the number of connections, each driven by one goroutine.
 	Conns int
 	// Pipeline is the number of requests written at once on a connection
@@ -46,6 +52,9 @@ type LoadOptions struct {
 // Validate checks the options and fills defaults.
 func (o *LoadOptions) Validate() error {
 	var errs []error
+	if o.Route != nil {
+		o.Addrs = o.Route.Addrs
+	}
 	if len(o.Addrs) == 0 {
 		errs = append(errs, errors.New("no server address"))
 	}
@@ -106,6 +115,7 @@ const (
 // worker is one connection's share of a run.
 type worker struct {
 	conn    *Conn
+	conns   []*Conn // with LoadOptions.Route: one per master, conns[0] == conn
 	gen     *requestGen
 	hist    *Histogram
 	done    int64
@@ -128,12 +138,17 @@ type requestGen struct {
 }
 
 func (g *requestGen) append(b []byte) []byte {
-	i := g.pick.Next()
-	t, prefix := g.allow, g.aPrefix
-	if g.deny > 0 && g.rng.Float64() < g.deny {
-		t, prefix = g.dent, g.dPrefix
-	}
+	t, prefix, i := g.next()
 	return t.AppendIndex(b, prefix, i)
+}
+
+// next picks the next request: its template, key prefix and key index.
+func (g *requestGen) next() (Template, string, uint64) {
+	i := g.pick.Next()
+	if g.deny > 0 && g.rng.Float64() < g.deny {
+		return g.dent, g.dPrefix, i
+	}
+	return g.allow, g.aPrefix, i
 }
 
 // RunLoad drives a server with workload w spelled in dialect d.
@@ -169,22 +184,38 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	workers := make([]*worker, o.Conns)
 	defer func() {
 		for _, wk := range workers {
-			if wk != nil && wk.conn != nil {
-				wk.conn.Close()
+			if wk != nil {
+				for _, c := range wk.conns {
+					c.Close()
+				}
 			}
 		}
 	}()
+	if o.Route != nil && len(allow.Layers)+len(deny.Layers) > 0 {
+		return LoadResult{}, errors.New("a routed load needs one key per request: this workload has layers")
+	}
 	for i := range workers {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := Dial(dctx, o.Addrs[i%len(o.Addrs)])
-		cancel()
-		if err != nil {
-			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
+		addrs := []string{o.Addrs[i%len(o.Addrs)]}
+		if o.Route != nil {
+			addrs = o.Route.Addrs
 		}
+		wk := &worker{}
+		workers[i] = wk
+		for _, a := range addrs {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			c, err := Dial(dctx, a)
+			cancel()
+			if err != nil {
+				return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
+			}
+			wk.conns = append(wk.conns, c)
+		}
+		wk.conn = wk.conns[0]
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		workers[i] = &worker{
-			conn: c,
-			hist: NewHistogram(),
+		*wk = worker{
+			conn:  wk.conn,
+			conns: wk.conns,
+			hist:  NewHistogram(),
 			gen: &requestGen{
 				pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
 				allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
@@ -216,7 +247,9 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	stopWatch := context.AfterFunc(runCtx, func() {
 		if ctx.Err() != nil {
 			for _, wk := range workers {
-				wk.conn.SetDeadline(time.Now())
+				for _, c := range wk.conns {
+					c.SetDeadline(time.Now())
+				}
 			}
 		}
 	})
@@ -323,6 +356,10 @@ loop:
 // Only batches sent in the measured phase count, so that every request
 // counted was sent and answered between the start and the end of the phase.
 func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
+	if o.Route != nil {
+		wk.runRouted(ctx, o, phase, budget, measured)
+		return
+	}
 	p := o.Pipeline
 	buf := make([]byte, 0, 256*p)
 	var lastDeadline time.Time
@@ -355,26 +392,99 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 			wk.fail = err
 			return
 		}
+		if !wk.readReplies(wk.conn, n, ph, t0) {
+			return
+		}
+		if ph == phaseMeasure {
+			wk.done += int64(n)
+			measured.Add(int64(n))
+		}
+	}
+}
+
+// readReplies reads n decisions from c and, in the measured phase, records
+// them; false when the connection failed (wk.fail says why).
+func (wk *worker) readReplies(c *Conn, n int, ph int32, t0 time.Time) bool {
+	for range n {
+		d, err := c.ReadDecision()
+		if err != nil {
+			wk.fail = err
+			return false
+		}
+		if ph != phaseMeasure {
+			continue
+		}
+		wk.hist.Record(int64(time.Since(t0)))
+		switch {
+		case d.Err:
+			wk.errs++
+			if wk.firstEr == "" {
+				wk.firstEr = d.Msg
+			}
+		case d.Allowed == 1:
+			wk.allowed++
+		default:
+			wk.denied++
+		}
+	}
+	return true
+}
+
+// runRouted is run for a routed load (LoadOptions.Route): each batch's
+// requests go to their keys' masters, written to every master first, then
+// read master by master.
+func (wk *worker) runRouted(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
+	p := o.Pipeline
+	bufs := make([][]byte, len(wk.conns))
+	counts := make([]int, len(wk.conns))
+	var key []byte
+	var lastDeadline time.Time
+	for ctx.Err() == nil {
+		ph := phase.Load()
+		if ph == phaseStop {
+			return
+		}
+		n := p
+		if ph == phaseMeasure && o.Requests > 0 {
+			left := budget.Add(-int64(p))
+			if left+int64(p) <= 0 {
+				return
+			}
+			if left < 0 {
+				n = p + int(left)
+			}
+		}
+		for i := range bufs {
+			bufs[i], counts[i] = bufs[i][:0], 0
+		}
 		for range n {
-			d, err := wk.conn.ReadDecision()
-			if err != nil {
+			t, prefix, i := wk.gen.next()
+			key = AppendKey(append(key[:0], prefix...), "", i)
+			m := o.Route.Node(key)
+			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
+			counts[m]++
+		}
+		t0 := time.Now()
+		renew := t0.Sub(lastDeadline) > o.Timeout/4
+		if renew {
+			lastDeadline = t0
+		}
+		for m, c := range wk.conns {
+			if counts[m] == 0 {
+				continue
+			}
+			if renew {
+				_ = c.SetDeadline(t0.Add(o.Timeout))
+			}
+			c.AppendRaw(bufs[m])
+			if err := c.Flush(); err != nil {
 				wk.fail = err
 				return
 			}
-			if ph != phaseMeasure {
-				continue
-			}
-			wk.hist.Record(int64(time.Since(t0)))
-			switch {
-			case d.Err:
-				wk.errs++
-				if wk.firstEr == "" {
-					wk.firstEr = d.Msg
-				}
-			case d.Allowed == 1:
-				wk.allowed++
-			default:
-				wk.denied++
+		}
+		for m, c := range wk.conns {
+			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph, t0) {
+				return
 			}
 		}
 		if ph == phaseMeasure {

@@ -156,6 +156,7 @@ func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (Loa
 	}
 	o := c.Load
 	o.Addrs = t.Addrs
+	o.Route = t.route
 	o.ServerPIDs = t.PIDs()
 	if len(t.metrics) > 0 {
 		metrics := t.metrics

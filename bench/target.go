@@ -31,6 +31,11 @@ const (
 	// TargetSluiceClusterLeader is the same cluster with every connection
 	// on its leader, as a single redis-benchmark sends them.
 	TargetSluiceClusterLeader = "sluice-cluster-leader"
+	// TargetSluiceClusterShards3 is three durable sluice nodes with
+	// --shards 3 (three Raft groups, each led by another node once
+	// balanced), driven by a cluster-aware client: every request goes to
+	// the leader of its key's group, as CLUSTER SLOTS names it.
+	TargetSluiceClusterShards3 = "sluice-cluster-shards3"
 	// TargetRedis is redis-server without persistence, running lua/*.lua.
 	TargetRedis = "redis"
 	// TargetRedisAnchor is the same redis-server running the anchor token
@@ -44,7 +49,7 @@ const (
 
 // TargetNames lists every target, the durability targets last.
 func TargetNames() []string {
-	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedis, TargetRedisAnchor, TargetRedisEcho},
+	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3, TargetRedis, TargetRedisAnchor, TargetRedisEcho},
 		DurabilityTargets()...)
 }
 
@@ -88,6 +93,8 @@ type StartOptions struct {
 	// LogStore and Fsync, when set, start sluice with --raft-log and
 	// --fsync.
 	LogStore, Fsync string
+	// Shards, when above 1, starts a cluster with --shards.
+	Shards int
 }
 
 // Target is a running server (or cluster) under test.
@@ -101,6 +108,9 @@ type Target struct {
 	// metrics are the nodes' --metrics-addr (a cluster's, when the binary
 	// has the flag): ops per log entry are read from them.
 	metrics []string
+	// route, when set, routes every request to its key's master
+	// (LoadOptions.Route).
+	route *SlotRoute
 }
 
 // PIDs are the target's process ids.
@@ -361,6 +371,14 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOp
 		return startSluiceSingle(ctx, cfg, name, opt)
 	case TargetSluiceCluster:
 		return startSluiceCluster(ctx, cfg, opt)
+	case TargetSluiceClusterShards3:
+		opt.Shards = 3
+		t, err := startSluiceCluster(ctx, cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		t.Name = name
+		return t, nil
 	case TargetSluiceClusterLeader:
 		t, err := startSluiceCluster(ctx, cfg, opt)
 		if err != nil {
@@ -509,6 +527,9 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 		if opt.Debug {
 			common = append(common, "--enable-debug-command")
 		}
+		if opt.Shards > 1 {
+			common = append(common, "--shards", strconv.Itoa(opt.Shards))
+		}
 		p, err := startProcess("sluice "+nd.ID, bin, nd.Args(peers, common...), "")
 		if err != nil {
 			t.Stop()
@@ -524,6 +545,14 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 			t.Stop()
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
+	}
+	if opt.Shards > 1 {
+		// Wait for the leaders to spread (one group per node), then route.
+		if t.route, err = waitClusterRoute(sctx, t.Addrs[0], min(opt.Shards, len(t.Addrs)), 2*cfg.StartTimeout); err != nil {
+			t.Stop()
+			return nil, err
+		}
+		t.Addrs = t.route.Addrs
 	}
 	return t, nil
 }
