@@ -22,11 +22,13 @@ run-memory: build
 # Three local nodes in the background: RESP 6001-6003, Raft 7001-7003,
 # data and logs in ./cluster-data. Stop them with make cluster-stop.
 PEERS := n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+# make cluster SHARDS=1 for one Raft group (a data dir keeps the count it was made with).
+SHARDS ?= 3
 cluster: build
 	@mkdir -p cluster-data
 	@for i in 1 2 3; do \
 	  $(BIN)/sluice --id n$$i --addr 127.0.0.1:600$$i --raft-addr 127.0.0.1:700$$i \
-	    --forward-addr 127.0.0.1:800$$i --data-dir cluster-data/n$$i --peers $(PEERS) \
+	    --forward-addr 127.0.0.1:800$$i --data-dir cluster-data/n$$i --peers $(PEERS) --shards $(SHARDS) \
 	    > cluster-data/n$$i.log 2>&1 & echo $$! > cluster-data/n$$i.pid; \
 	done
 	@sleep 2

@@ -328,7 +328,7 @@ func (h *Host) Status(g int) [][2]string {
 // membership, each on its own leader).
 func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
 	if len(h.nodes) > 1 {
-		return errMembershipSharded
+		return adminError("join", errMembershipSharded)
 	}
 	return h.nodes[0].Join(ctx, id, raftAddr)
 }
@@ -336,14 +336,13 @@ func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
 // Remove implements resp.ClusterAdmin, as Join.
 func (h *Host) Remove(ctx context.Context, id string) error {
 	if len(h.nodes) > 1 {
-		return errMembershipSharded
+		return adminError("remove", errMembershipSharded)
 	}
 	return h.nodes[0].Remove(ctx, id)
 }
 
 // errMembershipSharded refuses membership changes with several groups.
-var errMembershipSharded = &errcode.Error{Code: errcode.AdminFailed,
-	Detail: "membership changes with --shards above 1 are not supported: start the cluster with its members in --peers"}
+var errMembershipSharded = errors.New("membership changes with --shards above 1 are not supported: start the cluster with its members in --peers")
 
 // Transfer implements resp.ClusterAdmin: group g's leadership, from this
 // node (its leader) to id, or to any voter when id is "".

@@ -430,3 +430,25 @@ func TestScanCursorCarriesTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestHostRefusesMembershipChangesWithShards: with several groups,
+// RAFT.JOIN and RAFT.REMOVE are refused (each group would change on its
+// own leader: not built), saying why.
+func TestHostRefusesMembershipChangesWithShards(t *testing.T) {
+	th := newTestHosts(t, 1, 2, nil)
+	for name, err := range map[string]error{
+		"join":   th.hosts[0].Join(context.Background(), "n9", "127.0.0.1:1"),
+		"remove": th.hosts[0].Remove(context.Background(), "n1"),
+	} {
+		e := errcode.Of(err)
+		if e == nil || e.Code != errcode.AdminFailed || !strings.Contains(err.Error(), "--shards above 1") {
+			t.Errorf("%s with two groups: %v, want it refused", name, err)
+		}
+	}
+	if got := len(th.hosts[0].nodes[0].Status()); got == 0 {
+		t.Fatal("no status")
+	}
+	if servers, _ := th.hosts[0].nodes[1].servers(); len(servers) != 1 {
+		t.Fatalf("group 1's configuration changed: %v", servers)
+	}
+}

@@ -133,6 +133,8 @@ func TestShardFlags(t *testing.T) {
 		{nil, 256, 1, false},
 		{[]string{"--lock-stripes", "64"}, 64, 1, false},
 		{[]string{"--shards", "1"}, 256, 1, false},
+		{append([]string{"--shards", "3"}, peers...), 256, 3, false},
+		{[]string{"--shards", "64"}, 256, 64, false}, // a durable single node may run several groups
 		{[]string{"--config", writeConfig(t, "lock-stripes 1024\nshards 1\n")}, 1024, 1, false},
 		{append([]string{"--redirect"}, peers...), 256, 1, true},
 	} {
@@ -149,8 +151,9 @@ func TestShardFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--shards", "256"}, "--shards: only 1 Raft group per node is supported for now, got 256 (the engine's lock stripes, which --shards used to name, are --lock-stripes)"},
-		{[]string{"--shards", "0"}, "--shards: only 1 Raft group per node is supported for now, got 0"},
+		{[]string{"--shards", "256"}, "--shards: want 1 to 64 Raft groups, got 256 (the engine's lock stripes, which --shards used to name, are --lock-stripes)"},
+		{[]string{"--shards", "0"}, "--shards: want 1 to 64 Raft groups, got 0"},
+		{[]string{"--shards", "2", "--in-memory"}, "--shards: a single node in memory runs no Raft group"},
 		{[]string{"--lock-stripes", "0"}, "--lock-stripes: want 1 to 65536, got 0"},
 		{[]string{"--redirect"}, "--redirect: needs --peers"},
 	} {
