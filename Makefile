@@ -57,15 +57,17 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME) ./cluster/
 
 # Fault injection on a real three-node cluster (cmd/sluice-chaos); output in results/chaos.
-# CHAOS_SLUICE_FLAGS="--raft-log wal --fsync everysec" runs it on another log store or mode.
+# CHAOS_SLUICE_FLAGS="--raft-log wal --fsync everysec" runs it on another log store or mode;
+# CHAOS_SHARDS is every node's Raft groups (--shards), CHAOS_SHARDS=1 the single-group cluster.
 CHAOS_DURATION ?= 5m
 CHAOS_SLUICE_FLAGS ?=
+CHAOS_SHARDS ?= 3
 chaos: build
-	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration $(CHAOS_DURATION) -sluice-flags "$(CHAOS_SLUICE_FLAGS)" -out results/chaos
+	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration $(CHAOS_DURATION) -shards $(CHAOS_SHARDS) -sluice-flags "$(CHAOS_SLUICE_FLAGS)" -out results/chaos
 
 # The one-minute run CI does.
 chaos-short: build
-	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration 60s -out results/chaos-short
+	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration 60s -shards $(CHAOS_SHARDS) -out results/chaos-short
 
 # Engine micro-benchmarks, then sluice against redis-server + Lua, side by side
 # (under 5 minutes on 2 cores; needs redis-server and redis-benchmark on PATH).

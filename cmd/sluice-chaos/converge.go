@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,10 +45,12 @@ func (c *cluster) finalReads(keys []*keySpec) []finalRead {
 	return reads
 }
 
-// digests waits until every node has applied the same log (equal applied
-// and commit indexes, unchanged across the reading of the digests), then
-// returns each node's DEBUG DIGEST: a hash of its own engine state.
-func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string, uint64, error) {
+// digests waits until every Raft group has a leader and every node has
+// applied the same log of every group (equal applied and commit indexes,
+// unchanged across the reading of the digests), then returns each node's
+// DEBUG DIGEST: a hash of its own engine state, all groups' engines
+// together, and the applied index of each group.
+func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string, []uint64, error) {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
@@ -64,7 +67,7 @@ func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string,
 			}
 			if err == nil {
 				idx2, same2, err2 := c.appliedIndexes()
-				if err2 == nil && same2 && idx2 == idx {
+				if err2 == nil && same2 && slices.Equal(idx2, idx) {
 					return ds, idx, nil
 				}
 			}
@@ -73,39 +76,53 @@ func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string,
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return nil, 0, fmt.Errorf("replicas did not reach the same applied index within %v (%s)", timeout, last)
+			return nil, nil, fmt.Errorf("replicas did not reach the same applied index within %v (%s)", timeout, last)
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 	}
 }
 
-// appliedIndexes reports whether every node has applied everything it
-// knows committed, and the same as the others; it returns that index.
-func (c *cluster) appliedIndexes() (uint64, bool, error) {
-	var first string
-	var desc []string
+// appliedIndexes reports whether every Raft group has a leader and every
+// node has applied everything it knows committed of every group, and the
+// same as the others; it returns each group's index.
+func (c *cluster) appliedIndexes() ([]uint64, bool, error) {
+	idx := make([]uint64, c.shards)
 	same := true
-	for i, nd := range c.nodes {
-		st, err := raftStatus(nd.RESP, 2*time.Second)
-		if err != nil {
-			return 0, false, fmt.Errorf("RAFT.STATUS on %s: %w", nd.ID, err)
+	var desc []string
+	for g := range c.shards {
+		var first, leader string
+		for i, nd := range c.nodes {
+			st, err := raftStatus(nd.RESP, g, 2*time.Second)
+			if err != nil {
+				return nil, false, fmt.Errorf("RAFT.STATUS %d on %s: %w", g, nd.ID, err)
+			}
+			a, cm := st["applied_index"], st["commit_index"]
+			d := fmt.Sprintf("%s applied %s commit %s", nd.ID, a, cm)
+			if c.shards > 1 {
+				d = fmt.Sprintf("group %d: %s", g, d)
+			}
+			desc = append(desc, d)
+			if a != cm || a == "" {
+				same = false
+			}
+			if i == 0 {
+				first = a
+			} else if a != first {
+				same = false
+			}
+			if st["role"] == "leader" {
+				leader = nd.ID
+			}
 		}
-		a, cm := st["applied_index"], st["commit_index"]
-		desc = append(desc, fmt.Sprintf("%s applied %s commit %s", nd.ID, a, cm))
-		if a != cm || a == "" {
+		if leader == "" {
 			same = false
+			desc = append(desc, fmt.Sprintf("group %d has no leader", g))
 		}
-		if i == 0 {
-			first = a
-		} else if a != first {
-			same = false
+		if _, err := fmt.Sscan(first, &idx[g]); err != nil {
+			return nil, false, fmt.Errorf("group %d: applied index %q: %w (%s)", g, first, err, strings.Join(desc, ", "))
 		}
-	}
-	var idx uint64
-	if _, err := fmt.Sscan(first, &idx); err != nil {
-		return 0, false, fmt.Errorf("applied index %q: %w (%s)", first, err, strings.Join(desc, ", "))
 	}
 	if !same {
 		return idx, false, fmt.Errorf("%s", strings.Join(desc, ", "))

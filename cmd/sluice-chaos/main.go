@@ -15,8 +15,9 @@
 //     (porcupine; a violation writes its HTML visualization);
 //   - ledger: after the run every node reports the same units left on those
 //     keys, and exactly the units of the decisions that applied are gone;
-//   - replicas: after healing, every replica holds the same state (DEBUG
-//     DIGEST once all have applied the same log);
+//   - replicas: after healing, every Raft group has a leader and every
+//     replica holds the same state (DEBUG DIGEST once all have applied the
+//     same log of every group);
 //   - and no node exits on its own, every reply is well-formed, and the
 //     cluster serves again after every heal (within 2 s of a stalled
 //     link's).
@@ -24,6 +25,12 @@
 // A CLUSTERDOWN reply counts as "certainly not applied" and UNCERTAIN as
 // "may have applied": a CLUSTERDOWN decision that turns out applied breaks
 // the ledger and linearizability checks.
+//
+// With -shards N every node runs N Raft groups, each owning a range of the
+// hash slots: the workload's keys are named so that every group gets some,
+// each fault aimed at "the leader" aims at the leader of a group picked at
+// random (RAFT.STATUS <group>), and a fault on a node hits all its groups.
+// The checks are per key, so they hold as they are.
 //
 // Randomness comes from one seed, printed first. The last line is
 // "chaos: F faults, N operations, V violations"; the exit status is 1 when
@@ -50,6 +57,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	sluicecluster "github.com/sluice-rl/sluice/cluster"
 )
 
 // options are the flags.
@@ -72,6 +81,7 @@ type options struct {
 	linBudget      time.Duration
 	verbose        bool
 	sluiceFlags    string
+	shards         int
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -96,6 +106,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.linBudget, "lin-budget", 2*time.Minute, "longest linearizability search in all")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.StringVar(&o.sluiceFlags, "sluice-flags", "", `more flags for every node, e.g. "--raft-log wal --fsync everysec"`)
+	fs.IntVar(&o.shards, "shards", 1, "Raft groups per node (every node's --shards): the keys spread over all, the leader faults pick a group")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -112,6 +123,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-hold-min <= -hold-max and -quiet-min <= -quiet-max, all positive")
 	case o.genEvery < time.Second:
 		return o, errors.New("-generation: at least 1s")
+	case o.shards < 1 || o.shards > sluicecluster.MaxShards:
+		return o, fmt.Errorf("-shards: want 1 to %d, got %d", sluicecluster.MaxShards, o.shards)
+	}
+	for _, f := range strings.Fields(o.sluiceFlags) {
+		if name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "="); name == "shards" && strings.HasPrefix(f, "-") {
+			return o, errors.New("-sluice-flags: give the Raft groups as -shards, which the checks need to know")
+		}
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -151,7 +169,7 @@ type report struct {
 	admitted   int64
 	lin        linStats
 	digest     string
-	index      uint64
+	index      []uint64 // each group's applied index when the digests were taken
 }
 
 // summary is the run's last line.
@@ -193,12 +211,12 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 		skew = -skew
 	}
 
-	c, err := newCluster(bin, o.out, 3, skewed, skew, strings.Fields(o.sluiceFlags), log)
+	c, err := newCluster(bin, o.out, 3, o.shards, skewed, skew, strings.Fields(o.sluiceFlags), log)
 	if err != nil {
 		return nil, err
 	}
 	defer c.stop()
-	log.Info("cluster starting", "peers", c.peers, "skewed", c.nodes[skewed].ID, "skew", skew)
+	log.Info("cluster starting", "peers", c.peers, "shards", o.shards, "skewed", c.nodes[skewed].ID, "skew", skew)
 	if err := c.waitServing(ctx, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("cluster never served: %w", err)
 	}
@@ -206,7 +224,10 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	rep := &report{seed: o.seed}
 	startMono := time.Now()
 	startWall := startMono.UnixNano()
-	wl := newWorkload(o.genEvery, o.rate, startMono, o.duration+30*time.Second)
+	wl, err := newWorkload(o.genEvery, o.rate, startMono, o.duration+30*time.Second, o.shards)
+	if err != nil {
+		return nil, err
+	}
 	rec := &recorder{}
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -301,7 +322,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 		for _, d := range ds[1:] {
 			if d[strings.IndexByte(d, '=')+1:] != ds[0][strings.IndexByte(ds[0], '=')+1:] {
 				rep.violations = append(rep.violations, violation{Check: "replicas",
-					Msg: fmt.Sprintf("state differs at applied index %d: %s", idx, rep.digest)})
+					Msg: fmt.Sprintf("state differs at %s: %s", appliedAt(idx), rep.digest)})
 				break
 			}
 		}
@@ -359,7 +380,7 @@ func emptyOutDir(dir string) error {
 // render is the human-readable report.
 func (r *report) render(c *cluster, skewed int, skew time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nseed %d; %s's clock off by %+v\n", r.seed, c.nodes[skewed].ID, skew)
+	fmt.Fprintf(&b, "\nseed %d; %s's clock off by %+v; %d Raft group(s) per node\n", r.seed, c.nodes[skewed].ID, skew, c.shards)
 	kinds := map[faultKind]int{}
 	for _, f := range r.faults {
 		kinds[f.Kind]++
@@ -404,11 +425,51 @@ func (r *report) render(c *cluster, skewed int, skew time.Duration) string {
 	}
 	fmt.Fprintf(&b, "keys %d (%d zero-refill); linearizability: %d keys, %d ops: %d ok, %d inconclusive, %d illegal (%v)\n",
 		len(r.keys), zero, r.lin.keys, r.lin.ops, r.lin.ok, r.lin.unknown, r.lin.illegal, r.lin.elapsed.Round(time.Millisecond))
+	if c.shards > 1 {
+		b.WriteString(r.perGroup(c.shards))
+	}
 	if r.digest != "" {
-		fmt.Fprintf(&b, "replicas at applied index %d: %s\n", r.index, r.digest)
+		fmt.Fprintf(&b, "replicas at %s: %s\n", appliedAt(r.index), r.digest)
 	}
 	for _, v := range r.violations {
 		fmt.Fprintf(&b, "VIOLATION %s\n", v)
 	}
+	return b.String()
+}
+
+// appliedAt renders the groups' applied indexes: "applied index 7" with one
+// group, "applied indexes 7 (group 0), 9 (group 1)" with several.
+func appliedAt(idx []uint64) string {
+	if len(idx) == 1 {
+		return fmt.Sprintf("applied index %d", idx[0])
+	}
+	parts := make([]string, len(idx))
+	for g, i := range idx {
+		parts[g] = fmt.Sprintf("%d (group %d)", i, g)
+	}
+	return "applied indexes " + strings.Join(parts, ", ")
+}
+
+// perGroup renders how the keys and operations spread over the groups.
+func (r *report) perGroup(groups int) string {
+	keys, zero, ops := make([]int, groups), make([]int, groups), make([]int, groups)
+	for _, k := range r.keys {
+		keys[k.Group]++
+		if k.Zero {
+			zero[k.Group]++
+		}
+	}
+	for i := range r.ops {
+		ops[r.keys[r.ops[i].Key].Group]++
+	}
+	var b strings.Builder
+	b.WriteString("per group:")
+	for g := range groups {
+		if g > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %d: %d keys (%d zero-refill), %d operations", g, keys[g], zero[g], ops[g])
+	}
+	b.WriteString("\n")
 	return b.String()
 }

@@ -40,8 +40,9 @@ func TestEmptyOutDir(t *testing.T) {
 
 func TestParseOptions(t *testing.T) {
 	tests := []struct {
-		args    []string
-		wantErr string
+		args       []string
+		wantErr    string
+		wantShards int // 0: the default, 1
 	}{
 		{args: nil},
 		{args: []string{"-duration", "60s", "-seed", "7"}},
@@ -49,6 +50,12 @@ func TestParseOptions(t *testing.T) {
 		{args: []string{"-skew", "2m"}, wantErr: "-skew"},
 		{args: []string{"-hold-min", "5s", "-hold-max", "1s"}, wantErr: "-hold-min"},
 		{args: []string{"stray"}, wantErr: "unexpected argument"},
+		{args: []string{"-shards", "3"}, wantShards: 3},
+		{args: []string{"-shards", "0"}, wantErr: "-shards"},
+		{args: []string{"-shards", "65"}, wantErr: "-shards"},
+		{args: []string{"-sluice-flags", "--fsync always --shards 3"}, wantErr: "give the Raft groups as -shards"},
+		{args: []string{"-sluice-flags", "--shards=2"}, wantErr: "give the Raft groups as -shards"},
+		{args: []string{"-sluice-flags", "--lock-stripes 64"}},
 	}
 	for _, tc := range tests {
 		o, err := parseOptions(tc.args, io.Discard)
@@ -63,6 +70,9 @@ func TestParseOptions(t *testing.T) {
 		}
 		if o.seed == 0 || o.duration <= 0 || o.duration > time.Hour {
 			t.Errorf("%q: %+v", tc.args, o)
+		}
+		if want := max(tc.wantShards, 1); o.shards != want {
+			t.Errorf("%q: shards %d, want %d", tc.args, o.shards, want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -12,6 +14,10 @@ import (
 // faultKind is one kind of fault the nemesis injects.
 type faultKind int
 
+// With several Raft groups, "the leader" of a fault is the leader of one
+// group, picked at random for each fault, and "a follower" a node that does
+// not lead that group; whatever a fault does to a node it does to all of
+// its groups (the node may lead others too), which is the point.
 const (
 	faultKillLeader      faultKind = iota // kill -9 the leader, restart it on heal
 	faultKillFollower                     // kill -9 a follower, restart it on heal
@@ -21,7 +27,7 @@ const (
 	faultIsolateFollower                  // cut a follower from both others: minority and majority
 	faultCutLink                          // cut the leader-follower link only: the other follower bridges
 	faultRestartAll                       // kill -9 every node, start them all on heal
-	faultSkewedLeader                     // hand leadership to the node whose clock is off
+	faultSkewedLeader                     // hand leadership (of a group it does not lead) to the node whose clock is off
 	faultStallLink                        // a silent leader-follower link, held long (stallHold)
 	numFaultKinds
 )
@@ -90,15 +96,39 @@ func (n *nemesis) mode() cutMode {
 	return cutReject
 }
 
+// group picks the Raft group whose leader a fault targets: at random with
+// several, without drawing from the seed's sequence with one (so that a
+// seed of a run with one group replays the same schedule as before groups
+// existed).
+func (n *nemesis) group() int {
+	if n.c.shards == 1 {
+		return 0
+	}
+	return n.rng.IntN(n.c.shards)
+}
+
 // inject starts a fault of kind k and returns what it did and how to heal
 // it.
 func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error, error) {
-	c := n.c
-	leader, err := c.leader(ctx, 10*time.Second)
+	g := n.group()
+	leader, err := n.c.leader(ctx, g, 10*time.Second)
 	if err != nil {
 		return "", nil, err
 	}
-	noop := func() error { return nil }
+	if k == faultSkewedLeader {
+		return n.skewedLeader(ctx, g, leader)
+	}
+	desc, heal, err := n.injectAt(k, leader)
+	if err == nil && n.c.shards > 1 {
+		desc += fmt.Sprintf(" [group %d led by %s]", g, leader.ID)
+	}
+	return desc, heal, err
+}
+
+// injectAt starts a fault of kind k (not faultSkewedLeader) around a
+// group's leader.
+func (n *nemesis) injectAt(k faultKind, leader *node) (string, func() error, error) {
+	c := n.c
 	switch k {
 	case faultKillLeader, faultKillFollower:
 		victim := leader
@@ -167,21 +197,45 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 			}
 			return nil
 		}, nil
-	case faultSkewedLeader:
-		target := c.nodes[n.skewed]
-		if target == leader {
-			return fmt.Sprintf("%s (clock %+v) leads already", target.ID, target.skew), noop, nil
-		}
-		r, err := command(leader.RESP, 5*time.Second, "RAFT.TRANSFER", target.ID)
-		if err != nil {
-			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %w", target.ID, err)
-		}
-		if r.err != "" {
-			return "", nil, fmt.Errorf("RAFT.TRANSFER %s: %s", target.ID, r.err)
-		}
-		return fmt.Sprintf("leadership %s -> %s (clock %+v)", leader.ID, target.ID, target.skew), noop, nil
 	}
 	return "", nil, fmt.Errorf("unknown fault kind %d", k)
+}
+
+// skewedLeader hands the leadership of group g (led by leader), or of the
+// first group after it that the node whose clock is off does not lead, to
+// that node. With several groups that node leads one already (the
+// balancer gives each node one), and the balancer hands the transferred
+// group back to its preferred member a second or so later: two leader
+// changes, the first onto a skewed clock.
+func (n *nemesis) skewedLeader(ctx context.Context, g int, leader *node) (string, func() error, error) {
+	c := n.c
+	noop := func() error { return nil }
+	target := c.nodes[n.skewed]
+	for i := 1; target == leader && i < c.shards; i++ {
+		next := (g + 1) % c.shards
+		l, err := c.leader(ctx, next, 10*time.Second)
+		if err != nil {
+			return "", nil, err
+		}
+		g, leader = next, l
+	}
+	if target == leader {
+		return fmt.Sprintf("%s (clock %+v) leads already", target.ID, target.skew), noop, nil
+	}
+	group := ""
+	args := []string{"RAFT.TRANSFER", target.ID}
+	if c.shards > 1 {
+		group = fmt.Sprintf(" of group %d", g)
+		args = append(args, "GROUP", strconv.Itoa(g))
+	}
+	r, err := command(leader.RESP, 5*time.Second, args...)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+	}
+	if r.err != "" {
+		return "", nil, fmt.Errorf("%s: %s", strings.Join(args, " "), r.err)
+	}
+	return fmt.Sprintf("leadership%s %s -> %s (clock %+v)", group, leader.ID, target.ID, target.skew), noop, nil
 }
 
 // healAll undoes whatever may still be broken: links up, paused nodes

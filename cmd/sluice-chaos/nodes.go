@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,9 +39,11 @@ type node struct {
 const clusterTimeout = 2 * time.Second
 
 // cluster is three sluice processes on 127.0.0.1, each dialing its peers
-// through the link proxies.
+// through the link proxies, each a member of every one of shards Raft
+// groups.
 type cluster struct {
 	bin     string
+	shards  int
 	nodes   []*node
 	peers   string
 	proxies map[[2]int][]*linkProxy // (from, to): the Raft and forward proxies
@@ -58,10 +61,10 @@ func reserveAddr() (net.Listener, error) {
 	return ln, nil
 }
 
-// newCluster allocates the addresses and proxies of n nodes (node skewed
-// gets the clock skew) and starts them.
-func newCluster(bin, out string, n, skewed int, skew time.Duration, extra []string, log *slog.Logger) (*cluster, error) {
-	c := &cluster{bin: bin, proxies: map[[2]int][]*linkProxy{}, log: log, extra: extra}
+// newCluster allocates the addresses and proxies of n nodes of shards Raft
+// groups each (node skewed gets the clock skew) and starts them.
+func newCluster(bin, out string, n, shards, skewed int, skew time.Duration, extra []string, log *slog.Logger) (*cluster, error) {
+	c := &cluster{bin: bin, shards: shards, proxies: map[[2]int][]*linkProxy{}, log: log, extra: extra}
 	// The nodes' ports stay reserved until the proxies have theirs.
 	var reserved []net.Listener
 	defer func() {
@@ -153,6 +156,9 @@ func (c *cluster) start(nd *node) error {
 		"--debug-dial-map", nd.dialMap}
 	if nd.skew != 0 {
 		common = append(common, "--debug-clock-skew", nd.skew.String())
+	}
+	if c.shards > 1 {
+		common = append(common, "--shards", strconv.Itoa(c.shards))
 	}
 	common = append(common, c.extra...)
 	fmt.Fprintf(logf, "--- chaos: starting %s at %s\n", nd.ID, time.Now().Format(time.RFC3339Nano))
@@ -262,22 +268,22 @@ func (c *cluster) healLinks() error {
 	return errors.Join(errs...)
 }
 
-// leader returns a running node that says it leads (RAFT.STATUS), polling
-// until timeout.
-func (c *cluster) leader(ctx context.Context, timeout time.Duration) (*node, error) {
+// leader returns a running node that says it leads Raft group g
+// (RAFT.STATUS g), polling until timeout.
+func (c *cluster) leader(ctx context.Context, g int, timeout time.Duration) (*node, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		for _, nd := range c.nodes {
 			if !nd.running() {
 				continue
 			}
-			st, err := raftStatus(nd.RESP, 500*time.Millisecond)
+			st, err := raftStatus(nd.RESP, g, 500*time.Millisecond)
 			if err == nil && st["role"] == "leader" {
 				return nd, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no leader within %v", timeout)
+			return nil, fmt.Errorf("no leader of group %d within %v", g, timeout)
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return nil, err
@@ -286,7 +292,9 @@ func (c *cluster) leader(ctx context.Context, timeout time.Duration) (*node, err
 }
 
 // waitServing polls until every running node answers a read through the
-// log (so a ready leader has a quorum), or timeout.
+// log (so a ready leader has a quorum), or timeout. The read is DBSIZE,
+// which runs in every Raft group: a node answers it only once every group
+// has a ready leader with a quorum.
 func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, nd := range c.nodes {

@@ -133,9 +133,15 @@ func command(addr string, timeout time.Duration, args ...string) (reply, error) 
 	return c.do(timeout, args...)
 }
 
-// raftStatus returns a node's RAFT.STATUS fields.
-func raftStatus(addr string, timeout time.Duration) (map[string]string, error) {
-	r, err := command(addr, timeout, "RAFT.STATUS")
+// raftStatus returns a node's RAFT.STATUS fields for Raft group g (the
+// group is named only when it is not 0, so that a node of one group is
+// asked exactly as before).
+func raftStatus(addr string, g int, timeout time.Duration) (map[string]string, error) {
+	args := []string{"RAFT.STATUS"}
+	if g != 0 {
+		args = append(args, strconv.Itoa(g))
+	}
+	r, err := command(addr, timeout, args...)
 	if err != nil {
 		return nil, err
 	}

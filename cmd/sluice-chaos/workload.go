@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/slots"
 )
 
 // kind is a limiter algorithm the workload drives.
@@ -54,6 +55,8 @@ type keySpec struct {
 	// must be linearizable against a counter.
 	Zero bool `json:"zero"`
 	Gen  int  `json:"gen"`
+	// Group is the Raft group owning the key's slot (0 with one group).
+	Group int `json:"group"`
 }
 
 // param renders Period as the command's rate or window argument.
@@ -110,7 +113,8 @@ func keyTemplates() []keyTemplate {
 type workload struct {
 	genEvery time.Duration
 	zeroCap  int64
-	noFixed  bool // a 366-day window boundary falls within the run
+	noFixed  bool        // a 366-day window boundary falls within the run
+	table    slots.Table // the slot ranges of the cluster's Raft groups
 
 	mu   sync.Mutex
 	keys []*keySpec
@@ -119,9 +123,14 @@ type workload struct {
 
 // newWorkload sizes the zero-refill capacity so that a key lasts about a
 // generation at the given total rate, and drops the 366-day fixed window if
-// one of its (epoch-aligned) boundaries falls within the run.
-func newWorkload(genEvery time.Duration, rate int, start time.Time, runFor time.Duration) *workload {
-	w := &workload{genEvery: genEvery, gens: map[int][]*keySpec{}}
+// one of its (epoch-aligned) boundaries falls within the run. The keys are
+// spread over the given number of Raft groups.
+func newWorkload(genEvery time.Duration, rate int, start time.Time, runFor time.Duration, groups int) (*workload, error) {
+	table, err := slots.Even(groups)
+	if err != nil {
+		return nil, err
+	}
+	w := &workload{genEvery: genEvery, gens: map[int][]*keySpec{}, table: table}
 	zeroKeys := int64(0)
 	for _, t := range keyTemplates() {
 		if t.zero {
@@ -133,7 +142,27 @@ func newWorkload(genEvery time.Duration, rate int, start time.Time, runFor time.
 	now := start.UnixNano()
 	next := (now/int64(day366) + 1) * int64(day366)
 	w.noFixed = time.Duration(next-now) < runFor+time.Hour
-	return w
+	return w, nil
+}
+
+// keyName names key i (the i-th of generation g) so that it lands in group
+// (i + g) mod groups: over the generations every kind of key visits every
+// group, and as the zero-refill keys come first, with at most 3 groups
+// every generation gives every group zero-refill and refill keys (with up
+// to 8, keys; with more, the generations take turns). The name is
+// "chaos:g<g>:<template>", with "~<n>" appended for the smallest n that
+// puts it in its group when the plain name does not; with one group, the
+// plain name.
+func (w *workload) keyName(g, i int, template string) (string, int) {
+	base := fmt.Sprintf("chaos:g%d:%s", g, template)
+	want := (i + g) % w.table.Groups()
+	name := base
+	for n := 1; ; n++ {
+		if got := w.table.Group(slots.Of([]byte(name))); got == want {
+			return name, got
+		}
+		name = base + "~" + strconv.Itoa(n)
+	}
 }
 
 // generation returns the keys of generation g, creating them on first use.
@@ -148,12 +177,14 @@ func (w *workload) generation(g int) []*keySpec {
 		if w.noFixed && t.zero && t.kind == kindFixed {
 			continue
 		}
+		i := len(ks)
 		limit := t.limit
 		if limit == 0 {
 			limit = w.zeroCap
 		}
-		k := &keySpec{ID: len(w.keys), Name: fmt.Sprintf("chaos:g%d:%s", g, t.name), Kind: t.kind,
-			Limit: limit, Period: t.period, Zero: t.zero, Gen: g}
+		name, group := w.keyName(g, i, t.name)
+		k := &keySpec{ID: len(w.keys), Name: name, Kind: t.kind,
+			Limit: limit, Period: t.period, Zero: t.zero, Gen: g, Group: group}
 		w.keys = append(w.keys, k)
 		ks = append(ks, k)
 	}
