@@ -133,10 +133,10 @@ type batcher struct {
 	maxOps      int
 	maxBytes    int
 	reqs        chan *request
-	fill        int           // ops that justify a second entry in flight
-	maxInflight int           // MaxInflight
-	freed       chan struct{} // an entry was answered; capacity MaxInflight
-	reqPool     sync.Pool     // of *request: see request
+	fill        int            // ops that justify a second entry in flight
+	maxInflight int            // MaxInflight
+	freed       chan entryDone // an entry was answered; capacity MaxInflight
+	reqPool     sync.Pool      // of *request: see request
 	closing     <-chan struct{}
 	stopped     chan struct{}
 
@@ -155,7 +155,7 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, closing <-chan struct{}) *bat
 		reqs:        make(chan *request, 4*cfg.MaxBatchOps),
 		fill:        cfg.BatchFill,
 		maxInflight: cfg.MaxInflight,
-		freed:       make(chan struct{}, cfg.MaxInflight),
+		freed:       make(chan entryDone, cfg.MaxInflight),
 		closing:     closing,
 		stopped:     make(chan struct{}),
 	}
@@ -290,8 +290,14 @@ func (b *batcher) run() {
 		over         *request // did not fit in pending: opens the entry after
 		inflight     int      // entries handed to Raft and not yet answered
 		body         []byte   // scratch for encoding
+		back         backlog  // the callers of the last answered entry coming back
+		returns      = returnCap{came: -1}
+		holdTimer    = time.NewTimer(time.Hour)
 	)
+	holdTimer.Stop()
+	defer holdTimer.Stop()
 	add := func(r *request) {
+		back.arrived++
 		if len(pending) > 0 && (nops+len(r.ops) > b.maxOps || nbytes+r.size > b.maxBytes) {
 			over = r
 			return
@@ -312,7 +318,17 @@ func (b *batcher) run() {
 				break gather
 			}
 		}
+		var holdC <-chan time.Time
 		if len(pending) > 0 && b.submitNow(nops, full(), inflight) {
+			if inflight == 0 && !full() {
+				if wait := back.hold(time.Now()); wait > 0 {
+					// The callers just answered are coming back: let
+					// them join this entry (see backlog).
+					holdTimer.Reset(wait)
+					holdC = holdTimer.C
+					goto wait
+				}
+			}
 			if b.apply(pending, &body) {
 				inflight++
 			}
@@ -324,6 +340,7 @@ func (b *batcher) run() {
 			}
 			continue
 		}
+	wait:
 		// Wait for more requests (unless the entry is full), or for an
 		// entry to be answered.
 		reqs := b.reqs
@@ -333,8 +350,14 @@ func (b *batcher) run() {
 		select {
 		case r := <-reqs:
 			add(r)
-		case <-b.freed:
+		case <-holdC:
+			// The rest are not coming soon: expect no more than came back
+			// this time, until a probe finds more.
+			returns.ranOut(back.arrived)
+			back = backlog{}
+		case d := <-b.freed:
 			inflight--
+			back = backlog{expect: returns.expect(d.callers), since: time.Now(), commit: d.took}
 		case <-b.closing:
 			for _, r := range pending {
 				finish(r, nil, ErrShuttingDown)
@@ -346,6 +369,80 @@ func (b *batcher) run() {
 			return
 		}
 	}
+}
+
+// entryDone tells the batcher that an entry was answered: how many
+// callers it answered, and how long it took from raft.Apply.
+type entryDone struct {
+	callers int
+	took    time.Duration
+}
+
+// backlog follows the callers of the last answered entry as they come
+// back, so that an entry about to go out alone waits for them a little.
+//
+// Clients of one command at a time (P1) would otherwise split into two
+// halves that alternate: when an entry is answered, the entry gathered
+// meanwhile goes out at once (nothing is in flight), before the callers
+// just answered have had a round trip to send their next commands; those
+// then gather behind it and wait for its whole commit before their own.
+// Each request so waits about two commits, and each entry carries half the
+// clients. Waiting a little, after an entry is answered, makes one entry
+// of all the clients per commit and a round trip: about twice the ops per
+// entry at P1, and a request waits about one commit and a round trip
+// instead of two commits. The wait lasts until as many
+// requests arrived as the entry answered (they are its callers coming back,
+// or as many others), for at most twice its commit time and maxBackHold:
+// a client's round trip (reply, its next command, our read) took about one
+// commit time on a busy 2-core machine. Callers that do not come back (a
+// client that went idle) cost one wait: the entries after it expect only
+// as many as came back, and every backProbeEvery-th entry expects them all
+// again. With nothing in flight and no answer pending, a request goes out
+// at once, as before.
+type backlog struct {
+	expect  int           // callers the last answered entry had
+	arrived int           // requests gathered since it was answered
+	since   time.Time     // when it was answered
+	commit  time.Duration // how long its commit took
+}
+
+// returnCap remembers how many callers came back when a wait ran out,
+// and caps what the next entries expect by it.
+type returnCap struct {
+	came  int // callers that came back before the last wait ran out; -1: no cap
+	probe int // entries since the cap was last ignored
+}
+
+// expect returns how many of an answered entry's callers to wait for.
+func (rc *returnCap) expect(callers int) int {
+	if rc.probe++; rc.came >= 0 && rc.probe < backProbeEvery {
+		return min(callers, rc.came)
+	}
+	rc.came, rc.probe = -1, 0
+	return callers
+}
+
+// ranOut records that a wait ran out after arrived requests.
+func (rc *returnCap) ranOut(arrived int) { rc.came = arrived }
+
+const (
+	// maxBackHold bounds how long an entry waits for the callers of the
+	// last one.
+	maxBackHold = 3 * time.Millisecond
+	// backProbeEvery: after a wait ran out with some callers missing, the
+	// next entries expect only as many as came back, and every this many
+	// entries one expects them all again.
+	backProbeEvery = 64
+)
+
+// hold returns how much longer an entry with nothing in flight should wait
+// for callers coming back, or 0 to go now.
+func (bl *backlog) hold(now time.Time) time.Duration {
+	if bl.arrived >= bl.expect {
+		return 0
+	}
+	left := min(2*bl.commit, maxBackHold) - now.Sub(bl.since)
+	return max(left, 0)
 }
 
 // submitNow reports whether the entry being gathered, of nops ops (full
@@ -364,9 +461,11 @@ func (b *batcher) run() {
 // is in flight never waits for the fill, only for that entry to be
 // answered, since inflight == 0 sends at once. That is at most one commit,
 // which the callers of the gathered entry would wait anyway: their
-// decisions apply after the entry in flight. The clients settle into two
-// groups of ~25 that alternate, one committing while the other gathers
-// (BenchmarkClusterThreeNodesP1 reports 25 ops per entry). Sending early
+// decisions apply after the entry in flight. Left at that, the clients
+// settle into two groups of ~25 that alternate, one committing while the
+// other gathers (BenchmarkClusterThreeNodesP1 reported 25 ops per entry);
+// backlog below lets the entry wait for the callers just answered, which
+// makes one group (~48 ops per entry). Sending early
 // instead (BatchFill 1, so up to MaxInflight small entries) was slower
 // with both log stores, as each entry costs a commit on every node (two
 // runs each, -benchtime 20000x, shared 2-core machine, only indicative):
@@ -419,8 +518,9 @@ func (b *batcher) apply(pending []*request, body *[]byte) bool {
 	buf = append(buf, *body...)
 	id := entryID(buf)
 	b.fsm.await(id)
+	start := time.Now()
 	f := b.raft.Apply(buf, b.timeout)
-	go b.await(f, id, batch, n)
+	go b.await(f, id, batch, n, start)
 	return true
 }
 
@@ -445,11 +545,11 @@ func (b *batcher) drain() {
 // entry first answers its callers and frees its slot, and the other does
 // nothing: once answered, a request may be recycled for another call, so
 // it must never be finished twice.
-func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int) {
+func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int, start time.Time) {
 	var settled atomic.Bool
 	free := func() {
 		b.fsm.forget(id)
-		b.freed <- struct{}{} // buffered: never blocks
+		b.freed <- entryDone{callers: len(batch), took: time.Since(start)} // buffered: never blocks
 	}
 	watchdog := time.AfterFunc(b.timeout+b.timeout/2, func() {
 		if !settled.CompareAndSwap(false, true) {
