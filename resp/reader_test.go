@@ -342,3 +342,62 @@ func FuzzReqReader(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPipeline runs pipelines of 16 limiter calls through the
+// server's connection code without a network (guard, reader, dispatch,
+// engine, replies), as sluice-bench's token and all3 workloads send them:
+// RL.TOKEN on one of 100k keys, or RL.ALL of three token buckets, the
+// user (one of 100k), its tenant (user/100) and a shared key
+// (user/10000). One b.N is one call.
+func BenchmarkPipeline(b *testing.B) {
+	const users, pipes = 100000, 1024
+	args := func(key string) []string { return []string{key, "1099511627776", "1/60000ms", "1"} }
+	build := map[string]func(rng *rand.Rand) []string{
+		"token": func(rng *rand.Rand) []string {
+			a := args(fmt.Sprintf("b:token:%d", rng.IntN(users)))
+			return append([]string{"RL.TOKEN"}, a[:3]...)
+		},
+		"all3": func(rng *rand.Rand) []string {
+			u := rng.IntN(users)
+			cmd := []string{"RL.ALL", "3", "TOKEN"}
+			cmd = append(append(cmd, args(fmt.Sprintf("b:all3:%d", u))...), "TOKEN")
+			cmd = append(append(cmd, args(fmt.Sprintf("b:all3:t:%d", u/100))...), "TOKEN")
+			return append(cmd, args(fmt.Sprintf("b:all3:g:%d", u/10000))...)
+		},
+	}
+	for _, name := range []string{"token", "all3"} {
+		b.Run(name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			data := make([][]byte, pipes)
+			for i := range data {
+				var p []byte
+				for range 16 {
+					p = append(p, encode(build[name](rng)...)...)
+				}
+				data[i] = p
+			}
+			eng := engine.New(engine.Config{})
+			srv := NewServer(Config{}, NewLocalExecutor(eng, nil))
+			lc := &loopConn{}
+			c := srv.accept(NewGuardConn(lc, DefaultLimits(), false))
+			i := 0
+			run := func() {
+				lc.data = data[i%pipes]
+				i++
+				cmds, err := c.rd.next()
+				if err != nil || len(cmds) != 16 {
+					b.Fatalf("%d commands, %v", len(cmds), err)
+				}
+				srv.runPipeline(c, cmds)
+			}
+			for range users / 16 {
+				run() // most keys exist, as in a run after its warm-up
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n += 16 {
+				run()
+			}
+		})
+	}
+}
