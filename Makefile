@@ -51,6 +51,7 @@ lint:
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./resp/
+	$(GO) test -run '^$$' -fuzz '^FuzzReqReader$$' -fuzztime $(FUZZTIME) ./resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzGrammar$$' -fuzztime $(FUZZTIME) ./resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzEngineOps$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSnapshot$$' -fuzztime $(FUZZTIME) ./persistence/

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,6 +260,60 @@ func runAllVsToken(b *testing.B, all bool, batch int) {
 			e.Apply(t0, ops[:n], res)
 		}
 	})
+}
+
+// BenchmarkAll3Keys is sluice-bench's all3 workload in the engine alone:
+// Apply of batches of 16 calls (a connection's pipeline) from one
+// goroutine, each an RL.ALL of three token buckets, a user (one of 100k),
+// its tenant (user/100) and a shared key (user/10000), against "token",
+// RL.TOKEN on the user's key. Only the user's key is likely cold. One b.N
+// is one call.
+func BenchmarkAll3Keys(b *testing.B) {
+	for _, all := range []bool{false, true} {
+		name := "token"
+		if all {
+			name = "all3"
+		}
+		b.Run(name, func(b *testing.B) {
+			const users = 100000
+			rule := Rule{KindToken, 1 << 40, 60000 * ms}
+			e := New(Config{})
+			ops := make([]Op, 16)
+			res := make([]Result, 16)
+			lims := make([]Limit, 48)
+			each := make([]Result, 48)
+			var kb [48][24]byte
+			key := func(i int, prefix string, v uint64) []byte {
+				b := append(kb[i][:0], prefix...)
+				return strconv.AppendUint(b, v, 10)
+			}
+			x := uint64(0x9E3779B97F4A7C15)
+			batch := func() {
+				for n := range ops {
+					x = xorshift(x)
+					u := x % users
+					l := lims[3*n : 3*n+3 : 3*n+3]
+					l[0] = Limit{Key: key(3*n, "u:", u), Rule: rule, Cost: 1}
+					l[1] = Limit{Key: key(3*n+1, "t:", u/100), Rule: rule, Cost: 1}
+					l[2] = Limit{Key: key(3*n+2, "g:", u/10000), Rule: rule, Cost: 1}
+					if all {
+						ops[n] = Op{Code: OpAll, All: l, Each: each[3*n : 3*n+3 : 3*n+3]}
+					} else {
+						ops[n] = Op{Code: OpDecide, Key: l[0].Key, Rule: rule, Cost: 1}
+					}
+				}
+				e.Apply(t0, ops, res)
+			}
+			for range users / 4 { // most keys exist, as after a warm-up
+				batch()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n += len(ops) {
+				batch()
+			}
+		})
+	}
 }
 
 // BenchmarkLeases: on a concurrency key holding n live leases (at its

@@ -291,7 +291,7 @@ func (c *client) infoLine(now time.Time) string {
 	c.mu.Unlock()
 	age := int64(now.Sub(c.created) / time.Second)
 	return "id=" + strconv.FormatInt(c.id, 10) +
-		" addr=" + c.conn.RemoteAddr() +
+		" addr=" + c.addr +
 		" laddr=" + c.laddr +
 		" name=" + name +
 		" age=" + strconv.FormatInt(age, 10) +

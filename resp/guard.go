@@ -2,19 +2,20 @@ package resp
 
 // The protocol guard.
 //
-// redcon v1.6.2 parses whatever a client sends with no limits:
-// `*1\r\n$9223372036854775807\r\n` overflows an index and panics in the
-// connection goroutine (killing the process), `*9223372036854775807\r\n`
-// spins a core, and its read buffer grows without bound. So every accepted
-// connection is a GuardConn, and redcon reads through it: GuardConn.Read runs
-// each byte through an incremental RESP framing state machine and passes on
-// only bytes that are well framed and within Limits. The machine keeps
+// A RESP reader with no limits can be made to crash, spin or grow without
+// bound: redcon v1.6.2's, which sluice used to read requests with, panics on
+// `*1\r\n$9223372036854775807\r\n` in the connection goroutine (killing the
+// process), spins a core on `*9223372036854775807\r\n`, and grows its read
+// buffer without bound. So every accepted connection is a GuardConn, and
+// the server's request reader (reader.go) reads through it: GuardConn.Read
+// runs each byte through an incremental RESP framing state machine and
+// passes on only bytes that are well framed and within Limits. The machine keeps
 // counters, never payload; the only bytes the guard holds are the carry of
 // the delivery policy below (at most guardChunk). It is O(bytes) and
 // allocates nothing per read.
 //
-// What the guard accepts is a strict subset of what redcon parses, and
-// redcon parses it the same way:
+// What the guard accepts is a strict subset of what redcon's reader parses,
+// and redcon's reader parses it the same way as the request reader does:
 //
 //   - multibulk: `*N\r\n` with 1 <= N <= MaxArgs (no sign, no leading zero),
 //     then N times `$L\r\n`, L bytes, `\r\n`, with 0 <= L <= MaxBulk. redcon
@@ -30,9 +31,10 @@ package resp
 //     quotes"): redcon's own protocol errors drop the replies of the
 //     commands parsed before them in the same read, the guard's do not.
 //
-// Delivery policy, and why. redcon keeps its consumed bytes until its buffer
-// is exactly drained, and doubles the buffer whenever it fills while a
-// command is unfinished: a client that streams valid pipelined commands so
+// Delivery policy, and why. It was made for redcon's reader, and the
+// request reader relies on it too. redcon keeps its consumed bytes until
+// its buffer is exactly drained, and doubles the buffer whenever it fills
+// while a command is unfinished: a client that streams valid pipelined commands so
 // that every read ends mid-command grows it without bound (measured: 8 GB
 // after 1.6M reads of "NG\r\nPING\r\nPI"). redcon also re-parses an
 // unfinished command from its start on every read. So each Read returns
@@ -41,15 +43,18 @@ package resp
 // bytes), or bytes that all belong to one unfinished command, filling p
 // entirely (redcon's buffer then doubles, so an S-byte command costs
 // O(log S) re-parses and at most about 2*(S+4 KiB) of buffer). Together with
-// MaxQueryBuffer, that bounds redcon's memory per connection.
+// MaxQueryBuffer, that bounds redcon's memory per connection. The request
+// reader's buffer is drained after every read that ends at a boundary, and
+// grows, doubling, only when one unfinished command fills it: the same
+// bounds.
 //
 // Ordering on a violation: Read first returns the bytes of the complete
-// commands before the offending one; redcon runs them and flushes their
+// commands before the offending one; the server runs them and writes their
 // replies before it calls Read again, and only that next Read writes
 // `-ERR Protocol error: ...\r\n` to the client and returns a *ProtocolError,
-// on which redcon closes the connection. The offending command is never
-// complete in redcon's buffer: at most a part of it was passed on, when it
-// is longer than a read (so redcon never parses it).
+// on which the server closes the connection. The offending command is never
+// complete in the reader's buffer: at most a part of it was passed on, when
+// it is longer than a read (so it is never parsed).
 //
 // Before authentication (when a password is set), the limits are Redis's
 // pre-auth ones, and Read passes on one command at a time, so that a
@@ -195,12 +200,12 @@ func (l *guardListener) Accept() (net.Conn, error) {
 
 // GuardConn is a net.Conn whose Read passes on only well-framed RESP within
 // Limits (see the package's guard notes). Everything but Read and Write is
-// the underlying connection's. Read is not safe for concurrent use (redcon
-// reads from one goroutine); SetAuthenticated is safe from any goroutine.
+// the underlying connection's. Read is not safe for concurrent use (the
+// connection's goroutine reads); SetAuthenticated is safe from any goroutine.
 //
 // Write is serialized by a mutex, so that each Write reaches the client
-// whole and in one piece. redcon writes each flush of its buffer (whole
-// replies) as one Write, and the server writes the out-of-band RESP3 pushes
+// whole and in one piece. The connection's goroutine writes each segment's
+// replies (pipeline.go) as one Write, and the server writes the out-of-band RESP3 pushes
 // of client-side caching (tracking.go) from another goroutine, also as one
 // Write each: a push thus falls between replies, never inside one.
 type GuardConn struct {
@@ -255,7 +260,7 @@ func (c *GuardConn) frameLimits() frameLimits {
 }
 
 // Read reads from the connection into p and returns the bytes that may go
-// on to redcon, per the delivery policy in the guard notes. After a
+// on to the request reader, per the delivery policy in the guard notes. After a
 // violation it returns the commands before it, and on the next call writes
 // the error reply and returns the *ProtocolError (then always).
 func (c *GuardConn) Read(p []byte) (int, error) {

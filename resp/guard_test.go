@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -592,14 +593,17 @@ func TestGuardRedconSplitWrites(t *testing.T) {
 	}
 }
 
-// FuzzGuard feeds arbitrary bytes through a GuardConn with redcon's reader
-// on top, as in production. The first bytes of the input choose the read
-// sizes and the auth state. It checks that nothing panics, that the guard
-// passes on a prefix of the input, that redcon never meets a framing error
-// behind the guard (only its own inline quote errors), and that an error
-// reply is one safe line.
+// FuzzGuard feeds arbitrary bytes through a GuardConn with the server's
+// request reader on top, as in production. The first bytes of the input
+// choose the read sizes and the auth state. It checks that nothing panics,
+// that the guard passes on a prefix of the input, that the reader never
+// meets a framing error behind the guard, that redcon's reader parses the
+// same commands from the bytes passed on (the guard's rules are redcon's,
+// and the reader splits inline commands with redcon's tokenizer), and that
+// an error reply is one safe line.
 func FuzzGuard(f *testing.F) {
 	f.Add([]byte("\x00\x00*1\r\n$4\r\nPING\r\n"))
+	f.Add([]byte("\x05\x01AUTH p\r\n*2\r\n$4\r\nECHO\r\n$3\r\na\r\n\r\nSET k \"a b\"\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 2 {
 			return
@@ -610,12 +614,14 @@ func FuzzGuard(f *testing.F) {
 		sc := &scriptConn{chunks: splitEvery(bytes.Clone(input), chunk)}
 		g := NewGuardConn(sc, smallLimits(), needAuth)
 		rec := &recordReader{r: g}
-		rd := redcon.NewReader(rec)
+		rd := newReqReader(rec)
+		var got []string
 		var err error
 		for i := 0; i < 1<<16 && err == nil; i++ {
 			var cmds []redcon.Command
-			cmds, err = rd.ReadCommands()
+			cmds, err = rd.next()
 			for _, c := range cmds {
+				got = append(got, fmt.Sprintf("%q", c.Args))
 				if strings.EqualFold(string(c.Args[0]), "auth") {
 					g.SetAuthenticated(true)
 				}
@@ -632,7 +638,24 @@ func FuzzGuard(f *testing.F) {
 			}
 		case errors.As(err, &pe):
 		default:
-			t.Fatalf("redcon's reader ended with %v behind the guard", err)
+			t.Fatalf("the request reader ended with %v behind the guard", err)
+		}
+		var want []string
+		rc := redcon.NewReader(bytes.NewReader(rec.got.Bytes()))
+		for {
+			cmds, err := rc.ReadCommands()
+			for _, c := range cmds {
+				want = append(want, fmt.Sprintf("%q", c.Args))
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("redcon's reader ended with %v on what the guard passed on", err)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("the reader parsed\n%s\nredcon's reader\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 		if out := sc.out.String(); out != "" {
 			if !strings.HasPrefix(out, "-ERR Protocol error: ") || strings.Index(out, "\r\n") != len(out)-2 {

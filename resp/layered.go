@@ -94,8 +94,9 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 		a := args[2+5*i : 7+5*i]
 		kind := engine.KindNone
 		for _, al := range allAlgorithms {
-			if bytes.EqualFold(a[0], []byte(al.name)) {
+			if len(a[0]) == len(al.name) && bytes.EqualFold(a[0], []byte(al.name)) {
 				kind = al.kind
+				break
 			}
 		}
 		if kind == engine.KindNone {
@@ -185,6 +186,12 @@ func (rc *ruleCache) parse(s *Server, kind engine.Kind, a, b []byte) (engine.Rul
 
 // renderAll writes RL.ALL's reply: the five combined integers, then one
 // array of five per limit.
+//
+// The combined limit and remaining are those of one of the limits, and its
+// reset the largest of theirs: a per-limit integer equal to the combined
+// one in the same place copies the combined one's rendering instead of
+// formatting it again (a fifth of the integers at least, often more when
+// the limits share parameters).
 func renderAll(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	res := &results[0]
 	if res.Err != nil {
@@ -192,25 +199,32 @@ func renderAll(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 		return
 	}
 	r.Array(5 + len(res.Each))
-	writeFive(r, res)
+	vals := [5]int64{b2i(res.Allowed), res.Limit, res.Remaining, res.RetryAfter, res.ResetAfter}
+	var at [6]int // the combined integers' renderings are r.b[at[k]:at[k+1]]
+	for k, v := range vals {
+		at[k] = len(r.b)
+		r.Int(v)
+	}
+	at[5] = len(r.b)
 	for i := range res.Each {
+		e := &res.Each[i]
 		r.Array(5)
-		writeFive(r, &res.Each[i])
+		for k, v := range [5]int64{b2i(e.Allowed), e.Limit, e.Remaining, e.RetryAfter, e.ResetAfter} {
+			if v == vals[k] && uint64(v) >= 10 {
+				r.b = append(r.b, r.b[at[k]:at[k+1]]...)
+			} else {
+				r.Int(v)
+			}
+		}
 	}
 }
 
-// writeFive writes the five integers of an RL.* reply, without the array
-// header.
-func writeFive(r *replyBuf, res *engine.Result) {
-	allowed := int64(0)
-	if res.Allowed {
-		allowed = 1
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int64 {
+	if b {
+		return 1
 	}
-	r.Int(allowed)
-	r.Int(res.Limit)
-	r.Int(res.Remaining)
-	r.Int(res.RetryAfter)
-	r.Int(res.ResetAfter)
+	return 0
 }
 
 // runAcquire parses `RL.ACQUIRE key limit ttl ID token [COST n]`; ID and

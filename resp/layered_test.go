@@ -1,8 +1,12 @@
 package resp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -285,6 +289,60 @@ func TestRuleCache(t *testing.T) {
 			if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) {
 				t.Errorf("%d: %s %q %q: %+v %v, want %+v %v", i, st.kind, st.a, st.b, got, gerr, want, werr)
 			}
+		}
+	}
+}
+
+// TestRenderAll: RL.ALL's reply, whose per-limit integers copy the
+// combined ones' renderings where equal, is byte for byte the plain
+// rendering of every integer, on random results whose values often repeat
+// across places and limits (small, large, negative, in both protocols).
+func TestRenderAll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pool := []int64{0, 1, 9, 10, 11, -1, 100, 1 << 40, 1<<40 - 1, 60000, 59999, math.MaxInt64, math.MinInt64}
+	val := func() int64 {
+		if rng.IntN(4) == 0 {
+			return rng.Int64N(1 << 20)
+		}
+		return pool[rng.IntN(len(pool))]
+	}
+	five := func() engine.Result {
+		return engine.Result{Allowed: rng.IntN(2) == 0, Limit: val(), Remaining: val(), RetryAfter: val(), ResetAfter: val()}
+	}
+	plain := func(r *replyBuf, res *engine.Result) {
+		allowed := int64(0)
+		if res.Allowed {
+			allowed = 1
+		}
+		for _, v := range []int64{allowed, res.Limit, res.Remaining, res.RetryAfter, res.ResetAfter} {
+			r.b = append(r.b, ':')
+			r.b = strconv.AppendInt(r.b, v, 10)
+			r.b = append(r.b, '\r', '\n')
+		}
+	}
+	for round := range 2000 {
+		res := five()
+		res.Each = make([]engine.Result, 1+rng.IntN(4))
+		for i := range res.Each {
+			res.Each[i] = five()
+			if rng.IntN(2) == 0 { // the combined values come from the limits
+				res.Each[i].Limit, res.Each[i].Remaining = res.Limit, res.Remaining
+			}
+			if rng.IntN(2) == 0 {
+				res.Each[i].ResetAfter, res.Each[i].RetryAfter = res.ResetAfter, res.RetryAfter
+			}
+		}
+		got := replyBuf{proto: 2 + round%2, b: []byte("prefix")}
+		renderAll(nil, &got, nil, []engine.Result{res})
+		want := replyBuf{proto: got.proto, b: []byte("prefix")}
+		want.Array(5 + len(res.Each))
+		plain(&want, &res)
+		for i := range res.Each {
+			want.Array(5)
+			plain(&want, &res.Each[i])
+		}
+		if !bytes.Equal(got.b, want.b) {
+			t.Fatalf("round %d: %+v\ngot  %q\nwant %q", round, res, got.b, want.b)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"net"
 	"sync"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 // pipeline to pipeline so that a steady client allocates nothing per command.
 type client struct {
 	id      int64
-	conn    redcon.Conn
+	nc      net.Conn   // the guarded connection (a *GuardConn when served)
+	rd      *reqReader // reads nc's requests (reader.go)
 	guard   *GuardConn
+	addr    string // the client's address
 	laddr   string
 	created time.Time
 
@@ -32,7 +35,6 @@ type client struct {
 	lastCmd    string
 	shownProto int // proto, as CLIENT LIST shows it
 
-	cmds       []redcon.Command
 	pending    []pending
 	ops        []engine.Op
 	limits     []engine.Limit  // RL.ALL's limits, which c.ops point into
@@ -173,27 +175,24 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		}
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
 	}
-	if rest == nil && c.tracking == nil {
-		c.conn.WriteRaw(c.out.b) // redcon flushes it after the handler
-	} else if _, err := c.conn.NetConn().Write(c.out.b); err != nil {
-		// More follows, or invalidations wait for these replies, so they
-		// went out directly (redcon's own buffer is empty inside the
-		// handler: their order is kept).
-		rest = nil
-		c.quit = true
+	// One write per segment; CLIENT TRACKING's pushes, written by other
+	// goroutines, fall between writes (GuardConn.Write), so after these
+	// replies when tracking.end sends them.
+	if len(c.out.b) > 0 {
+		if _, err := c.nc.Write(c.out.b); err != nil {
+			rest = nil
+			c.quit = true
+		}
 	}
 	if c.tracking != nil {
 		c.tracking.end(c.ownChange)
 	}
-	// Keys and patterns point into redcon's buffers: drop them so the
-	// scratch slices do not pin old pipelines.
+	// Keys and patterns point into the request buffer (or MULTI's
+	// copies): drop them so the scratch slices do not pin old pipelines.
 	clear(c.ops)
 	clear(c.limits)
 	clear(c.each)
 	s.flushTallies(c, time.Since(start))
-	if c.quit {
-		_ = c.conn.Close()
-	}
 	// Do not let one huge pipeline pin megabytes per idle connection.
 	const keep = 64 << 10
 	if cap(c.out.b) > keep {

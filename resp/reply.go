@@ -4,7 +4,7 @@ import "strconv"
 
 // replyBuf appends RESP replies to a byte slice in the protocol version of
 // the connection (2 or 3). The server renders a whole pipeline's replies into
-// one replyBuf and hands it to redcon in a single write, so rendering never
+// one replyBuf and writes it to the connection at once, so rendering never
 // allocates once the buffer has grown to the pipeline's size.
 type replyBuf struct {
 	b     []byte

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -23,7 +24,7 @@ type Config struct {
 	RequirePass string
 	// EnableDebug allows the DEBUG command (the test clock).
 	EnableDebug bool
-	// Limits are the protocol limits enforced before redcon parses a byte.
+	// Limits are the protocol limits enforced before a request is parsed.
 	Limits Limits
 	// MaxKeyLen bounds key length in bytes (default 1024).
 	MaxKeyLen int
@@ -157,15 +158,14 @@ func NewServer(cfg Config, exec Executor) *Server {
 
 // listener is one address the server accepts connections on.
 type listener struct {
-	srv *redcon.Server
-	ln  net.Listener
+	ln  net.Listener // the plain listener Serve or ServeTLS was given
 	tls bool
 }
 
 // Serve accepts connections on ln until Close. Every connection is wrapped
-// by the protocol guard before redcon reads from it. A server may serve
-// several listeners at once (Serve and ServeTLS, each on its goroutine);
-// Close stops them all.
+// by the protocol guard, and its requests are read through it (reader.go).
+// A server may serve several listeners at once (Serve and ServeTLS, each on
+// its goroutine); Close stops them all.
 func (s *Server) Serve(ln net.Listener) error {
 	return s.serve(ln, ln, false)
 }
@@ -177,21 +177,43 @@ func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
 	return s.serve(ln, tls.NewListener(ln, cfg), true)
 }
 
+// Accept's back-off after an error other than the listener's close (such
+// as too many open files), as net/http's.
+const (
+	minAcceptDelay = 5 * time.Millisecond
+	maxAcceptDelay = time.Second
+)
+
 func (s *Server) serve(raw, ln net.Listener, isTLS bool) error {
 	guarded := NewGuardListener(ln, s.cfg.Limits, s.cfg.RequirePass != "")
-	srv := redcon.NewServerNetwork(raw.Addr().Network(), raw.Addr().String(), s.handle, s.accept, s.closed)
 	s.mu.Lock()
 	if s.shut {
 		s.mu.Unlock()
 		raw.Close()
 		return nil
 	}
-	s.listeners = append(s.listeners, listener{srv: srv, ln: raw, tls: isTLS})
+	s.listeners = append(s.listeners, listener{ln: raw, tls: isTLS})
 	s.mu.Unlock()
-	if err := srv.Serve(guarded); err != nil {
-		return fmt.Errorf("serve RESP on %s: %w", raw.Addr(), err)
+	var delay time.Duration
+	for {
+		nc, err := guarded.Accept()
+		if err != nil {
+			s.mu.Lock()
+			shut := s.shut
+			s.mu.Unlock()
+			if shut || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			delay = min(max(2*delay, minAcceptDelay), maxAcceptDelay)
+			s.cfg.Logger.Warn("accept failed; retrying", "addr", raw.Addr(), "err", err, "delay", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if c := s.accept(nc); c != nil {
+			go s.serveConn(c)
+		}
 	}
-	return nil
 }
 
 // Addr is the address of the first plain (not TLS) listener, or of the
@@ -232,21 +254,19 @@ func (s *Server) Close(ctx context.Context) error {
 		lns = nil // closed already
 	}
 	s.shut = true
-	conns := make([]redcon.Conn, 0, len(s.clients))
+	conns := make([]net.Conn, 0, len(s.clients))
 	for c := range s.clients {
-		conns = append(conns, c.conn)
+		conns = append(conns, c.nc)
 	}
 	s.mu.Unlock()
 	var err error
 	for _, l := range lns {
-		if e := l.srv.Close(); e != nil {
-			// Not serving yet: closing the listener stops Serve as soon
-			// as it accepts.
-			err = errors.Join(err, l.ln.Close())
+		if e := l.ln.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
+			err = errors.Join(err, e)
 		}
 	}
 	for _, c := range conns {
-		_ = c.NetConn().Close()
+		_ = c.Close()
 	}
 	// Wait for the connection goroutines to notice.
 	for s.connected.Load() > 0 {
@@ -259,66 +279,76 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// accept registers a new connection, or refuses it past MaxClients with
-// Redis's error.
-func (s *Server) accept(conn redcon.Conn) bool {
+// accept registers a new connection and returns its state, or refuses it
+// past MaxClients with Redis's error (and returns nil).
+func (s *Server) accept(nc net.Conn) *client {
 	s.connsTotal.Add(1)
 	if s.connected.Add(1) > int64(s.cfg.MaxClients) {
 		s.connected.Add(-1)
 		s.rejectedConns.Add(1)
-		nc := conn.NetConn()
 		// Both ways: on a TLS listener the write runs the handshake, which
 		// must not hold the accept loop on a client that sends nothing.
 		_ = nc.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
-		return false
+		_ = nc.Close()
+		return nil
 	}
 	c := &client{
 		id:         s.nextID.Add(1),
-		conn:       conn,
+		nc:         nc,
+		rd:         newReqReader(nc),
+		addr:       nc.RemoteAddr().String(),
 		proto:      2,
 		shownProto: 2,
 		authed:     s.cfg.RequirePass == "",
 		created:    time.Now(),
 	}
-	c.guard, _ = conn.NetConn().(*GuardConn)
-	if la := conn.NetConn().LocalAddr(); la != nil {
+	c.guard, _ = nc.(*GuardConn)
+	if la := nc.LocalAddr(); la != nil {
 		c.laddr = la.String()
 	}
-	conn.SetContext(c)
 	s.mu.Lock()
 	s.clients[c] = struct{}{}
 	s.mu.Unlock()
-	return true
+	return c
+}
+
+// serveConn is a connection's goroutine: it reads the commands of each read
+// (a pipeline) and runs them as one batch, until the client leaves, QUIT, a
+// protocol error or a failed write.
+func (s *Server) serveConn(c *client) {
+	var err error
+	defer func() {
+		_ = c.nc.Close()
+		s.closed(c, err)
+	}()
+	for !c.quit {
+		var cmds []redcon.Command
+		cmds, err = c.rd.next()
+		if err != nil {
+			var rpe *reqProtocolError
+			if errors.As(err, &rpe) {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(errorWriteTimeout))
+				_, _ = c.nc.Write([]byte("-ERR " + rpe.Error() + "\r\n"))
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			return
+		}
+		s.commandsTotal.Add(int64(len(cmds)))
+		s.runPipeline(c, cmds)
+	}
 }
 
 // closed unregisters a connection.
-func (s *Server) closed(conn redcon.Conn, err error) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		return
-	}
+func (s *Server) closed(c *client, err error) {
 	c.stopTracking()
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.mu.Unlock()
 	s.connected.Add(-1)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
-		s.cfg.Logger.Debug("client connection ended", "id", c.id, "addr", conn.RemoteAddr(), "err", err)
+		s.cfg.Logger.Debug("client connection ended", "id", c.id, "addr", c.addr, "err", err)
 	}
-}
-
-// handle takes a command and the rest of its pipeline and runs them as one
-// batch.
-func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		conn.WriteError("ERR internal error: connection without state")
-		return
-	}
-	cmds := append(c.cmds[:0], cmd)
-	cmds = append(cmds, conn.ReadPipeline()...)
-	c.cmds = cmds[:0]
-	s.commandsTotal.Add(int64(len(cmds)))
-	s.runPipeline(c, cmds)
 }

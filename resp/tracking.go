@@ -462,7 +462,7 @@ func runClientTracking(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error("ERR client tracking is not enabled on this server")
 	default:
 		if tr == nil {
-			tr = s.cfg.Tracker.start(c.conn.NetConn())
+			tr = s.cfg.Tracker.start(c.nc)
 			c.tracking = tr
 		}
 		tr.optin, tr.optout, tr.noloop, tr.caching = optin, optout, noloop, 0
