@@ -524,20 +524,26 @@ type limitTally struct {
 	admitted, uncertain int
 }
 
-// TestShardedClusterKillLeader: three nodes with --shards 3, without
-// --redirect; cluster clients and plain clients on every node decide on
-// limits of every group while the node leading group 1 is killed with
-// SIGKILL and later restarted on its data dir. The other groups keep
+// TestShardedClusterKillLeader: three nodes with --shards 3, with and
+// without --redirect; cluster clients and plain clients on every node
+// decide on limits of every group while the node leading group 1 is killed
+// with SIGKILL and later restarted on its data dir. The other groups keep
 // serving, group 1 gets a new leader and serves, every limit stays exact
 // (acknowledged admissions never exceed it, and once spent, they plus the
 // calls that may have been applied reach it: no error reply that says
-// "not applied" hid a charge), and after the restart the leaderships move
-// back into balance.
+// "not applied", MOVED included, hid a charge), and after the restart the
+// leaderships move back into balance.
 func TestShardedClusterKillLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newShardCluster(t, false)
+	for _, redirect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redirect=%v", redirect), func(t *testing.T) { testShardedClusterKillLeader(t, redirect) })
+	}
+}
+
+func testShardedClusterKillLeader(t *testing.T, redirect bool) {
+	c := newShardCluster(t, redirect)
 	c.waitServing(c.nodes...)
 	c.waitBalanced(60 * time.Second)
 	table := shardTable(t)
@@ -603,9 +609,11 @@ func TestShardedClusterKillLeader(t *testing.T) {
 		}
 	}
 	for _, p := range c.nodes {
-		// A plain client, and a cluster client that knows every node.
-		// Neither retries: a retry after a broken connection could
-		// apply a call twice behind one reply.
+		// A plain client (with --redirect, MOVED for the groups its
+		// node does not lead), and a cluster client that knows every
+		// node. Neither retries: a retry after a broken connection could
+		// apply a call twice behind one reply. (The cluster client still
+		// reloads the slots on MOVED, and follows them on the next call.)
 		plain := c.client(p)
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{p.RESP, c.nodes[0].RESP, c.nodes[1].RESP, c.nodes[2].RESP},
 			MaxRedirects: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
