@@ -325,9 +325,14 @@ func testShardedClusterClients(t *testing.T, redirect bool) {
 
 	// A limit per group shared by cluster clients seeded on every node
 	// and (without --redirect) plain clients on every node admits exactly
-	// its limit.
+	// its limit. Nothing fails here, unless the machine stalls long
+	// enough for an election: then a call refused as not applied
+	// (CLUSTERDOWN) is tried again, as go-redis's cluster client does on
+	// its own, and one that may have applied (UNCERTAIN) is counted as
+	// such: the admissions may never pass the limit, and with those
+	// calls they must reach it.
 	const limit = 30
-	var admitted [shardCount]atomic.Int64
+	var admitted, uncertain [shardCount]atomic.Int64
 	var wg sync.WaitGroup
 	for _, p := range c.nodes {
 		ccp := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{p.RESP}})
@@ -342,14 +347,23 @@ func testShardedClusterClients(t *testing.T, redirect bool) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for range limit {
+					deadline := time.Now().Add(30 * time.Second)
+					for i := 0; i < limit; i++ {
 						res, err := cl.Do(ctx, "RL.TOKEN", key, limit, "1/d").Int64Slice()
-						if err != nil {
-							t.Errorf("shared limit %s: %v", key, err)
-							return
-						}
-						if res[0] == 1 {
+						switch classify(res, err) {
+						case outAdmitted:
 							admitted[g].Add(1)
+						case outUncertain:
+							uncertain[g].Add(1)
+							t.Logf("shared limit %s: %v", key, err)
+						case outNotApplied:
+							if time.Now().After(deadline) {
+								t.Errorf("shared limit %s: %v", key, err)
+								return
+							}
+							t.Logf("shared limit %s: %v (trying again)", key, err)
+							time.Sleep(50 * time.Millisecond)
+							i--
 						}
 					}
 				}()
@@ -358,8 +372,9 @@ func testShardedClusterClients(t *testing.T, redirect bool) {
 	}
 	wg.Wait()
 	for g := range shardCount {
-		if n := admitted[g].Load(); n != limit {
-			t.Errorf("group %d: a limit of %d shared across nodes admitted %d", g, limit, n)
+		n, u := admitted[g].Load(), uncertain[g].Load()
+		if n > limit || n+u < limit {
+			t.Errorf("group %d: a limit of %d shared across nodes admitted %d (and %d calls may have applied)", g, limit, n, u)
 		}
 	}
 	if t.Failed() {
