@@ -216,7 +216,8 @@ func (c *testCluster) waitShards(nodes []*proc, timeout time.Duration, want func
 
 // waitBalanced polls until every node (all must run) reports every group
 // led by its preferred node, both in the cluster commands and in RAFT.STATUS
-// of each group, so that each node leads one group.
+// of each group (leader and its address), so that each node leads one
+// group.
 func (c *testCluster) waitBalanced(timeout time.Duration) {
 	c.t.Helper()
 	start := time.Now()
@@ -228,9 +229,12 @@ func (c *testCluster) waitBalanced(timeout time.Duration) {
 		}
 		for _, p := range c.nodes {
 			for g := range masters {
+				// leader_addr: the group's own log has told the node
+				// its leader's address (until then a node with
+				// --redirect forwards instead of answering MOVED).
 				st, err := c.raftStatus(p, g)
-				if want := c.preferred(g).ID; err != nil || st["leader_id"] != want || st["group"] != strconv.Itoa(g) {
-					return fmt.Sprintf("%s: RAFT.STATUS %d: %v %v, want leader %s", p.ID, g, st, err, want)
+				if want := c.preferred(g); err != nil || st["leader_id"] != want.ID || st["leader_addr"] != want.RESP || st["group"] != strconv.Itoa(g) {
+					return fmt.Sprintf("%s: RAFT.STATUS %d: %v %v, want leader %s at %s", p.ID, g, st, err, want.ID, want.RESP)
 				}
 			}
 		}
