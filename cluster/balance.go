@@ -21,7 +21,14 @@ import (
 // transfer per round per host; a member a transfer failed to reach is
 // left alone for a while, doubling up to balanceBackoffMax, so that a
 // member that is down or far behind costs the group a short pause (new
-// commands wait while a transfer is under way) at most that often.
+// commands wait while a transfer is under way) at most that often. When
+// such a member answers the leader's heartbeats again (it restarted, or a
+// partition healed: Raft reports it to the leader as a resumed
+// heartbeat), it starts afresh: tried at the next round, then, should it
+// still be catching up, after balanceBackoffMin. So a member that was down
+// for minutes gets its groups back within seconds of its return, not up
+// to balanceBackoffMax later; a member whose link flaps costs its groups
+// one transfer attempt per return.
 //
 // A transfer, like any leader change, may answer UNCERTAIN for commands in
 // flight at that instant (docs/design.md, "Error codes").
@@ -45,10 +52,26 @@ func (h *Host) balance() {
 		next  time.Duration
 	}
 	failed := map[string]wait{}
+	resumed := make(chan raft.Observation, 16) // full: dropped, and that backoff runs out as before
+	obs := raft.NewObserver(resumed, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.ResumedHeartbeatObservation)
+		return ok
+	})
+	for _, n := range h.nodes {
+		n.raft.RegisterObserver(obs)
+	}
+	defer func() {
+		for _, n := range h.nodes {
+			n.raft.DeregisterObserver(obs)
+		}
+	}()
 	for {
 		select {
 		case <-h.closing:
 			return
+		case o := <-resumed:
+			delete(failed, string(o.Data.(raft.ResumedHeartbeatObservation).PeerID))
+			continue
 		case <-t.C:
 		}
 		for g, n := range h.nodes {
