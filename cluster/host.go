@@ -188,7 +188,7 @@ func (h *Host) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	return h.executeSplit(ctx, ops, results)
 }
 
-// groupShare is one group's part of a split batch.
+// groupPart is one group's part of a split batch.
 type groupPart struct {
 	ops     []engine.Op
 	idx     []int // idx[j]: the index in the caller's batch of ops[j]
