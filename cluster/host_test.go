@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -450,5 +451,45 @@ func TestHostRefusesMembershipChangesWithShards(t *testing.T) {
 	}
 	if servers, _ := th.hosts[0].nodes[1].servers(); len(servers) != 1 {
 		t.Fatalf("group 1's configuration changed: %v", servers)
+	}
+}
+
+// TestHostMetricsPerGroup: with several groups, every Raft metric carries
+// the group as a label (one registry takes them all without a clash); with
+// one group the metrics are the node's, unlabelled.
+func TestHostMetricsPerGroup(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		th := newTestHosts(t, 1, shards, nil)
+		reg := prometheus.NewPedanticRegistry()
+		if err := reg.Register(th.hosts[0].Collector()); err != nil {
+			t.Fatalf("%d groups: register: %v", shards, err)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("%d groups: gather: %v", shards, err)
+		}
+		groups := map[string]bool{}
+		for _, mf := range mfs {
+			if mf.GetName() != "sluice_raft_term" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				g := "none"
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "group" {
+						g = l.GetValue()
+					}
+				}
+				groups[g] = true
+			}
+		}
+		want := map[string]bool{"none": true}
+		if shards == 2 {
+			want = map[string]bool{"0": true, "1": true}
+		}
+		if fmt.Sprint(groups) != fmt.Sprint(want) {
+			t.Errorf("%d groups: sluice_raft_term series by group label %v, want %v", shards, groups, want)
+		}
+		th.close()
 	}
 }
