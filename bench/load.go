@@ -364,19 +364,9 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 	buf := make([]byte, 0, 256*p)
 	var lastDeadline time.Time
 	for ctx.Err() == nil {
-		ph := phase.Load()
-		if ph == phaseStop {
+		ph, n := nextBatch(o, phase, budget)
+		if n == 0 {
 			return
-		}
-		n := p
-		if ph == phaseMeasure && o.Requests > 0 {
-			left := budget.Add(-int64(p))
-			if left+int64(p) <= 0 {
-				return
-			}
-			if left < 0 {
-				n = p + int(left)
-			}
 		}
 		buf = buf[:0]
 		for range n {
@@ -430,29 +420,39 @@ func (wk *worker) readReplies(c *Conn, n int, ph int32, t0 time.Time) bool {
 	return true
 }
 
+// nextBatch returns the phase and how many requests the next batch sends:
+// the pipeline depth, less at the end of a request budget; 0 when the
+// phase is stop or the budget is spent.
+func nextBatch(o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) (int32, int) {
+	ph := phase.Load()
+	if ph == phaseStop {
+		return ph, 0
+	}
+	p := o.Pipeline
+	if ph == phaseMeasure && o.Requests > 0 {
+		left := budget.Add(-int64(p))
+		if left+int64(p) <= 0 {
+			return ph, 0
+		}
+		if left < 0 {
+			return ph, p + int(left)
+		}
+	}
+	return ph, p
+}
+
 // runRouted is run for a routed load (LoadOptions.Route): each batch's
 // requests go to their keys' masters, written to every master first, then
 // read master by master.
 func (wk *worker) runRouted(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
-	p := o.Pipeline
 	bufs := make([][]byte, len(wk.conns))
 	counts := make([]int, len(wk.conns))
 	var key []byte
 	var lastDeadline time.Time
 	for ctx.Err() == nil {
-		ph := phase.Load()
-		if ph == phaseStop {
+		ph, n := nextBatch(o, phase, budget)
+		if n == 0 {
 			return
-		}
-		n := p
-		if ph == phaseMeasure && o.Requests > 0 {
-			left := budget.Add(-int64(p))
-			if left+int64(p) <= 0 {
-				return
-			}
-			if left < 0 {
-				n = p + int(left)
-			}
 		}
 		for i := range bufs {
 			bufs[i], counts[i] = bufs[i][:0], 0
