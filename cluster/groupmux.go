@@ -58,15 +58,9 @@ func newGroupMux(bind, advertise string, cfg *tls.Config, t peerTimeouts, groups
 		return nil, err
 	}
 	m := &groupMux{ln: ln, cfg: cfg, t: t, log: log}
-	if advertise != "" {
-		if m.advertise, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
-		}
-	}
-	if a, ok := m.addr().(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+	if m.advertise, err = raftAdvertise(ln, advertise); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("raft address %s cannot be dialed by others: give an advertise address", m.addr())
+		return nil, err
 	}
 	for g := range groups {
 		m.layers = append(m.layers, &groupStream{mux: m, group: g, conns: make(chan net.Conn), done: make(chan struct{})})

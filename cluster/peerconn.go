@@ -169,15 +169,9 @@ func newPeerTransport(bind, advertise string, cfg *tls.Config, t peerTimeouts, p
 		return nil, err
 	}
 	layer := &peerStreamLayer{Listener: ln, cfg: cfg, t: t}
-	if advertise != "" {
-		if layer.advertise, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
-		}
-	}
-	if a, ok := layer.Addr().(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+	if layer.advertise, err = raftAdvertise(ln, advertise); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("raft address %s cannot be dialed by others: give an advertise address", layer.Addr())
+		return nil, err
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:                layer,
@@ -186,4 +180,26 @@ func newPeerTransport(bind, advertise string, cfg *tls.Config, t peerTimeouts, p
 		Logger:                logger,
 		ServerAddressProvider: provider,
 	}), nil
+}
+
+// raftAdvertise returns the address a Raft listener ln is announced at:
+// advertise when set (nil otherwise: the listener's own), which the
+// other nodes must be able to dial.
+func raftAdvertise(ln net.Listener, advertise string) (net.Addr, error) {
+	var adv net.Addr
+	if advertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", advertise)
+		if err != nil {
+			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
+		}
+		adv = a
+	}
+	addr := adv
+	if addr == nil {
+		addr = ln.Addr()
+	}
+	if a, ok := addr.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		return nil, fmt.Errorf("raft address %s cannot be dialed by others: give an advertise address", addr)
+	}
+	return adv, nil
 }
