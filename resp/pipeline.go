@@ -175,6 +175,10 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		}
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
 	}
+	// The metrics count the segment before its replies leave: a client
+	// that has its reply finds its commands counted (INFO commandstats,
+	// /metrics), as in Redis.
+	s.flushTallies(c, time.Since(start))
 	// One write per segment; CLIENT TRACKING's pushes, written by other
 	// goroutines, fall between writes (GuardConn.Write), so after these
 	// replies when tracking.end sends them.
@@ -192,7 +196,6 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	clear(c.ops)
 	clear(c.limits)
 	clear(c.each)
-	s.flushTallies(c, time.Since(start))
 	// Do not let one huge pipeline pin megabytes per idle connection.
 	const keep = 64 << 10
 	if cap(c.out.b) > keep {
