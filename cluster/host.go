@@ -247,7 +247,7 @@ func (h *Host) executeSplit(ctx context.Context, ops []engine.Op, results []engi
 		ran++
 		if p.err != nil {
 			failed++
-			if firstErr == nil || errcode.Of(p.err) != nil && errcode.Of(p.err).Code.Class() == errcode.MayHaveApplied {
+			if firstErr == nil || mayHaveApplied(p.err) { // UNCERTAIN wins: it may hide a charge
 				firstErr = p.err
 			}
 		}
