@@ -40,7 +40,8 @@ import (
 //     gathering: whole requests only, up to MaxBatchOps and MaxBatchBytes (a
 //     request that does not fit opens the next entry).
 //  2. It hands the entry to Raft at once when nothing is in flight: an idle
-//     pipeline adds no latency, and there is no timer anywhere. Otherwise
+//     pipeline adds no latency (the one exception: just after an entry was
+//     answered, the next waits briefly for its callers; see backlog). Otherwise
 //     it keeps gathering while the earlier entries commit, and hands the
 //     entry over only once it is full or holds a quarter of MaxBatchOps (the
 //     fill), and fewer than MaxInflight entries are in flight. The busier
@@ -139,12 +140,13 @@ type batcher struct {
 	reqPool     sync.Pool      // of *request: see request
 	closing     <-chan struct{}
 	stopped     chan struct{}
+	metrics     *nodeMetrics // commit and hold times; nil: none
 
 	entries atomic.Uint64 // entries committed
 	ops     atomic.Uint64 // ops in those entries
 }
 
-func newBatcher(r *raft.Raft, f *fsm, cfg *Config, closing <-chan struct{}) *batcher {
+func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-chan struct{}) *batcher {
 	return &batcher{
 		raft:        r,
 		fsm:         f,
@@ -158,6 +160,7 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, closing <-chan struct{}) *bat
 		freed:       make(chan entryDone, cfg.MaxInflight),
 		closing:     closing,
 		stopped:     make(chan struct{}),
+		metrics:     m,
 	}
 }
 
@@ -287,10 +290,11 @@ func (b *batcher) run() {
 	var (
 		pending      []*request // gathered for the next entry, still reqQueued
 		nops, nbytes int
-		over         *request // did not fit in pending: opens the entry after
-		inflight     int      // entries handed to Raft and not yet answered
-		body         []byte   // scratch for encoding
-		back         backlog  // the callers of the last answered entry coming back
+		over         *request  // did not fit in pending: opens the entry after
+		firstAt      time.Time // when pending's first request was gathered
+		inflight     int       // entries handed to Raft and not yet answered
+		body         []byte    // scratch for encoding
+		back         backlog   // the callers of the last answered entry coming back
 		returns      = returnCap{came: -1}
 		holdTimer    = time.NewTimer(time.Hour)
 	)
@@ -301,6 +305,9 @@ func (b *batcher) run() {
 		if len(pending) > 0 && (nops+len(r.ops) > b.maxOps || nbytes+r.size > b.maxBytes) {
 			over = r
 			return
+		}
+		if len(pending) == 0 {
+			firstAt = time.Now()
 		}
 		pending = append(pending, r)
 		nops += len(r.ops)
@@ -329,7 +336,7 @@ func (b *batcher) run() {
 					goto wait
 				}
 			}
-			if b.apply(pending, &body) {
+			if b.apply(pending, &body, firstAt) {
 				inflight++
 			}
 			clear(pending)
@@ -479,9 +486,10 @@ func (b *batcher) submitNow(nops int, full bool, inflight int) bool {
 }
 
 // apply encodes the requests whose callers still wait into one entry,
-// stamped with the leader's clock, and hands it to Raft. It reports whether
-// an entry was handed over (its waiter will signal freed).
-func (b *batcher) apply(pending []*request, body *[]byte) bool {
+// stamped with the leader's clock, and hands it to Raft; firstAt is when
+// the entry's first request was gathered (for the hold-time metric). It
+// reports whether an entry was handed over (its waiter will signal freed).
+func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) bool {
 	batch := make([]*request, 0, len(pending))
 	*body = (*body)[:0]
 	n := 0
@@ -519,6 +527,7 @@ func (b *batcher) apply(pending []*request, body *[]byte) bool {
 	id := entryID(buf)
 	b.fsm.await(id)
 	start := time.Now()
+	b.metrics.held(start.Sub(firstAt))
 	f := b.raft.Apply(buf, b.timeout)
 	go b.await(f, id, batch, n, start)
 	return true
@@ -576,6 +585,7 @@ func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops in
 	}
 	b.entries.Add(1)
 	b.ops.Add(uint64(nops))
+	b.metrics.committed(time.Since(start))
 	results, ok := f.Response().([]engine.Result)
 	if !ok || len(results) != nops {
 		err := internalError("the log entry did not apply: %v", f.Response())

@@ -245,7 +245,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		}
 	}
 
-	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.closing)
+	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
 	go n.batcher.run()
 	if n.fwdSrv != nil {
 		n.fwdSrv.wg.Add(1)

@@ -140,6 +140,20 @@ func TestTLSCluster(t *testing.T) {
 	if v := metricValue(lm, "sluice_raft_commit_index"); v < 3 {
 		t.Errorf("sluice_raft_commit_index = %v", v)
 	}
+	// Every entry the leader committed had its commit and its hold in the
+	// batcher timed; a follower times none.
+	entries := metricValue(lm, "sluice_raft_committed_entries_total")
+	if v := metricValue(lm, "sluice_raft_commit_duration_seconds"); entries < 1 || v != entries {
+		t.Errorf("leader: %v commit times for %v committed entries", v, entries)
+	}
+	if v := metricValue(lm, "sluice_batch_hold_duration_seconds"); v < entries {
+		t.Errorf("leader: %v hold times for %v committed entries", v, entries)
+	}
+	for _, name := range []string{"sluice_raft_commit_duration_seconds", "sluice_batch_hold_duration_seconds"} {
+		if v := metricValue(mfs, name); v != 0 {
+			t.Errorf("follower's %s has %v observations", name, v)
+		}
+	}
 
 	// Strangers: a certificate from another CA, no certificate, no TLS.
 	foreign := testcerts.KeyPair(t, certs.ForeignCert, certs.ForeignKey)
