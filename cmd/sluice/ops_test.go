@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +263,31 @@ func (n *opsNode) scrape(t *testing.T) map[string]float64 {
 	return out
 }
 
+// metricsDocumented fails the test for every sluice_* metric family in a
+// scrape that docs/operations.md does not name.
+func metricsDocumented(t *testing.T, m map[string]float64) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for key := range m {
+		name, _, _ := strings.Cut(key, ",")
+		if !strings.HasPrefix(name, "sluice_") || seen[name] {
+			continue
+		}
+		seen[name] = true
+		// The whole name, not a prefix of a longer one.
+		if !regexp.MustCompile(regexp.QuoteMeta(name) + `[^a-z0-9_]`).Match(doc) {
+			t.Errorf("docs/operations.md does not name the metric %s", name)
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("only %d sluice_* metric families scraped", len(seen))
+	}
+}
+
 // TestOpsTLSMetricsOOM: one in-memory node with a TLS listener, a key limit
 // and metrics: redis-cli and go-redis over TLS; OOM on new keys while old
 // ones answer; the metrics scraped and parsed agree.
@@ -327,6 +353,7 @@ func TestOpsTLSMetricsOOM(t *testing.T) {
 	}
 
 	m := n.scrape(t)
+	metricsDocumented(t, m)
 	wantMetrics(t, m, map[string]float64{
 		"sluice_decisions_total,command=rl.token,result=allowed": 5,
 		"sluice_decisions_total,command=rl.token,result=denied":  2,
@@ -398,6 +425,7 @@ func TestOpsRaftTLSNode(t *testing.T) {
 		t.Fatalf("an old key: %v %v", r, err)
 	}
 	m := n.scrape(t)
+	metricsDocumented(t, m)
 	wantMetrics(t, m, map[string]float64{
 		"sluice_raft_state,state=leader": 1,
 		"sluice_raft_leader_known":       1,
