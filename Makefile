@@ -38,9 +38,11 @@ cluster: build
 cluster-stop:
 	@for i in 1 2 3; do [ -f cluster-data/n$$i.pid ] && kill $$(cat cluster-data/n$$i.pid) 2>/dev/null; rm -f cluster-data/n$$i.pid; done; true
 
-# Formatting, vet, then every test with the race detector.
-test: lint
-	$(GO) test -race -count=1 -timeout 12m ./...
+# Formatting, vet, then every test with the race detector. The load
+# generator's tests against a real server (bench/integration_test.go) run
+# the binary that build makes.
+test: lint build
+	SLUICE_BIN=$(CURDIR)/$(BIN)/sluice $(GO) test -race -count=1 -timeout 12m ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -53,42 +53,74 @@ func durabilityOf(name string) (store, fsync string, ok bool) {
 	return "", "", false
 }
 
-// logCounters sums, over a cluster's nodes, the log entries committed as
-// leader and the operations they carried (sluice_raft_committed_entries_total
-// and sluice_raft_committed_ops_total on each node's /metrics): the
-// difference over a run gives ops per log entry, whichever node led.
-func logCounters(ctx context.Context, metricsAddrs []string) (entries, ops float64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for _, addr := range metricsAddrs {
-		e, o, err := scrapeCommitted(ctx, addr)
-		if err != nil {
-			return 0, 0, err
-		}
-		entries += e
-		ops += o
-	}
-	return entries, ops, nil
+// LogStats are a cluster's group commit counters, summed over its nodes
+// (each node counts what it did as leader, so the sum holds whichever node
+// led): the difference of two readings describes the entries committed in
+// between.
+type LogStats struct {
+	Entries       float64 // sluice_raft_committed_entries_total
+	Ops           float64 // sluice_raft_committed_ops_total
+	CommitSeconds float64 // sluice_raft_commit_duration_seconds: sum
+	Commits       float64 // and count
+	HoldSeconds   float64 // sluice_batch_hold_duration_seconds: sum
+	Holds         float64 // and count
 }
 
-func scrapeCommitted(ctx context.Context, addr string) (entries, ops float64, err error) {
+// sub returns s minus an earlier reading.
+func (s LogStats) sub(before LogStats) LogStats {
+	return LogStats{
+		Entries: s.Entries - before.Entries, Ops: s.Ops - before.Ops,
+		CommitSeconds: s.CommitSeconds - before.CommitSeconds, Commits: s.Commits - before.Commits,
+		HoldSeconds: s.HoldSeconds - before.HoldSeconds, Holds: s.Holds - before.Holds,
+	}
+}
+
+// logCounters reads the group commit counters of every node's /metrics
+// and sums them.
+func logCounters(ctx context.Context, metricsAddrs []string) (LogStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var sum LogStats
+	for _, addr := range metricsAddrs {
+		st, err := scrapeLogStats(ctx, addr)
+		if err != nil {
+			return LogStats{}, err
+		}
+		sum = sum.add(st)
+	}
+	return sum, nil
+}
+
+// add returns the sum of two nodes' counters.
+func (s LogStats) add(o LogStats) LogStats {
+	return LogStats{
+		Entries: s.Entries + o.Entries, Ops: s.Ops + o.Ops,
+		CommitSeconds: s.CommitSeconds + o.CommitSeconds, Commits: s.Commits + o.Commits,
+		HoldSeconds: s.HoldSeconds + o.HoldSeconds, Holds: s.Holds + o.Holds,
+	}
+}
+
+func scrapeLogStats(ctx context.Context, addr string) (LogStats, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, 0, err
+		return LogStats{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("metrics of %s: %w", addr, err)
+		return LogStats{}, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("metrics of %s: %s", addr, resp.Status)
+		return LogStats{}, fmt.Errorf("metrics of %s: %s", addr, resp.Status)
 	}
-	return parseCommitted(bufio.NewScanner(resp.Body))
+	return parseLogStats(bufio.NewScanner(resp.Body))
 }
 
-// parseCommitted reads the two counters from Prometheus's text format.
-func parseCommitted(sc *bufio.Scanner) (entries, ops float64, err error) {
+// parseLogStats reads the group commit counters from Prometheus's text
+// format. The two committed counters are required; the commit and hold
+// histograms are read when present (older servers lack them).
+func parseLogStats(sc *bufio.Scanner) (LogStats, error) {
+	var st LogStats
 	found := 0
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
@@ -101,24 +133,33 @@ func parseCommitted(sc *bufio.Scanner) (entries, ops float64, err error) {
 		var dst *float64
 		switch name {
 		case "sluice_raft_committed_entries_total":
-			dst = &entries
+			dst = &st.Entries
+			found++
 		case "sluice_raft_committed_ops_total":
-			dst = &ops
+			dst = &st.Ops
+			found++
+		case "sluice_raft_commit_duration_seconds_sum":
+			dst = &st.CommitSeconds
+		case "sluice_raft_commit_duration_seconds_count":
+			dst = &st.Commits
+		case "sluice_batch_hold_duration_seconds_sum":
+			dst = &st.HoldSeconds
+		case "sluice_batch_hold_duration_seconds_count":
+			dst = &st.Holds
 		default:
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("metrics: %s: %w", name, err)
+			return LogStats{}, fmt.Errorf("metrics: %s: %w", name, err)
 		}
 		*dst += v
-		found++
 	}
 	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("metrics: %w", err)
+		return LogStats{}, fmt.Errorf("metrics: %w", err)
 	}
 	if found < 2 {
-		return 0, 0, fmt.Errorf("metrics: no sluice_raft_committed_* counters")
+		return LogStats{}, fmt.Errorf("metrics: no sluice_raft_committed_* counters")
 	}
-	return entries, ops, nil
+	return st, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -73,18 +74,55 @@ func TestDurabilitySection(t *testing.T) {
 	}
 }
 
-// TestParseCommitted reads the two counters from a node's metrics page.
-func TestParseCommitted(t *testing.T) {
-	page := "# HELP sluice_raft_committed_entries_total Log entries...\n# TYPE sluice_raft_committed_entries_total counter\n" +
-		"sluice_raft_committed_entries_total 1234\nsluice_raft_committed_ops_total 30850\nsluice_raft_term 3\n"
-	e, o, err := parseCommitted(bufio.NewScanner(strings.NewReader(page)))
-	if err != nil || e != 1234 || o != 30850 {
-		t.Fatalf("parseCommitted = %v, %v, %v", e, o, err)
+// TestParseLogStats reads the group commit counters from a node's metrics
+// page: the committed counters are required, the histograms optional, and
+// several groups' series add up.
+func TestParseLogStats(t *testing.T) {
+	tests := []struct {
+		name string
+		page string
+		want LogStats
+	}{
+		{"counters only", "# HELP sluice_raft_committed_entries_total Log entries...\n# TYPE sluice_raft_committed_entries_total counter\n" +
+			"sluice_raft_committed_entries_total 1234\nsluice_raft_committed_ops_total 30850\nsluice_raft_term 3\n",
+			LogStats{Entries: 1234, Ops: 30850}},
+		{"histograms", "sluice_raft_committed_entries_total 10\nsluice_raft_committed_ops_total 460\n" +
+			"sluice_raft_commit_duration_seconds_bucket{le=\"0.001\"} 9\nsluice_raft_commit_duration_seconds_sum 0.0078\n" +
+			"sluice_raft_commit_duration_seconds_count 10\nsluice_batch_hold_duration_seconds_sum 0.0084\nsluice_batch_hold_duration_seconds_count 11\n",
+			LogStats{Entries: 10, Ops: 460, CommitSeconds: 0.0078, Commits: 10, HoldSeconds: 0.0084, Holds: 11}},
+		{"groups", "sluice_raft_committed_entries_total{group=\"0\"} 3\nsluice_raft_committed_entries_total{group=\"1\"} 4\n" +
+			"sluice_raft_committed_ops_total{group=\"0\"} 30\nsluice_raft_committed_ops_total{group=\"1\"} 40\n" +
+			"sluice_raft_commit_duration_seconds_count{group=\"0\"} 3\nsluice_raft_commit_duration_seconds_count{group=\"1\"} 4\n",
+			LogStats{Entries: 7, Ops: 70, Commits: 7}},
 	}
-	for _, bad := range []string{"", "sluice_raft_committed_entries_total 1\n", "sluice_raft_committed_entries_total x\nsluice_raft_committed_ops_total 2\n"} {
-		if _, _, err := parseCommitted(bufio.NewScanner(strings.NewReader(bad))); err == nil {
+	for _, tt := range tests {
+		got, err := parseLogStats(bufio.NewScanner(strings.NewReader(tt.page)))
+		if err != nil || got != tt.want {
+			t.Errorf("%s: parseLogStats = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "sluice_raft_committed_entries_total 1\n", "sluice_raft_committed_entries_total x\nsluice_raft_committed_ops_total 2\n",
+		"sluice_raft_committed_entries_total 1\nsluice_raft_committed_ops_total 2\nsluice_raft_commit_duration_seconds_sum y\n"} {
+		if _, err := parseLogStats(bufio.NewScanner(strings.NewReader(bad))); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// TestLoadResultLogStats: per-entry figures from two readings' difference,
+// blank where a counter did not move.
+func TestLoadResultLogStats(t *testing.T) {
+	before := LogStats{Entries: 100, Ops: 4000, CommitSeconds: 0.08, Commits: 100, HoldSeconds: 0.05, Holds: 101}
+	after := LogStats{Entries: 300, Ops: 13000, CommitSeconds: 0.24, Commits: 300, HoldSeconds: 0.21, Holds: 301}
+	var res LoadResult
+	res.setLogStats(after.sub(before))
+	if res.OpsPerEntry != 45 || math.Abs(res.CommitTime-800e3) > 1 || math.Abs(res.HoldTime-800e3) > 1 {
+		t.Errorf("ops per entry %v, commit %v ns, hold %v ns; want 45, 800000, 800000", res.OpsPerEntry, res.CommitTime, res.HoldTime)
+	}
+	var none LoadResult
+	none.setLogStats(before.sub(before))
+	if none.OpsPerEntry != 0 || none.CommitTime != 0 || none.HoldTime != 0 {
+		t.Errorf("no entries: %+v", none)
 	}
 }
 
@@ -107,11 +145,11 @@ func TestLogCountersSumNodes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, o, err := logCounters(ctx, addrs)
-	if err != nil || e != 15 || o != 160 {
-		t.Fatalf("logCounters = %v, %v, %v; want 15, 160", e, o, err)
+	st, err := logCounters(ctx, addrs)
+	if err != nil || st.Entries != 15 || st.Ops != 160 {
+		t.Fatalf("logCounters = %+v, %v; want 15 entries, 160 ops", st, err)
 	}
-	if _, _, err := logCounters(ctx, append(addrs, "127.0.0.1:1")); err == nil {
+	if _, err := logCounters(ctx, append(addrs, "127.0.0.1:1")); err == nil {
 		t.Error("an unreachable node's metrics gave no error")
 	}
 }
@@ -122,14 +160,14 @@ func TestDurabilityMarkdown(t *testing.T) {
 	c := Case{ID: "durability-p1", Title: "Log stores", Workload: Workload{Alg: AlgToken, Keys: 10, Dist: DistUniform, Cost: 1},
 		Conns: 50, Pipeline: 1, Targets: []string{"sluice-cluster-leader-wal-everysec", TargetRedisAnchor}, Rounds: 1, Baseline: TargetRedisAnchor}
 	cr := CaseResult{Case: c, Runs: []TargetRun{
-		{Target: "sluice-cluster-leader-wal-everysec", Rounds: []LoadResult{{}}, Median: LoadResult{Throughput: 30000, ServerCPU: 25500, OpsPerEntry: 24.6}},
+		{Target: "sluice-cluster-leader-wal-everysec", Rounds: []LoadResult{{}}, Median: LoadResult{Throughput: 30000, ServerCPU: 25500, OpsPerEntry: 24.6, CommitTime: 777e3, HoldTime: 843e3}},
 		{Target: TargetRedisAnchor, Rounds: []LoadResult{{}}, Median: LoadResult{Throughput: 60000, ServerCPU: 14800}},
 	}}
 	md := (&Report{Cases: []CaseResult{cr}}).Markdown("charts")
 	for _, want := range []string{
 		"## Log stores and durability modes",
 		"| sluice-cluster-leader-wal-everysec | 30k/s | 0.50x |",
-		"| 25.5 µs | 24.6 | 0 |",
+		"| 25.5 µs | 24.6 | 777µs | 843µs | 0 |",
 		"sluice-bench -sections durability",
 	} {
 		if !strings.Contains(md, want) {

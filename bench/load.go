@@ -40,10 +40,10 @@ type LoadOptions struct {
 	// ServerPIDs, if set, are the server's processes: their CPU time over
 	// the measured phase is reported per request.
 	ServerPIDs []int
-	// LogCounters, if set, returns the server's committed log entries and
-	// the operations they carried, read at the start and the end of the
-	// measured phase for ops per log entry.
-	LogCounters func(context.Context) (entries, ops float64, err error)
+	// LogCounters, if set, returns the server's group commit counters,
+	// read at the start and the end of the measured phase for ops per log
+	// entry and the mean commit and hold times.
+	LogCounters func(context.Context) (LogStats, error)
 	// OnProgress, if set, is called about every 200 ms with the requests
 	// completed in the measured phase so far.
 	OnProgress func(done int64, elapsed time.Duration)
@@ -93,8 +93,27 @@ type LoadResult struct {
 	ClientCPU float64 `json:"client_cpu_ns_per_req,omitempty"`
 	// OpsPerEntry is the operations per Raft log entry committed in the
 	// measured phase (0 when not measured).
-	OpsPerEntry float64    `json:"ops_per_entry,omitempty"`
-	Hist        *Histogram `json:"-"`
+	OpsPerEntry float64 `json:"ops_per_entry,omitempty"`
+	// CommitTime is the mean time, in ns, from handing an entry to Raft to
+	// its outcome on the leader; HoldTime the mean time an entry's first
+	// request waited in the leader's batcher (0 when not measured).
+	CommitTime float64    `json:"commit_ns_per_entry,omitempty"`
+	HoldTime   float64    `json:"hold_ns_per_entry,omitempty"`
+	Hist       *Histogram `json:"-"`
+}
+
+// setLogStats sets the per-entry figures from the counters' difference
+// over the measured phase.
+func (res *LoadResult) setLogStats(d LogStats) {
+	if d.Entries > 0 {
+		res.OpsPerEntry = d.Ops / d.Entries
+	}
+	if d.Commits > 0 {
+		res.CommitTime = d.CommitSeconds / d.Commits * 1e9
+	}
+	if d.Holds > 0 {
+		res.HoldTime = d.HoldSeconds / d.Holds * 1e9
+	}
 }
 
 // DenyShare is the measured share of denied requests among the answered.
@@ -271,10 +290,10 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	start := time.Now()
 	srvCPU0, srvErr := ProcessCPU(o.ServerPIDs)
 	cliCPU0 := selfCPU()
-	var entries0, ops0 float64
+	var log0 LogStats
 	logErr := errors.New("not measured")
 	if o.LogCounters != nil {
-		entries0, ops0, logErr = o.LogCounters(ctx)
+		log0, logErr = o.LogCounters(ctx)
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -304,9 +323,9 @@ loop:
 	elapsed := time.Since(start)
 	srvCPU1, srvErr1 := ProcessCPU(o.ServerPIDs)
 	cliCPU1 := selfCPU()
-	var entries1, ops1 float64
+	var log1 LogStats
 	if logErr == nil {
-		entries1, ops1, logErr = o.LogCounters(ctx)
+		log1, logErr = o.LogCounters(ctx)
 	}
 
 	res := LoadResult{Hist: NewHistogram(), Elapsed: elapsed}
@@ -337,8 +356,8 @@ loop:
 		}
 		res.ClientCPU = (cliCPU1 - cliCPU0) * 1e9 / float64(res.Requests)
 	}
-	if logErr == nil && entries1 > entries0 {
-		res.OpsPerEntry = (ops1 - ops0) / (entries1 - entries0)
+	if logErr == nil {
+		res.setLogStats(log1.sub(log0))
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("load: %w", err)

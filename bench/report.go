@@ -305,7 +305,7 @@ func (r *Report) Markdown(chartDir string) string {
 	durability := r.casesWithPrefix("durability-")
 	if len(durability) > 0 {
 		p("## Log stores and durability modes\n\n")
-		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
+		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase); *commit per entry* is the mean time from handing an entry to Raft to its outcome on the leader (`sluice_raft_commit_duration_seconds`), *hold per entry* the mean time an entry's first request waited in the leader's batcher before that (`sluice_batch_hold_duration_seconds`). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
 		for _, cr := range durability {
 			durabilityTable(&b, cr)
 		}
@@ -448,20 +448,56 @@ func (r *Report) Markdown(chartDir string) string {
 }
 
 func (r *Report) caseTable(b *strings.Builder, cr CaseResult) {
-	writeCaseTable(b, cr, []string{"p50", "p90", "p99", "p99.9", "max", "server CPU per request", "denied"}, func(m *LoadResult) []string {
-		return []string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P90), FormatNs(m.Latency.P99),
-			FormatNs(m.Latency.P999), FormatNs(m.Latency.Max), cpuCell(m.ServerCPU), pct(m.DenyShare())}
+	cols := []string{"p50", "p90", "p99", "p99.9", "max", "server CPU per request", "denied"}
+	if !cr.hasLogStats() {
+		writeCaseTable(b, cr, cols, func(m *LoadResult) []string {
+			return []string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P90), FormatNs(m.Latency.P99),
+				FormatNs(m.Latency.P999), FormatNs(m.Latency.Max), cpuCell(m.ServerCPU), pct(m.DenyShare())}
+		})
+		return
+	}
+	// A Raft cluster among the targets: its group commit figures too.
+	writeCaseTable(b, cr, append(cols, logStatsCols...), func(m *LoadResult) []string {
+		return append([]string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P90), FormatNs(m.Latency.P99),
+			FormatNs(m.Latency.P999), FormatNs(m.Latency.Max), cpuCell(m.ServerCPU), pct(m.DenyShare())}, logStatsCells(m)...)
 	})
 }
 
-// durabilityTable is a case's table with the ops per log entry.
-func durabilityTable(b *strings.Builder, cr CaseResult) {
-	writeCaseTable(b, cr, []string{"p50", "p99", "server CPU per request", "ops per log entry"}, func(m *LoadResult) []string {
-		perEntry := ""
-		if m.OpsPerEntry > 0 {
-			perEntry = fmt.Sprintf("%.1f", m.OpsPerEntry)
+// hasLogStats reports whether any target of the case measured its group
+// commit (a Raft cluster).
+func (cr CaseResult) hasLogStats() bool {
+	for _, run := range cr.Runs {
+		if run.Median.OpsPerEntry > 0 {
+			return true
 		}
-		return []string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P99), cpuCell(m.ServerCPU), perEntry}
+	}
+	return false
+}
+
+// logStatsCols are the group commit columns: ops per entry, and the mean
+// commit and hold times per entry on the leader.
+var logStatsCols = []string{"ops per log entry", "commit per entry", "hold per entry"}
+
+// logStatsCells are a run's cells under logStatsCols, blank where not
+// measured.
+func logStatsCells(m *LoadResult) []string {
+	cells := make([]string, 3)
+	if m.OpsPerEntry > 0 {
+		cells[0] = fmt.Sprintf("%.1f", m.OpsPerEntry)
+	}
+	if m.CommitTime > 0 {
+		cells[1] = FormatNs(int64(m.CommitTime))
+	}
+	if m.HoldTime > 0 {
+		cells[2] = FormatNs(int64(m.HoldTime))
+	}
+	return cells
+}
+
+// durabilityTable is a case's table with the group commit figures.
+func durabilityTable(b *strings.Builder, cr CaseResult) {
+	writeCaseTable(b, cr, append([]string{"p50", "p99", "server CPU per request"}, logStatsCols...), func(m *LoadResult) []string {
+		return append([]string{FormatNs(m.Latency.P50), FormatNs(m.Latency.P99), cpuCell(m.ServerCPU)}, logStatsCells(m)...)
 	})
 }
 

@@ -160,7 +160,7 @@ func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (Loa
 	o.ServerPIDs = t.PIDs()
 	if len(t.metrics) > 0 {
 		metrics := t.metrics
-		o.LogCounters = func(ctx context.Context) (float64, float64, error) { return logCounters(ctx, metrics) }
+		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
 	}
 	o.Seed = uint64(round + 1)
 	planned := o.Duration
@@ -203,6 +203,8 @@ func MedianResult(rounds []LoadResult) LoadResult {
 	m.ServerCPU = pick(func(r LoadResult) float64 { return r.ServerCPU })
 	m.ClientCPU = pick(func(r LoadResult) float64 { return r.ClientCPU })
 	m.OpsPerEntry = pick(func(r LoadResult) float64 { return r.OpsPerEntry })
+	m.CommitTime = pick(func(r LoadResult) float64 { return r.CommitTime })
+	m.HoldTime = pick(func(r LoadResult) float64 { return r.HoldTime })
 	for _, r := range rounds {
 		m.Requests += r.Requests
 		m.Allowed += r.Allowed
