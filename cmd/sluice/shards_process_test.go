@@ -45,6 +45,28 @@ func newShardCluster(t *testing.T, redirect bool) *testCluster {
 	})
 }
 
+// newBalancedShardCluster is newShardCluster, once every node serves and
+// every group is led by its preferred member.
+func newBalancedShardCluster(t *testing.T, redirect bool) *testCluster {
+	t.Helper()
+	c := newShardCluster(t, redirect)
+	c.waitServing(c.nodes...)
+	c.waitBalanced(60 * time.Second)
+	return c
+}
+
+// eachRedirect runs test as two subtests, without --redirect and with it;
+// it skips in -short mode, as the tests start processes.
+func eachRedirect(t *testing.T, test func(t *testing.T, redirect bool)) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, redirect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redirect=%v", redirect), func(t *testing.T) { test(t, redirect) })
+	}
+}
+
 // shardTable is the slot table of the nodes: shardCount even ranges.
 func shardTable(t *testing.T) slots.Table {
 	t.Helper()
@@ -252,18 +274,11 @@ func (c *testCluster) waitBalanced(timeout time.Duration) {
 // have work with their defaults against keys of every group; and a limit
 // shared by clients on every node admits exactly its limit in each group.
 func TestShardedClusterClients(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	for _, redirect := range []bool{false, true} {
-		t.Run(fmt.Sprintf("redirect=%v", redirect), func(t *testing.T) { testShardedClusterClients(t, redirect) })
-	}
+	eachRedirect(t, testShardedClusterClients)
 }
 
 func testShardedClusterClients(t *testing.T, redirect bool) {
-	c := newShardCluster(t, redirect)
-	c.waitServing(c.nodes...)
-	c.waitBalanced(60 * time.Second)
+	c := newBalancedShardCluster(t, redirect)
 	table := shardTable(t)
 	ctx := context.Background()
 	// follower returns a node that does not lead group g.
@@ -553,18 +568,11 @@ type limitTally struct {
 // "not applied", MOVED included, hid a charge), and after the restart the
 // leaderships move back into balance.
 func TestShardedClusterKillLeader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	for _, redirect := range []bool{false, true} {
-		t.Run(fmt.Sprintf("redirect=%v", redirect), func(t *testing.T) { testShardedClusterKillLeader(t, redirect) })
-	}
+	eachRedirect(t, testShardedClusterKillLeader)
 }
 
 func testShardedClusterKillLeader(t *testing.T, redirect bool) {
-	c := newShardCluster(t, redirect)
-	c.waitServing(c.nodes...)
-	c.waitBalanced(60 * time.Second)
+	c := newBalancedShardCluster(t, redirect)
 	table := shardTable(t)
 	ctx := context.Background()
 	// A frozen, replicated clock (every group's): no refill, so each
@@ -786,9 +794,7 @@ func TestShardedClusterRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := newShardCluster(t, false)
-	c.waitServing(c.nodes...)
-	c.waitBalanced(60 * time.Second)
+	c := newBalancedShardCluster(t, false)
 	table := shardTable(t)
 	ctx := context.Background()
 	if err := c.client(c.nodes[0]).Do(ctx, "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
