@@ -291,7 +291,7 @@ func (b *batcher) run() {
 		pending      []*request // gathered for the next entry, still reqQueued
 		nops, nbytes int
 		over         *request  // did not fit in pending: opens the entry after
-		firstAt      time.Time // when pending's first request was gathered
+		firstAt      time.Time // when pending's first request joined it
 		inflight     int       // entries handed to Raft and not yet answered
 		body         []byte    // scratch for encoding
 		back         backlog   // the callers of the last answered entry coming back
