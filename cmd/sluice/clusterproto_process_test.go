@@ -25,40 +25,28 @@ import (
 // its CLUSTER INFO says the cluster is ok.
 func (c *testCluster) waitClusterTopology() *proc {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		leader := c.leader()
-		var problem string
+	var leader *proc
+	c.settle(30*time.Second, 50*time.Millisecond, "the cluster topology", func() string {
+		leader = c.leader()
 		for _, p := range c.nodes {
 			r := c.client(p)
 			got, err := r.ClusterSlots(context.Background()).Result()
 			switch {
 			case err != nil:
-				problem = fmt.Sprintf("%s: CLUSTER SLOTS: %v", p.ID, err)
+				return fmt.Sprintf("%s: CLUSTER SLOTS: %v", p.ID, err)
 			case len(got) != 1 || got[0].Start != 0 || got[0].End != slots.Count-1 || len(got[0].Nodes) != len(c.nodes):
-				problem = fmt.Sprintf("%s: CLUSTER SLOTS %+v", p.ID, got)
+				return fmt.Sprintf("%s: CLUSTER SLOTS %+v", p.ID, got)
 			case got[0].Nodes[0].Addr != leader.RESP:
-				problem = fmt.Sprintf("%s: CLUSTER SLOTS master %s, leader %s", p.ID, got[0].Nodes[0].Addr, leader.RESP)
+				return fmt.Sprintf("%s: CLUSTER SLOTS master %s, leader %s", p.ID, got[0].Nodes[0].Addr, leader.RESP)
 			}
-			if problem == "" {
-				info, err := r.ClusterInfo(context.Background()).Result()
-				if err != nil || !strings.Contains(info, "cluster_state:ok\r\n") {
-					problem = fmt.Sprintf("%s: CLUSTER INFO %q %v", p.ID, info, err)
-				}
-			}
-			if problem != "" {
-				break
+			info, err := r.ClusterInfo(context.Background()).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok\r\n") {
+				return fmt.Sprintf("%s: CLUSTER INFO %q %v", p.ID, info, err)
 			}
 		}
-		if problem == "" {
-			return leader
-		}
-		if time.Now().After(deadline) {
-			c.dumpLogs()
-			c.t.Fatalf("cluster topology never settled: %s", problem)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
+	return leader
 }
 
 // follower returns a node that is not leader.

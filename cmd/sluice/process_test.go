@@ -152,6 +152,25 @@ func (c *testCluster) waitServing(nodes ...*proc) {
 	}
 }
 
+// settle calls problem every interval until it returns "" (settled);
+// after timeout it dumps the nodes' logs and fails the test with what
+// last went wrong.
+func (c *testCluster) settle(timeout, interval time.Duration, what string, problem func() string) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		p := problem()
+		if p == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.dumpLogs()
+			c.t.Fatalf("%s never settled in %s: %s", what, timeout, p)
+		}
+		time.Sleep(interval)
+	}
+}
+
 func (c *testCluster) leader() *proc {
 	c.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

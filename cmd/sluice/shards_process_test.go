@@ -211,29 +211,20 @@ func (c *testCluster) raftStatus(p *proc, g int) (map[string]string, error) {
 func (c *testCluster) waitShards(nodes []*proc, timeout time.Duration, want func(masters []string) string) []string {
 	c.t.Helper()
 	table := shardTable(c.t)
-	deadline := time.Now().Add(timeout)
-	for {
-		var problem string
-		var masters []string
+	var masters []string
+	c.settle(timeout, 100*time.Millisecond, "the sharded cluster", func() string {
 		for _, p := range nodes {
-			if masters, problem = c.shardMasters(p, table); problem == "" {
-				if problem = want(masters); problem != "" {
-					problem = p.ID + ": " + problem
-				}
+			var problem string
+			if masters, problem = c.shardMasters(p, table); problem != "" {
+				return problem
 			}
-			if problem != "" {
-				break
+			if problem = want(masters); problem != "" {
+				return p.ID + ": " + problem
 			}
 		}
-		if problem == "" {
-			return masters
-		}
-		if time.Now().After(deadline) {
-			c.dumpLogs()
-			c.t.Fatalf("the sharded cluster never settled in %s: %s", timeout, problem)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
+	return masters
 }
 
 // waitBalanced polls until every node (all must run) reports every group
