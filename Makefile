@@ -92,5 +92,7 @@ bench-durability: build
 	@mkdir -p results
 	$(GO) run ./cmd/sluice-bench -sluice-bin $(BIN)/sluice -sections durability -out results
 
+# Everything builds and test runs leave: binaries, results, data dirs.
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) results cluster-data sluice-data
+	rm -f sluice sluice-chaos sluice-bench cmd/sluice/sluice cmd/sluice-chaos/sluice-chaos cmd/sluice-bench/sluice-bench
