@@ -10,13 +10,9 @@ import (
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
-// errClusterDisabled is Redis's reply to the cluster commands on a server
-// started without cluster support.
-const errClusterDisabled = "ERR This instance has cluster support disabled"
-
 // clusterSubcommands are Redis 7's CLUSTER subcommands with their arities
 // (name included, as COMMAND reports them). On a standalone node each one
-// answers errClusterDisabled once its arity is right, exactly as
+// answers msgClusterDisabled once its arity is right, exactly as
 // redis-server without cluster-enabled does; an unknown one gets the
 // unknown-subcommand error.
 var clusterSubcommands = []struct {
@@ -33,11 +29,11 @@ var clusterSubcommands = []struct {
 
 // clusterDisabledCommands are the commands of the Redis Cluster protocol as
 // a standalone node answers them: CLUSTER (every subcommand) and READONLY,
-// READWRITE and ASKING all reply errClusterDisabled. Cluster-aware clients
+// READWRITE and ASKING all reply msgClusterDisabled. Cluster-aware clients
 // (rueidis, ioredis, go-redis's ClusterClient) read that error as "not a
 // cluster" and fall back to a single-node client.
 func clusterDisabledCommands() []*command {
-	disabled := func(s *Server, c *client, args [][]byte, p *pending) { c.local.Error(errClusterDisabled) }
+	disabled := func(s *Server, c *client, args [][]byte, p *pending) { c.local.Error(msgClusterDisabled.Text()) }
 	cluster := &command{
 		name: "cluster", arity: -2, group: "cluster", since: "3.0.0", complexity: "O(1)",
 		summary: "Redis Cluster commands (this node is standalone: they reply that cluster support is disabled)",
@@ -165,7 +161,7 @@ func clusterCommands() []*command {
 		if !ok {
 			name := strings.ToUpper(sc.name)
 			run = func(s *Server, c *client, args [][]byte, p *pending) {
-				c.local.Error("ERR CLUSTER " + name + " is not supported: Raft assigns slots and members")
+				c.local.Error(msgClusterUnsupported.Text(name))
 			}
 			summary = "Not supported: Raft assigns slots and members"
 		}
@@ -406,7 +402,7 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string
 	if s.slotTable.Groups() > 1 {
 		for i := first + step; i <= last; i += step {
 			if s.slotTable.Group(slots.Of(args[i])) != group {
-				return errCrossSlot
+				return msgCrossSlot.Text()
 			}
 		}
 	}
@@ -417,12 +413,8 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string
 	if local || addr == "" {
 		return ""
 	}
-	return "MOVED " + strconv.Itoa(slot) + " " + addr
+	return msgMoved.Text(strconv.Itoa(slot), addr)
 }
-
-// errCrossSlot is Redis Cluster's reply to a command whose keys are owned
-// by different groups.
-const errCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
 
 // redisMode is what HELLO's mode and INFO's redis_mode say: "cluster" on a
 // node that speaks the Redis Cluster protocol, as Redis does.

@@ -164,7 +164,7 @@ func subcommand(c *client, parent *command, args [][]byte) *command {
 			if parent.subErr != "" {
 				c.local.Error(parent.subErr)
 			} else {
-				c.local.Error("ERR wrong number of arguments for '" + sub.name + "' command")
+				c.local.Error(msgArity.Text(sub.name))
 			}
 			return nil
 		}
@@ -172,7 +172,7 @@ func subcommand(c *client, parent *command, args [][]byte) *command {
 	if parent.subErr != "" {
 		c.local.Error(parent.subErr)
 	} else {
-		c.local.Error("ERR unknown subcommand '" + printable(args[1], 64) + "'. Try " + strings.ToUpper(parent.name) + " HELP.")
+		c.local.Error(msgUnknownSubcommand.Text(printable(args[1], 64), strings.ToUpper(parent.name)))
 	}
 	return nil
 }

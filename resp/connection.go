@@ -28,7 +28,7 @@ func connectionCommands() []*command {
 			summary: "Name this connection", args: []argDoc{strArg("connection-name")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				if bytes.ContainsAny(args[1], " \r\n") {
-					c.local.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+					c.local.Error(msgClientName.Text())
 					return
 				}
 				c.mu.Lock()
@@ -54,7 +54,7 @@ func connectionCommands() []*command {
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				val := string(args[2])
 				if strings.ContainsAny(val, " \r\n") {
-					c.local.Error("ERR " + strings.ToUpper(string(args[1])) + " cannot contain spaces, newlines or special characters.")
+					c.local.Error(msgClientInfo.Text(strings.ToUpper(string(args[1]))))
 					return
 				}
 				c.mu.Lock()
@@ -65,7 +65,7 @@ func connectionCommands() []*command {
 				case "lib-ver":
 					c.libVer = val
 				default:
-					c.local.Error("ERR Unrecognized option '" + printable(args[1], 64) + "'")
+					c.local.Error(msgUnrecognizedOption.Text(printable(args[1], 64)))
 					return
 				}
 				c.local.OK()
@@ -106,7 +106,7 @@ func connectionCommands() []*command {
 				case 2:
 					c.local.Bulk(args[1])
 				default:
-					c.local.Error("ERR wrong number of arguments for 'ping' command")
+					c.local.Error(msgArity.Text("ping"))
 				}
 			},
 		},
@@ -130,7 +130,7 @@ func connectionCommands() []*command {
 			args: []argDoc{optional(strArg("username")), strArg("password")},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				if len(args) > 3 {
-					c.local.Error("ERR syntax error")
+					c.local.Error(msgSyntax.Text())
 					return
 				}
 				user, pass := []byte("default"), args[1]
@@ -138,11 +138,11 @@ func connectionCommands() []*command {
 					user, pass = args[1], args[2]
 				}
 				if s.cfg.RequirePass == "" {
-					c.local.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+					c.local.Error(msgNoPassword.Text())
 					return
 				}
 				if !s.authenticate(c, user, pass) {
-					c.local.Error("WRONGPASS invalid username-password pair or user is disabled.")
+					c.local.Error(msgWrongPass.Text())
 					return
 				}
 				c.local.OK()
@@ -155,9 +155,9 @@ func connectionCommands() []*command {
 				n, err := strconv.Atoi(string(args[1]))
 				switch {
 				case err != nil:
-					c.local.Error("ERR value is not an integer or out of range")
+					c.local.Error(msgNotInteger.Text())
 				case n != 0:
-					c.local.Error("ERR DB index is out of range")
+					c.local.Error(msgDBIndex.Text())
 				default:
 					c.local.OK()
 				}
@@ -216,11 +216,11 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 	if len(args) >= 2 {
 		v, err := strconv.Atoi(string(args[1]))
 		if err != nil {
-			c.local.Error("ERR Protocol version is not an integer or out of range")
+			c.local.Error(msgProtoVersion.Text())
 			return
 		}
 		if v != 2 && v != 3 {
-			c.local.Error("NOPROTO unsupported protocol version")
+			c.local.Error(msgNoProto.Text())
 			return
 		}
 		proto = v
@@ -231,28 +231,28 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 		switch {
 		case bytes.EqualFold(args[i], []byte("auth")) && i+2 < len(args):
 			if s.cfg.RequirePass == "" {
-				c.local.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+				c.local.Error(msgNoPassword.Text())
 				return
 			}
 			if !s.authenticate(c, args[i+1], args[i+2]) {
-				c.local.Error("WRONGPASS invalid username-password pair or user is disabled.")
+				c.local.Error(msgWrongPass.Text())
 				return
 			}
 			i += 2
 		case bytes.EqualFold(args[i], []byte("setname")) && i+1 < len(args):
 			name, setName = args[i+1], true
 			if bytes.ContainsAny(name, " \r\n") {
-				c.local.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+				c.local.Error(msgClientName.Text())
 				return
 			}
 			i++
 		default:
-			c.local.Error("ERR Syntax error in HELLO option '" + printable(args[i], 64) + "'")
+			c.local.Error(msgHelloOption.Text(printable(args[i], 64)))
 			return
 		}
 	}
 	if !c.authed {
-		c.local.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		c.local.Error(msgHelloNoAuth.Text())
 		return
 	}
 	if proto != 3 {

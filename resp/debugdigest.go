@@ -12,7 +12,7 @@ import (
 // suite does, after healing). Needs Config.Engine.
 func runDebugDigest(s *Server, c *client) {
 	if s.cfg.Engine == nil {
-		c.local.Error("ERR DEBUG DIGEST: this server has no engine to digest")
+		c.local.Error(msgNoDigest.Text())
 		return
 	}
 	sum, keys := s.cfg.Engine.Digest()

@@ -3,103 +3,233 @@ package resp
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// The one table of error reply texts (without the leading '-'): the engine
-// and cluster return coded errors (internal/errcode) and know no reply
-// text; fixedTexts and codeText render each code, with its details,
-// exactly as clients see it. A new error gets a code in errcode and a text
-// here (and a line in docs/design.md's "Error codes"); TestErrorTexts
-// fails for a code without one.
+// The error replies. Every error text sluice sends comes from one of two
+// catalogues, and this file is the only code that renders them:
+//
+//   - the codes (internal/errcode/catalogue.go): the errors the engine and
+//     the cluster return, one row per code with its class and reply;
+//     codeText renders them;
+//   - the RESP server's own replies (msgs below): argument checks,
+//     connection, transaction and protocol errors no other package returns;
+//     msg.Text renders them.
+//
+// docs/design.md's "Error codes" tables are rendered from both
+// (TestDesignErrorTable fails when they differ), TestErrorTexts pins every
+// text, and TestNoInlineErrorTexts fails for an error text written
+// anywhere else in this package. Adding one: docs/design.md "A new error".
 
-// fixedTexts are the texts of the codes whose replies name no detail.
-var fixedTexts = [errcode.NumCodes]string{
-	errcode.WrongType:      "WRONGTYPE Operation against a key holding the wrong kind of limiter",
-	errcode.OOM:            "OOM command not allowed when used memory > 'maxmemory'.",
-	errcode.ShuttingDown:   "CLUSTERDOWN this node is shutting down",
-	errcode.Loading:        "LOADING sluice is loading the dataset in memory",
-	errcode.Uncertain:      "UNCERTAIN the command may have been applied",
-	errcode.OutcomeUnknown: "UNCERTAIN leadership changed while committing; the command may have been applied",
-	errcode.DuplicateBatch: "UNCERTAIN the command was re-sent after a broken connection and had already been applied; its result is lost",
-	errcode.BadReply:       "UNCERTAIN the leader's reply did not decode; the command may have been applied",
-	errcode.ConnLost:       "UNCERTAIN the connection to the leader broke after the command was sent; it may have been applied",
-}
-
-// codeText renders e's reply text; "" for a code it does not know.
+// codeText renders e's reply text from its code's catalogue row; "" for a
+// code it does not know.
 func codeText(e *errcode.Error) string {
-	if e.Code < errcode.NumCodes && fixedTexts[e.Code] != "" {
-		return fixedTexts[e.Code]
+	row := e.Code.Entry()
+	if row.Reply == "" {
+		return ""
 	}
-	switch e.Code {
-	case errcode.Internal:
-		return "ERR internal error: " + e.Detail
-	case errcode.Other:
-		return "ERR " + e.Detail
-	case errcode.BadRule:
-		return withDetail("ERR invalid limiter parameters", ": ", e.Detail, "")
-	case errcode.ClockBackwards:
-		return withDetail("ERR the clock never goes backwards: freeze time is before the current time", " (", e.Detail, ")")
-	case errcode.KeyLimit:
-		if e.Num == 0 {
-			return "OOM command not allowed: the key limit is reached"
-		}
-		return "OOM command not allowed: the key limit is reached (max-keys " + strconv.FormatInt(e.Num, 10) + ")"
-	case errcode.DuplicateKey:
-		if e.Detail == "" {
-			return "ERR duplicate key in RL.ALL"
-		}
-		return "ERR duplicate key in RL.ALL: " + strconv.Quote(e.Detail)
-	case errcode.ClusterDown:
-		if e.Num == 0 {
-			return "CLUSTERDOWN no quorum: the cluster could not commit in time"
-		}
-		return "CLUSTERDOWN no quorum: the cluster could not commit within " + time.Duration(e.Num).String()
-	case errcode.CommitTimeout:
-		return "UNCERTAIN no answer from the cluster within " + time.Duration(e.Num).String() + " after the command was submitted; it may have been applied"
-	case errcode.LostQuorum:
-		return "UNCERTAIN leadership was lost while committing and no majority answered within " + time.Duration(e.Num).String() + "; the command may have been applied"
-	case errcode.NotLeader:
-		if e.Detail == "" {
-			return "ERR not the leader; the leader is unknown"
-		}
-		return "ERR not the leader; leader is " + e.Detail
-	case errcode.BadNodeID:
-		return "ERR invalid node id " + strconv.Quote(e.Detail)
-	case errcode.BadRaftAddr:
-		return "ERR invalid raft address: " + e.Detail
-	case errcode.NoSuchNode:
-		return "ERR no such node " + strconv.Quote(e.Detail)
-	case errcode.NoSuchVoter:
-		return "ERR no such voter " + strconv.Quote(e.Detail)
-	case errcode.SnapshotTimeout:
-		return "ERR snapshot did not finish within " + time.Duration(e.Num).String()
-	case errcode.AdminFailed:
-		// The cause is Raft's error, or a coded one (the node shutting
-		// down) that reads as its reply.
-		cause := "unknown error"
-		if c := errcode.Of(e.Cause); c != nil {
-			cause = codeText(c)
-		} else if e.Cause != nil {
-			cause = e.Cause.Error()
-		}
-		return "ERR " + e.Detail + " failed: " + cause
+	if row.Bare != "" && bare(row.Reply, e) {
+		return row.Bare
 	}
-	return ""
+	if strings.IndexByte(row.Reply, '{') < 0 {
+		return row.Reply // no allocation for a fixed text
+	}
+	return fill(row.Reply, func(name string) string {
+		switch name {
+		case "{detail}":
+			return e.Detail
+		case "{quoted}":
+			return strconv.Quote(e.Detail)
+		case "{key}":
+			return "'" + NewArgError("", []byte(e.Detail), "").Value + "'"
+		case "{num}":
+			return strconv.FormatInt(e.Num, 10)
+		case "{duration}":
+			return time.Duration(e.Num).String()
+		case "{cause}":
+			// Raft's error, or a coded one (the node shutting down) that
+			// reads as its reply.
+			if c := errcode.Of(e.Cause); c != nil {
+				return codeText(c)
+			} else if e.Cause != nil {
+				return e.Cause.Error()
+			}
+			return "unknown error"
+		}
+		return name
+	})
 }
 
-// withDetail appends detail between open and close to text, when there is one.
-func withDetail(text, open, detail, close string) string {
-	if detail == "" {
+// duplicateKeyText is the reply to an RL.ALL naming key twice: the
+// server's own check, with the engine's text (one text per condition).
+func duplicateKeyText(key []byte) string {
+	return codeText(&errcode.Error{Code: errcode.DuplicateKey, Detail: string(key)})
+}
+
+// bare reports whether every placeholder of reply has nothing to fill in
+// from e: an empty Detail, a zero Num.
+func bare(reply string, e *errcode.Error) bool {
+	usesDetail := strings.Contains(reply, "{detail}") || strings.Contains(reply, "{quoted}") || strings.Contains(reply, "{key}")
+	usesNum := strings.Contains(reply, "{num}") || strings.Contains(reply, "{duration}")
+	return (!usesDetail || e.Detail == "") && (!usesNum || e.Num == 0)
+}
+
+// fill replaces each {placeholder} of format with value(placeholder).
+func fill(format string, value func(name string) string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(format, '{')
+		j := strings.IndexByte(format[max(i, 0):], '}')
+		if i < 0 || j < 0 {
+			b.WriteString(format)
+			return b.String()
+		}
+		b.WriteString(format[:i])
+		b.WriteString(value(format[i : i+j+1]))
+		format = format[i+j+1:]
+	}
+}
+
+// msg is one of the RESP server's own error replies.
+type msg uint8
+
+// The RESP server's own error replies, in the order of msgs.
+const (
+	msgSyntax msg = iota
+	msgArity
+	msgUnknownCommand
+	msgUnknownSubcommand
+	msgNoAuth
+	msgArg
+	msgProtocol
+	msgMaxClients
+	msgKeyEmpty
+	msgKeyLong
+	msgCostOption
+	msgAcquireOption
+	msgOptionValue
+	msgAcquireID
+	msgZeroRates
+	msgInvalidCursor
+	msgCountRange
+	msgClientName
+	msgClientInfo
+	msgUnrecognizedOption
+	msgNoPassword
+	msgWrongPass
+	msgNotInteger
+	msgDBIndex
+	msgProtoVersion
+	msgNoProto
+	msgHelloOption
+	msgHelloNoAuth
+	msgExecNoMulti
+	msgDiscardNoMulti
+	msgExecAbort
+	msgMultiNested
+	msgNotInMulti
+	msgMultiTooLong
+	msgConfigSet
+	msgDebugDisabled
+	msgDebugUsage
+	msgNoDigest
+	msgTrackingBoth
+	msgTrackingSwitch
+	msgTrackingPrefix
+	msgTrackingRedirect
+	msgTrackingBcast
+	msgTrackingResp3
+	msgTrackingDisabled
+	msgCachingMode
+	msgCachingYes
+	msgCachingNo
+	msgClusterDisabled
+	msgClusterUnsupported
+	msgCrossSlot
+	msgMoved
+
+	numMsgs
+)
+
+// msgs is the catalogue of the RESP server's own replies: the text (a
+// format whose {placeholders} Text fills in order) and when it is sent.
+var msgs = [numMsgs]struct{ text, when string }{
+	msgSyntax:             {"ERR syntax error", "an argument list the command's grammar does not take"},
+	msgArity:              {"ERR wrong number of arguments for '{command}' command", "a command or subcommand with too few or too many arguments"},
+	msgUnknownCommand:     {"ERR unknown command '{command}', with args beginning with: {args}", "a command sluice does not know ({args}: each argument quoted and followed by a space, while the text is under 256 bytes)"},
+	msgUnknownSubcommand:  {"ERR unknown subcommand '{subcommand}'. Try {COMMAND} HELP.", "a container command (CLIENT, CONFIG, ...) with a subcommand it does not know"},
+	msgNoAuth:             {"NOAUTH Authentication required.", "a command before AUTH on a server with --requirepass"},
+	msgArg:                {"ERR invalid {name} '{value}': {reason}", "an argument out of its range (`ArgError`; the value quoted safely, at most 64 bytes)"},
+	msgProtocol:           {"ERR Protocol error: {reason}", "input that breaks the protocol's framing or limits; the connection is closed"},
+	msgMaxClients:         {"ERR max number of clients reached", "a connection beyond --maxclients; it is closed"},
+	msgKeyEmpty:           {"ERR invalid key '': must be 1 to {max} bytes", "an empty key"},
+	msgKeyLong:            {"ERR invalid key: longer than {max} bytes", "a key longer than the key length limit"},
+	msgCostOption:         {"ERR unknown option '{option}' for '{command}': expected COST n", "an option an RL.* decision does not take"},
+	msgAcquireOption:      {"ERR unknown option '{option}' for 'rl.acquire': expected ID token or COST n", "an option RL.ACQUIRE does not take"},
+	msgOptionValue:        {"ERR option {option} needs a value", "COST or ID as the last argument"},
+	msgAcquireID:          {"ERR option ID token is required for 'rl.acquire'", "RL.ACQUIRE without ID"},
+	msgZeroRates:          {"ERR Zero rates are not supported", "CL.THROTTLE with a zero count or period (redis-cell's text)"},
+	msgInvalidCursor:      {"ERR invalid cursor", "SCAN with a cursor that is not a number"},
+	msgCountRange:         {"ERR value is out of range, must be positive", "SCAN's COUNT below 1"},
+	msgClientName:         {"ERR Client names cannot contain spaces, newlines or special characters.", "CLIENT SETNAME or HELLO SETNAME with a space or newline"},
+	msgClientInfo:         {"ERR {ATTR} cannot contain spaces, newlines or special characters.", "CLIENT SETINFO with a space or newline"},
+	msgUnrecognizedOption: {"ERR Unrecognized option '{option}'", "CLIENT SETINFO with another attribute than LIB-NAME or LIB-VER"},
+	msgNoPassword:         {"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?", "AUTH on a server without --requirepass"},
+	msgWrongPass:          {"WRONGPASS invalid username-password pair or user is disabled.", "AUTH or HELLO AUTH with a wrong user or password"},
+	msgNotInteger:         {"ERR value is not an integer or out of range", "SELECT's index is not a number"},
+	msgDBIndex:            {"ERR DB index is out of range", "SELECT of another database than 0"},
+	msgProtoVersion:       {"ERR Protocol version is not an integer or out of range", "HELLO's version is not a number"},
+	msgNoProto:            {"NOPROTO unsupported protocol version", "HELLO with a version other than 2 or 3"},
+	msgHelloOption:        {"ERR Syntax error in HELLO option '{option}'", "HELLO with an option it does not take"},
+	msgHelloNoAuth:        {"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time", "HELLO without AUTH before authenticating"},
+	msgExecNoMulti:        {"ERR EXEC without MULTI", "EXEC outside a transaction"},
+	msgDiscardNoMulti:     {"ERR DISCARD without MULTI", "DISCARD outside a transaction"},
+	msgExecAbort:          {"EXECABORT Transaction discarded because of previous errors.", "EXEC after a command of the transaction was refused when queued"},
+	msgMultiNested:        {"ERR MULTI calls can not be nested", "MULTI inside a transaction"},
+	msgNotInMulti:         {"ERR {COMMAND} is not allowed in MULTI: its reply grows with the keyspace", "KEYS or SCAN inside a transaction"},
+	msgMultiTooLong:       {"ERR MULTI queue too long", "a transaction past its command or byte bound"},
+	msgConfigSet:          {"ERR CONFIG SET is not supported: sluice is configured by its flags", "CONFIG SET"},
+	msgDebugDisabled:      {"ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.", "DEBUG on a server without --enable-debug-command"},
+	msgDebugUsage:         {"ERR unknown DEBUG subcommand or wrong arguments: use DEBUG TIMEWARP ms, DEBUG CLOCK FREEZE [unix-ms] or DEBUG CLOCK RESUME", "DEBUG with a subcommand or arguments it does not take"},
+	msgNoDigest:           {"ERR DEBUG DIGEST: this server has no engine to digest", "DEBUG DIGEST on a server whose executor has no engine"},
+	msgTrackingBoth:       {"ERR You can't specify both OPTIN mode and OPTOUT mode", "CLIENT TRACKING ON OPTIN OPTOUT"},
+	msgTrackingSwitch:     {"ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.", "CLIENT TRACKING switching between OPTIN and OPTOUT"},
+	msgTrackingPrefix:     {"ERR PREFIX option requires BCAST mode to be enabled", "CLIENT TRACKING PREFIX without BCAST"},
+	msgTrackingRedirect:   {"ERR REDIRECT is not supported: use HELLO 3 and receive the invalidations on this connection", "CLIENT TRACKING REDIRECT"},
+	msgTrackingBcast:      {"ERR BCAST is not supported: track the keys read instead", "CLIENT TRACKING BCAST"},
+	msgTrackingResp3:      {"ERR CLIENT TRACKING needs RESP3 (HELLO 3): invalidations are RESP3 pushes, and REDIRECT is not supported", "CLIENT TRACKING ON on a RESP2 connection"},
+	msgTrackingDisabled:   {"ERR client tracking is not enabled on this server", "CLIENT TRACKING ON on a server without a tracker"},
+	msgCachingMode:        {"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled", "CLIENT CACHING without OPTIN or OPTOUT tracking"},
+	msgCachingYes:         {"ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.", "CLIENT CACHING YES without OPTIN"},
+	msgCachingNo:          {"ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.", "CLIENT CACHING NO without OPTOUT"},
+	msgClusterDisabled:    {"ERR This instance has cluster support disabled", "a CLUSTER command, READONLY, READWRITE or ASKING on a server without --peers (Redis's text)"},
+	msgClusterUnsupported: {"ERR CLUSTER {SUBCOMMAND} is not supported: Raft assigns slots and members", "a CLUSTER subcommand that would change slots or members"},
+	msgCrossSlot:          {"CROSSSLOT Keys in request don't hash to the same slot", "a command or transaction whose keys belong to different Raft groups"},
+	msgMoved:              {"MOVED {slot} {addr}", "with --redirect, a keyed command sent to a node that does not lead the key's group"},
+}
+
+// Text returns m's reply text (without the leading '-'), its placeholders
+// filled with args in order. A fixed text costs no allocation.
+func (m msg) Text(args ...string) string {
+	text := msgs[m].text
+	if len(args) == 0 {
 		return text
 	}
-	return text + open + detail + close
+	return fill(text, func(name string) string {
+		if len(args) == 0 {
+			return name
+		}
+		v := args[0]
+		args = args[1:]
+		return v
+	})
 }
 
 // errSyntax is resp's own error; its text is the reply.
-var errSyntax = errors.New("ERR syntax error")
+var errSyntax = errors.New(msgSyntax.Text())
 
 // errorText renders err as an error reply's text: a coded error through
 // codeText; resp's own errors (their texts are replies) as they are;

@@ -60,7 +60,7 @@ type ArgError struct {
 // Error returns the reply text, e.g.
 // "ERR invalid rate '0': must be a positive number or N/duration".
 func (e *ArgError) Error() string {
-	return "ERR invalid " + e.Name + " '" + e.Value + "': " + e.Reason
+	return msgArg.Text(e.Name, e.Value, e.Reason)
 }
 
 // NewArgError returns the error for argument name with raw value b. At most

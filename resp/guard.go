@@ -345,7 +345,7 @@ func (c *GuardConn) reject() error {
 		c.sent = true
 		if !c.fail.silent {
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(errorWriteTimeout))
-			_, _ = io.WriteString(c, "-ERR "+c.fail.Error()+"\r\n")
+			_, _ = io.WriteString(c, "-"+msgProtocol.Text(c.fail.reason)+"\r\n")
 		}
 	}
 	return c.fail

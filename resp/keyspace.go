@@ -73,7 +73,7 @@ func keyspaceCommands() []*command {
 			args:    []argDoc{optional(argDoc{name: "flush-type", typ: "oneof", subargs: []argDoc{{name: "async", typ: "pure-token", token: "ASYNC"}, {name: "sync", typ: "pure-token", token: "SYNC"}}})},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				if len(args) > 2 || len(args) == 2 && !bytes.EqualFold(args[1], []byte("async")) && !bytes.EqualFold(args[1], []byte("sync")) {
-					c.local.Error("ERR syntax error")
+					c.local.Error(msgSyntax.Text())
 					return
 				}
 				c.enqueue(p, engine.Op{Code: engine.OpFlush})
@@ -158,13 +158,13 @@ func renderCount(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 func runScan(s *Server, c *client, args [][]byte, p *pending) {
 	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
 	if err != nil {
-		c.local.Error("ERR invalid cursor")
+		c.local.Error(msgInvalidCursor.Text())
 		return
 	}
 	op := engine.Op{Code: engine.OpScan, Cursor: cursor, Cost: 10}
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
-			c.local.Error("ERR syntax error")
+			c.local.Error(msgSyntax.Text())
 			return
 		}
 		val := args[i+1]
@@ -174,7 +174,7 @@ func runScan(s *Server, c *client, args [][]byte, p *pending) {
 		case bytes.EqualFold(args[i], []byte("count")):
 			n, err := strconv.ParseInt(string(val), 10, 64)
 			if err != nil || n < 1 {
-				c.local.Error("ERR value is out of range, must be positive")
+				c.local.Error(msgCountRange.Text())
 				return
 			}
 			op.Cost = min(n, 100000)
@@ -187,7 +187,7 @@ func runScan(s *Server, c *client, args [][]byte, p *pending) {
 			}
 			op.Rule.Kind = kind
 		default:
-			c.local.Error("ERR syntax error")
+			c.local.Error(msgSyntax.Text())
 			return
 		}
 	}

@@ -68,7 +68,7 @@ func rlReleaseCommand() *command {
 
 // wrongArgs replies Redis's wrong-number-of-arguments error for p's command.
 func wrongArgs(c *client, p *pending) {
-	c.local.Error("ERR wrong number of arguments for '" + p.cmd.name + "' command")
+	c.local.Error(msgArity.Text(p.cmd.name))
 }
 
 // runAll parses `RL.ALL numlimits ALGO key a b cost ...`. Every argument is
@@ -127,7 +127,7 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 	for i := start + 1; i < end; i++ {
 		for j := start; j < i; j++ {
 			if bytes.Equal(c.limits[i].Key, c.limits[j].Key) {
-				c.local.Error("ERR duplicate key '" + NewArgError("", c.limits[i].Key, "").Value + "' in RL.ALL")
+				c.local.Error(duplicateKeyText(c.limits[i].Key))
 				c.limits = c.limits[:start]
 				return
 			}
@@ -244,14 +244,14 @@ func runAcquire(s *Server, c *client, args [][]byte, p *pending) {
 	for i := 4; i < len(args); i += 2 {
 		isID, isCost := bytes.EqualFold(args[i], []byte("id")), bytes.EqualFold(args[i], []byte("cost"))
 		if !isID && !isCost {
-			c.local.Error("ERR unknown option '" + printable(args[i], 64) + "' for 'rl.acquire': expected ID token or COST n")
+			c.local.Error(msgAcquireOption.Text(printable(args[i], 64)))
 			return
 		}
 		if i+1 >= len(args) {
 			if isCost {
-				c.local.Error("ERR option COST needs a value")
+				c.local.Error(msgOptionValue.Text("COST"))
 			} else {
-				c.local.Error("ERR option ID needs a value")
+				c.local.Error(msgOptionValue.Text("ID"))
 			}
 			return
 		}
@@ -269,7 +269,7 @@ func runAcquire(s *Server, c *client, args [][]byte, p *pending) {
 		}
 	}
 	if token == nil {
-		c.local.Error("ERR option ID token is required for 'rl.acquire'")
+		c.local.Error(msgAcquireID.Text())
 		return
 	}
 	c.enqueue(p, engine.Op{Code: engine.OpAcquire, Key: args[1], Rule: rule, Cost: cost, Token: token})

@@ -82,10 +82,10 @@ func (s *Server) checkKey(c *client, key []byte) bool {
 // keyError returns the error text for an invalid key, or "".
 func (s *Server) keyError(key []byte) string {
 	if len(key) == 0 {
-		return "ERR invalid key '': must be 1 to " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes"
+		return msgKeyEmpty.Text(strconv.Itoa(s.cfg.MaxKeyLen))
 	}
 	if len(key) > s.cfg.MaxKeyLen {
-		return "ERR invalid key: longer than " + strconv.Itoa(s.cfg.MaxKeyLen) + " bytes"
+		return msgKeyLong.Text(strconv.Itoa(s.cfg.MaxKeyLen))
 	}
 	return ""
 }
@@ -141,11 +141,11 @@ func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Ki
 	cost := int64(1)
 	for i := 4; i < len(args); i += 2 {
 		if !bytes.EqualFold(args[i], []byte("cost")) {
-			c.local.Error("ERR unknown option '" + printable(args[i], 64) + "' for '" + p.cmd.name + "': expected COST n")
+			c.local.Error(msgCostOption.Text(printable(args[i], 64), p.cmd.name))
 			return
 		}
 		if i+1 >= len(args) {
-			c.local.Error("ERR option COST needs a value")
+			c.local.Error(msgOptionValue.Text("COST"))
 			return
 		}
 		if cost, err = ParseCost("cost", args[i+1]); err != nil {
@@ -159,7 +159,7 @@ func (s *Server) runLimiter(c *client, args [][]byte, p *pending, kind engine.Ki
 // runThrottle parses `CL.THROTTLE key max_burst count period [quantity]`.
 func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 	if len(args) > 6 {
-		c.local.Error("ERR wrong number of arguments for 'cl.throttle' command")
+		c.local.Error(msgArity.Text("cl.throttle"))
 		return
 	}
 	if !s.checkKey(c, args[1]) {
@@ -178,7 +178,7 @@ func runThrottle(s *Server, c *client, args [][]byte, p *pending) {
 	}
 	burst, count, period, quantity := vals[0], vals[1], vals[2], vals[3]
 	if count == 0 || period == 0 {
-		c.local.Error("ERR Zero rates are not supported")
+		c.local.Error(msgZeroRates.Text())
 		return
 	}
 	if period > engine.MaxPeriod/nsPerSecond {

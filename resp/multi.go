@@ -49,14 +49,14 @@ func transactionCommands() []*command {
 			name: "exec", arity: 1, group: "transactions", since: "1.2.0",
 			complexity: "O(N) commands", summary: "Run the queued commands as one batch",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				c.local.Error("ERR EXEC without MULTI")
+				c.local.Error(msgExecNoMulti.Text())
 			},
 		},
 		{
 			name: "discard", arity: 1, flags: flagFast, group: "transactions", since: "2.0.0",
 			complexity: "O(N) commands", summary: "Forget the queued commands",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				c.local.Error("ERR DISCARD without MULTI")
+				c.local.Error(msgDiscardNoMulti.Text())
 			},
 		},
 	}
@@ -97,7 +97,7 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		c.multi = nil
 		if m.dirty {
 			c.localReply(cmd, func(r *replyBuf) {
-				r.Error("EXECABORT Transaction discarded because of previous errors.")
+				r.Error(msgExecAbort.Text())
 			})
 			return
 		}
@@ -120,14 +120,14 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		c.multi = nil // they end the transaction and act at once, as in Redis
 		s.dispatch(c, args, c.newPending())
 	case name == "multi":
-		c.localReply(cmd, func(r *replyBuf) { r.Error("ERR MULTI calls can not be nested") })
+		c.localReply(cmd, func(r *replyBuf) { r.Error(msgMultiNested.Text()) })
 	case cmd == nil || !c.authed && !cmd.flags.has(flagNoAuth) || !cmd.arityOK(len(args)):
 		m.dirty = true
 		s.dispatch(c, args, c.newPending()) // renders the error
 	case name == "keys" || name == "scan":
 		m.dirty = true
 		c.localReply(cmd, func(r *replyBuf) {
-			r.Error("ERR " + strings.ToUpper(name) + " is not allowed in MULTI: its reply grows with the keyspace")
+			r.Error(msgNotInMulti.Text(strings.ToUpper(name)))
 		})
 	case s.clusterOn && cmd.firstKey > 0 && s.clusterRoute(cmd, args, c.readOnly) != "":
 		// MOVED or CROSSSLOT at queue time, as Redis Cluster replies;
@@ -137,10 +137,10 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		c.localReply(cmd, func(r *replyBuf) { r.Error(msg) })
 	case !m.sameGroup(s, cmd, args):
 		m.dirty = true
-		c.localReply(cmd, func(r *replyBuf) { r.Error(errCrossSlot) })
+		c.localReply(cmd, func(r *replyBuf) { r.Error(msgCrossSlot.Text()) })
 	case len(m.cmds) >= maxMultiQueue || m.bytes > s.cfg.Limits.MaxQueryBuffer:
 		m.dirty = true
-		c.localReply(cmd, func(r *replyBuf) { r.Error("ERR MULTI queue too long") })
+		c.localReply(cmd, func(r *replyBuf) { r.Error(msgMultiTooLong.Text()) })
 	default:
 		q := make([][]byte, len(args))
 		for i, a := range args {

@@ -235,11 +235,11 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 	}
 	p.stats = cmd.stats
 	if !c.authed && !cmd.flags.has(flagNoAuth) {
-		c.local.Error("NOAUTH Authentication required.")
+		c.local.Error(msgNoAuth.Text())
 		return
 	}
 	if !cmd.arityOK(len(args)) {
-		c.local.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
+		c.local.Error(msgArity.Text(cmd.name))
 		return
 	}
 	if s.clusterOn && cmd.firstKey > 0 && !c.execing {
@@ -292,7 +292,7 @@ func (s *Server) lookup(name []byte) *command {
 
 // unknownCommand renders Redis's unknown-command error text.
 func unknownCommand(args [][]byte) string {
-	msg := "ERR unknown command '" + printable(args[0], 128) + "', with args beginning with: "
+	msg := msgUnknownCommand.Text(printable(args[0], 128), "")
 	for _, a := range args[1:] {
 		if len(msg) > 256 {
 			break

@@ -289,7 +289,7 @@ func (s *Server) accept(nc net.Conn) *client {
 		// Both ways: on a TLS listener the write runs the handshake, which
 		// must not hold the accept loop on a client that sends nothing.
 		_ = nc.SetDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		_, _ = nc.Write([]byte("-" + msgMaxClients.Text() + "\r\n"))
 		_ = nc.Close()
 		return nil
 	}
@@ -329,7 +329,7 @@ func (s *Server) serveConn(c *client) {
 			var rpe *reqProtocolError
 			if errors.As(err, &rpe) {
 				_ = c.nc.SetWriteDeadline(time.Now().Add(errorWriteTimeout))
-				_, _ = c.nc.Write([]byte("-ERR " + rpe.Error() + "\r\n"))
+				_, _ = c.nc.Write([]byte("-" + msgProtocol.Text(rpe.reason) + "\r\n"))
 			}
 			if err == io.EOF {
 				err = nil

@@ -49,7 +49,7 @@ func serverCommands() []*command {
 			args: []argDoc{multiple(argDoc{name: "parameter", typ: "pattern"})}, run: runConfigGet},
 		{name: "config|set", arity: -4, group: "server", since: "2.0.0", summary: "Not supported: sluice is configured by flags",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				c.local.Error("ERR CONFIG SET is not supported: sluice is configured by its flags")
+				c.local.Error(msgConfigSet.Text())
 			}},
 		{name: "config|resetstat", arity: 2, group: "server", since: "2.0.0", summary: "Accepted for compatibility",
 			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
@@ -57,10 +57,10 @@ func serverCommands() []*command {
 	debug := &command{
 		name: "debug", arity: -2, group: "server", since: "1.0.0", complexity: "O(1)",
 		summary: "The test clock: TIMEWARP ms, CLOCK FREEZE [unix-ms], CLOCK RESUME; DIGEST (needs --enable-debug-command)",
-		subErr:  errDebugUsage,
+		subErr:  msgDebugUsage.Text(),
 		run: func(s *Server, c *client, args [][]byte, p *pending) {
 			if !s.cfg.EnableDebug {
-				c.local.Error("ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.")
+				c.local.Error(msgDebugDisabled.Text())
 				return
 			}
 			runSubcommand(s, c, args, p)
@@ -100,9 +100,6 @@ func serverCommands() []*command {
 		cmdCmd, config, debug,
 	}
 }
-
-// errDebugUsage is DEBUG's reply to an unknown subcommand or wrong arguments.
-const errDebugUsage = "ERR unknown DEBUG subcommand or wrong arguments: use DEBUG TIMEWARP ms, DEBUG CLOCK FREEZE [unix-ms] or DEBUG CLOCK RESUME"
 
 // renderOK renders the reply of a command whose one operation returns
 // nothing but an error or success.
@@ -150,7 +147,7 @@ func runDebugClock(s *Server, c *client, args [][]byte, p *pending) {
 	case strings.EqualFold(string(args[1]), "resume") && len(args) == 2:
 		c.enqueue(p, engine.Op{Code: engine.OpClockResume})
 	default:
-		c.local.Error(errDebugUsage)
+		c.local.Error(msgDebugUsage.Text())
 	}
 }
 

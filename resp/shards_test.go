@@ -107,7 +107,7 @@ func TestMultiStaysInOneGroup(t *testing.T) {
 	c.do(t, "RL.TOKEN", "bar", "10", "1/s").expect(t, "+QUEUED")
 	c.do(t, "RL.TOKEN", "hello", "10", "1/s").expect(t, "+QUEUED") // group 0 too (slot 866)
 	c.do(t, "PING").expect(t, "+QUEUED")
-	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "-"+errCrossSlot)
+	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "-CROSSSLOT Keys in request don't hash to the same slot")
 	c.do(t, "EXEC").expect(t, "-EXECABORT Transaction discarded because of previous errors.")
 
 	c.do(t, "MULTI").expect(t, "+OK")

@@ -413,7 +413,7 @@ func runClientTracking(s *Server, c *client, args [][]byte, p *pending) {
 		on = true
 	case bytes.EqualFold(args[1], []byte("off")):
 	default:
-		c.local.Error("ERR syntax error")
+		c.local.Error(msgSyntax.Text())
 		return
 	}
 	var optin, optout, noloop, bcast, prefix, redirect bool
@@ -435,7 +435,7 @@ func runClientTracking(s *Server, c *client, args [][]byte, p *pending) {
 		case bytes.EqualFold(a, []byte("noloop")):
 			noloop = true
 		default:
-			c.local.Error("ERR syntax error")
+			c.local.Error(msgSyntax.Text())
 			return
 		}
 	}
@@ -447,19 +447,19 @@ func runClientTracking(s *Server, c *client, args [][]byte, p *pending) {
 	tr := c.tracking
 	switch {
 	case optin && optout:
-		c.local.Error("ERR You can't specify both OPTIN mode and OPTOUT mode")
+		c.local.Error(msgTrackingBoth.Text())
 	case tr != nil && (optin && tr.optout || optout && tr.optin):
-		c.local.Error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
+		c.local.Error(msgTrackingSwitch.Text())
 	case prefix && !bcast:
-		c.local.Error("ERR PREFIX option requires BCAST mode to be enabled")
+		c.local.Error(msgTrackingPrefix.Text())
 	case redirect:
-		c.local.Error("ERR REDIRECT is not supported: use HELLO 3 and receive the invalidations on this connection")
+		c.local.Error(msgTrackingRedirect.Text())
 	case bcast:
-		c.local.Error("ERR BCAST is not supported: track the keys read instead")
+		c.local.Error(msgTrackingBcast.Text())
 	case c.proto != 3:
-		c.local.Error("ERR CLIENT TRACKING needs RESP3 (HELLO 3): invalidations are RESP3 pushes, and REDIRECT is not supported")
+		c.local.Error(msgTrackingResp3.Text())
 	case s.cfg.Tracker == nil:
-		c.local.Error("ERR client tracking is not enabled on this server")
+		c.local.Error(msgTrackingDisabled.Text())
 	default:
 		if tr == nil {
 			tr = s.cfg.Tracker.start(c.nc)
@@ -475,24 +475,24 @@ func runClientTracking(s *Server, c *client, args [][]byte, p *pending) {
 func runClientCaching(s *Server, c *client, args [][]byte, p *pending) {
 	tr := c.tracking
 	if tr == nil {
-		c.local.Error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		c.local.Error(msgCachingMode.Text())
 		return
 	}
 	switch {
 	case bytes.EqualFold(args[1], []byte("yes")):
 		if !tr.optin {
-			c.local.Error("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+			c.local.Error(msgCachingYes.Text())
 			return
 		}
 		tr.caching = 1
 	case bytes.EqualFold(args[1], []byte("no")):
 		if !tr.optout {
-			c.local.Error("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+			c.local.Error(msgCachingNo.Text())
 			return
 		}
 		tr.caching = -1
 	default:
-		c.local.Error("ERR syntax error")
+		c.local.Error(msgSyntax.Text())
 		return
 	}
 	c.cachingSet = true

@@ -1,9 +1,11 @@
 // Package errcode names every error a sluice command can end in, as a
-// small code with the details its reply needs, and no reply text: the
-// engine and cluster return *Error values, the forwarding wire carries
-// their codes, and the RESP server alone maps each code to its Redis reply
-// text (resp/errors.go, the one table). A new error gets a code here, a
-// row in that table, and a line in docs/design.md's "Error codes".
+// small code with the details its reply needs: the engine and cluster
+// return *Error values and know no reply text, the forwarding wire carries
+// their codes, and the RESP server alone renders each code as its Redis
+// reply (resp/errors.go). The catalogue (catalogue.go) is the one table of
+// the codes: name, class, reply format and docs/design.md's columns. A new
+// error is a code here and a row there; docs/design.md "A new error" lists
+// the steps and the tests that fail until each is done.
 //
 // It imports nothing of ours, so that every package may use it.
 package errcode
@@ -18,8 +20,8 @@ import (
 // byte: never renumber one, only append.
 type Code uint8
 
-// The codes. Each says what the client may assume; docs/design.md lists
-// them with their reply texts.
+// The codes. Each says what the client may assume; its row in the
+// catalogue (catalogue.go) holds its class and reply text.
 const (
 	// Internal: a bug or an error from below that has no code of its own;
 	// Detail says what failed.
@@ -95,38 +97,10 @@ const (
 	NumCodes
 )
 
-var names = [NumCodes]string{
-	Internal:        "internal error",
-	WrongType:       "wrong type",
-	BadRule:         "bad rule",
-	ClockBackwards:  "clock backwards",
-	OOM:             "out of memory",
-	KeyLimit:        "key limit reached",
-	DuplicateKey:    "duplicate key",
-	ClusterDown:     "cluster down",
-	ShuttingDown:    "shutting down",
-	Loading:         "loading",
-	Uncertain:       "uncertain",
-	CommitTimeout:   "commit timeout",
-	LostQuorum:      "lost quorum",
-	OutcomeUnknown:  "outcome unknown",
-	DuplicateBatch:  "duplicate batch",
-	NotLeader:       "not the leader",
-	BadNodeID:       "bad node id",
-	BadRaftAddr:     "bad raft address",
-	NoSuchNode:      "no such node",
-	NoSuchVoter:     "no such voter",
-	SnapshotTimeout: "snapshot timeout",
-	AdminFailed:     "admin command failed",
-	BadReply:        "bad reply from the leader",
-	ConnLost:        "connection to the leader lost",
-	Other:           "error",
-}
-
 // String returns the code's name (not a reply text).
 func (c Code) String() string {
 	if c < NumCodes {
-		return names[c]
+		return catalogue[c].Name
 	}
 	return "code " + strconv.Itoa(int(c))
 }
@@ -144,16 +118,15 @@ const (
 
 // Class returns what a client may assume after c.
 func (c Code) Class() Class {
-	switch c {
-	case Uncertain, CommitTimeout, LostQuorum, OutcomeUnknown, DuplicateBatch, BadReply, ConnLost:
-		return MayHaveApplied
+	if c < NumCodes {
+		return catalogue[c].Class
 	}
 	return NotApplied
 }
 
 // Error is an error with a code. Its Error text names the code and
-// details for logs; the reply a client sees comes from the RESP server's
-// table.
+// details for logs; the reply a client sees is its code's catalogue
+// reply, rendered by the RESP server.
 type Error struct {
 	Code   Code
 	Detail string // what the code leaves open: a key, a reason, an address

@@ -3,6 +3,8 @@ package errcode
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -45,5 +47,43 @@ func TestIs(t *testing.T) {
 		if c.String() == "" || c.String() == "code "+fmt.Sprint(int(c)) {
 			t.Errorf("code %d has no name", c)
 		}
+	}
+}
+
+// TestCatalogue fails for a code without a complete row, a reply with an
+// unknown placeholder, or a class its reply contradicts: UNCERTAIN is the
+// may-have-applied class's reply and no other's (CLUSTERDOWN means
+// certainly not applied).
+func TestCatalogue(t *testing.T) {
+	for c := range NumCodes {
+		e := c.Entry()
+		if e.Name == "" || e.Reply == "" || e.Producer == "" || e.Assume == "" {
+			t.Errorf("code %d has no complete catalogue row: %+v", c, e)
+		}
+		rest := e.Reply
+		for {
+			i := strings.IndexByte(rest, '{')
+			if i < 0 {
+				break
+			}
+			j := strings.IndexByte(rest[i:], '}')
+			if j < 0 {
+				t.Errorf("%v: unclosed placeholder in %q", c, e.Reply)
+				break
+			}
+			if !slices.Contains(placeholders, rest[i:i+j+1]) {
+				t.Errorf("%v: unknown placeholder %s in %q", c, rest[i:i+j+1], e.Reply)
+			}
+			rest = rest[i+j+1:]
+		}
+		if strings.Contains(e.Bare, "{") {
+			t.Errorf("%v: a bare reply has a placeholder: %q", c, e.Bare)
+		}
+		if uncertain := strings.HasPrefix(e.Reply, "UNCERTAIN "); uncertain != (e.Class == MayHaveApplied) {
+			t.Errorf("%v: class %d contradicts its reply %q", c, e.Class, e.Reply)
+		}
+	}
+	if (NumCodes + 1).Entry() != (Entry{}) {
+		t.Error("a code beyond NumCodes has a row")
 	}
 }
