@@ -15,23 +15,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
-// waitFor polls fn until it returns nil or timeout passes, then fails the
-// test with fn's last error.
+// waitFor is testkit.Eventually polling every 5 ms.
 func waitFor(t testing.TB, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, 5*time.Millisecond, fn)
 }
 
 // testClock is the leaders' wall clock in tests: it moves only when told.

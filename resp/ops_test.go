@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // tlsServer runs a server with a plain and a TLS listener; clientCA makes
@@ -181,7 +182,12 @@ func TestCloseBothListeners(t *testing.T) {
 	srv, plain, secure := tlsServer(t, certs, false)
 	// Both serving (until then the kernel accepts on the sockets anyway).
 	rawDial(t, plain).do(t, "PING").expect(t, "+PONG")
-	waitFor(t, func() bool { return srv.TLSAddr() != nil })
+	testkit.Eventually(t, 5*time.Second, time.Millisecond, func() error {
+		if srv.TLSAddr() == nil {
+			return errors.New("no TLS listener")
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Close(ctx); err != nil {
@@ -325,17 +331,5 @@ func TestMetricsNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per pipeline", allocs)
-	}
-}
-
-// waitFor polls cond for up to 5 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

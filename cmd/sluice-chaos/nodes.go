@@ -105,7 +105,7 @@ func newCluster(bin, out string, n, shards, skewed int, skew time.Duration, extr
 					return nil, err
 				}
 				pair = append(pair, p)
-				m = append(m, target+"="+p.addr())
+				m = append(m, target+"="+p.Addr())
 			}
 			c.proxies[[2]int{from.idx, to.idx}] = pair
 		}
@@ -138,7 +138,7 @@ func (c *cluster) proxiesTo(nd *node) []*linkProxy {
 // start starts nd's process (again).
 func (c *cluster) start(nd *node) error {
 	for _, p := range c.proxiesTo(nd) {
-		if err := p.targetUp(); err != nil {
+		if err := p.TargetUp(); err != nil {
 			return err
 		}
 	}
@@ -199,7 +199,7 @@ func (c *cluster) kill(nd *node) {
 	_ = p.Signal(syscall.SIGKILL)
 	<-exited
 	for _, p := range c.proxiesTo(nd) {
-		p.targetDown()
+		p.TargetDown()
 	}
 }
 
@@ -236,7 +236,7 @@ func (c *cluster) cut(a, b int, mode cutMode) error {
 	var errs []error
 	for _, key := range [][2]int{{a, b}, {b, a}} {
 		for _, p := range c.proxies[key] {
-			errs = append(errs, p.set(mode))
+			errs = append(errs, p.Set(mode))
 		}
 	}
 	return errors.Join(errs...)
@@ -253,7 +253,7 @@ func (c *cluster) stall(a, b int) error {
 	var errs []error
 	for _, key := range [][2]int{{a, b}, {b, a}} {
 		pair := c.proxies[key]
-		errs = append(errs, pair[0].set(cutDrop), pair[1].set(cutStall))
+		errs = append(errs, pair[0].Set(cutDrop), pair[1].Set(cutStall))
 	}
 	return errors.Join(errs...)
 }
@@ -262,7 +262,7 @@ func (c *cluster) healLinks() error {
 	var errs []error
 	for _, ps := range c.proxies {
 		for _, p := range ps {
-			errs = append(errs, p.set(linkUp))
+			errs = append(errs, p.Set(linkUp))
 		}
 	}
 	return errors.Join(errs...)
@@ -327,7 +327,7 @@ func (c *cluster) stop() {
 	}
 	for _, ps := range c.proxies {
 		for _, p := range ps {
-			p.close()
+			p.Close()
 		}
 	}
 }

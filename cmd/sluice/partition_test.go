@@ -2,139 +2,49 @@ package main
 
 import (
 	"context"
-	"net"
+	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
-// stallProxy forwards TCP connections to target through a link the test
-// can stall: a stalled link goes silent (bytes wait in the proxy, nothing
-// is closed), which is what a dead network looks like to both ends. On
-// heal, a link either resumes every connection intact (as TCP does when
-// its next retransmission comes soon), or, with stuckOld, keeps the
-// connections that lived through the stall silent for good (as TCP does
-// for tens of seconds when a long cut pushed it deep into its
-// retransmission backoff) while new connections pass.
+// stallProxy is a link the test can stall (internal/testkit's LinkProxy):
+// a stalled link goes silent (bytes wait in the proxy, nothing is closed),
+// which is what a dead network looks like to both ends. On heal, a link
+// either resumes every connection intact (as TCP does when its next
+// retransmission comes soon), or, with stuckOld, keeps the connections that
+// lived through the stall silent for good (as TCP does for tens of seconds
+// when a long cut pushed it deep into its retransmission backoff) while new
+// connections pass.
 type stallProxy struct {
-	target   string
-	ln       net.Listener
-	stuckOld bool
-
-	mu      sync.Mutex
-	stalled bool
-	changed chan struct{} // closed and replaced on every change
-	conns   map[*stallConn]struct{}
-}
-
-type stallConn struct {
-	a, b  net.Conn
-	stuck bool // guarded by the proxy's mu
+	*testkit.LinkProxy
+	stall testkit.LinkMode // LinkStall with stuckOld, else LinkDrop
 }
 
 func newStallProxy(t *testing.T, target string, stuckOld bool) *stallProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testkit.NewLinkProxy(target, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stallProxy{target: target, ln: ln, stuckOld: stuckOld, changed: make(chan struct{}), conns: map[*stallConn]struct{}{}}
-	go p.serve()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *stallProxy) serve() {
-	for {
-		a, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		b, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			a.Close()
-			continue
-		}
-		c := &stallConn{a: a, b: b}
-		p.mu.Lock()
-		c.stuck = p.stalled && p.stuckOld
-		p.conns[c] = struct{}{}
-		p.mu.Unlock()
-		go p.pump(c, c.b, c.a)
-		go p.pump(c, c.a, c.b)
+	t.Cleanup(p.Close)
+	sp := &stallProxy{LinkProxy: p, stall: testkit.LinkDrop}
+	if stuckOld {
+		sp.stall = testkit.LinkStall
 	}
+	return sp
 }
 
-// pump copies src to dst, holding each chunk while the link is stalled
-// (or the connection stuck).
-func (p *stallProxy) pump(c *stallConn, dst, src net.Conn) {
-	defer func() {
-		c.a.Close()
-		c.b.Close()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if !p.waitPass(c) {
-				return
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// waitPass waits until c may pass bytes; false when the proxy closed.
-func (p *stallProxy) waitPass(c *stallConn) bool {
-	for {
-		p.mu.Lock()
-		if p.conns == nil {
-			p.mu.Unlock()
-			return false
-		}
-		if !p.stalled && !c.stuck {
-			p.mu.Unlock()
-			return true
-		}
-		ch := p.changed
-		p.mu.Unlock()
-		<-ch
-	}
-}
+func (p *stallProxy) addr() string { return p.Addr() }
 
 func (p *stallProxy) set(stalled bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stalled = stalled
-	if stalled && p.stuckOld {
-		for c := range p.conns {
-			c.stuck = true
-		}
+	mode := testkit.LinkUp
+	if stalled {
+		mode = p.stall
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
-}
-
-func (p *stallProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = nil
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
-	for c := range conns {
-		c.a.Close()
-		c.b.Close()
-	}
+	_ = p.Set(mode) // only LinkReject and TargetUp listen again, and can fail
 }
 
 // proxiedCluster is a cluster whose every node dials each peer's Raft and

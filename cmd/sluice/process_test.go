@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // binary is the sluice binary built once for the process tests.
@@ -157,17 +159,15 @@ func (c *testCluster) waitServing(nodes ...*proc) {
 // last went wrong.
 func (c *testCluster) settle(timeout, interval time.Duration, what string, problem func() string) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		p := problem()
-		if p == "" {
-			return
+	err := testkit.Poll(timeout, interval, func() error {
+		if p := problem(); p != "" {
+			return errors.New(p)
 		}
-		if time.Now().After(deadline) {
-			c.dumpLogs()
-			c.t.Fatalf("%s never settled in %s: %s", what, timeout, p)
-		}
-		time.Sleep(interval)
+		return nil
+	})
+	if err != nil {
+		c.dumpLogs()
+		c.t.Fatalf("%s never settled: %v", what, err)
 	}
 }
 

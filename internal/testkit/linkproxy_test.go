@@ -1,4 +1,4 @@
-package main
+package testkit
 
 import (
 	"bufio"
@@ -47,16 +47,16 @@ func roundTrip(c net.Conn, rd *bufio.Reader, line string, d time.Duration) (stri
 
 // proxiedEcho starts an echo server behind a link proxy; dial connects
 // through the proxy.
-func proxiedEcho(t *testing.T) (p *linkProxy, dial func() (net.Conn, *bufio.Reader)) {
+func proxiedEcho(t *testing.T) (p *LinkProxy, dial func() (net.Conn, *bufio.Reader)) {
 	t.Helper()
-	p, err := newLinkProxy(echoServer(t), slog.New(slog.DiscardHandler))
+	p, err := NewLinkProxy(echoServer(t), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p, func() (net.Conn, *bufio.Reader) {
 		t.Helper()
-		c, err := net.Dial("tcp", p.addr())
+		c, err := net.Dial("tcp", p.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,56 +73,56 @@ func TestLinkProxy(t *testing.T) {
 	}
 
 	// Dropping: silence, then the held bytes arrive intact on heal.
-	set := func(m cutMode) {
+	set := func(m LinkMode) {
 		t.Helper()
-		if err := p.set(m); err != nil {
+		if err := p.Set(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	set(cutDrop)
+	set(LinkDrop)
 	if got, err := roundTrip(c, rd, "held", 200*time.Millisecond); err == nil {
 		t.Fatalf("a dropped link answered %q", got)
 	}
-	set(linkUp)
+	set(LinkUp)
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	if got, err := rd.ReadString('\n'); err != nil || got != "held\n" {
 		t.Fatalf("after heal: %q, %v", got, err)
 	}
 	c2, rd2 := dial() // a connection made while dropping waits too
-	set(cutDrop)
+	set(LinkDrop)
 	c3, rd3 := dial()
 	if _, err := roundTrip(c3, rd3, "new", 200*time.Millisecond); err == nil {
 		t.Fatal("a new connection crossed a dropped link")
 	}
-	set(linkUp)
+	set(LinkUp)
 	_ = c3.SetDeadline(time.Now().Add(time.Second))
 	if got, err := rd3.ReadString('\n'); err != nil || got != "new\n" {
 		t.Fatalf("new connection after heal: %q, %v", got, err)
 	}
 
 	// Rejecting: existing connections close, new ones close at once.
-	set(cutReject)
+	set(LinkReject)
 	_ = c2.SetDeadline(time.Now().Add(time.Second))
 	if _, err := rd2.ReadString('\n'); err == nil {
 		t.Fatal("a rejecting link kept a connection open")
 	}
-	if c, err := net.Dial("tcp", p.addr()); err == nil {
+	if c, err := net.Dial("tcp", p.Addr()); err == nil {
 		c.Close()
 		t.Fatal("a rejecting link took a new connection")
 	}
-	set(linkUp)
+	set(LinkUp)
 	c5, rd5 := dial()
 	if got, err := roundTrip(c5, rd5, "back", time.Second); err != nil || got != "back" {
 		t.Fatalf("after the reject heals: %q, %v", got, err)
 	}
 
 	// The node behind is down: dials are refused, as without a proxy.
-	p.targetDown()
-	if c, err := net.Dial("tcp", p.addr()); err == nil {
+	p.TargetDown()
+	if c, err := net.Dial("tcp", p.Addr()); err == nil {
 		c.Close()
 		t.Fatal("a proxy in front of a down node accepted a connection")
 	}
-	if err := p.targetUp(); err != nil {
+	if err := p.TargetUp(); err != nil {
 		t.Fatal(err)
 	}
 	c6, rd6 := dial()
@@ -140,14 +140,14 @@ func TestLinkProxyStall(t *testing.T) {
 	if got, err := roundTrip(old, oldRd, "up", time.Second); err != nil || got != "up" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
-	if err := p.set(cutStall); err != nil {
+	if err := p.Set(LinkStall); err != nil {
 		t.Fatal(err)
 	}
 	during, duringRd := dial()
 	if got, err := roundTrip(old, oldRd, "held", 200*time.Millisecond); err == nil {
 		t.Fatalf("a stalled link answered %q", got)
 	}
-	if err := p.set(linkUp); err != nil {
+	if err := p.Set(LinkUp); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := roundTrip(old, oldRd, "still", 300*time.Millisecond); err == nil {

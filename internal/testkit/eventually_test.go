@@ -1,0 +1,59 @@
+package testkit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPoll(t *testing.T) {
+	calls := 0
+	err := Poll(time.Second, time.Millisecond, func() error {
+		if calls++; calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("Poll = %v after %d calls, want nil after 3", err, calls)
+	}
+
+	calls = 0
+	start := time.Now()
+	err = Poll(20*time.Millisecond, 5*time.Millisecond, func() error { calls++; return errors.New("never") })
+	if err == nil || !strings.Contains(err.Error(), "never") || !strings.Contains(err.Error(), "20ms") {
+		t.Fatalf("Poll past its timeout = %v, want the last error and the timeout", err)
+	}
+	if elapsed := time.Since(start); elapsed < 20*time.Millisecond || calls < 2 {
+		t.Fatalf("Poll gave up after %v and %d calls", elapsed, calls)
+	}
+}
+
+// fakeTB records a fatal failure instead of ending the test.
+type fakeTB struct {
+	testing.TB
+	failed string
+}
+
+func (f *fakeTB) Helper()           {}
+func (f *fakeTB) Fatal(args ...any) { f.failed = args[0].(error).Error() }
+
+func TestEventually(t *testing.T) {
+	ok := &fakeTB{TB: t}
+	n := 0
+	Eventually(ok, time.Second, time.Millisecond, func() error {
+		if n++; n < 2 {
+			return errors.New("soon")
+		}
+		return nil
+	})
+	if ok.failed != "" {
+		t.Fatalf("a condition that came true failed the test: %s", ok.failed)
+	}
+	bad := &fakeTB{TB: t}
+	Eventually(bad, 10*time.Millisecond, time.Millisecond, func() error { return errors.New("stuck") })
+	if !strings.Contains(bad.failed, "stuck") {
+		t.Fatalf("a condition that never came true failed with %q", bad.failed)
+	}
+}
