@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,10 +242,28 @@ func (r *Report) BuildCharts() {
 	}
 }
 
+// stamp is the line under each section's heading that says which run
+// measured it: when, which sluice (its commit), how many rounds (0: one
+// run, no rounds).
+func (r *Report) stamp(rounds int) string {
+	sluice := "sluice unknown"
+	if f := strings.Fields(r.Machine.Sluice); len(f) > 0 {
+		sluice = "sluice " + f[0]
+	}
+	runs := "one run"
+	if rounds == 1 {
+		runs = "1 round"
+	} else if rounds > 1 {
+		runs = fmt.Sprintf("%d rounds", rounds)
+	}
+	return fmt.Sprintf("*Measured %s, %s, %s.*\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"), sluice, runs)
+}
+
 // Markdown renders the report; charts are linked under chartDir.
 func (r *Report) Markdown(chartDir string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	stamp := func(rounds int) { b.WriteString(r.stamp(rounds)) }
 	img := func(name, alt string) {
 		if _, ok := r.Charts[name]; ok {
 			p("![%s](%s)\n\n", alt, filepath.ToSlash(filepath.Join(chartDir, name)))
@@ -257,6 +272,7 @@ func (r *Report) Markdown(chartDir string) string {
 	p("# sluice benchmarks\n\n")
 	p("Measured by `%s` on %s, in %s. Every server ran on this machine, on 127.0.0.1, next to the load generator.\n\n",
 		r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second))
+	p("This page is written only by `make bench-doc` (`bench.Report.WriteDoc`), each section stamped with the run that measured it; measurements and notes written by hand live in [notes/](notes/), dated.\n\n")
 	m := r.Machine
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| cores (nproc) | %d |\n| CPU | %s |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| redis-server | %s |\n",
@@ -278,7 +294,9 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if len(r.Goals) > 0 {
-		p("## Goals\n\n| goal | want | measured | result |\n|---|---|---|---|\n")
+		p("## Goals\n\n")
+		stamp(r.Options.Rounds)
+		p("| goal | want | measured | result |\n|---|---|---|---|\n")
 		for _, g := range r.Goals {
 			res := g.Status
 			if res == GoalPass {
@@ -291,6 +309,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	if len(r.Cases) > 0 {
 		p("## Throughput and latency\n\n")
+		stamp(r.Options.Rounds)
 		p("Medians over the rounds; rounds alternate between the targets (A B A B). Latency is per request, from the write of its pipelined batch to its reply, so at P16 it includes the wait behind the batch. *Server CPU per request* is the CPU time (user + system, all threads, from /proc/PID/stat) the server's processes used in the measured phase over the requests answered: what a request costs, less sensitive to a busy machine than throughput (for the cluster, the three nodes together).\n\n")
 		for _, cr := range r.Cases {
 			if strings.HasPrefix(cr.Case.ID, "conns-") || strings.HasPrefix(cr.Case.ID, "durability-") {
@@ -305,6 +324,7 @@ func (r *Report) Markdown(chartDir string) string {
 	durability := r.casesWithPrefix("durability-")
 	if len(durability) > 0 {
 		p("## Log stores and durability modes\n\n")
+		stamp(durability[0].Case.Rounds)
 		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase); *commit per entry* is the mean time from handing an entry to Raft to its outcome on the leader (`sluice_raft_commit_duration_seconds`), *hold per entry* the mean time an entry's first request waited in the leader's batcher before that (`sluice_batch_hold_duration_seconds`). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
 		for _, cr := range durability {
 			durabilityTable(&b, cr)
@@ -314,6 +334,7 @@ func (r *Report) Markdown(chartDir string) string {
 	conns := r.casesWithPrefix("conns-")
 	if len(conns) > 0 {
 		p("## Throughput against connections\n\n")
+		stamp(conns[0].Case.Rounds)
 		img("conns.svg", "throughput against connections")
 		p("| connections |")
 		for _, t := range conns[0].Case.Targets {
@@ -336,6 +357,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	if len(r.Calibration) > 0 {
 		p("## Load generator check\n\n")
+		stamp(0)
 		p("The same token-bucket workload (%d connections, uniform over %d keys named `tb:` + 12 digits) measured by this tool's client and by `redis-benchmark -c %d -r %d -P <P>`, one after the other against the same server. Where the two agree, the client is not what limits the figures above.\n\n", r.Options.Conns, r.Options.Keys, r.Options.Conns, r.Options.Keys)
 		p("| target | pipeline | sluice-bench | redis-benchmark | ratio |\n|---|---|---|---|---|\n")
 		for _, c := range r.Calibration {
@@ -350,6 +372,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	if len(r.Memory) > 0 {
 		p("## Memory per live key\n\n")
+		stamp(0)
 		p("RSS (VmRSS of /proc/PID/status) of a fresh server, then after creating live token buckets (`tb:` + 12 digits, capacity 2^40, refilling one token an hour, so none is back at its initial state). `used_memory` is INFO's figure where the server has one.")
 		if r.MemoryFromSweep {
 			p(" Taken from the key-count sweep below: the keys were created in steps, with a short load between the steps, so the RSS also holds what those loads left (connection buffers: well under 1%% of the total at 1M keys).")
@@ -373,6 +396,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	if len(r.Keys) > 0 {
 		p("## Against the number of live keys\n\n")
+		stamp(0)
 		p("One fresh server per target; at each step keys are added up to the count, the RSS read, then RL.TOKEN (or the token script) runs for the run length with %d connections at P16, uniform over the keys that exist.\n\n", r.Options.Conns)
 		img("memory.svg", "RSS against live keys")
 		img("memory-per-key.svg", "RSS per key against live keys")
@@ -402,6 +426,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	if a := r.Accuracy; a != nil {
 		p("## Accuracy of the sliding window counter\n\n")
+		stamp(0)
 		if a.Unavailable != "" || a.Err != "" {
 			p("Not measured: %s\n\n", mdEscape(firstNonEmpty(a.Unavailable, a.Err)))
 		} else {
@@ -424,7 +449,9 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if r.Engine != "" {
-		p("## Engine micro-benchmarks\n\n```\n%s\n```\n\n", strings.TrimSpace(r.Engine))
+		p("## Engine micro-benchmarks\n\n")
+		stamp(0)
+		p("```\n%s\n```\n\n", strings.TrimSpace(r.Engine))
 	}
 
 	p("## Reproduce\n\n")
@@ -596,15 +623,11 @@ func (r *Report) Write(dir string) error {
 	return nil
 }
 
-// HandWrittenMarker opens the part of docs/benchmarks.md that is written by
-// hand (the measurement rounds and the known gaps): WriteDoc keeps that line
-// and everything after it when it rewrites the generated report above it.
-const HandWrittenMarker = "<!-- Written by hand below this line: make bench-doc keeps it. -->"
-
 // WriteDoc writes the Markdown report to path with its charts in chartDir
-// (relative to path's folder), for docs/benchmarks.md. If path already holds
-// a HandWrittenMarker line, that line and what follows it are kept after the
-// new report.
+// (relative to path's folder), for docs/benchmarks.md. It replaces the
+// whole file: the page is written only by its generator (make bench-doc),
+// every section stamped with the run; notes written by hand live in
+// docs/notes/.
 func (r *Report) WriteDoc(path, chartDir string) error {
 	if r.Charts == nil {
 		r.BuildCharts()
@@ -619,13 +642,6 @@ func (r *Report) WriteDoc(path, chartDir string) error {
 		}
 	}
 	doc := r.Markdown(chartDir)
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("doc: %w", err)
-	}
-	if i := bytes.Index(old, []byte(HandWrittenMarker)); i >= 0 {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + string(old[i:])
-	}
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		return fmt.Errorf("doc: %w", err)
 	}

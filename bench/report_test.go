@@ -161,9 +161,8 @@ func TestReportWrite(t *testing.T) {
 		t.Error(err)
 	}
 
-	// A rewrite keeps the hand-written part, and only that, of the old doc.
-	hand := HandWrittenMarker + "\n\n## Rounds\n\nwritten by hand\n"
-	if err := os.WriteFile(doc, []byte("# stale generated text\n\n"+hand), 0o644); err != nil {
+	// A rewrite replaces the whole page: nothing written by hand survives.
+	if err := os.WriteFile(doc, []byte("# stale generated text\n\n## Rounds\n\nwritten by hand\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.WriteDoc(doc, "benchmarks"); err != nil {
@@ -173,8 +172,34 @@ func TestReportWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.TrimRight(r.Markdown("benchmarks"), "\n") + "\n\n" + hand; string(b) != want {
+	if want := r.Markdown("benchmarks"); string(b) != want {
 		t.Errorf("rewritten doc:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+// TestSectionStamps: every section of the page names the run that
+// measured it (its time, sluice's commit, its rounds).
+func TestSectionStamps(t *testing.T) {
+	r := sampleReport()
+	r.EvaluateGoals()
+	r.Machine.Sluice = "abc1234 (bin/sluice, built today)"
+	r.Engine = "BenchmarkX 1 ns/op"
+	md := r.Markdown("charts")
+	sections := strings.Split(md, "\n## ")[1:]
+	if len(sections) < 8 {
+		t.Fatalf("%d sections", len(sections))
+	}
+	for _, sec := range sections {
+		title, body, _ := strings.Cut(sec, "\n")
+		if title == "Machine" || title == "Reproduce" || title == "Method" {
+			continue
+		}
+		if !strings.HasPrefix(strings.TrimLeft(body, "\n"), "*Measured ") || !strings.Contains(body, "sluice abc1234") {
+			t.Errorf("section %q has no stamp: %.120q", title, body)
+		}
+	}
+	if !strings.Contains(md, " rounds.*") {
+		t.Error("no section names its rounds")
 	}
 }
 
