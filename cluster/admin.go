@@ -24,7 +24,7 @@ func (n *Node) adminTimeout() time.Duration {
 	return n.cfg.ClusterTimeout + 2*n.cfg.ElectionTimeout
 }
 
-// Status implements resp.ClusterAdmin: RAFT.STATUS's fields, in order.
+// Status returns this group's RAFT.STATUS fields, in order (Host.Status).
 func (n *Node) Status() [][2]string {
 	_, leaderID := n.raft.LeaderWithID()
 	leaderAddr := ""
@@ -103,7 +103,7 @@ func (n *Node) waitAdmin(ctx context.Context, f raft.Future) error {
 	return waitFuture(n.closing, f, max(timeout, time.Millisecond))
 }
 
-// Join implements resp.ClusterAdmin (RAFT.JOIN id raft_addr): it adds a
+// Join serves Host.Join (RAFT.JOIN id raft_addr): it adds a
 // voter. The new node must have been started without bootstrapping.
 func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 	if err := n.leaderOnly(); err != nil {
@@ -121,7 +121,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 	return adminError("join", n.waitAdmin(ctx, f))
 }
 
-// Remove implements resp.ClusterAdmin (RAFT.REMOVE id).
+// Remove serves Host.Remove (RAFT.REMOVE id).
 func (n *Node) Remove(ctx context.Context, id string) error {
 	if err := n.leaderOnly(); err != nil {
 		return err
@@ -141,7 +141,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	return adminError("remove", n.waitAdmin(ctx, f))
 }
 
-// Transfer implements resp.ClusterAdmin (RAFT.TRANSFER [id]).
+// Transfer serves Host.Transfer (RAFT.TRANSFER [id]) for this group.
 func (n *Node) Transfer(ctx context.Context, id string) error {
 	if err := n.leaderOnly(); err != nil {
 		return err
@@ -171,7 +171,7 @@ func (n *Node) Transfer(ctx context.Context, id string) error {
 	return adminError("transfer", n.waitAdmin(ctx, f))
 }
 
-// Snapshot implements resp.ClusterAdmin (RAFT.SNAPSHOT): this node
+// Snapshot serves Host.Snapshot (RAFT.SNAPSHOT): this node
 // snapshots its state now and compacts its log. A snapshot with nothing new
 // since the last is not an error.
 func (n *Node) Snapshot(ctx context.Context) error {

@@ -1,6 +1,7 @@
-// Package cluster replicates sluice's engine with Raft: a Node is the
-// resp.Executor (and resp.ClusterAdmin) of a server that is one voter of a
-// cluster, or a single durable voter on its own.
+// Package cluster replicates sluice's engine with Raft: a Host (host.go) is
+// the resp.Executor and resp.ClusterAdmin of a server process, and runs one
+// Node per Raft group (one by default), each a voter of its group's cluster
+// or a single durable voter on its own.
 //
 // Every operation, reads included, goes through the Raft log and is answered
 // from the result the FSM computed when its entry applied: the same log
@@ -38,8 +39,9 @@ import (
 	"github.com/sluice-rl/sluice/persistence"
 )
 
-// Node is one Raft voter running the engine. It implements resp.Executor
-// and resp.ClusterAdmin.
+// Node is one Raft voter of one group, running that group's engine. It
+// implements resp.Executor; its admin methods serve the Host's, which
+// implements resp.ClusterAdmin.
 type Node struct {
 	cfg     Config
 	log     *slog.Logger

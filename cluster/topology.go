@@ -145,7 +145,7 @@ func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
 	reply(fwdStatusOK, "")
 }
 
-// Topology implements resp.ClusterAdmin: the members of the configuration
+// Topology serves Host.Topology (from group 0): the members of the configuration
 // with the RESP addresses the log holds for them, and the one group (every
 // slot) with its leader.
 func (n *Node) Topology() slots.Topology {
@@ -172,9 +172,10 @@ func (n *Node) Topology() slots.Topology {
 	return t
 }
 
-// Route implements resp.ClusterAdmin: whether this node leads group (there
-// is one group today, 0), and otherwise the RESP address of its leader as
-// the log announced it ("" while unknown).
+// Route reports whether this node leads its own group, and otherwise the
+// RESP address of that group's leader as the log announced it ("" while
+// unknown). A Node knows only its own group, which it calls 0: Host.Route
+// asks group g's node for group 0; any other group is not led here.
 func (n *Node) Route(group int) (addr string, local bool) {
 	if group != 0 {
 		return "", false

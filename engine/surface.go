@@ -1,7 +1,11 @@
 package engine
 
-// This file fixes the Engine's method set that resp/, cluster/ and
-// persistence/ code against. Bodies live in the files named beside each.
+// This file holds the types that resp/, cluster/ and persistence/ use beside
+// the Engine itself: its Config, the Watcher it tells of changes, and the
+// state a snapshot carries (ClockState, Record, Lease). The Engine and its
+// methods live in engine.go (New, Apply, Decide, the locking) and beside it
+// in all.go, concurrency.go, digest.go, export.go, memory.go, rules.go and
+// scan.go.
 
 // Config sizes an Engine.
 type Config struct {

@@ -32,7 +32,7 @@ type config struct {
 	NoBootstrap    bool
 	ClusterTimeout time.Duration
 	LockStripes    int  // --lock-stripes: the engine's lock stripes
-	Shards         int  // --shards: Raft groups (slot ranges); only 1 for now
+	Shards         int  // --shards: Raft groups (slot ranges), 1 to cluster.MaxShards
 	Redirect       bool // --redirect: MOVED instead of forwarding keyed commands
 	MaxKeyLen      int
 	MaxLogLimit    int64
