@@ -263,7 +263,9 @@ func (r *Report) stamp(rounds int) string {
 func (r *Report) Markdown(chartDir string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	stamp := func(rounds int) { b.WriteString(r.stamp(rounds)) }
+	// section opens a section measured by this run: its heading, then its
+	// stamp.
+	section := func(title string, rounds int) { p("## %s\n\n%s", title, r.stamp(rounds)) }
 	img := func(name, alt string) {
 		if _, ok := r.Charts[name]; ok {
 			p("![%s](%s)\n\n", alt, filepath.ToSlash(filepath.Join(chartDir, name)))
@@ -294,8 +296,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if len(r.Goals) > 0 {
-		p("## Goals\n\n")
-		stamp(r.Options.Rounds)
+		section("Goals", r.Options.Rounds)
 		p("| goal | want | measured | result |\n|---|---|---|---|\n")
 		for _, g := range r.Goals {
 			res := g.Status
@@ -308,8 +309,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if len(r.Cases) > 0 {
-		p("## Throughput and latency\n\n")
-		stamp(r.Options.Rounds)
+		section("Throughput and latency", r.Options.Rounds)
 		p("Medians over the rounds; rounds alternate between the targets (A B A B). Latency is per request, from the write of its pipelined batch to its reply, so at P16 it includes the wait behind the batch. *Server CPU per request* is the CPU time (user + system, all threads, from /proc/PID/stat) the server's processes used in the measured phase over the requests answered: what a request costs, less sensitive to a busy machine than throughput (for the cluster, the three nodes together).\n\n")
 		for _, cr := range r.Cases {
 			if strings.HasPrefix(cr.Case.ID, "conns-") || strings.HasPrefix(cr.Case.ID, "durability-") {
@@ -323,8 +323,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	durability := r.casesWithPrefix("durability-")
 	if len(durability) > 0 {
-		p("## Log stores and durability modes\n\n")
-		stamp(durability[0].Case.Rounds)
+		section("Log stores and durability modes", durability[0].Case.Rounds)
 		p("The durable three-node cluster with every connection on its leader, started with `--raft-log <store> --fsync <mode>`: `sluice-cluster-leader-wal-everysec` is `--raft-log wal --fsync everysec`. *Server CPU per request* is the three nodes' CPU together; *ops per log entry* is how many operations an average Raft entry carried (the nodes' `sluice_raft_committed_ops_total` over `sluice_raft_committed_entries_total`, over the measured phase); *commit per entry* is the mean time from handing an entry to Raft to its outcome on the leader (`sluice_raft_commit_duration_seconds`), *hold per entry* the mean time an entry's first request waited in the leader's batcher before that (`sluice_batch_hold_duration_seconds`). Run just these rows with `sluice-bench -sections durability` (README: Durability says what each mode promises).\n\n")
 		for _, cr := range durability {
 			durabilityTable(&b, cr)
@@ -333,8 +332,7 @@ func (r *Report) Markdown(chartDir string) string {
 
 	conns := r.casesWithPrefix("conns-")
 	if len(conns) > 0 {
-		p("## Throughput against connections\n\n")
-		stamp(conns[0].Case.Rounds)
+		section("Throughput against connections", conns[0].Case.Rounds)
 		img("conns.svg", "throughput against connections")
 		p("| connections |")
 		for _, t := range conns[0].Case.Targets {
@@ -356,8 +354,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if len(r.Calibration) > 0 {
-		p("## Load generator check\n\n")
-		stamp(0)
+		section("Load generator check", 0)
 		p("The same token-bucket workload (%d connections, uniform over %d keys named `tb:` + 12 digits) measured by this tool's client and by `redis-benchmark -c %d -r %d -P <P>`, one after the other against the same server. Where the two agree, the client is not what limits the figures above.\n\n", r.Options.Conns, r.Options.Keys, r.Options.Conns, r.Options.Keys)
 		p("| target | pipeline | sluice-bench | redis-benchmark | ratio |\n|---|---|---|---|---|\n")
 		for _, c := range r.Calibration {
@@ -371,8 +368,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if len(r.Memory) > 0 {
-		p("## Memory per live key\n\n")
-		stamp(0)
+		section("Memory per live key", 0)
 		p("RSS (VmRSS of /proc/PID/status) of a fresh server, then after creating live token buckets (`tb:` + 12 digits, capacity 2^40, refilling one token an hour, so none is back at its initial state). `used_memory` is INFO's figure where the server has one.")
 		if r.MemoryFromSweep {
 			p(" Taken from the key-count sweep below: the keys were created in steps, with a short load between the steps, so the RSS also holds what those loads left (connection buffers: well under 1%% of the total at 1M keys).")
@@ -395,8 +391,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if len(r.Keys) > 0 {
-		p("## Against the number of live keys\n\n")
-		stamp(0)
+		section("Against the number of live keys", 0)
 		p("One fresh server per target; at each step keys are added up to the count, the RSS read, then RL.TOKEN (or the token script) runs for the run length with %d connections at P16, uniform over the keys that exist.\n\n", r.Options.Conns)
 		img("memory.svg", "RSS against live keys")
 		img("memory-per-key.svg", "RSS per key against live keys")
@@ -425,8 +420,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if a := r.Accuracy; a != nil {
-		p("## Accuracy of the sliding window counter\n\n")
-		stamp(0)
+		section("Accuracy of the sliding window counter", 0)
 		if a.Unavailable != "" || a.Err != "" {
 			p("Not measured: %s\n\n", mdEscape(firstNonEmpty(a.Unavailable, a.Err)))
 		} else {
@@ -449,8 +443,7 @@ func (r *Report) Markdown(chartDir string) string {
 	}
 
 	if r.Engine != "" {
-		p("## Engine micro-benchmarks\n\n")
-		stamp(0)
+		section("Engine micro-benchmarks", 0)
 		p("```\n%s\n```\n\n", strings.TrimSpace(r.Engine))
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // fakeLeader accepts one follower connection and lets the test script the
@@ -32,46 +33,33 @@ type fakeRequest struct {
 
 func newFakeLeader(t *testing.T) *fakeLeader {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeLeader{ln: ln, reqs: make(chan fakeRequest, 16)}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	f := &fakeLeader{reqs: make(chan fakeRequest, 16)}
+	f.ln = testkit.Serve(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		hello := make([]byte, len(fwdHello))
+		if _, err := io.ReadFull(br, hello); err != nil || string(hello) != fwdHello {
+			c.Close()
+			return
+		}
 		for {
-			c, err := ln.Accept()
+			p, err := readFrame(br, maxFwdRequest)
 			if err != nil {
+				c.Close()
 				return
 			}
-			go func() {
-				br := bufio.NewReader(c)
-				hello := make([]byte, len(fwdHello))
-				if _, err := io.ReadFull(br, hello); err != nil || string(hello) != fwdHello {
-					c.Close()
-					return
-				}
-				for {
-					p, err := readFrame(br, maxFwdRequest)
-					if err != nil {
-						c.Close()
-						return
-					}
-					d := newDecoder(p)
-					r := fakeRequest{id: d.Uvarint(), c: c}
-					d.Uvarint()
-					copy(r.batch[:], d.B)
-					d.B = d.B[len(r.batch):]
-					r.ops = d.ops()
-					if len(r.ops) == 0 { // a ping
-						r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
-						continue
-					}
-					f.reqs <- r
-				}
-			}()
+			d := newDecoder(p)
+			r := fakeRequest{id: d.Uvarint(), c: c}
+			d.Uvarint()
+			copy(r.batch[:], d.B)
+			d.B = d.B[len(r.batch):]
+			r.ops = d.ops()
+			if len(r.ops) == 0 { // a ping
+				r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
+				continue
+			}
+			f.reqs <- r
 		}
-	}()
+	})
 	return f
 }
 

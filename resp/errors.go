@@ -80,6 +80,7 @@ func bare(reply string, e *errcode.Error) bool {
 // fill replaces each {placeholder} of format with value(placeholder).
 func fill(format string, value func(name string) string) string {
 	var b strings.Builder
+	b.Grow(len(format) + 32)
 	for {
 		i := strings.IndexByte(format, '{')
 		j := strings.IndexByte(format[max(i, 0):], '}')

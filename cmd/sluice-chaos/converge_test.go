@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // groupStatus is what a fake node reports for one Raft group.
@@ -39,11 +39,7 @@ func (f *fakeNode) set(g int, st groupStatus) {
 // chaos cluster pointing at it.
 func startFakeNode(t *testing.T, id string, idx int, f *fakeNode) *node {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := testkit.Listen(t)
 	go func() {
 		_ = redcon.Serve(ln, func(conn redcon.Conn, cmd redcon.Command) {
 			if !strings.EqualFold(string(cmd.Args[0]), "raft.status") || len(cmd.Args) > 2 {
@@ -52,6 +48,7 @@ func startFakeNode(t *testing.T, id string, idx int, f *fakeNode) *node {
 			}
 			g := 0
 			if len(cmd.Args) == 2 {
+				var err error // each connection's own: the handler runs on many goroutines
 				if g, err = strconv.Atoi(string(cmd.Args[1])); err != nil || g < 0 || g >= len(f.groups) {
 					conn.WriteError("ERR invalid group")
 					return

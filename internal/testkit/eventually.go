@@ -1,8 +1,9 @@
-// Package testkit holds what sluice's tests and test tools share to wait
-// and to break networks: Eventually (poll a condition with a deadline, the
-// model is hashicorp/raft's WaitFor and NATS's checkFor) instead of sleeps,
-// and LinkProxy, a TCP proxy whose link can drop, stall or reject (the
-// chaos suite's partitions and cmd/sluice's partition tests).
+// Package testkit holds what sluice's tests and test tools share to wait,
+// serve and break networks: Eventually (poll a condition with a deadline,
+// the model is hashicorp/raft's WaitFor and NATS's checkFor) instead of
+// sleeps, Listen and Serve for fake servers on free ports, and LinkProxy, a
+// TCP proxy whose link can drop, stall or reject (the chaos suite's
+// partitions and cmd/sluice's partition tests).
 package testkit
 
 import (

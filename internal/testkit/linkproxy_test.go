@@ -12,24 +12,10 @@ import (
 // echoServer answers every line with itself.
 func echoServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return Serve(t, func(c net.Conn) {
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}).Addr().String()
 }
 
 // roundTrip sends a line and reads it back within d.
