@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,8 +12,8 @@ import (
 )
 
 // runToolCommand runs the subcommands that are not the server: `sluice
-// version` and `sluice healthcheck`. ok is false when args are a server's
-// command line.
+// version`, `sluice healthcheck` and `sluice check-config`. ok is false
+// when args are a server's command line.
 func runToolCommand(ctx context.Context, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	if len(args) == 0 {
 		return 0, false
@@ -22,6 +24,18 @@ func runToolCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 0, true
 	case "healthcheck":
 		return runHealthcheck(ctx, args[1:], stdout, stderr), true
+	case "check-config":
+		// The server's flags (--config FILE and any others), parsed and
+		// validated as at start-up, without starting anything.
+		if _, err := parseFlags(args[1:], stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0, true
+			}
+			fmt.Fprintln(stderr, "sluice check-config:", err)
+			return 1, true
+		}
+		fmt.Fprintln(stdout, "configuration OK")
+		return 0, true
 	}
 	return 0, false
 }
