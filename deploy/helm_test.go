@@ -136,7 +136,6 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
-
 // manifest is the part of a Kubernetes object the checks read.
 type manifest struct {
 	Kind     string
