@@ -92,7 +92,17 @@ func TestHelmChart(t *testing.T) {
 			if !bytes.Equal(rendered, want) {
 				t.Errorf("helm template differs from %s (review, then -update):\n%s", golden, lineDiff(string(want), string(rendered)))
 			}
-			checkManifests(t, rendered)
+			var v struct {
+				Cluster struct{ Rejoin []string }
+			}
+			raw, err := os.ReadFile(values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(raw, &v); err != nil {
+				t.Fatalf("%s: %v", values, err)
+			}
+			checkManifests(t, rendered, 3-len(v.Cluster.Rejoin))
 		})
 	}
 	// Values that cannot work are refused at render time.
@@ -174,7 +184,7 @@ type manifest struct {
 // checkManifests checks the rendered objects: a StatefulSet with claims
 // and probes, the headless peers' service, the PDB, and each pod's
 // command line validated by sluice check-config.
-func checkManifests(t *testing.T, rendered []byte) {
+func checkManifests(t *testing.T, rendered []byte, wantBootstrap int) {
 	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(rendered))
 	byKind := map[string][]manifest{}
@@ -257,10 +267,10 @@ func checkManifests(t *testing.T, rendered []byte) {
 		}
 		checkConfig(t, args...)
 	}
-	if bootstrap != 3 {
-		t.Errorf("%d initial members, want 3", bootstrap)
+	if bootstrap != wantBootstrap {
+		t.Errorf("%d pods bootstrap, want %d", bootstrap, wantBootstrap)
 	}
-	if joiners != sts.Spec.Replicas-3 {
-		t.Errorf("%d pods waiting to be joined, want %d", joiners, sts.Spec.Replicas-3)
+	if joiners != sts.Spec.Replicas-wantBootstrap {
+		t.Errorf("%d pods waiting to be joined, want %d", joiners, sts.Spec.Replicas-wantBootstrap)
 	}
 }
