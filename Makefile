@@ -3,6 +3,9 @@ GO      ?= go
 BIN     ?= bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+# Evaluated once, so that every target of one make run sees the same values.
+VERSION := $(VERSION)
+COMMIT  := $(COMMIT)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: all build run run-memory cluster cluster-stop test lint fuzz chaos chaos-short bench bench-doc bench-durability clean image deploy-test

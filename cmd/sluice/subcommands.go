@@ -67,8 +67,8 @@ func notifySystemd(ctx context.Context, sd notifier, exec any, addr string, log 
 			log.Warn("systemd notification", "err", err)
 		}
 	}
-	if err := waitServing(ctx, exec, 50*time.Millisecond, status); err != nil {
-		return
+	if err := waitServing(ctx, exec, 50*time.Millisecond, status); err != nil || ctx.Err() != nil {
+		return // shutting down: STOPPING=1 comes instead
 	}
 	if err := sd.notify("READY=1\nSTATUS=serving on " + addr); err != nil {
 		log.Warn("systemd notification", "err", err)
