@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"archive/tar"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +84,39 @@ func TestImage(t *testing.T) {
 	run("cp", id+":/usr/local/bin/sluice", bin)
 	run("cp", id+":/etc/passwd", filepath.Join(dir, "passwd"))
 	run("cp", id+":/etc/ssl/certs/ca-certificates.crt", filepath.Join(dir, "ca.crt"))
+	// The whole file system: the four files, and /data owned by the user.
+	export := exec.Command(podman, "export", id)
+	stream, err := export.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	tr := tar.NewReader(stream)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("podman export: %v", err)
+		}
+		switch {
+		case h.Typeflag == tar.TypeReg:
+			files = append(files, h.Name)
+		case h.Name == "data/" && (h.Uid != 65532 || h.Gid != 65532):
+			t.Errorf("/data is owned by %d:%d, want the user sluice 65532:65532", h.Uid, h.Gid)
+		}
+	}
+	if err := export.Wait(); err != nil {
+		t.Fatalf("podman export: %v", err)
+	}
+	slices.Sort(files)
+	if want := []string{"etc/group", "etc/passwd", "etc/ssl/certs/ca-certificates.crt", "usr/local/bin/sluice"}; !slices.Equal(files, want) {
+		t.Errorf("the image holds %q, want %q", files, want)
+	}
 	passwd, _ := os.ReadFile(filepath.Join(dir, "passwd"))
 	if !regexp.MustCompile(`(?m)^sluice:x:65532:65532:`).Match(passwd) {
 		t.Errorf("/etc/passwd has no sluice user 65532:\n%s", passwd)
