@@ -181,10 +181,9 @@ type manifest struct {
 	}
 }
 
-// checkManifests checks the rendered objects: a StatefulSet with claims
-// and probes, the headless peers' service, the PDB, and each pod's
-// command line validated by sluice check-config.
-func checkManifests(t *testing.T, rendered []byte, wantBootstrap int) {
+// decodeManifests parses helm template's output by kind; it holds one
+// StatefulSet and one ConfigMap.
+func decodeManifests(t *testing.T, rendered []byte) map[string][]manifest {
 	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(rendered))
 	byKind := map[string][]manifest{}
@@ -199,9 +198,18 @@ func checkManifests(t *testing.T, rendered []byte, wantBootstrap int) {
 			byKind[m.Kind] = append(byKind[m.Kind], m)
 		}
 	}
-	if len(byKind["StatefulSet"]) != 1 || len(byKind["ConfigMap"]) != 1 {
-		t.Fatalf("want one StatefulSet and one ConfigMap: %v", byKind)
+	if len(byKind["StatefulSet"]) != 1 || len(byKind["ConfigMap"]) != 1 || len(byKind["StatefulSet"][0].Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("want one StatefulSet with one container and one ConfigMap: %v", byKind)
 	}
+	return byKind
+}
+
+// checkManifests checks the rendered objects: a StatefulSet with claims
+// and probes, the headless peers' service, the PDB, and each pod's
+// command line validated by sluice check-config.
+func checkManifests(t *testing.T, rendered []byte, wantBootstrap int) {
+	t.Helper()
+	byKind := decodeManifests(t, rendered)
 	sts, members := byKind["StatefulSet"][0], byKind["ConfigMap"][0]
 	if sts.Spec.PodManagementPolicy != "Parallel" || len(sts.Spec.VolumeClaims) != 1 || sts.Spec.VolumeClaims[0].Metadata.Name != "data" {
 		t.Errorf("StatefulSet: policy %q, claims %v", sts.Spec.PodManagementPolicy, sts.Spec.VolumeClaims)
