@@ -1,12 +1,17 @@
 package deploy
 
 import (
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // TestComposeFile parses compose.yaml and checks that it describes a
@@ -100,5 +105,78 @@ func TestComposeFile(t *testing.T) {
 	}
 	if n := len(strings.Split(peers, ",")); n != 3 {
 		t.Errorf("--peers %q lists %d nodes", peers, n)
+	}
+}
+
+// TestComposeClusterRuns runs the compose file's three services as local
+// processes, with their commands as written (the service names mapped to
+// free local ports, the volume to a temporary directory): the three form a
+// cluster with three groups, each becomes ready, and each answers a
+// decision.
+func TestComposeClusterRuns(t *testing.T) {
+	data, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct{ Command []string }
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	type node struct{ resp, raft, fwd, metrics string }
+	nodes := map[string]*node{}
+	for name := range file.Services {
+		n := &node{}
+		for _, a := range []*string{&n.resp, &n.raft, &n.fwd, &n.metrics} {
+			if *a, err = sluiceproc.FreeAddr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nodes[name] = n
+	}
+	dir := t.TempDir()
+	for name, svc := range file.Services {
+		n := nodes[name]
+		var args []string
+		for _, a := range svc.Command {
+			switch a {
+			case "0.0.0.0:6379":
+				a = n.resp
+			case "0.0.0.0:9121":
+				a = n.metrics
+			case "/data":
+				a = filepath.Join(dir, name)
+			}
+			for other, o := range nodes {
+				a = strings.ReplaceAll(a, other+":7379", o.raft)
+			}
+			args = append(args, a)
+		}
+		// Derived from the Raft port in the containers; given here.
+		args = append(args, "--forward-addr", n.fwd, "--log-level", "warn")
+		p, err := sluiceproc.Start(name, binary, args, sluiceproc.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Kill)
+	}
+	for name, n := range nodes {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c := &http.Client{Timeout: 2 * time.Second}
+			resp, err := c.Get("http://" + n.metrics + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never ready", name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		decide(t, n.resp)
 	}
 }
