@@ -109,6 +109,8 @@ func TestHelmChart(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--set", "replicaCount=2"},
 		{"--set", "cluster.fsync=sometimes"},
+		{"--set", "cluster.shards=65"}, // values.schema.json
+		{"--set", "maxmemory=lots"},
 		{"--set", "tls.enabled=true"},
 	} {
 		if out, err := exec.Command(helm, append([]string{"template", "demo", chart}, bad...)...).CombinedOutput(); err == nil {
