@@ -192,7 +192,7 @@ func decide(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	v, err := c.Do(5*time.Second, "RL.TOKEN", "sd", "10", "1/s")
+	v, err := c.Do(5*time.Second, "RL.TOKEN", "sd", "10", "1/m")
 	if err != nil || v.Kind != respwire.Array || len(v.Elems) != 5 || v.Elems[0].Int != 1 {
 		t.Fatalf("RL.TOKEN right after READY=1: %v %v", v, err)
 	}
@@ -200,27 +200,44 @@ func decide(t *testing.T, addr string) {
 
 // TestSystemdNotifyReadyStopping runs the real binary as systemd would
 // with Type=notify: a durable single node sends READY=1 once it serves (a
-// decision succeeds at once), then STOPPING=1 on SIGTERM, and exits 0.
+// decision succeeds at once), then STOPPING=1 on SIGTERM, and exits 0;
+// restarted on its data dir, it sends READY=1 only with its log replayed
+// (the decision is there).
 func TestSystemdNotifyReadyStopping(t *testing.T) {
 	socket, read := notifySocket(t)
 	addr, err := sluiceproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := startNotified(t, socket, "--addr", addr, "--data-dir", filepath.Join(t.TempDir(), "data"), "--log-level", "warn")
-	ready := untilReady(t, read)
-	if !strings.Contains(ready, "STATUS=serving on "+addr) {
-		t.Errorf("READY datagram %q lacks the status line", ready)
-	}
-	decide(t, addr)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if msg := read(10 * time.Second); msg != "STOPPING=1" {
-		t.Fatalf("after SIGTERM: %q, want STOPPING=1", msg)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v", err)
+	data := filepath.Join(t.TempDir(), "data")
+	for run := range 2 {
+		cmd := startNotified(t, socket, "--addr", addr, "--data-dir", data, "--log-level", "warn")
+		ready := untilReady(t, read)
+		if !strings.Contains(ready, "STATUS=serving on "+addr) {
+			t.Errorf("READY datagram %q lacks the status line", ready)
+		}
+		if run == 0 {
+			decide(t, addr)
+		} else {
+			c, err := respwire.Dial(addr, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := c.Do(5*time.Second, "RL.PEEK", "sd")
+			c.Close()
+			if err != nil || len(v.Elems) != 5 || v.Elems[2].Int != 9 {
+				t.Fatalf("RL.PEEK right after READY=1 on restart: %v %v, want 9 remaining", v, err)
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if msg := read(10 * time.Second); msg != "STOPPING=1" {
+			t.Fatalf("after SIGTERM: %q, want STOPPING=1", msg)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
 	}
 }
 
