@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
@@ -78,6 +80,54 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 
 	families := scrapeNode(t)
+	checkQueries(t, families, exprs)
+	// The per-group panels rely on the group label of a node with several groups.
+	if !hasLabel(families["sluice_raft_state"], "group", "1") {
+		t.Error("sluice_raft_state has no group label on a node with --shards 2")
+	}
+}
+
+// TestPrometheusRuleMetrics checks the chart's alerts the same way: every
+// metric and label value their expressions select exists on a node.
+func TestPrometheusRuleMetrics(t *testing.T) {
+	helm := helmBinary(t)
+	out, err := exec.Command(helm, "template", "demo", filepath.Join("helm", "sluice"), "--namespace", "rl",
+		"--set", "metrics.prometheusRule.enabled=true", "--show-only", "templates/prometheusrule.yaml").Output()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, stderrOf(err))
+	}
+	var rule struct {
+		Kind string
+		Spec struct {
+			Groups []struct {
+				Rules []struct{ Alert, Expr string }
+			}
+		}
+	}
+	if err := yaml.Unmarshal(out, &rule); err != nil || rule.Kind != "PrometheusRule" || len(rule.Spec.Groups) != 1 {
+		t.Fatalf("PrometheusRule: %v\n%s", err, out)
+	}
+	var exprs []string
+	for _, r := range rule.Spec.Groups[0].Rules {
+		if r.Alert == "" || r.Expr == "" {
+			t.Errorf("rule %+v", r)
+		}
+		exprs = append(exprs, r.Expr)
+	}
+	if len(exprs) < 8 {
+		t.Errorf("%d alerts", len(exprs))
+	}
+	checkQueries(t, scrapeNode(t), exprs)
+}
+
+// targetLabels are the labels Prometheus adds to a scrape, not the node.
+var targetLabels = map[string]bool{"job": true, "instance": true, "namespace": true, "pod": true, "service": true}
+
+// checkQueries fails the test for each sluice_* metric in the PromQL
+// expressions that the scrape lacks, for each label="value" they select
+// that no series has, and for each metric docs/operations.md does not name.
+func checkQueries(t *testing.T, families map[string]*dto.MetricFamily, exprs []string) {
+	t.Helper()
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,15 +153,11 @@ func TestGrafanaDashboard(t *testing.T) {
 				t.Errorf("docs/operations.md does not name %s", name)
 			}
 			for _, lm := range matcher.FindAllStringSubmatch(m[3], -1) {
-				if !hasLabel(mf, lm[1], lm[2]) {
+				if !targetLabels[lm[1]] && !hasLabel(mf, lm[1], lm[2]) {
 					t.Errorf("%s has no series with %s=%q (in %s)", name, lm[1], lm[2], expr)
 				}
 			}
 		}
-	}
-	// The per-group panels rely on the group label of a node with several groups.
-	if !hasLabel(families["sluice_raft_state"], "group", "1") {
-		t.Error("sluice_raft_state has no group label on a node with --shards 2")
 	}
 }
 
