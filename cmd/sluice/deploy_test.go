@@ -307,3 +307,22 @@ func TestReloadCertificates(t *testing.T) {
 		t.Error("a failed reload replaced the certificate")
 	}
 }
+
+func TestCheckConfigCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"check-config", "--addr", "127.0.0.1:6400", "--in-memory"}, 0, "configuration OK"},
+		{[]string{"check-config", "--addr", "0.0.0.0:6400"}, 1, "DENIED"},
+		{[]string{"check-config", "--shards", "0"}, 1, "--shards"},
+		{[]string{"check-config", "--no-such-flag"}, 1, "no-such-flag"},
+	} {
+		var out bytes.Buffer
+		code, ok := runToolCommand(context.Background(), tc.args, &out, &out)
+		if !ok || code != tc.code || !strings.Contains(out.String(), tc.out) {
+			t.Errorf("%q: ok %v, exit %d, %q; want exit %d with %q", tc.args, ok, code, out.String(), tc.code, tc.out)
+		}
+	}
+}
