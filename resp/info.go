@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"cmp"
 	"os"
 	"runtime"
 	"slices"
@@ -95,6 +96,8 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	section(infoServer, "Server",
 		"redis_version", redisCompatVersion,
 		"sluice_version", s.cfg.Version,
+		"sluice_git_sha1", cmp.Or(s.cfg.GitSHA1, "00000000"),
+		"sluice_git_dirty", strconv.FormatInt(b2i(s.cfg.GitDirty), 10),
 		"redis_mode", s.redisMode(),
 		"os", runtime.GOOS+" "+runtime.GOARCH,
 		"arch_bits", "64",

@@ -44,6 +44,12 @@ type Config struct {
 	LogStore string
 	// Version is reported by INFO as sluice_version.
 	Version string
+	// GitSHA1 and GitDirty are the commit the binary was built from and
+	// whether the tree had changes, reported by INFO as sluice_git_sha1
+	// and sluice_git_dirty (Redis's redis_git_sha1 and redis_git_dirty);
+	// "" reports 00000000.
+	GitSHA1  string
+	GitDirty bool
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Engine, when set, is the engine behind the executor: INFO memory and

@@ -27,6 +27,10 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if code, ok := runToolCommand(ctx, os.Args[1:], os.Stdout, os.Stderr); ok {
+		stop()
+		os.Exit(code)
+	}
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -43,6 +47,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := cfg.logger(stderr)
+	cfg.certs = &reloadSet{} // SIGHUP reloads TLS certificates (reload.go)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHangup(ctx, hup, cfg.certs, log)
+	build := currentBuild()
 	// The engine's state is pointer-free, so a collection costs little
 	// however many keys there are: collect early and keep RSS near the
 	// live data instead of Go's default of twice it. But a small live heap
@@ -115,6 +125,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		AppendFsync: cfg.Fsync.value,
 		LogStore:    cfg.RaftLog.value,
 		Version:     version,
+		GitSHA1:     build.gitSHA1(),
+		GitDirty:    build.Dirty,
 		Logger:      log,
 		Engine:      engView,
 		Tracker:     tracker,
@@ -128,7 +140,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("TLS listener", "addr", tlsLn.Addr().String(), "client_certificates", cfg.TLSCACertFile != "")
 	}
 	if cfg.MetricsAddr != "" {
-		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log)
+		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log, build)
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -142,7 +154,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}()
 		log.Info("metrics", "addr", ms.ln.Addr().String())
 	}
-	log.Info("sluice ready", "addr", ln.Addr().String(), "version", version, "persistent", persistent)
+	log.Info("sluice ready", "addr", ln.Addr().String(), "version", version, "commit", build.Commit, "persistent", persistent)
+	// systemd (Type=notify): READY=1 once the node serves, STOPPING=1 on
+	// the way out (sdnotify.go).
+	sd := notifier{socket: os.Getenv("NOTIFY_SOCKET")}
+	if sd.socket != "" {
+		go notifySystemd(ctx, sd, exec, ln.Addr().String(), log)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -150,6 +168,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("shutting down")
+	if err := sd.notify("STOPPING=1"); err != nil {
+		log.Warn("systemd notification", "err", err)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Close(shutdownCtx)

@@ -109,8 +109,8 @@ func newRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
 // startOpsMetrics starts the metrics server over the RESP server's and,
 // on a cluster node, the node's metrics; a node is ready when Node.Ready
 // says so, a single in-memory node always.
-func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Executor, log *slog.Logger) (*metricsServer, error) {
-	cs := []prometheus.Collector{srv.Collector()}
+func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Executor, log *slog.Logger, build buildInfo) (*metricsServer, error) {
+	cs := []prometheus.Collector{srv.Collector(), buildInfoCollector(build)}
 	ready := readiness(func() error { return nil })
 	if host, ok := exec.(*cluster.Host); ok {
 		cs = append(cs, host.Collector())
@@ -121,4 +121,15 @@ func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Ex
 		return nil, err
 	}
 	return startMetrics(addr, reg, ready, withPprof, log)
+}
+
+// buildInfoCollector is the constant sluice_build_info{version,commit,goversion} 1.
+func buildInfoCollector(b buildInfo) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "sluice_build_info",
+		Help:        "Always 1; the labels say which build runs: release, commit, Go version.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.gitSHA1(), "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }

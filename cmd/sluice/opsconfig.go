@@ -29,6 +29,11 @@ type opsConfig struct {
 	MetricsAddr string
 	Pprof       bool
 
+	// certs, when set, makes the TLS configurations built from these
+	// settings reload their certificates on SIGHUP (reload.go); run sets
+	// it, validation leaves it nil.
+	certs *reloadSet
+
 	// origin maps a setting taken from the configuration file (and not
 	// overridden on the command line) to its "file:line", for messages.
 	origin map[string]string

@@ -17,6 +17,11 @@ func (c *config) clientTLSConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("%s: with %s %s: %w", c.setting("tls-cert-file"), c.setting("tls-key-file"), c.TLSKeyFile, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.certs != nil { // SIGHUP reloads the pair (reload.go)
+		if err := c.certs.use(cfg, c.TLSCertFile, c.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.setting("tls-cert-file"), err)
+		}
+	}
 	if c.TLSCACertFile != "" {
 		pool, err := cluster.LoadCertPool(c.TLSCACertFile)
 		if err != nil {
@@ -34,7 +39,11 @@ func (c *config) peerTLSConfig() (*tls.Config, error) {
 	if !c.raftTLS() {
 		return nil, nil
 	}
-	return cluster.PeerTLSConfig(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile)
+	cfg, err := cluster.PeerTLSConfig(c.RaftTLSCertFile, c.RaftTLSKeyFile, c.RaftTLSCACertFile)
+	if err == nil && c.certs != nil { // SIGHUP reloads the pair (reload.go)
+		err = c.certs.use(cfg, c.RaftTLSCertFile, c.RaftTLSKeyFile)
+	}
+	return cfg, err
 }
 
 // raftTLS reports whether peer traffic runs over mutual TLS.
