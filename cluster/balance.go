@@ -81,6 +81,9 @@ func (h *Host) balance() {
 			if kind, _ := n.route(); kind != routeLocal {
 				continue // not ready yet: let it finish its barrier
 			}
+			if n.memberBusy.Load() > 0 {
+				continue // a membership step runs on this leader (membership.go)
+			}
 			servers, err := n.servers()
 			if err != nil {
 				continue

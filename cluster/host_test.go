@@ -432,25 +432,78 @@ func TestScanCursorCarriesTheGroup(t *testing.T) {
 	}
 }
 
-// TestHostRefusesMembershipChangesWithShards: with several groups,
-// RAFT.JOIN and RAFT.REMOVE are refused (each group would change on its
-// own leader: not built), saying why.
-func TestHostRefusesMembershipChangesWithShards(t *testing.T) {
-	th := newTestHosts(t, 1, 2, nil)
-	for name, err := range map[string]error{
-		"join":   th.hosts[0].Join(context.Background(), "n9", "127.0.0.1:1"),
-		"remove": th.hosts[0].Remove(context.Background(), "n1"),
-	} {
-		e := errcode.Of(err)
-		if e == nil || e.Code != errcode.AdminFailed || !strings.Contains(err.Error(), "--shards above 1") {
-			t.Errorf("%s with two groups: %v, want it refused", name, err)
+// TestHostMembershipWithShards replaces a dead member of a cluster of
+// two groups: removing a live member while one is down is refused (it
+// would cost a group its majority), a join with an unreachable address is
+// refused, a new node started without bootstrapping is joined (sent to
+// another member, which forwards each group's step to that group's
+// leader) and becomes a voter of every group, and the dead member is
+// removed from every group.
+func TestHostMembershipWithShards(t *testing.T) {
+	th := newTestHosts(t, 3, 2, nil)
+	ctx := context.Background()
+	th.stop(2) // n3 dies
+	err := th.hosts[0].Remove(ctx, "n2")
+	if e := errcode.Of(err); e == nil || e.Code != errcode.RemoveUnsafe || e.Detail != "n2" {
+		t.Fatalf("removing a live member while another is down: %v, want it refused", err)
+	}
+	if err := th.hosts[1].Remove(ctx, "n9"); !errcode.Is(err, errcode.NoSuchNode) {
+		t.Fatalf("removing an unknown node: %v", err)
+	}
+	dead, deadLn := reserveAddr(t) // a port that accepts nothing once closed
+	deadLn.Close()
+	if err := th.hosts[1].Join(ctx, "n4", dead); !errcode.Is(err, errcode.BadRaftAddr) {
+		t.Fatalf("join at an address nothing listens on: %v", err)
+	}
+
+	// n4 starts empty and waits to be joined.
+	c := th.cfgs[0]
+	c.ID, c.Peers, c.NoBootstrap = "n4", nil, true
+	var held [2]net.Listener
+	c.RaftAddr, held[0] = reserveAddr(t)
+	c.ForwardAddr, held[1] = reserveAddr(t)
+	c.RESPAddr = "127.0.0.1:6004"
+	c.Logger = testLogger(t).With("test_node", 4)
+	held[0].Close()
+	held[1].Close()
+	th.cfgs = append(th.cfgs, c)
+	th.hosts = append(th.hosts, nil)
+	th.engines = append(th.engines, nil)
+	th.start(3)
+	for _, sent := range []int{1, 0} { // the second time: nothing to do
+		if err := th.hosts[sent].Join(ctx, "n4", c.RaftAddr); err != nil {
+			t.Fatalf("join n4 (sent to n%d): %v", sent+1, err)
 		}
 	}
-	if got := len(th.hosts[0].nodes[0].Status()); got == 0 {
-		t.Fatal("no status")
+	for g := range th.shards {
+		st := statusMap(th.hosts[0].Status(g))
+		if st["voters"] != "n1,n2,n3,n4" || st["nonvoters"] != "" {
+			t.Fatalf("group %d after the join: voters %q nonvoters %q", g, st["voters"], st["nonvoters"])
+		}
 	}
-	if servers, _ := th.hosts[0].nodes[1].servers(); len(servers) != 1 {
-		t.Fatalf("group 1's configuration changed: %v", servers)
+	if err := th.hosts[3].Remove(ctx, "n3"); err != nil {
+		t.Fatalf("remove the dead n3 (sent to n4): %v", err)
+	}
+	for g := range th.shards {
+		waitFor(t, 5*time.Second, func() error {
+			for _, i := range []int{0, 1, 3} {
+				st := statusMap(th.hosts[i].Status(g))
+				if st["voters"] != "n1,n2,n4" {
+					return fmt.Errorf("group %d on n%d: voters %q", g, i+1, st["voters"])
+				}
+			}
+			return nil
+		})
+	}
+	// Every group serves through the new member.
+	for g := range th.shards {
+		waitFor(t, 10*time.Second, func() error {
+			key := fmt.Sprintf("k%d", g)
+			for th.hosts[3].table.Group(slots.Of([]byte(key))) != g {
+				key += "x"
+			}
+			return th.hosts[3].Execute(ctx, []engine.Op{decide(key, tokenRule, 1)}, make([]engine.Result, 1))
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package resp
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -86,8 +87,36 @@ func codeText(e *errcode.Error) string {
 			cause = e.Cause.Error()
 		}
 		return "ERR " + e.Detail + " failed: " + cause
+	case errcode.GroupAdminFailed:
+		return "ERR " + e.Detail + " failed in group " + strconv.FormatInt(e.Num, 10) + ": " + causeText(e.Cause)
+	case errcode.RemoveUnsafe:
+		return "ERR refused: removing " + strconv.Quote(e.Detail) + " would leave group " + strconv.FormatInt(e.Num, 10) +
+			" without a majority of healthy voters"
+	case errcode.MemberConflict:
+		return "ERR conflicts with member " + e.Detail + ": its id or raft address is taken (RAFT.REMOVE it first)"
+	case errcode.CatchUpStalled:
+		return "ERR the new node stopped catching up with group " + strconv.FormatInt(e.Num, 10) +
+			withDetail("", " (", e.Detail, ")") + "; it stays a non-voter: send RAFT.JOIN again to resume"
 	}
 	return ""
+}
+
+// causeText renders the cause of a failed membership step without its
+// error prefix: a coded cause as its reply, another as its text.
+func causeText(err error) string {
+	if c := errcode.Of(err); c != nil {
+		if c.Code == errcode.Other {
+			return c.Detail
+		}
+		if t := codeText(c); t != "" {
+			return strings.TrimPrefix(t, "ERR ")
+		}
+		return c.Error()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "unknown error"
 }
 
 // withDetail appends detail between open and close to text, when there is one.
