@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/slots"
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // The process tests of membership changes with several groups
