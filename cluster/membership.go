@@ -38,13 +38,15 @@ import (
 // the command again resumes where it stopped.
 //
 // A join makes the node a non-voter of the group (it receives the log but
-// counts toward no quorum), waits until its log trails the leader's by at
-// most catchUpTrail entries, asking the node itself how far it is (over
-// its forward listener, once it has announced its addresses through the
-// log, which a non-voter does as any follower), then promotes it to voter.
-// A voter added before it has the log would count toward the quorum while
-// unable to acknowledge anything: with one member down, a slow catch-up
-// would stop the group.
+// counts toward no quorum), waits until the entries it has applied trail
+// the leader's log by at most catchUpTrail, asking the node itself how far
+// it is (over its forward listener, once it has announced its addresses
+// through the log, which a non-voter does as any follower), then promotes
+// it to voter. A voter added before it has the log would count toward the
+// quorum while unable to acknowledge anything: with one member down, a
+// slow catch-up would stop the group. Waiting for its state, not only its
+// log, means that a leadership handed to it at once (the balancer does)
+// does not wait for it to apply a backlog.
 //
 // A removal first checks every group (etcd's strict reconfiguration
 // check: after the removal, the voters whose leader's heartbeats have not
@@ -56,7 +58,7 @@ import (
 //
 //	request  = frame(op byte | id | raft address | uvarint timeout (ms))   (strings: appendBytes)
 //	response = frame(status byte | body)
-//	           status 0: uvarint value (the log index for opProgress, else 0)
+//	           status 0: uvarint value (the applied index for opProgress, else 0)
 //	           status 1 (an error) or 2 (not the leader: route again): error (appendError)
 const (
 	memberHello = "SLFM\x01"
@@ -81,7 +83,7 @@ const (
 	opJoin        memberOp = 1 + iota // non-voter, catch up, voter
 	opRemove                          // strict check, hand leadership over, remove
 	opRemoveCheck                     // the strict check alone
-	opProgress                        // this node's last log index of the group
+	opProgress                        // this node's applied index of the group
 )
 
 func (op memberOp) String() string {
@@ -196,7 +198,7 @@ func (n *Node) memberStep(ctx context.Context, op memberOp, id, raftAddr string)
 		if id != n.cfg.ID {
 			return 0, fwdStatusError, fmt.Errorf("progress of %q asked of %q", id, n.cfg.ID)
 		}
-		return n.raft.LastIndex(), fwdStatusOK, nil
+		return n.raft.AppliedIndex(), fwdStatusOK, nil
 	}
 	if n.raft.State() != raft.Leader {
 		return 0, fwdStatusRetry, errRouteAgain
@@ -278,9 +280,9 @@ func (n *Node) joinGroup(ctx context.Context, id, raftAddr string) error {
 	}
 }
 
-// waitCaughtUp waits until non-voter id's log trails this leader's by at
-// most catchUpTrail entries. It fails when the node's log stops growing
-// for catchUpStall.
+// waitCaughtUp waits until non-voter id's applied index trails this
+// leader's last index by at most catchUpTrail entries. It fails when the
+// node's applied index stops growing for catchUpStall.
 func (n *Node) waitCaughtUp(ctx context.Context, id string) error {
 	var best uint64
 	since := time.Now()
@@ -317,7 +319,7 @@ func (n *Node) waitCaughtUp(ctx context.Context, id string) error {
 }
 
 // progressOf asks node id, at the forward address the log holds for it,
-// for its last log index of this group.
+// for its applied index of this group.
 func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 	e, ok := n.fsm.leader(id)
 	if !ok || e.Forward == "" {

@@ -402,3 +402,62 @@ func TestShardedClusterMembership(t *testing.T) {
 	c.waitSameDigest()
 	t.Logf("done in %s", time.Since(start).Round(time.Millisecond))
 }
+
+// TestJoinCatchUpTime measures how long RAFT.JOIN takes to bring a new
+// node up to date with a cluster of three nodes (--shards 3) holding
+// SLUICE_JOIN_KEYS keys (skipped when unset; docs/operations.md quotes a
+// run with 1000000): the keys are loaded with pipelined RL.TOKEN on every
+// node, then a fourth node started empty is joined, and the test waits
+// until every replica holds the same state.
+func TestJoinCatchUpTime(t *testing.T) {
+	keys, _ := strconv.Atoi(os.Getenv("SLUICE_JOIN_KEYS"))
+	if keys <= 0 {
+		t.Skip("set SLUICE_JOIN_KEYS to a key count to measure a join's catch-up")
+	}
+	c := newBalancedShardCluster(t, false)
+	ctx := context.Background()
+	start := time.Now()
+	const pipeline = 1000
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	var failed atomic.Value
+	for _, p := range c.nodes {
+		for range 2 {
+			cl := c.client(p)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					first := next.Add(pipeline) - pipeline
+					if first >= int64(keys) {
+						return
+					}
+					pipe := cl.Pipeline()
+					for i := first; i < min(first+pipeline, int64(keys)); i++ {
+						pipe.Do(ctx, "RL.TOKEN", "k:"+strconv.FormatInt(i, 10), 100, "1/d")
+					}
+					if _, err := pipe.Exec(ctx); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatalf("loading keys: %v", err)
+	}
+	t.Logf("loaded %d keys in %s", keys, time.Since(start).Round(time.Millisecond))
+	n4 := c.newJoiner("n4")
+	start = time.Now()
+	if err := c.admin(c.nodes[0], "RAFT.JOIN", "n4", n4.Raft); err != nil {
+		c.dumpLogs()
+		t.Fatalf("join n4: %v", err)
+	}
+	joined := time.Since(start)
+	c.nodes = append(c.nodes, n4)
+	c.waitSameDigest()
+	t.Logf("join of a node to %d keys: voter in every group after %s, same state as the others after %s",
+		keys, joined.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
