@@ -37,13 +37,16 @@ func TestSingleNode(t *testing.T) {
 		t.Fatalf("WRONGTYPE: got %v", res[0].Err)
 	}
 	st := n.Status()
-	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members"}
+	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members", "voters", "nonvoters"}
+	if len(st) != len(want) {
+		t.Fatalf("status = %v, want the fields %v", st, want)
+	}
 	for i, kv := range st {
 		if kv[0] != want[i] {
 			t.Fatalf("status field %d = %q, want %q", i, kv[0], want[i])
 		}
 	}
-	if st[1][1] != "leader" || st[2][1] != "n1" || st[3][1] != "127.0.0.1:6001" || st[7][1] != "n1=raft-n1" {
+	if st[1][1] != "leader" || st[2][1] != "n1" || st[3][1] != "127.0.0.1:6001" || st[7][1] != "n1=raft-n1" || st[8][1] != "n1" || st[9][1] != "" {
 		t.Fatalf("status = %v", st)
 	}
 	if err := n.Execute(context.Background(), ops, make([]engine.Result, 1)); err == nil {
