@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
+	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -438,9 +439,26 @@ func TestScanCursorCarriesTheGroup(t *testing.T) {
 // refused, a new node started without bootstrapping is joined (sent to
 // another member, which forwards each group's step to that group's
 // leader) and becomes a voter of every group, and the dead member is
-// removed from every group.
+// removed from every group. It runs over plain TCP and over mutual TLS
+// (every step forwarded, every progress question, with the cluster's
+// certificates).
 func TestHostMembershipWithShards(t *testing.T) {
-	th := newTestHosts(t, 3, 2, nil)
+	for _, secure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", secure), func(t *testing.T) { testHostMembershipWithShards(t, secure) })
+	}
+}
+
+func testHostMembershipWithShards(t *testing.T, secure bool) {
+	var opt func(i int, c *Config)
+	if secure {
+		certs := testcerts.Generate(t, t.TempDir())
+		peerTLS, err := PeerTLSConfig(certs.Cert, certs.Key, certs.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt = func(_ int, c *Config) { c.TLS = peerTLS }
+	}
+	th := newTestHosts(t, 3, 2, opt)
 	ctx := context.Background()
 	th.stop(2) // n3 dies
 	err := th.hosts[0].Remove(ctx, "n2")

@@ -157,8 +157,9 @@ func (h *peerHealth) healthy(id raft.ServerID) bool {
 
 // healthGrace is how long a new leader watches its heartbeats before it
 // judges its followers' health: long enough for a heartbeat to a dead
-// follower to fail.
-func (n *Node) healthGrace() time.Duration { return n.cfg.HeartbeatTimeout }
+// follower to fail, a connection to an unreachable one included (dropped
+// after TCP_USER_TIMEOUT, at most a heartbeat timeout: peerconn.go).
+func (n *Node) healthGrace() time.Duration { return 2 * n.cfg.HeartbeatTimeout }
 
 // runMember runs a membership step for this node's group on the group's
 // leader, this node or another, until it is done, fails, or ctx ends.
