@@ -488,6 +488,11 @@ func testHostMembershipWithShards(t *testing.T, secure bool) {
 	th.hosts = append(th.hosts, nil)
 	th.engines = append(th.engines, nil)
 	th.start(3)
+	// n4 knows no leader yet: a join sent to it fails after an election's
+	// time, naming the group, and changes nothing.
+	if err := th.hosts[3].Join(ctx, "n4", c.RaftAddr); !errcode.Is(err, errcode.GroupAdminFailed) || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("join sent to a node that knows no leader: %v", err)
+	}
 	for _, sent := range []int{1, 0} { // the second time: nothing to do
 		if err := th.hosts[sent].Join(ctx, "n4", c.RaftAddr); err != nil {
 			t.Fatalf("join n4 (sent to n%d): %v", sent+1, err)

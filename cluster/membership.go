@@ -98,6 +98,10 @@ func (op memberOp) String() string {
 	return fmt.Sprintf("op %d", byte(op))
 }
 
+// errNoAnswer marks a step that reached no leader: none is known, or its
+// connection failed.
+var errNoAnswer = errors.New("no answer")
+
 // errRouteAgain marks a step that did nothing because this node does not
 // lead the group (any more): the coordinator tries the current leader.
 var errRouteAgain = errors.New("not the leader of the group")
@@ -162,23 +166,36 @@ func (h *peerHealth) healthy(id raft.ServerID) bool {
 func (n *Node) healthGrace() time.Duration { return 2 * n.cfg.HeartbeatTimeout }
 
 // runMember runs a membership step for this node's group on the group's
-// leader, this node or another, until it is done, fails, or ctx ends.
+// leader, this node or another, until it is done, fails, or ctx ends. A
+// group that has had no leader to take the step for an election's time
+// (adminTimeout) fails it.
 func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) error {
 	var last error
+	var since time.Time // of the retries in a row
 	for {
 		var status byte
 		var err error
+		if n.raft.State() == raft.Shutdown {
+			return errors.New("this node's Raft group has stopped (was this node removed?)")
+		}
 		if n.raft.State() == raft.Leader {
 			_, status, err = n.memberStep(ctx, op, id, raftAddr)
 		} else if kind, addr := n.route(); kind == routeForward {
 			_, status, err = n.memberCall(ctx, addr, op, id, raftAddr)
 		} else {
-			status, err = fwdStatusRetry, errors.New("no leader known")
+			status, err = fwdStatusRetry, fmt.Errorf("%w: no leader known", errNoAnswer)
 		}
 		if status != fwdStatusRetry {
 			return err
 		}
 		last = err
+		if !errors.Is(err, errNoAnswer) {
+			since = time.Time{} // a node answered (a leader handing over, say)
+		} else if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) > n.adminTimeout() {
+			return fmt.Errorf("no leader took the %s step for %s: %w", op, n.adminTimeout(), last)
+		}
 		pause := time.NewTimer(20 * retryPause)
 		select {
 		case <-ctx.Done():
@@ -422,11 +439,11 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	}
 	timeout := time.Until(deadline)
 	if timeout <= 0 {
-		return 0, fwdStatusRetry, context.DeadlineExceeded
+		return 0, fwdStatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
 	}
 	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
-		return 0, fwdStatusRetry, fmt.Errorf("dial %s: %w", addr, err)
+		return 0, fwdStatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
 	}
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
@@ -437,11 +454,11 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	p = appendBytes(p, []byte(raftAddr))
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
 	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), frame(p)...)); err != nil {
-		return 0, fwdStatusRetry, fmt.Errorf("send to %s: %w", addr, err)
+		return 0, fwdStatusRetry, fmt.Errorf("%w: send to %s: %w", errNoAnswer, addr, err)
 	}
 	resp, err := readFrame(bufio.NewReader(nc), maxMemberFrame)
 	if err != nil {
-		return 0, fwdStatusRetry, fmt.Errorf("read reply from %s: %w", addr, err)
+		return 0, fwdStatusRetry, fmt.Errorf("%w: read reply from %s: %w", errNoAnswer, addr, err)
 	}
 	d := newDecoder(resp)
 	status := d.Byte()
@@ -453,7 +470,7 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 		rerr = d.codedError()
 	}
 	if d.Err != nil || status > fwdStatusRetry {
-		return 0, fwdStatusRetry, fmt.Errorf("bad reply from %s: status %d: %v", addr, status, d.Err)
+		return 0, fwdStatusRetry, fmt.Errorf("%w: bad reply from %s: status %d: %v", errNoAnswer, addr, status, d.Err)
 	}
 	return v, status, rerr
 }
