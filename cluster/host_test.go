@@ -493,6 +493,15 @@ func testHostMembershipWithShards(t *testing.T, secure bool) {
 	if err := th.hosts[3].Join(ctx, "n4", c.RaftAddr); !errcode.Is(err, errcode.GroupAdminFailed) || !strings.Contains(err.Error(), "no leader") {
 		t.Fatalf("join sent to a node that knows no leader: %v", err)
 	}
+	// A join interrupted after its first step in group 1 (n4 a non-voter
+	// there) is resumed by the command sent again.
+	l1 := th.leaders()[1]
+	if err := th.hosts[l1].nodes[1].raft.AddNonvoter("n4", raft.ServerAddress(c.RaftAddr), 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusMap(th.hosts[l1].Status(1)); st["nonvoters"] != "n4" || !strings.Contains(st["members"], "n4="+c.RaftAddr+"(nonvoter)") {
+		t.Fatalf("group 1 with n4 a non-voter: %v", st)
+	}
 	for _, sent := range []int{1, 0} { // the second time: nothing to do
 		if err := th.hosts[sent].Join(ctx, "n4", c.RaftAddr); err != nil {
 			t.Fatalf("join n4 (sent to n%d): %v", sent+1, err)
