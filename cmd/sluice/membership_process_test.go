@@ -407,8 +407,10 @@ func TestShardedClusterMembership(t *testing.T) {
 // node up to date with a cluster of three nodes (--shards 3) holding
 // SLUICE_JOIN_KEYS keys (skipped when unset; docs/operations.md quotes a
 // run with 1000000): the keys are loaded with pipelined RL.TOKEN on every
-// node, then a fourth node started empty is joined, and the test waits
-// until every replica holds the same state.
+// node (and with SLUICE_JOIN_ENTRIES, that many more one-command entries
+// per group, then a snapshot on every node, so that the join starts with a
+// snapshot), then a fourth node started empty is joined, and the test
+// waits until every replica holds the same state.
 func TestJoinCatchUpTime(t *testing.T) {
 	keys, _ := strconv.Atoi(os.Getenv("SLUICE_JOIN_KEYS"))
 	if keys <= 0 {
@@ -449,6 +451,38 @@ func TestJoinCatchUpTime(t *testing.T) {
 		t.Fatalf("loading keys: %v", err)
 	}
 	t.Logf("loaded %d keys in %s", keys, time.Since(start).Round(time.Millisecond))
+	if entries, _ := strconv.Atoi(os.Getenv("SLUICE_JOIN_ENTRIES")); entries > 0 {
+		// As in a cluster that has run a while: more entries than a
+		// snapshot keeps (10240 trailing entries past the 8192 that
+		// trigger one), then a snapshot on every node, so that the new
+		// node's catch-up starts with a snapshot of every key.
+		start = time.Now()
+		table := shardTable(t)
+		for g := range shardCount {
+			cl := c.client(c.preferred(g))
+			key := keyInGroup(table, "entries", g)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range entries {
+					if err := cl.Do(ctx, "RL.TOKEN", key, 100, "1/s").Err(); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err, _ := failed.Load().(error); err != nil {
+			t.Fatalf("writing entries: %v", err)
+		}
+		for _, p := range c.nodes {
+			if err := c.admin(p, "RAFT.SNAPSHOT"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%d more entries per group, and a snapshot on every node, in %s", entries, time.Since(start).Round(time.Millisecond))
+	}
 	n4 := c.newJoiner("n4")
 	start = time.Now()
 	if err := c.admin(c.nodes[0], "RAFT.JOIN", "n4", n4.Raft); err != nil {
