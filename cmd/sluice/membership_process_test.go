@@ -137,6 +137,11 @@ func (l *memberLoad) waitDecided(what string, n int64) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The errors clients saw since the last phase, for the log.
+	l.mu.Lock()
+	l.t.Logf("%s: errors since the last phase: %v", what, l.errs)
+	l.errs = map[string]int{}
+	l.mu.Unlock()
 }
 
 // check stops the load, spends every limit touched through node p, and
@@ -171,7 +176,7 @@ func (l *memberLoad) check(p *proc) {
 	for g := range l.decided {
 		decisions += l.decided[g].Load()
 	}
-	l.t.Logf("%d decisions on %d limits, %d uncertain calls; errors: %v", decisions, len(l.tallies), uncertain, l.errs)
+	l.t.Logf("%d decisions on %d limits, %d uncertain calls", decisions, len(l.tallies), uncertain)
 }
 
 // newJoiner lays out node id, empty, and starts it with --no-bootstrap
