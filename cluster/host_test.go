@@ -537,6 +537,21 @@ func testHostMembershipWithShards(t *testing.T, secure bool) {
 			return th.hosts[3].Execute(ctx, []engine.Op{decide(key, tokenRule, 1)}, make([]engine.Result, 1))
 		})
 	}
+	// A node asked to remove itself does (it hands over the groups it
+	// leads first).
+	if err := th.hosts[1].Remove(ctx, "n2"); err != nil {
+		t.Fatalf("n2 removing itself: %v", err)
+	}
+	for g := range th.shards {
+		waitFor(t, 5*time.Second, func() error {
+			for _, i := range []int{0, 3} {
+				if st := statusMap(th.hosts[i].Status(g)); st["voters"] != "n1,n4" {
+					return fmt.Errorf("group %d on n%d: voters %q", g, i+1, st["voters"])
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // TestHostMetricsPerGroup: with several groups, every Raft metric carries
