@@ -593,3 +593,60 @@ func TestHostMetricsPerGroup(t *testing.T) {
 		th.close()
 	}
 }
+
+// TestHostJoinAcrossLeaderChange: a join whose new node is not up yet
+// waits in each group for it to catch up; the leadership of a group moves
+// meanwhile; once the node starts, the join finishes on the new leader
+// (which resumes from the configuration: the node is a non-voter there
+// already) and the node votes in every group.
+func TestHostJoinAcrossLeaderChange(t *testing.T) {
+	th := newTestHosts(t, 3, 2, nil)
+	ctx := context.Background()
+	c := th.cfgs[0]
+	c.ID, c.Peers, c.NoBootstrap = "n4", nil, true
+	var held [2]net.Listener
+	c.RaftAddr, held[0] = reserveAddr(t) // accepts (the join's reach check) but never answers
+	c.ForwardAddr, held[1] = reserveAddr(t)
+	c.RESPAddr = "127.0.0.1:6004"
+	c.Logger = testLogger(t).With("test_node", 4)
+	th.cfgs = append(th.cfgs, c)
+	th.hosts = append(th.hosts, nil)
+	th.engines = append(th.engines, nil)
+	done := make(chan error, 1)
+	go func() { done <- th.hosts[0].Join(ctx, "n4", c.RaftAddr) }()
+	l1 := -1
+	waitFor(t, 10*time.Second, func() error {
+		l1 = th.leaders()[1]
+		if l1 < 0 {
+			return errors.New("group 1 has no leader")
+		}
+		if st := statusMap(th.hosts[l1].Status(1)); st["nonvoters"] != "n4" {
+			return fmt.Errorf("group 1: nonvoters %q", st["nonvoters"])
+		}
+		return nil
+	})
+	if err := th.hosts[l1].Transfer(ctx, 1, ""); err != nil {
+		t.Fatalf("transfer group 1: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the join ended before its node started: %v", err)
+	default:
+	}
+	held[0].Close()
+	held[1].Close()
+	th.start(3)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("join: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the join did not finish")
+	}
+	for g := range th.shards {
+		if st := statusMap(th.hosts[3].Status(g)); st["voters"] != "n1,n2,n3,n4" || st["nonvoters"] != "" {
+			t.Fatalf("group %d: voters %q nonvoters %q", g, st["voters"], st["nonvoters"])
+		}
+	}
+}

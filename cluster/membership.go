@@ -251,6 +251,24 @@ func (n *Node) configuration(ctx context.Context) ([]raft.Server, uint64, error)
 	return f.Configuration().Servers, f.Index(), nil
 }
 
+// slowRaft counts the waits of a step that timed out: Raft may still
+// finish what it was given (a busy leader, a slow disk), so the step reads
+// the configuration again to see, up to maxSlowRaft times before it gives
+// up.
+type slowRaft int
+
+// maxSlowRaft is how many timeouts a step waits out.
+const maxSlowRaft = 3
+
+// again reports whether err is a timeout the step should wait out.
+func (s *slowRaft) again(err error) bool {
+	if !errcode.Is(err, errcode.ClusterDown) || *s >= maxSlowRaft {
+		return false
+	}
+	*s++
+	return true
+}
+
 // configChanged reports whether a change was refused because another
 // landed after the index it named (raft's error has no value of its own).
 func configChanged(err error) bool {
@@ -260,9 +278,13 @@ func configChanged(err error) bool {
 // joinGroup makes id a voter of this group, on its leader: a non-voter
 // first, a voter once caught up. Idempotent.
 func (n *Node) joinGroup(ctx context.Context, id, raftAddr string) error {
+	var slow slowRaft
 	for {
 		servers, index, err := n.configuration(ctx)
 		if err != nil {
+			if slow.again(err) {
+				continue
+			}
 			return err
 		}
 		var member *raft.Server
@@ -292,7 +314,7 @@ func (n *Node) joinGroup(ctx context.Context, id, raftAddr string) error {
 			n.log.Info("membership: a non-voter caught up; promoting it", "id", id, "waited", time.Since(start).Round(time.Millisecond))
 			f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), index, n.adminTimeout())
 		}
-		if err := n.waitAdmin(ctx, f); err != nil && !configChanged(err) {
+		if err := n.waitAdmin(ctx, f); err != nil && !configChanged(err) && !slow.again(err) {
 			return err
 		}
 	}
@@ -356,9 +378,13 @@ func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 // removeGroup removes id from this group, on its leader, after the strict
 // check; with checkOnly, it only checks. Idempotent.
 func (n *Node) removeGroup(ctx context.Context, id string, checkOnly bool) error {
+	var slow slowRaft
 	for {
 		servers, index, err := n.configuration(ctx)
 		if err != nil {
+			if slow.again(err) {
+				continue
+			}
 			return err
 		}
 		var member *raft.Server
@@ -387,7 +413,7 @@ func (n *Node) removeGroup(ctx context.Context, id string, checkOnly bool) error
 		}
 		n.log.Info("membership: removing a member", "id", id, "suffrage", member.Suffrage.String())
 		err = n.waitAdmin(ctx, n.raft.RemoveServer(raft.ServerID(id), index, n.adminTimeout()))
-		if err != nil && !configChanged(err) {
+		if err != nil && !configChanged(err) && !slow.again(err) {
 			return err
 		}
 	}
