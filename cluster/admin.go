@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,11 +13,12 @@ import (
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// Membership and leadership commands run on the leader. On a follower they
-// fail with NotLeader naming the leader's RESP address instead of being
-// forwarded: they are rare, operator-driven, and the operator is better
-// told where the leader is than left unsure which node acted.
-// RAFT.SNAPSHOT is the exception: every node snapshots its own state.
+// Leadership transfers run on the leader. On a follower they fail with
+// NotLeader naming the leader's RESP address instead of being forwarded:
+// the operator names the group whose leader should move, and is better
+// told where that leader is. Membership changes (RAFT.JOIN, RAFT.REMOVE)
+// are forwarded to each group's leader (membership.go); RAFT.SNAPSHOT
+// runs on every node for its own state.
 
 // adminTimeout bounds membership changes and transfers, which may take an
 // election's time on top of a commit.
@@ -36,16 +38,21 @@ func (n *Node) Status() [][2]string {
 			leaderAddr = n.cfg.RESPAddr
 		}
 	}
-	var members []string
+	var members, voters, nonvoters []string
 	if servers, err := n.servers(); err == nil {
 		for _, s := range servers {
 			m := string(s.ID) + "=" + string(s.Address)
 			if s.Suffrage != raft.Voter {
 				m += "(" + strings.ToLower(s.Suffrage.String()) + ")"
+				nonvoters = append(nonvoters, string(s.ID))
+			} else {
+				voters = append(voters, string(s.ID))
 			}
 			members = append(members, m)
 		}
 	}
+	slices.Sort(voters)
+	slices.Sort(nonvoters)
 	return [][2]string{
 		{"id", n.cfg.ID},
 		{"role", roleName(n.raft.State())},
@@ -55,6 +62,8 @@ func (n *Node) Status() [][2]string {
 		{"commit_index", strconv.FormatUint(n.raft.CommitIndex(), 10)},
 		{"applied_index", strconv.FormatUint(n.raft.AppliedIndex(), 10)},
 		{"members", strings.Join(members, ",")},
+		{"voters", strings.Join(voters, ",")},
+		{"nonvoters", strings.Join(nonvoters, ",")},
 	}
 }
 
@@ -103,12 +112,22 @@ func (n *Node) waitAdmin(ctx context.Context, f raft.Future) error {
 	return waitFuture(n.closing, f, max(timeout, time.Millisecond))
 }
 
-// Join serves Host.Join (RAFT.JOIN id raft_addr): it adds a
-// voter. The new node must have been started without bootstrapping.
+// Join serves Host.Join (RAFT.JOIN id raft_addr) for this group: the node
+// becomes a non-voter, then a voter once caught up, on the group's leader
+// (this node or the one it forwards the step to; membership.go). The new
+// node must have been started without bootstrapping.
 func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
-	if err := n.leaderOnly(); err != nil {
+	if err := n.checkJoin(id, raftAddr); err != nil {
 		return err
 	}
+	if err := n.runMember(ctx, opJoin, id, raftAddr); err != nil {
+		return groupError(opJoin, n.group, err)
+	}
+	return nil
+}
+
+// checkJoin validates RAFT.JOIN's arguments.
+func (n *Node) checkJoin(id, raftAddr string) error {
 	if id == "" || strings.ContainsAny(id, "=, \t\r\n") {
 		return &errcode.Error{Code: errcode.BadNodeID, Detail: id}
 	}
@@ -117,28 +136,36 @@ func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: err.Error()}
 		}
 	}
-	f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.adminTimeout())
-	return adminError("join", n.waitAdmin(ctx, f))
+	return nil
 }
 
-// Remove serves Host.Remove (RAFT.REMOVE id).
+// Join serves Host.Join (RAFT.JOIN id raft_addr) for this group: the node
+// becomes a non-voter, then a voter once caught up, on the group's leader
+// (this node or the one it forwards the step to; membership.go). The new
+// node must have been started without bootstrapping.
 func (n *Node) Remove(ctx context.Context, id string) error {
-	if err := n.leaderOnly(); err != nil {
-		return err
-	}
-	servers, err := n.servers()
-	if err != nil {
-		return adminError("remove", err)
-	}
-	found := false
-	for _, s := range servers {
-		found = found || string(s.ID) == id
-	}
-	if !found {
+	if !n.isMember(id) {
 		return &errcode.Error{Code: errcode.NoSuchNode, Detail: id}
 	}
-	f := n.raft.RemoveServer(raft.ServerID(id), 0, n.adminTimeout())
-	return adminError("remove", n.waitAdmin(ctx, f))
+	if err := n.runMember(ctx, opRemove, id, ""); err != nil {
+		return groupError(opRemove, n.group, err)
+	}
+	return nil
+}
+
+// isMember reports whether id is in this node's latest view of the
+// group's configuration.
+func (n *Node) isMember(id string) bool {
+	servers, err := n.servers()
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Transfer serves Host.Transfer (RAFT.TRANSFER [id]) for this group.

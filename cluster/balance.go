@@ -42,16 +42,19 @@ const (
 	balanceBackoffMax = time.Minute
 )
 
+// balanceWait is how long the balancer leaves a member alone after a
+// failed transfer to it.
+type balanceWait struct {
+	until time.Time
+	next  time.Duration
+}
+
 // balance runs on every host with more than one group until it closes.
 func (h *Host) balance() {
 	defer h.bg.Done()
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
-	type wait struct {
-		until time.Time
-		next  time.Duration
-	}
-	failed := map[string]wait{}
+	failed := map[string]balanceWait{}
 	resumed := make(chan raft.Observation, 16) // full: dropped, and that backoff runs out as before
 	obs := raft.NewObserver(resumed, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.ResumedHeartbeatObservation)
@@ -74,12 +77,16 @@ func (h *Host) balance() {
 			continue
 		case <-t.C:
 		}
+		h.forgetRemoved(failed)
 		for g, n := range h.nodes {
 			if n.raft.State() != raft.Leader {
 				continue
 			}
 			if kind, _ := n.route(); kind != routeLocal {
 				continue // not ready yet: let it finish its barrier
+			}
+			if n.memberBusy.Load() > 0 {
+				continue // a membership step runs on this leader (membership.go)
 			}
 			servers, err := n.servers()
 			if err != nil {
@@ -106,6 +113,30 @@ func (h *Host) balance() {
 				h.log.Info("balance: handed leadership to its preferred member", "group", g, "to", want)
 			}
 			break // one transfer per round
+		}
+	}
+}
+
+// forgetRemoved drops from failed the members no group has any more
+// (RAFT.REMOVE), so that a cluster whose machines are replaced for years
+// keeps no trace of the old ones.
+func (h *Host) forgetRemoved(failed map[string]balanceWait) {
+	if len(failed) == 0 {
+		return
+	}
+	members := map[string]bool{}
+	for _, n := range h.nodes {
+		servers, err := n.servers()
+		if err != nil {
+			return // keep all until every group answers
+		}
+		for _, s := range servers {
+			members[string(s.ID)] = true
+		}
+	}
+	for id := range failed {
+		if !members[id] {
+			delete(failed, id)
 		}
 	}
 }

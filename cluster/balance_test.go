@@ -82,3 +82,14 @@ func TestHostBalancerRetriesAMemberThatReturns(t *testing.T) {
 	th.waitBalanced(30 * time.Second)
 	t.Logf("group 1 back on its preferred member %s after its return", time.Since(start).Round(time.Millisecond))
 }
+
+// TestBalancerForgetsRemovedMembers: the balancer's memory of failed
+// transfers keeps the members some group has, and drops the others.
+func TestBalancerForgetsRemovedMembers(t *testing.T) {
+	th := newTestHosts(t, 1, 2, nil)
+	failed := map[string]balanceWait{"n1": {next: time.Second}, "gone": {next: time.Second}}
+	th.hosts[0].forgetRemoved(failed)
+	if _, ok := failed["gone"]; ok || len(failed) != 1 {
+		t.Fatalf("after forgetRemoved: %v, want only n1", failed)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,13 +37,16 @@ func TestSingleNode(t *testing.T) {
 		t.Fatalf("WRONGTYPE: got %v", res[0].Err)
 	}
 	st := n.Status()
-	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members"}
+	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members", "voters", "nonvoters"}
+	if len(st) != len(want) {
+		t.Fatalf("status = %v, want the fields %v", st, want)
+	}
 	for i, kv := range st {
 		if kv[0] != want[i] {
 			t.Fatalf("status field %d = %q, want %q", i, kv[0], want[i])
 		}
 	}
-	if st[1][1] != "leader" || st[2][1] != "n1" || st[3][1] != "127.0.0.1:6001" || st[7][1] != "n1=raft-n1" {
+	if st[1][1] != "leader" || st[2][1] != "n1" || st[3][1] != "127.0.0.1:6001" || st[7][1] != "n1=raft-n1" || st[8][1] != "n1" || st[9][1] != "" {
 		t.Fatalf("status = %v", st)
 	}
 	if err := n.Execute(context.Background(), ops, make([]engine.Result, 1)); err == nil {
@@ -372,19 +376,31 @@ func TestCloseFailsWaiting(t *testing.T) {
 	tc.nodes[l] = nil
 }
 
-// TestAdmin covers JOIN, REMOVE and the follower's answers.
+// TestAdmin covers JOIN and REMOVE, sent to a follower (which forwards
+// them to the leader), and their refusals.
 func TestAdmin(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	l := tc.leader()
 	f := (l + 1) % 3
-	err := tc.nodes[f].Join(context.Background(), "n9", "127.0.0.1:7009")
-	if e := errcode.Of(err); e == nil || e.Code != errcode.NotLeader || !strings.HasPrefix(e.Detail, "127.0.0.1:600") {
-		t.Fatalf("join on a follower: %v", err)
+	o := (l + 2) % 3 // the other follower, which takes the commands
+	ctx := context.Background()
+	if err := tc.nodes[o].Join(ctx, "a b", "x"); !errcode.Is(err, errcode.BadNodeID) {
+		t.Fatalf("join with a bad id: %v", err)
 	}
-	if err := tc.nodes[l].Remove(context.Background(), "nope"); !errcode.Is(err, errcode.NoSuchNode) {
+	err := tc.nodes[o].Join(ctx, "n9", string(tc.trans[l].LocalAddr()))
+	if e := errcode.Of(err); e == nil || e.Code != errcode.MemberConflict || e.Detail != tc.cfgs[l].ID+"="+string(tc.trans[l].LocalAddr()) {
+		t.Fatalf("join at a member's address: %v", err)
+	}
+	if err := tc.nodes[o].Join(ctx, tc.cfgs[l].ID, "raft-elsewhere"); !errcode.Is(err, errcode.MemberConflict) {
+		t.Fatalf("join of a member's id at another address: %v", err)
+	}
+	if err := tc.nodes[o].Join(ctx, tc.cfgs[l].ID, string(tc.trans[l].LocalAddr())); err != nil {
+		t.Fatalf("join of a voter at its own address (nothing to do): %v", err)
+	}
+	if err := tc.nodes[o].Remove(ctx, "nope"); !errcode.Is(err, errcode.NoSuchNode) {
 		t.Fatalf("remove unknown: %v", err)
 	}
-	if err := tc.nodes[l].Remove(context.Background(), tc.cfgs[f].ID); err != nil {
+	if err := tc.nodes[o].Remove(ctx, tc.cfgs[f].ID); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	waitFor(t, 5*time.Second, func() error {
@@ -402,8 +418,12 @@ func TestAdmin(t *testing.T) {
 	tc.stop(f)
 	tc.cfgs[f].Peers, tc.cfgs[f].NoBootstrap = nil, true
 	tc.start(f)
-	if err := tc.nodes[l].Join(context.Background(), tc.cfgs[f].ID, string(tc.trans[f].LocalAddr())); err != nil {
+	if err := tc.nodes[o].Join(context.Background(), tc.cfgs[f].ID, string(tc.trans[f].LocalAddr())); err != nil {
 		t.Fatalf("join: %v", err)
+	}
+	st := statusMap(tc.nodes[l].Status())
+	if want := strings.Join(slices.Sorted(slices.Values([]string{tc.cfgs[0].ID, tc.cfgs[1].ID, tc.cfgs[2].ID})), ","); st["voters"] != want || st["nonvoters"] != "" {
+		t.Fatalf("after the join: voters %q nonvoters %q, want voters %q", st["voters"], st["nonvoters"], want)
 	}
 	if err := tc.nodes[f].Snapshot(context.Background()); err != nil {
 		t.Fatalf("follower snapshot: %v", err)
@@ -597,4 +617,13 @@ func testRestartRecoveryCompacted(t *testing.T, ds diskSetup) {
 	if got := allowed(res); got != "0" {
 		t.Fatalf("c0 after recovery: %s, want 0 (17 decisions kept)", got)
 	}
+}
+
+// statusMap is RAFT.STATUS's fields as a map.
+func statusMap(st [][2]string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range st {
+		m[kv[0]] = kv[1]
+	}
+	return m
 }

@@ -112,6 +112,9 @@ func (s *fwdServer) handle(c net.Conn) {
 	if string(hello[:]) == announceHello {
 		s.handleAnnounce(n, c, br) // topology.go
 		return
+	} else if string(hello[:]) == memberHello {
+		s.handleMember(n, c, br) // membership.go
+		return
 	} else if string(hello[:]) != fwdHello {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return

@@ -323,26 +323,66 @@ func (h *Host) Status(g int) [][2]string {
 	return st
 }
 
-// Join implements resp.ClusterAdmin: with one group, RAFT.JOIN; with
-// several it is refused (docs/design.md: every group would change its
-// membership, each on its own leader).
+// Join implements resp.ClusterAdmin (RAFT.JOIN id raft_addr): the node
+// becomes a non-voter, then a voter once caught up, of every group, each
+// on its own leader (membership.go), all groups at once. It returns when
+// the node votes in every group, else the error of the first group that
+// failed, naming it; calling it again resumes.
 func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
-	if len(h.nodes) > 1 {
-		return adminError("join", errMembershipSharded)
+	n0 := h.nodes[0]
+	if err := n0.checkJoin(id, raftAddr); err != nil {
+		return err
 	}
-	return h.nodes[0].Join(ctx, id, raftAddr)
+	if !n0.isMember(id) {
+		// A typo in the address is refused before any group changes.
+		nc, err := dialPeer(h.cfg.TLS, mapAddr(h.cfg.DialMap, raftAddr), fwdDialTimeout, n0.fwd.t)
+		if err != nil {
+			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: "cannot reach " + raftAddr + ": " + err.Error()}
+		}
+		nc.Close()
+	}
+	return h.eachGroup(ctx, opJoin, id, raftAddr)
 }
 
-// Remove implements resp.ClusterAdmin, as Join.
+// Remove implements resp.ClusterAdmin (RAFT.REMOVE id): every group's
+// leader first checks that the removal leaves it a majority of healthy
+// voters, then the node leaves every group (a leader it is hands its
+// leadership over first).
 func (h *Host) Remove(ctx context.Context, id string) error {
-	if len(h.nodes) > 1 {
-		return adminError("remove", errMembershipSharded)
+	known := false
+	for _, n := range h.nodes {
+		known = known || n.isMember(id)
 	}
-	return h.nodes[0].Remove(ctx, id)
+	if !known {
+		return &errcode.Error{Code: errcode.NoSuchNode, Detail: id}
+	}
+	if err := h.eachGroup(ctx, opRemoveCheck, id, ""); err != nil {
+		return err
+	}
+	return h.eachGroup(ctx, opRemove, id, "")
 }
 
-// errMembershipSharded refuses membership changes with several groups.
-var errMembershipSharded = errors.New("membership changes with --shards above 1 are not supported: start the cluster with its members in --peers")
+// eachGroup runs a membership step in every group at once and returns the
+// first group's error, naming the group.
+func (h *Host) eachGroup(ctx context.Context, op memberOp, id, raftAddr string) error {
+	errs := make([]error, len(h.nodes))
+	var wg sync.WaitGroup
+	for g, n := range h.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[g] = n.runMember(ctx, op, id, raftAddr)
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if err != nil {
+			h.log.Warn("membership step failed", "op", op.String(), "id", id, "group", g, "err", err)
+			return groupError(op, g, err)
+		}
+	}
+	return nil
+}
 
 // Transfer implements resp.ClusterAdmin: group g's leadership, from this
 // node (its leader) to id, or to any voter when id is "".

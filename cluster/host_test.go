@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
+	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -432,25 +433,124 @@ func TestScanCursorCarriesTheGroup(t *testing.T) {
 	}
 }
 
-// TestHostRefusesMembershipChangesWithShards: with several groups,
-// RAFT.JOIN and RAFT.REMOVE are refused (each group would change on its
-// own leader: not built), saying why.
-func TestHostRefusesMembershipChangesWithShards(t *testing.T) {
-	th := newTestHosts(t, 1, 2, nil)
-	for name, err := range map[string]error{
-		"join":   th.hosts[0].Join(context.Background(), "n9", "127.0.0.1:1"),
-		"remove": th.hosts[0].Remove(context.Background(), "n1"),
-	} {
-		e := errcode.Of(err)
-		if e == nil || e.Code != errcode.AdminFailed || !strings.Contains(err.Error(), "--shards above 1") {
-			t.Errorf("%s with two groups: %v, want it refused", name, err)
+// TestHostMembershipWithShards replaces a dead member of a cluster of
+// two groups: removing a live member while one is down is refused (it
+// would cost a group its majority), a join with an unreachable address is
+// refused, a new node started without bootstrapping is joined (sent to
+// another member, which forwards each group's step to that group's
+// leader) and becomes a voter of every group, and the dead member is
+// removed from every group. It runs over plain TCP and over mutual TLS
+// (every step forwarded, every progress question, with the cluster's
+// certificates).
+func TestHostMembershipWithShards(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", secure), func(t *testing.T) { testHostMembershipWithShards(t, secure) })
+	}
+}
+
+func testHostMembershipWithShards(t *testing.T, secure bool) {
+	var opt func(i int, c *Config)
+	if secure {
+		certs := testcerts.Generate(t, t.TempDir())
+		peerTLS, err := PeerTLSConfig(certs.Cert, certs.Key, certs.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt = func(_ int, c *Config) { c.TLS = peerTLS }
+	}
+	th := newTestHosts(t, 3, 2, opt)
+	ctx := context.Background()
+	th.stop(2) // n3 dies
+	err := th.hosts[0].Remove(ctx, "n2")
+	if e := errcode.Of(err); e == nil || e.Code != errcode.RemoveUnsafe || e.Detail != "n2" {
+		t.Fatalf("removing a live member while another is down: %v, want it refused", err)
+	}
+	if err := th.hosts[1].Remove(ctx, "n9"); !errcode.Is(err, errcode.NoSuchNode) {
+		t.Fatalf("removing an unknown node: %v", err)
+	}
+	dead, deadLn := reserveAddr(t) // a port that accepts nothing once closed
+	deadLn.Close()
+	if err := th.hosts[1].Join(ctx, "n4", dead); !errcode.Is(err, errcode.BadRaftAddr) {
+		t.Fatalf("join at an address nothing listens on: %v", err)
+	}
+
+	// n4 starts empty and waits to be joined.
+	c := th.cfgs[0]
+	c.ID, c.Peers, c.NoBootstrap = "n4", nil, true
+	var held [2]net.Listener
+	c.RaftAddr, held[0] = reserveAddr(t)
+	c.ForwardAddr, held[1] = reserveAddr(t)
+	c.RESPAddr = "127.0.0.1:6004"
+	c.Logger = testLogger(t).With("test_node", 4)
+	held[0].Close()
+	held[1].Close()
+	th.cfgs = append(th.cfgs, c)
+	th.hosts = append(th.hosts, nil)
+	th.engines = append(th.engines, nil)
+	th.start(3)
+	// n4 knows no leader yet: a join sent to it fails after an election's
+	// time, naming the group, and changes nothing.
+	if err := th.hosts[3].Join(ctx, "n4", c.RaftAddr); !errcode.Is(err, errcode.GroupAdminFailed) || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("join sent to a node that knows no leader: %v", err)
+	}
+	// A join interrupted after its first step in group 1 (n4 a non-voter
+	// there) is resumed by the command sent again.
+	l1 := th.leaders()[1]
+	if err := th.hosts[l1].nodes[1].raft.AddNonvoter("n4", raft.ServerAddress(c.RaftAddr), 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusMap(th.hosts[l1].Status(1)); st["nonvoters"] != "n4" || !strings.Contains(st["members"], "n4="+c.RaftAddr+"(nonvoter)") {
+		t.Fatalf("group 1 with n4 a non-voter: %v", st)
+	}
+	for _, sent := range []int{1, 0} { // the second time: nothing to do
+		if err := th.hosts[sent].Join(ctx, "n4", c.RaftAddr); err != nil {
+			t.Fatalf("join n4 (sent to n%d): %v", sent+1, err)
 		}
 	}
-	if got := len(th.hosts[0].nodes[0].Status()); got == 0 {
-		t.Fatal("no status")
+	for g := range th.shards {
+		st := statusMap(th.hosts[0].Status(g))
+		if st["voters"] != "n1,n2,n3,n4" || st["nonvoters"] != "" {
+			t.Fatalf("group %d after the join: voters %q nonvoters %q", g, st["voters"], st["nonvoters"])
+		}
 	}
-	if servers, _ := th.hosts[0].nodes[1].servers(); len(servers) != 1 {
-		t.Fatalf("group 1's configuration changed: %v", servers)
+	if err := th.hosts[3].Remove(ctx, "n3"); err != nil {
+		t.Fatalf("remove the dead n3 (sent to n4): %v", err)
+	}
+	for g := range th.shards {
+		waitFor(t, 5*time.Second, func() error {
+			for _, i := range []int{0, 1, 3} {
+				st := statusMap(th.hosts[i].Status(g))
+				if st["voters"] != "n1,n2,n4" {
+					return fmt.Errorf("group %d on n%d: voters %q", g, i+1, st["voters"])
+				}
+			}
+			return nil
+		})
+	}
+	// Every group serves through the new member.
+	for g := range th.shards {
+		waitFor(t, 10*time.Second, func() error {
+			key := fmt.Sprintf("k%d", g)
+			for th.hosts[3].table.Group(slots.Of([]byte(key))) != g {
+				key += "x"
+			}
+			return th.hosts[3].Execute(ctx, []engine.Op{decide(key, tokenRule, 1)}, make([]engine.Result, 1))
+		})
+	}
+	// A node asked to remove itself does (it hands over the groups it
+	// leads first).
+	if err := th.hosts[1].Remove(ctx, "n2"); err != nil {
+		t.Fatalf("n2 removing itself: %v", err)
+	}
+	for g := range th.shards {
+		waitFor(t, 5*time.Second, func() error {
+			for _, i := range []int{0, 3} {
+				if st := statusMap(th.hosts[i].Status(g)); st["voters"] != "n1,n4" {
+					return fmt.Errorf("group %d on n%d: voters %q", g, i+1, st["voters"])
+				}
+			}
+			return nil
+		})
 	}
 }
 
@@ -491,5 +591,62 @@ func TestHostMetricsPerGroup(t *testing.T) {
 			t.Errorf("%d groups: sluice_raft_term series by group label %v, want %v", shards, groups, want)
 		}
 		th.close()
+	}
+}
+
+// TestHostJoinAcrossLeaderChange: a join whose new node is not up yet
+// waits in each group for it to catch up; the leadership of a group moves
+// meanwhile; once the node starts, the join finishes on the new leader
+// (which resumes from the configuration: the node is a non-voter there
+// already) and the node votes in every group.
+func TestHostJoinAcrossLeaderChange(t *testing.T) {
+	th := newTestHosts(t, 3, 2, nil)
+	ctx := context.Background()
+	c := th.cfgs[0]
+	c.ID, c.Peers, c.NoBootstrap = "n4", nil, true
+	var held [2]net.Listener
+	c.RaftAddr, held[0] = reserveAddr(t) // accepts (the join's reach check) but never answers
+	c.ForwardAddr, held[1] = reserveAddr(t)
+	c.RESPAddr = "127.0.0.1:6004"
+	c.Logger = testLogger(t).With("test_node", 4)
+	th.cfgs = append(th.cfgs, c)
+	th.hosts = append(th.hosts, nil)
+	th.engines = append(th.engines, nil)
+	done := make(chan error, 1)
+	go func() { done <- th.hosts[0].Join(ctx, "n4", c.RaftAddr) }()
+	l1 := -1
+	waitFor(t, 10*time.Second, func() error {
+		l1 = th.leaders()[1]
+		if l1 < 0 {
+			return errors.New("group 1 has no leader")
+		}
+		if st := statusMap(th.hosts[l1].Status(1)); st["nonvoters"] != "n4" {
+			return fmt.Errorf("group 1: nonvoters %q", st["nonvoters"])
+		}
+		return nil
+	})
+	if err := th.hosts[l1].Transfer(ctx, 1, ""); err != nil {
+		t.Fatalf("transfer group 1: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the join ended before its node started: %v", err)
+	default:
+	}
+	held[0].Close()
+	held[1].Close()
+	th.start(3)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("join: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the join did not finish")
+	}
+	for g := range th.shards {
+		if st := statusMap(th.hosts[3].Status(g)); st["voters"] != "n1,n2,n3,n4" || st["nonvoters"] != "" {
+			t.Fatalf("group %d: voters %q nonvoters %q", g, st["voters"], st["nonvoters"])
+		}
 	}
 }

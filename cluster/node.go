@@ -67,6 +67,11 @@ type Node struct {
 	// readyTerm is the term in which this node, as leader, finished its
 	// barrier and announced its address; 0 when not.
 	readyTerm atomic.Uint64
+	// health is what this node, as leader, knows of its followers from its
+	// heartbeats; memberBusy counts the membership steps it is running
+	// (membership.go).
+	health     *peerHealth
+	memberBusy atomic.Int32
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -228,6 +233,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
+
+	n.health = newPeerHealth(cfg.ID)
+	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.health.observe))
 
 	if !cfg.NoBootstrap {
 		var servers []raft.Server

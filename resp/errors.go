@@ -49,6 +49,8 @@ func codeText(e *errcode.Error) string {
 			return strconv.FormatInt(e.Num, 10)
 		case "{duration}":
 			return time.Duration(e.Num).String()
+		case "{subcause}":
+			return causeText(e.Cause)
 		case "{cause}":
 			// Raft's error, or a coded one (the node shutting down) that
 			// reads as its reply.
@@ -247,4 +249,22 @@ func errorText(err error) string {
 		return err.Error()
 	}
 	return "ERR " + err.Error()
+}
+
+// causeText renders the cause of a failed membership step without its
+// error prefix: a coded cause as its reply, another as its text.
+func causeText(err error) string {
+	if c := errcode.Of(err); c != nil {
+		if c.Code == errcode.Other {
+			return c.Detail
+		}
+		if t := codeText(c); t != "" {
+			return strings.TrimPrefix(t, "ERR ")
+		}
+		return c.Error()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "unknown error"
 }

@@ -30,7 +30,8 @@ type ClusterAdmin interface {
 	// Status returns RAFT.STATUS's field-value pairs for group g, in
 	// order.
 	Status(g int) [][2]string
-	// Join adds a voter.
+	// Join adds a node to every group: a non-voter, then a voter once it
+	// has caught up.
 	Join(ctx context.Context, id, raftAddr string) error
 	// Remove removes a server from the configuration.
 	Remove(ctx context.Context, id string) error

@@ -361,6 +361,20 @@ func runConfigGet(s *Server, c *client, args [][]byte, p *pending) {
 	}
 }
 
+// adminTimeout bounds an admin command: RAFT.JOIN waits for the new node
+// to catch up with every group's log (a snapshot of millions of keys
+// takes a while; the join fails earlier when the node stops catching up),
+// RAFT.REMOVE for leadership handovers in every group.
+func adminTimeout(name string) time.Duration {
+	switch name {
+	case "raft.join":
+		return 10 * time.Minute
+	case "raft.remove":
+		return time.Minute
+	}
+	return 10 * time.Second
+}
+
 // raftCommands are the cluster commands (docs/commands.md, "Cluster
 // commands"): RAFT.* membership and status.
 func raftCommands() []*command {
@@ -370,7 +384,7 @@ func raftCommands() []*command {
 			name: name, arity: arity, group: "cluster", since: "1.0.0", complexity: "O(1)",
 			summary: summary, args: args,
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), adminTimeout(name))
 				defer cancel()
 				if err := do(ctx, s.admin, args); err != nil {
 					c.local.Error(errorText(err))
@@ -399,11 +413,11 @@ func raftCommands() []*command {
 				}
 			},
 		},
-		admin("raft.join", 3, "Add a voter", []argDoc{strArg("id"), strArg("raft_addr")},
+		admin("raft.join", 3, "Add a node to every Raft group: a non-voter, then a voter once caught up", []argDoc{strArg("id"), strArg("raft_addr")},
 			func(ctx context.Context, a ClusterAdmin, args [][]byte) error {
 				return a.Join(ctx, string(args[1]), string(args[2]))
 			}),
-		admin("raft.remove", 2, "Remove a server", []argDoc{strArg("id")},
+		admin("raft.remove", 2, "Remove a node from every Raft group, unless that costs a group its majority", []argDoc{strArg("id")},
 			func(ctx context.Context, a ClusterAdmin, args [][]byte) error {
 				return a.Remove(ctx, string(args[1]))
 			}),

@@ -82,6 +82,7 @@ type options struct {
 	verbose        bool
 	sluiceFlags    string
 	shards         int
+	faults         []faultKind // the kinds to inject; nil: every kind
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -107,8 +108,16 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.StringVar(&o.sluiceFlags, "sluice-flags", "", `more flags for every node, e.g. "--raft-log wal --fsync everysec"`)
 	fs.IntVar(&o.shards, "shards", 1, "Raft groups per node (every node's --shards): the keys spread over all, the leader faults pick a group")
+	faults := fs.String("faults", "", "the fault kinds to inject, comma-separated (default: every kind, in turn)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	for _, name := range strings.FieldsFunc(*faults, func(r rune) bool { return r == ',' }) {
+		k, ok := parseFaultKind(strings.TrimSpace(name))
+		if !ok {
+			return o, fmt.Errorf("-faults: unknown fault kind %q", name)
+		}
+		o.faults = append(o.faults, k)
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -241,7 +250,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	}
 
 	// Faults, one at a time, until the duration is spent.
-	nem := &nemesis{c: c, rng: rng, skewed: skewed}
+	nem := &nemesis{c: c, rng: rng, skewed: skewed, kinds: o.faults}
 	deadline := startMono.Add(o.duration)
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	for ctx.Err() == nil {
@@ -265,7 +274,13 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 			break
 		}
 		desc, heal, err := nem.inject(ctx, kind)
-		if err != nil {
+		if err != nil && kind == faultReplace {
+			// A replacement that failed halfway leaves a member missing.
+			rep.violations = append(rep.violations, violation{Check: "membership", Msg: err.Error()})
+			log.Error("replace failed", "err", err)
+			_ = c.healAll()
+			continue
+		} else if err != nil {
 			log.Warn("fault not injected", "kind", kind, "err", err)
 			continue
 		}

@@ -56,6 +56,8 @@ func TestParseOptions(t *testing.T) {
 		{args: []string{"-sluice-flags", "--fsync always --shards 3"}, wantErr: "give the Raft groups as -shards"},
 		{args: []string{"-sluice-flags", "--shards=2"}, wantErr: "give the Raft groups as -shards"},
 		{args: []string{"-sluice-flags", "--lock-stripes 64"}},
+		{args: []string{"-faults", "replace,kill-leader"}},
+		{args: []string{"-faults", "replace,nap"}, wantErr: "-faults: unknown fault kind"},
 	}
 	for _, tc := range tests {
 		o, err := parseOptions(tc.args, io.Discard)

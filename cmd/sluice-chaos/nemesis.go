@@ -29,12 +29,13 @@ const (
 	faultRestartAll                       // kill -9 every node, start them all on heal
 	faultSkewedLeader                     // hand leadership (of a group it does not lead) to the node whose clock is off
 	faultStallLink                        // a silent leader-follower link, held long (stallHold)
+	faultReplace                          // kill -9 a node, wipe its data, join a new node, remove the old one
 	numFaultKinds
 )
 
 func (k faultKind) String() string {
 	return [...]string{"kill-leader", "kill-follower", "pause-leader", "pause-follower",
-		"isolate-leader", "isolate-follower", "cut-link", "restart-all", "skewed-leader", "stall-link"}[k]
+		"isolate-leader", "isolate-follower", "cut-link", "restart-all", "skewed-leader", "stall-link", "replace"}[k]
 }
 
 // stallRecovery is how soon after the heal of a stalled link every node
@@ -58,14 +59,28 @@ type nemesis struct {
 	rng    *rand.Rand
 	skewed int // the node whose clock is off
 	order  []faultKind
+	kinds  []faultKind // the kinds to inject (-faults); nil: every kind
 }
 
-// nextKind cycles through every kind in a shuffled order, so that each
-// occurs once in every numFaultKinds faults.
+// parseFaultKind returns the kind a name (as String gives it) names.
+func parseFaultKind(name string) (faultKind, bool) {
+	for k := range numFaultKinds {
+		if k.String() == name {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// nextKind cycles through every kind (or those of -faults) in a shuffled
+// order, so that each occurs once in every cycle.
 func (n *nemesis) nextKind() faultKind {
 	if len(n.order) == 0 {
+		n.order = append(n.order, n.kinds...)
 		for k := range numFaultKinds {
-			n.order = append(n.order, k)
+			if n.kinds == nil {
+				n.order = append(n.order, k)
+			}
 		}
 		n.rng.Shuffle(len(n.order), func(i, j int) { n.order[i], n.order[j] = n.order[j], n.order[i] })
 	}
@@ -117,6 +132,9 @@ func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error
 	}
 	if k == faultSkewedLeader {
 		return n.skewedLeader(ctx, g, leader)
+	}
+	if k == faultReplace {
+		return n.replace(ctx, g, leader)
 	}
 	desc, heal, err := n.injectAt(k, leader)
 	if err == nil && n.c.shards > 1 {
@@ -236,6 +254,61 @@ func (n *nemesis) skewedLeader(ctx context.Context, g int, leader *node) (string
 		return "", nil, fmt.Errorf("%s: %s", strings.Join(args, " "), r.err)
 	}
 	return fmt.Sprintf("leadership%s %s -> %s (clock %+v)", group, leader.ID, target.ID, target.skew), noop, nil
+}
+
+// replace replaces a machine, as an operator would (docs/operations.md,
+// "Replacing a machine"): a node (group g's leader or a follower, at
+// random) is killed with SIGKILL and loses its data dir; a new node, with a
+// new ID, starts empty in its place with --no-bootstrap; RAFT.JOIN for it
+// goes to another node (which forwards each group's step to that group's
+// leader), then RAFT.REMOVE of the dead one to another. Nothing is left
+// to heal: any failure is returned, and the run counts it as a violation.
+func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, func() error, error) {
+	c := n.c
+	noop := func() error { return nil }
+	victim := leader
+	if n.rng.IntN(2) == 0 {
+		if victim = n.follower(leader); victim == nil {
+			return "", nil, fmt.Errorf("no follower to replace")
+		}
+	}
+	c.kill(victim)
+	old, err := c.replaceNode(victim)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := c.start(victim); err != nil {
+		return "", nil, err
+	}
+	// It listens once its Raft and forward listeners are bound.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if r, err := command(victim.RESP, time.Second, "PING"); err == nil && r.err == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", nil, fmt.Errorf("the replacement %s never answered PING", victim.ID)
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return "", nil, err
+		}
+	}
+	desc := fmt.Sprintf("replace %s by %s:", old, victim.ID)
+	for _, step := range [][]string{{"RAFT.JOIN", victim.ID, victim.Raft}, {"RAFT.REMOVE", old}} {
+		via := n.follower(victim)
+		if via == nil {
+			return "", nil, fmt.Errorf("%s no node to send %s to", desc, step[0])
+		}
+		start := time.Now()
+		r, err := command(via.RESP, 2*time.Minute, step...)
+		if err == nil && r.err != "" {
+			err = errors.New(r.err)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("%s %s sent to %s: %w", desc, strings.Join(step, " "), via.ID, err)
+		}
+		desc += fmt.Sprintf(" %s via %s (%s)", strings.ToLower(step[0]), via.ID, time.Since(start).Round(time.Millisecond))
+	}
+	return desc, noop, nil
 }
 
 // healAll undoes whatever may still be broken: links up, paused nodes

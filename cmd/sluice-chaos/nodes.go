@@ -22,10 +22,20 @@ import (
 // directory and skew stay the same across restarts.
 type node struct {
 	*sluiceproc.Node
-	idx             int
-	logPath         string
-	skew            time.Duration
-	dialMap         string
+	idx     int
+	logPath string
+	skew    time.Duration
+	dialMap string
+	// alt is the other Raft and forward address pair of this slot: a
+	// replacement (the "replace" fault) moves to it, since the member it
+	// replaces keeps its addresses in the configuration until removed.
+	// Both pairs have their proxies from the start.
+	alt [2]string
+	// baseID names the slot (n1...); replaced counts its replacements
+	// (the node's ID is baseID, then baseID+"r1", ...), and a
+	// replacement, started empty, is joined: it never has --peers.
+	baseID          string
+	replaced        int
 	mu              sync.Mutex
 	proc            *sluiceproc.Process
 	exited          chan struct{} // closed when the current process has exited, after its bookkeeping
@@ -46,7 +56,7 @@ type cluster struct {
 	shards  int
 	nodes   []*node
 	peers   string
-	proxies map[[2]int][]*linkProxy // (from, to): the Raft and forward proxies
+	proxies map[[2]int][]*linkProxy // (from, to): the Raft, forward, alternate Raft and forward proxies
 	log     *slog.Logger
 	extra   []string // more flags for every node (-sluice-flags)
 }
@@ -84,7 +94,15 @@ func newCluster(bin, out string, n, shards, skewed int, skew time.Duration, extr
 		return nil, err
 	}
 	for i, l := range layout {
-		nd := &node{Node: l, idx: i, logPath: filepath.Join(out, l.ID+".log")}
+		nd := &node{Node: l, idx: i, logPath: filepath.Join(out, l.ID+".log"), baseID: l.ID}
+		for j := range nd.alt {
+			ln, err := reserveAddr()
+			if err != nil {
+				return nil, err
+			}
+			reserved = append(reserved, ln)
+			nd.alt[j] = ln.Addr().String()
+		}
 		if i == skewed {
 			nd.skew = skew
 		}
@@ -98,7 +116,8 @@ func newCluster(bin, out string, n, shards, skewed int, skew time.Duration, extr
 				continue
 			}
 			var pair []*linkProxy
-			for _, target := range []string{to.Raft, to.Fwd} {
+			// Raft, forward, then the alternate Raft and forward.
+			for _, target := range []string{to.Raft, to.Fwd, to.alt[0], to.alt[1]} {
 				p, err := newLinkProxy(target, log)
 				if err != nil {
 					c.stop()
@@ -162,8 +181,15 @@ func (c *cluster) start(nd *node) error {
 	}
 	common = append(common, c.extra...)
 	fmt.Fprintf(logf, "--- chaos: starting %s at %s\n", nd.ID, time.Now().Format(time.RFC3339Nano))
+	args := nd.Args(c.peers, common...)
+	if nd.replaced > 0 {
+		// A replacement was started empty and joined: it bootstraps
+		// nothing and has no --peers, at every start.
+		args = append([]string{"--id", nd.ID, "--addr", nd.RESP, "--raft-addr", nd.Raft, "--forward-addr", nd.Fwd,
+			"--data-dir", nd.Dir, "--no-bootstrap"}, append(common, nd.Extra...)...)
+	}
 	// The nodes die with the chaos tool, however it ends.
-	p, err := sluiceproc.Start(nd.ID, c.bin, nd.Args(c.peers, common...), sluiceproc.Options{Output: logf, DieWithParent: true})
+	p, err := sluiceproc.Start(nd.ID, c.bin, args, sluiceproc.Options{Output: logf, DieWithParent: true})
 	if err != nil {
 		logf.Close()
 		return err
@@ -252,8 +278,8 @@ func (c *cluster) cut(a, b int, mode cutMode) error {
 func (c *cluster) stall(a, b int) error {
 	var errs []error
 	for _, key := range [][2]int{{a, b}, {b, a}} {
-		pair := c.proxies[key]
-		errs = append(errs, pair[0].Set(cutDrop), pair[1].Set(cutStall))
+		ps := c.proxies[key]
+		errs = append(errs, ps[0].Set(cutDrop), ps[1].Set(cutStall), ps[2].Set(cutDrop), ps[3].Set(cutStall))
 	}
 	return errors.Join(errs...)
 }
@@ -342,4 +368,26 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// replaceNode makes the stopped node nd a new member in its slot: a new
+// ID, the slot's other Raft and forward addresses (its predecessor holds
+// the current ones in the configuration until removed), an empty data
+// dir. It returns the predecessor's ID. The RESP address stays, so that
+// the clients of the slot carry on.
+func (c *cluster) replaceNode(nd *node) (string, error) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.proc != nil {
+		return "", fmt.Errorf("%s is running", nd.ID)
+	}
+	if err := os.RemoveAll(nd.Dir); err != nil {
+		return "", fmt.Errorf("wipe %s: %w", nd.Dir, err)
+	}
+	old := nd.ID
+	nd.replaced++
+	nd.ID = nd.baseID + "r" + strconv.Itoa(nd.replaced)
+	nd.Raft, nd.alt[0] = nd.alt[0], nd.Raft
+	nd.Fwd, nd.alt[1] = nd.alt[1], nd.Fwd
+	return old, nil
 }

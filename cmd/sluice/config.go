@@ -189,8 +189,6 @@ func (c *config) validate() error {
 		bad("shards", "want 1 to %d Raft groups, got %d (the engine's lock stripes, which --shards used to name, are --lock-stripes)", cluster.MaxShards, c.Shards)
 	} else if c.Shards > 1 && c.InMemory && c.Peers == "" && !c.NoBootstrap {
 		bad("shards", "a single node in memory runs no Raft group: --shards %d needs --peers, or a data dir", c.Shards)
-	} else if c.Shards > 1 && c.NoBootstrap {
-		bad("shards", "--no-bootstrap waits for RAFT.JOIN, which --shards %d does not support: start every node with the members in --peers", c.Shards)
 	}
 	if c.Redirect && c.Peers == "" && !c.NoBootstrap {
 		bad("redirect", "needs --peers (or --no-bootstrap): a single node has no leader to redirect to")

@@ -154,7 +154,6 @@ func TestShardFlags(t *testing.T) {
 		{[]string{"--shards", "256"}, "--shards: want 1 to 64 Raft groups, got 256 (the engine's lock stripes, which --shards used to name, are --lock-stripes)"},
 		{[]string{"--shards", "0"}, "--shards: want 1 to 64 Raft groups, got 0"},
 		{[]string{"--shards", "2", "--in-memory"}, "--shards: a single node in memory runs no Raft group"},
-		{[]string{"--shards", "3", "--no-bootstrap", "--id", "n4"}, "--shards: --no-bootstrap waits for RAFT.JOIN, which --shards 3 does not support"},
 		{[]string{"--lock-stripes", "0"}, "--lock-stripes: want 1 to 65536, got 0"},
 		{[]string{"--redirect"}, "--redirect: needs --peers"},
 	} {

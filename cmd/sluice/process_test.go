@@ -29,6 +29,11 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
+	if bin := os.Getenv("SLUICE_BIN"); bin != "" {
+		// A binary built beforehand (the Makefile's, or a developer's).
+		binary = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "sluice-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -18,12 +18,13 @@ package errcode
 //	{num}      Error.Num in decimal
 //	{duration} Error.Num as a time.Duration (ns)
 //	{cause}    Error.Cause: a coded cause's own reply, else its text
+//	{subcause} Error.Cause as {cause}, without a leading "ERR " (a cause inside a sentence)
 //
 // Bare, when set, is the reply for an error whose placeholders have
 // nothing to fill in (an empty Detail, a zero Num).
 
 // placeholders are the placeholders a Reply may hold.
-var placeholders = []string{"{detail}", "{quoted}", "{key}", "{num}", "{duration}", "{cause}"}
+var placeholders = []string{"{detail}", "{quoted}", "{key}", "{num}", "{duration}", "{cause}", "{subcause}"}
 
 // Entry is a code's row of the catalogue.
 type Entry struct {
@@ -144,6 +145,22 @@ var catalogue = [NumCodes]Entry{
 		Reply:    "ERR {detail}",
 		Producer: "an error without a code (a Go error from below, such as a cancelled context) as it crosses the forwarding wire",
 		Assume:   "see the text"},
+	GroupAdminFailed: {Name: "membership change failed in a group", Class: NotApplied,
+		Reply:    "ERR {detail} failed in group {num}: {subcause}",
+		Producer: "RAFT.JOIN/REMOVE: a step failed in one group (the detail names the command); the steps done stay done",
+		Assume:   "send the same command again to resume"},
+	RemoveUnsafe: {Name: "removal would cost a majority", Class: NotApplied,
+		Reply:    "ERR refused: removing {quoted} would leave group {num} without a majority of healthy voters",
+		Producer: "RAFT.REMOVE (the strict reconfiguration check)",
+		Assume:   "not applied; bring the unhealthy members back first"},
+	MemberConflict: {Name: "member conflict", Class: NotApplied,
+		Reply:    "ERR conflicts with member {detail}: its id or raft address is taken (RAFT.REMOVE it first)",
+		Producer: "RAFT.JOIN",
+		Assume:   "not applied"},
+	CatchUpStalled: {Name: "catch-up stalled", Class: NotApplied,
+		Reply:    "ERR the new node stopped catching up with group {num} ({detail}); it stays a non-voter: send RAFT.JOIN again to resume",
+		Producer: "RAFT.JOIN, when the new node's state stops growing",
+		Assume:   "the node stays a non-voter; send RAFT.JOIN again"},
 }
 
 // Entry returns c's row of the catalogue; a zero Entry for a code beyond

@@ -92,6 +92,20 @@ const (
 	// Detail is its text. Rendered as the RESP server renders any error
 	// without a code.
 	Other
+	// GroupAdminFailed: RAFT.JOIN or RAFT.REMOVE (Detail) did not finish
+	// in group Num; the cause is wrapped. Sending the command again
+	// resumes it.
+	GroupAdminFailed
+	// RemoveUnsafe: RAFT.REMOVE of Detail would leave group Num without a
+	// majority of healthy voters (etcd's strict reconfiguration check).
+	// Not applied.
+	RemoveUnsafe
+	// MemberConflict: RAFT.JOIN's id or raft address is taken by another
+	// member (Detail: that member as id=address). Not applied.
+	MemberConflict
+	// CatchUpStalled: a joining node stopped catching up with group Num's
+	// log; Detail says how far behind it is. It stays a non-voter.
+	CatchUpStalled
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
