@@ -55,7 +55,19 @@ func (n *Node) Status() [][2]string {
 		{"commit_index", strconv.FormatUint(n.raft.CommitIndex(), 10)},
 		{"applied_index", strconv.FormatUint(n.raft.AppliedIndex(), 10)},
 		{"members", strings.Join(members, ",")},
+		{"cluster_version", strconv.FormatUint(uint64(n.fsm.clusterVersion()), 10)},
+		{"cluster_version_supported", strconv.FormatUint(uint64(SupportedVersion), 10)},
+		{"apply_error", n.applyError()},
 	}
+}
+
+// applyError is RAFT.STATUS's apply_error: why this node stopped applying
+// the group's log, or "" while it applies it.
+func (n *Node) applyError() string {
+	if h := n.fsm.halted(); h != nil {
+		return h.String()
+	}
+	return ""
 }
 
 func roleName(s raft.RaftState) string {

@@ -36,7 +36,8 @@ func TestSingleNode(t *testing.T) {
 		t.Fatalf("WRONGTYPE: got %v", res[0].Err)
 	}
 	st := n.Status()
-	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members"}
+	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members",
+		"cluster_version", "cluster_version_supported", "apply_error"}
 	for i, kv := range st {
 		if kv[0] != want[i] {
 			t.Fatalf("status field %d = %q, want %q", i, kv[0], want[i])

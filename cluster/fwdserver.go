@@ -112,6 +112,9 @@ func (s *fwdServer) handle(c net.Conn) {
 	if string(hello[:]) == announceHello {
 		s.handleAnnounce(n, c, br) // topology.go
 		return
+	} else if string(hello[:]) == versionHello {
+		s.handleVersion(n, c, br) // version.go
+		return
 	} else if string(hello[:]) != fwdHello {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return

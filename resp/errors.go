@@ -38,6 +38,12 @@ func codeText(e *errcode.Error) string {
 		return "ERR internal error: " + e.Detail
 	case errcode.Other:
 		return "ERR " + e.Detail
+	case errcode.ClusterVersion:
+		return "ERR this command needs cluster version " + strconv.FormatInt(e.Num, 10) +
+			", but the cluster runs version " + e.Detail + ": upgrade every node first (RAFT.STATUS shows cluster_version)"
+	case errcode.ApplyHalted:
+		return withDetail("ERR this node stopped applying the log", ": ", e.Detail, "") +
+			"; it serves this group no more until it runs a binary that can apply it (RAFT.STATUS shows apply_error)"
 	case errcode.BadRule:
 		return withDetail("ERR invalid limiter parameters", ": ", e.Detail, "")
 	case errcode.ClockBackwards:

@@ -56,6 +56,10 @@ func TestErrorTexts(t *testing.T) {
 		{&errcode.Error{Code: errcode.AdminFailed, Detail: "transfer", Cause: errcode.New(errcode.ShuttingDown)},
 			"ERR transfer failed: CLUSTERDOWN this node is shutting down"},
 		{e(errcode.Other, "cluster: forward: context canceled", 0), "ERR cluster: forward: context canceled"},
+		{e(errcode.ClusterVersion, "1", 2),
+			"ERR this command needs cluster version 2, but the cluster runs version 1: upgrade every node first (RAFT.STATUS shows cluster_version)"},
+		{e(errcode.ApplyHalted, "group 0, log index 7: unknown entry type 0x09", 0),
+			"ERR this node stopped applying the log: group 0, log index 7: unknown entry type 0x09; it serves this group no more until it runs a binary that can apply it (RAFT.STATUS shows apply_error)"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

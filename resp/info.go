@@ -92,7 +92,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			port = a.String()[i+1:]
 		}
 	}
-	section(infoServer, "Server",
+	serverFields := []string{
 		"redis_version", redisCompatVersion,
 		"sluice_version", s.cfg.Version,
 		"redis_mode", s.redisMode(),
@@ -102,7 +102,17 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 		"process_id", strconv.Itoa(os.Getpid()),
 		"tcp_port", port,
 		"uptime_in_seconds", itoa(uptime),
-		"uptime_in_days", itoa(uptime/86400))
+		"uptime_in_days", itoa(uptime/86400)}
+	if mask&infoServer != 0 && s.admin != nil {
+		// The cluster version of the log (group 0's) and the highest this
+		// binary supports: docs/operations.md, "Upgrading".
+		for _, kv := range s.admin.Status(0) {
+			if kv[0] == "cluster_version" || kv[0] == "cluster_version_supported" {
+				serverFields = append(serverFields, kv[0], kv[1])
+			}
+		}
+	}
+	section(infoServer, "Server", serverFields...)
 	section(infoClients, "Clients",
 		"connected_clients", itoa(s.connected.Load()),
 		"maxclients", strconv.Itoa(s.cfg.MaxClients))

@@ -90,6 +90,14 @@ const (
 	// Detail is its text. Rendered as the RESP server renders any error
 	// without a code.
 	Other
+	// ClusterVersion: the command needs a cluster version (Num) above the
+	// one the cluster runs (Detail, a number): not every node supports it
+	// yet. Not applied.
+	ClusterVersion
+	// ApplyHalted: this node stopped applying its group's log at an entry
+	// it cannot apply (Detail says which and why); it serves the group no
+	// more until a binary that can apply it runs here. Not applied.
+	ApplyHalted
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
@@ -121,6 +129,8 @@ var names = [NumCodes]string{
 	BadReply:        "bad reply from the leader",
 	ConnLost:        "connection to the leader lost",
 	Other:           "error",
+	ClusterVersion:  "cluster version too low",
+	ApplyHalted:     "log apply halted",
 }
 
 // String returns the code's name (not a reply text).
