@@ -96,13 +96,13 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 		"redis_version", redisCompatVersion,
 		"sluice_version", s.cfg.Version,
 		"redis_mode", s.redisMode(),
-		"os", runtime.GOOS+" "+runtime.GOARCH,
+		"os", runtime.GOOS + " " + runtime.GOARCH,
 		"arch_bits", "64",
 		"go_version", runtime.Version(),
 		"process_id", strconv.Itoa(os.Getpid()),
 		"tcp_port", port,
 		"uptime_in_seconds", itoa(uptime),
-		"uptime_in_days", itoa(uptime/86400)}
+		"uptime_in_days", itoa(uptime / 86400)}
 	if mask&infoServer != 0 && s.admin != nil {
 		// The cluster version of the log (group 0's) and the highest this
 		// binary supports: docs/operations.md, "Upgrading".
