@@ -196,6 +196,9 @@ func (n *Node) Ready() error {
 		return ErrShuttingDown
 	default:
 	}
+	if n.fsm.halted() != nil {
+		return n.fsm.haltError()
+	}
 	switch kind, _ := n.route(); kind {
 	case routeLocal, routeForward:
 	case routeLoading:

@@ -110,6 +110,54 @@ var entryVersions = map[byte]uint32{
 //     written only when the version is above 1; older releases ignore
 //     unknown header keys.
 
+// codeVersions gives the error codes (internal/errcode) that came after
+// cluster version 1 the version that introduced them; every code up to
+// errcode.Other is version 1's. A leader answering a forwarded request
+// while its group's version is below a code's sends the error as one an
+// older follower knows (errorFor): a code it does not know would make it
+// reject the whole reply as malformed. TestCodeVersionsCoverEveryCode
+// fails for a code without a row.
+var codeVersions = map[errcode.Code]uint32{
+	errcode.ClusterVersion: 2,
+	errcode.ApplyHalted:    2,
+}
+
+// codeVersion is the cluster version that introduced code c.
+func codeVersion(c errcode.Code) uint32 {
+	if c <= errcode.Other {
+		return 1
+	}
+	if v, ok := codeVersions[c]; ok {
+		return v
+	}
+	return noVersion
+}
+
+// errorFor returns err as a member of cluster version cv knows it: itself
+// when its code is as old, else Uncertain (for a code of that class) or
+// Other with the error's description, which every release renders as
+// "ERR <description>". Nil stays nil.
+func errorFor(err error, cv uint32) error {
+	e := errcode.Of(err)
+	if e == nil || codeVersion(e.Code) <= cv {
+		return err
+	}
+	if e.Code.Class() == errcode.MayHaveApplied {
+		return &errcode.Error{Code: errcode.Uncertain, Detail: e.Error()}
+	}
+	return &errcode.Error{Code: errcode.Other, Detail: e.Error()}
+}
+
+// errorsFor applies errorFor to every result's error, RL.ALL's included.
+func errorsFor(rs []engine.Result, cv uint32) {
+	for i := range rs {
+		if rs[i].Err != nil {
+			rs[i].Err = errorFor(rs[i].Err, cv)
+		}
+		errorsFor(rs[i].Each, cv)
+	}
+}
+
 // opNeeds is the cluster version each operation code needs: its row of
 // opVersions, or noVersion for a code this build does not know.
 type opNeeds [256]uint32
