@@ -35,7 +35,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/engine"
-	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -341,22 +340,25 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	if cv := n.fsm.clusterVersion(); n.fsm.needs.gateOps(cv, ops, results) {
-		return n.executeGated(ctx, ops, results)
+	if cv := n.fsm.clusterVersion(); n.fsm.needs.gated(cv, ops) {
+		return n.executeGated(ctx, cv, ops, results)
 	}
 	return n.execute(ctx, ops, results)
 }
 
-// executeGated runs the ops of a batch that the gate let through; the
-// others have their errors in results already.
-func (n *Node) executeGated(ctx context.Context, ops []engine.Op, results []engine.Result) error {
+// executeGated answers the ops of a batch that the group's cluster version
+// cv does not have with errcode.ClusterVersion (not applied, never
+// proposed), and runs the others as one batch.
+func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, results []engine.Result) error {
 	var idx []int
 	var sub []engine.Op
 	for i := range ops {
-		if results[i].Err == nil || !errcode.Is(results[i].Err, errcode.ClusterVersion) {
-			idx = append(idx, i)
-			sub = append(sub, ops[i])
+		if need := n.fsm.needs[ops[i].Code]; need > cv {
+			results[i] = engine.Result{Err: versionError(need, cv)}
+			continue
 		}
+		idx = append(idx, i)
+		sub = append(sub, ops[i])
 	}
 	if len(sub) == 0 {
 		return nil
@@ -529,12 +531,10 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 	// The follower gated its ops with its own view of the version, which
 	// is never ahead of the leader's; this catches a follower of a newer
 	// release sending an operation this one does not know.
-	if cv := n.fsm.clusterVersion(); n.fsm.needs.gateOps(cv, ops, results) {
-		for i := range results {
-			if results[i].Err != nil {
-				err := results[i].Err
-				clear(results)
-				return nil, fwdStatusError, err
+	if cv := n.fsm.clusterVersion(); n.fsm.needs.gated(cv, ops) {
+		for i := range ops {
+			if need := n.fsm.needs[ops[i].Code]; need > cv {
+				return nil, fwdStatusError, versionError(need, cv)
 			}
 		}
 	}

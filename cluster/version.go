@@ -178,17 +178,14 @@ func opNeedsTable() *opNeeds {
 	return &t
 }
 
-// gateOps marks the ops the cluster version cv does not have: each gets
-// errcode.ClusterVersion in its result, and gated reports whether any did.
-// ops that pass keep their results untouched.
-func (t *opNeeds) gateOps(cv uint32, ops []engine.Op, results []engine.Result) (gated bool) {
+// gated reports whether any op of ops needs a cluster version above cv.
+func (t *opNeeds) gated(cv uint32, ops []engine.Op) bool {
 	for i := range ops {
-		if need := t[ops[i].Code]; need > cv {
-			results[i] = engine.Result{Err: versionError(need, cv)}
-			gated = true
+		if t[ops[i].Code] > cv {
+			return true
 		}
 	}
-	return gated
+	return false
 }
 
 // knows reports whether this build can apply every op of ops.

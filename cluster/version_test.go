@@ -448,3 +448,34 @@ func TestCodeVersionsCoverEveryCode(t *testing.T) {
 		t.Fatalf("decoded %v, %v", err, d.Err)
 	}
 }
+
+// TestLeaderGatesForwardedOps: a follower of a newer release may forward
+// an operation the leader's build does not know: the leader refuses it
+// (not applied) instead of putting it into the log.
+func TestLeaderGatesForwardedOps(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	waitFor(t, 10*time.Second, func() error {
+		for i, n := range tc.nodes {
+			if v := n.fsm.clusterVersion(); v != SupportedVersion {
+				return fmt.Errorf("node %d: version %d", i+1, v)
+			}
+		}
+		return nil
+	})
+	l := tc.leader()
+	f := (l + 1) % 3
+	needs := opNeedsTable()
+	needs[engine.OpRelease] = noVersion // the leader's build lacks it
+	tc.nodes[l].fsm.needs = needs
+	applied := tc.nodes[l].fsm.applied.Load()
+	err := tc.nodes[f].Execute(context.Background(), []engine.Op{{Code: engine.OpRelease, Key: []byte("c"), Token: []byte("t")}}, make([]engine.Result, 1))
+	if e := errcode.Of(err); e == nil || e.Code != errcode.ClusterVersion {
+		t.Fatalf("forwarded op the leader does not know: %v", err)
+	}
+	if got := tc.nodes[l].fsm.applied.Load(); got != applied {
+		t.Fatalf("the refused op reached the log: applied %d -> %d", applied, got)
+	}
+	if tc.nodes[l].applyError() != "" {
+		t.Fatalf("the leader halted: %s", tc.nodes[l].applyError())
+	}
+}
