@@ -612,6 +612,10 @@ func (n *Node) becomeReady() {
 		if err == nil {
 			n.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
+			select {
+			case n.versionKick <- "": // a new leader looks at the version at once (version.go)
+			default:
+			}
 			return
 		}
 		select {
