@@ -232,8 +232,9 @@ func (c *testCluster) clusterVersions(p *proc, shards int) []string {
 // time (SIGTERM, start the new binary on the same data dir); one node is
 // rolled back to v0.1.0 while the cluster is mixed (its version is still
 // 1), then upgraded again; with every node new, the version becomes 2 and
-// v0.1.0 then refuses the data dirs. Limits stay exact, nothing
-// acknowledged is lost, and the replicas' digests agree at every step. With
+// v0.1.0 then refuses the data dirs. Each binary restores snapshots the
+// other took (RAFT.SNAPSHOT before the restarts). Limits stay exact, nothing
+// acknowledged is lost, and the replicas' digests agree at the end. With
 // --shards 1 and --shards 3.
 func TestRollingUpgradeFromV010(t *testing.T) {
 	if testing.Short() {
@@ -295,12 +296,26 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 			}
 		}
 	}
+	// snapshot has p snapshot every group now, so that its next start
+	// restores a snapshot its binary wrote (the other binary reads it).
+	snapshot := func(p *proc) {
+		t.Helper()
+		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
+			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
+		}
+	}
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range c.nodes {
+		snapshot(p) // v0.1.0's snapshots, which the new binary restores
+	}
 	restart(n1, binary)
 	mixed("n1 upgraded", n1)
 	restart(n2, binary)
 	mixed("n2 upgraded", n1, n2)
-	// Roll n2 back while n3 still runs v0.1.0: the version is still 1.
+	// Roll n2 back while n3 still runs v0.1.0: the version is still 1,
+	// and v0.1.0 restores the snapshot the new binary took.
+	snapshot(n2)
 	restart(n2, old)
 	mixed("n2 rolled back", n1)
 	restart(n2, binary)
@@ -329,7 +344,9 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	c.waitDigests("after the upgrade")
 	c.checkExact(load)
 
-	// v0.1.0 now refuses n1's data dir, saying why, and changes nothing.
+	// v0.1.0 now refuses n1's data dir, saying why, and changes nothing;
+	// the new binary restores its version 2 snapshot.
+	snapshot(n1)
 	c.stop(n1)
 	var stdout, stderr bytes.Buffer
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -346,6 +363,9 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	}
 	c.startWith(n1, binary)
 	c.waitServing(c.nodes...)
+	if v := c.clusterVersions(n1, shards); v[0] != "2" {
+		t.Fatalf("n1 restarted on its snapshot: cluster version %v", v)
+	}
 	c.waitDigests("after the refused start")
 	c.checkExact(load)
 }
