@@ -387,3 +387,19 @@ func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
 		}
 	}
 }
+
+// ClusterVersion is the cluster version the node's group runs: what the
+// applied log recorded (BaseVersion when it recorded none). Something a
+// release adds that crosses between nodes (a new wire format, a new entry
+// type) is used only once this is at least the version that adds it.
+func (n *Node) ClusterVersion() uint32 { return n.fsm.clusterVersion() }
+
+// ClusterVersion is the lowest cluster version of the host's groups: what
+// every group can use.
+func (h *Host) ClusterVersion() uint32 {
+	v := h.nodes[0].ClusterVersion()
+	for _, n := range h.nodes[1:] {
+		v = min(v, n.ClusterVersion())
+	}
+	return v
+}

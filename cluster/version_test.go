@@ -195,6 +195,18 @@ func TestOpVersionsCoverEveryOpCode(t *testing.T) {
 			t.Errorf("opVersions names code %d, which is no engine.OpCode constant", code)
 		}
 	}
+	// The same from the engine's side, whatever form its constants take:
+	// every code the engine applies (anything but "unknown operation
+	// code") has a row.
+	for c := range 256 {
+		code := engine.OpCode(c)
+		if _, ok := rows[code]; ok {
+			continue
+		}
+		if probeKnown(code) {
+			t.Errorf("the engine applies operation code %d, which has no row in opVersions (cluster/version.go)", c)
+		}
+	}
 	// Every entry type this build writes has its version too.
 	for _, typ := range []byte{entryOps, entryLeader, entryBatch, entryVersion} {
 		if v, ok := entryVersions[typ]; !ok || v > SupportedVersion {
@@ -478,4 +490,42 @@ func TestLeaderGatesForwardedOps(t *testing.T) {
 	if tc.nodes[l].applyError() != "" {
 		t.Fatalf("the leader halted: %s", tc.nodes[l].applyError())
 	}
+}
+
+// TestNodeRefusesNewerDataDir: a data dir whose log reached a cluster
+// version above this build's is refused before Raft starts, saying why.
+func TestNodeRefusesNewerDataDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cluster-version"), []byte(strconv.Itoa(int(SupportedVersion)+1)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ID: "n1", RESPAddr: "127.0.0.1:6001", RaftAddr: "127.0.0.1:0", ForwardAddr: "127.0.0.1:0",
+		DataDir: dir, Logger: testLogger(t)}
+	fastRaft(&cfg)
+	n, err := New(context.Background(), cfg, engine.New(engine.Config{Shards: 4}))
+	if err == nil {
+		n.Close(context.Background())
+		t.Fatal("a node started on a data dir of a newer cluster version")
+	}
+	var ve *persistence.ClusterVersionError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "cluster version 3") || !strings.Contains(err.Error(), "supports cluster version 2 at most") {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft-wal")); err == nil {
+		t.Fatal("the refused start opened a log store")
+	}
+}
+
+// probeKnown reports whether the engine applies op code c: an engine
+// answers a code it does not know with "unknown operation code".
+func probeKnown(c engine.OpCode) (known bool) {
+	defer func() {
+		if recover() != nil {
+			known = true // it did something with it
+		}
+	}()
+	e := engine.New(engine.Config{Shards: 1})
+	res := make([]engine.Result, 1)
+	e.Apply(1e18, []engine.Op{{Code: c, Key: []byte("k"), Rule: tokenRule, Cost: 1}}, res)
+	return res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "unknown operation code")
 }
