@@ -305,7 +305,7 @@ func TestClusterVersionNeedsEveryMember(t *testing.T) {
 			c.advertiseVersion = BaseVersion // a member that supports version 1 only
 		}
 	})
-	time.Sleep(3 * versionPollPeriod)
+	time.Sleep(2 * versionPollPeriod) // the leader asks at once when ready, then every period
 	for i, n := range tc.nodes {
 		if v := n.fsm.clusterVersion(); v != BaseVersion {
 			t.Fatalf("node %d: version %d while a member supports 1 only", i+1, v)
