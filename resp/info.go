@@ -195,7 +195,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 				var b strings.Builder
 				for _, kv := range s.admin.Status(g) {
 					switch kv[0] {
-					case "role", "leader_id", "term", "commit_index", "applied_index":
+					case "role", "leader_id", "term", "commit_index", "applied_index", "cluster_version":
 						if b.Len() > 0 {
 							b.WriteByte(',')
 						}
