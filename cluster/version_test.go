@@ -375,6 +375,9 @@ func TestFollowerHaltsOnEntryItCannotApply(t *testing.T) {
 	if status["apply_error"] != fn.applyError() {
 		t.Fatalf("RAFT.STATUS apply_error %q", status["apply_error"])
 	}
+	if applied, _ := strconv.ParseUint(status["applied_index"], 10, 64); applied != fn.fsm.halted().index-1 {
+		t.Fatalf("RAFT.STATUS applied_index %s, want %d (the entry before the one it could not apply)", status["applied_index"], fn.fsm.halted().index-1)
+	}
 	err := fn.Execute(context.Background(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
 	if !errcode.Is(err, errcode.ApplyHalted) {
 		t.Fatalf("a halted follower served: %v", err)
