@@ -348,7 +348,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	start := time.Now()
 	clock := f.eng.ClockState()
 	s := &fsmSnapshot{
-		header: persistence.Header{Clock: clock},
+		header: persistence.Header{Clock: clock, Format: snapshotFormat(f.version.Load())},
 		shards: make([][]engine.Record, f.eng.NumShards()),
 	}
 	// This copy is the only part of a snapshot that stalls Apply (about

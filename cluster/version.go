@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
+	"github.com/sluice-rl/sluice/persistence"
 )
 
 // Cluster versions: how a cluster of nodes running different releases
@@ -97,12 +98,32 @@ var entryVersions = map[byte]uint32{
 	entryVersion: 2,
 }
 
+// snapshotFormats gives the snapshot format version (persistence) a group
+// writes at each cluster version: the newest every release of that
+// cluster version reads, since a snapshot goes to other members (Raft's
+// InstallSnapshot) and stays in the data dir of a node that may be rolled
+// back. A release that changes the snapshot format adds its format to its
+// own cluster version's row; the older rows keep theirs.
+var snapshotFormats = map[uint32]int{
+	1: 2, // v0.1.0 reads formats 1 and 2
+	2: persistence.Version,
+}
+
+// snapshotFormat is the snapshot format a group at cluster version cv
+// writes.
+func snapshotFormat(cv uint32) int {
+	if f, ok := snapshotFormats[cv]; ok {
+		return f
+	}
+	return persistence.Version
+}
+
 // Wire formats between nodes, and the cluster version that introduced
 // each:
 //
 //   - Raft's own RPCs, forwarding ("SLFW\x03"), address announcements
-//     ("SLFA\x01"), the group hello ("SLFG\x01") and the snapshot format
-//     (persistence, format version 2): version 1.
+//     ("SLFA\x01") and the group hello ("SLFG\x01"): version 1. The
+//     snapshot format: snapshotFormats above.
 //   - The version poll ("SLFV\x01", below): version 2. Sent to nodes of
 //     any release: one of version 1 drops the unknown hello, which reads
 //     as "supports version 1", so it needs no gate.

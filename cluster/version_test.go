@@ -132,6 +132,9 @@ func TestClusterVersionInSnapshots(t *testing.T) {
 	if bytes.Contains(v1, []byte(metaVersion)) {
 		t.Fatal("a version 1 snapshot names the cluster version")
 	}
+	if got := int(v1[len(persistence.Magic)]); got != snapshotFormats[1] || got > 2 {
+		t.Fatalf("a version 1 cluster writes snapshot format %d, want %d (what v0.1.0 reads)", got, snapshotFormats[1])
+	}
 	var recorded []uint32
 	f.onVersion = func(v uint32) { recorded = append(recorded, v) }
 	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: appendVersionEntry(nil, 2)})
@@ -205,6 +208,12 @@ func TestOpVersionsCoverEveryOpCode(t *testing.T) {
 		}
 		if probeKnown(code) {
 			t.Errorf("the engine applies operation code %d, which has no row in opVersions (cluster/version.go)", c)
+		}
+	}
+	// Every cluster version has the snapshot format it writes.
+	for v := BaseVersion; v <= SupportedVersion; v++ {
+		if f, ok := snapshotFormats[v]; !ok || f < 1 || f > persistence.Version {
+			t.Errorf("cluster version %d: snapshot format %d, %v", v, f, ok)
 		}
 	}
 	// Every entry type this build writes has its version too.
