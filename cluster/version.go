@@ -27,7 +27,7 @@ import (
 // leader of each group raises the version once every member of the group,
 // voter or not, says it supports a higher one (versionLoop, below), and
 // from then on the group may use what that version introduced: the gate
-// (opVersion) refuses an operation the group's version does not have yet,
+// (opVersions) refuses an operation the group's version does not have yet,
 // with a clear error, before it is proposed. So a node never meets an
 // entry written by a newer release unless the cluster said it could apply
 // it; if it does all the same (a binary rolled back too far, a bug), it
@@ -125,8 +125,8 @@ func snapshotFormat(cv uint32) int {
 //     ("SLFA\x01") and the group hello ("SLFG\x01"): version 1. The
 //     snapshot format: snapshotFormats above.
 //   - The version poll ("SLFV\x01", below): version 2. Sent to nodes of
-//     any release: one of version 1 drops the unknown hello, which reads
-//     as "supports version 1", so it needs no gate.
+//     any release: one of version 1 drops the unknown hello, which counts
+//     as no answer and holds the version, so it needs no gate.
 //   - The snapshot header's cluster_version key (fsm.go): version 2,
 //     written only when the version is above 1; older releases ignore
 //     unknown header keys.
