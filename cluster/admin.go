@@ -60,11 +60,33 @@ func (n *Node) Status() [][2]string {
 		{"leader_addr", leaderAddr},
 		{"term", strconv.FormatUint(n.raft.CurrentTerm(), 10)},
 		{"commit_index", strconv.FormatUint(n.raft.CommitIndex(), 10)},
-		{"applied_index", strconv.FormatUint(n.raft.AppliedIndex(), 10)},
+		{"applied_index", strconv.FormatUint(n.appliedIndex(), 10)},
 		{"members", strings.Join(members, ",")},
 		{"voters", strings.Join(voters, ",")},
 		{"nonvoters", strings.Join(nonvoters, ",")},
+		{"cluster_version", strconv.FormatUint(uint64(n.fsm.clusterVersion()), 10)},
+		{"cluster_version_supported", strconv.FormatUint(uint64(SupportedVersion), 10)},
+		{"apply_error", n.applyError()},
 	}
+}
+
+// appliedIndex is RAFT.STATUS's applied_index: Raft's, which counts every
+// entry it handed the state machine, but for a halted state machine the
+// last entry it really applied.
+func (n *Node) appliedIndex() uint64 {
+	if n.fsm.halted() != nil {
+		return n.fsm.applied.Load()
+	}
+	return n.raft.AppliedIndex()
+}
+
+// applyError is RAFT.STATUS's apply_error: why this node stopped applying
+// the group's log, or "" while it applies it.
+func (n *Node) applyError() string {
+	if h := n.fsm.halted(); h != nil {
+		return h.String()
+	}
+	return ""
 }
 
 func roleName(s raft.RaftState) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // The group commit pipeline.
@@ -589,6 +590,10 @@ func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops in
 	results, ok := f.Response().([]engine.Result)
 	if !ok || len(results) != nops {
 		err := internalError("the log entry did not apply: %v", f.Response())
+		if e, isErr := f.Response().(error); isErr && errcode.Is(e, errcode.ApplyHalted) {
+			// Committed, so the other replicas apply it; this one halted.
+			err = &errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e}
+		}
 		for _, r := range batch {
 			finish(r, nil, err)
 		}

@@ -37,7 +37,8 @@ func TestSingleNode(t *testing.T) {
 		t.Fatalf("WRONGTYPE: got %v", res[0].Err)
 	}
 	st := n.Status()
-	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members", "voters", "nonvoters"}
+	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members", "voters", "nonvoters",
+		"cluster_version", "cluster_version_supported", "apply_error"}
 	if len(st) != len(want) {
 		t.Fatalf("status = %v, want the fields %v", st, want)
 	}

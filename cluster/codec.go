@@ -17,6 +17,8 @@ import (
 //
 //	ops entry:    0x01 | varint stamp (leader's wall clock, ns) | ops
 //	leader entry: 0x02 | string id | string resp addr | string forward addr
+//	version entry: 0x04 | uvarint cluster version (version.go; from cluster
+//	              version 2 on)
 //	batch entry:  0x03 | varint stamp | uvarint total ops | uvarint n | request*
 //	request:      0x00 ops (a local request) | 0x01 batch id (16 bytes) ops
 //	              (a follower's forwarded request, applied at most once: fsm.go)
@@ -33,10 +35,23 @@ import (
 // plus a few for its numbers. A leader writes a batch entry only when it
 // holds a forwarded request (one with an ID), else an ops entry, so that
 // entries without IDs keep the first format; both decode forever.
+//
+// The type byte's top bit is the ignorable flag (entryIgnorable): an entry
+// whose type a node does not know is skipped by that node only when the
+// flag is set (an optional entry: a hint, a statistic, nothing the state
+// depends on); without it the node stops applying the group (fsm.go),
+// since skipping an entry the other replicas apply would make the replicas
+// diverge. Releases before cluster versions (v0.1.0) skip every entry they
+// cannot decode, flagged or not: that is why a new entry type is written
+// only once the cluster version says every member knows it (version.go).
 const (
-	entryOps    = 0x01
-	entryLeader = 0x02
-	entryBatch  = 0x03
+	entryOps     = 0x01
+	entryLeader  = 0x02
+	entryBatch   = 0x03
+	entryVersion = 0x04
+
+	entryIgnorable = 0x80 // flag: a node that does not know the type may skip the entry
+	entryTypeMask  = 0x7f
 )
 
 // Request flags in a batch entry.
@@ -195,6 +210,12 @@ type leaderEntry struct {
 	Forward string
 }
 
+// appendVersionEntry encodes the entry that raises the cluster version to v.
+func appendVersionEntry(b []byte, v uint32) []byte {
+	b = append(b, entryVersion)
+	return binary.AppendUvarint(b, uint64(v))
+}
+
 func appendLeaderEntry(b []byte, e leaderEntry) []byte {
 	b = append(b, entryLeader)
 	b = appendBytes(b, []byte(e.ID))
@@ -202,15 +223,21 @@ func appendLeaderEntry(b []byte, e leaderEntry) []byte {
 	return appendBytes(b, []byte(e.Forward))
 }
 
-// decodedEntry is one decoded command entry: either ops with their stamp,
-// or a leader announcement.
+// decodedEntry is one decoded command entry: ops with their stamp, a
+// leader announcement or a cluster version.
 type decodedEntry struct {
-	typ    byte
-	stamp  int64
-	ops    []engine.Op
-	spans  []batchSpan // batch entries: the requests, in order
-	leader leaderEntry
+	typ       byte // without the ignorable flag
+	ignorable bool // the type byte carried entryIgnorable
+	stamp     int64
+	ops       []engine.Op
+	spans     []batchSpan // batch entries: the requests, in order
+	leader    leaderEntry
+	version   uint32 // version entries
 }
+
+// errUnknownEntry is wrapped by decodeEntry's error for an entry of a type
+// this build does not know.
+var errUnknownEntry = errors.New("unknown entry type")
 
 // decodeEntry decodes a command entry. The ops' Key and Pattern alias data.
 func decodeEntry(data []byte) (decodedEntry, error) {
@@ -224,7 +251,7 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 		return decodedEntry{}, fmt.Errorf("%w: empty", errMalformed)
 	}
 	d := newDecoder(data[1:])
-	e := decodedEntry{typ: data[0]}
+	e := decodedEntry{typ: data[0] & entryTypeMask, ignorable: data[0]&entryIgnorable != 0}
 	switch e.typ {
 	case entryOps:
 		e.stamp = d.Varint()
@@ -236,14 +263,20 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 		e.leader.ID = string(d.bytes())
 		e.leader.RESP = string(d.bytes())
 		e.leader.Forward = string(d.bytes())
+	case entryVersion:
+		v := d.Uvarint()
+		if d.Err == nil && (v < 1 || v > 1<<31) {
+			d.Err = fmt.Errorf("%w: cluster version %d", errMalformed, v)
+		}
+		e.version = uint32(v)
 	default:
-		return decodedEntry{}, fmt.Errorf("%w: unknown entry type 0x%02x", errMalformed, e.typ)
+		return decodedEntry{typ: e.typ, ignorable: e.ignorable}, fmt.Errorf("%w: %w 0x%02x", errMalformed, errUnknownEntry, data[0])
 	}
 	if d.Err == nil && len(d.B) != 0 {
 		d.Err = fmt.Errorf("%w: %d stray bytes", errMalformed, len(d.B))
 	}
 	if d.Err != nil {
-		return decodedEntry{}, d.Err
+		return decodedEntry{typ: e.typ, ignorable: e.ignorable}, d.Err
 	}
 	return e, nil
 }

@@ -97,6 +97,8 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(data)
 	f.Add(appendLeaderEntry(nil, leaderEntry{ID: "n1", RESP: "a", Forward: "b"}))
 	f.Add(appendResults(nil, sampleResults()))
+	f.Add(appendVersionEntry(nil, 2))
+	f.Add(append([]byte{entryIgnorable | entryOps}, data[1:]...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if e, err := decodeEntry(data); err == nil && e.typ == entryOps {
 			again := appendOpsEntryHeader(nil, e.stamp, len(e.ops))

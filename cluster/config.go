@@ -127,6 +127,10 @@ type Config struct {
 	// applyHook, when set, runs at the start of every FSM batch (tests
 	// stall replay with it).
 	applyHook func()
+	// advertiseVersion, when set, is the cluster version the node says it
+	// supports in the version poll instead of SupportedVersion (tests: a
+	// member of an older release).
+	advertiseVersion uint32
 }
 
 // Defaults.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -41,6 +42,24 @@ type fsm struct {
 	// the FSM goroutine like the engine's state.
 	dedup *dedupSet
 
+	// version is the cluster version the log has reached (version.go):
+	// BaseVersion until a version entry applies. needs is the gate's
+	// lookup of the operations' versions.
+	version atomic.Uint32
+	needs   *opNeeds
+	// onVersion, when set, is called on the FSM goroutine when the
+	// version rises (the node records it in its data dir); onHalt when
+	// the FSM halts (the node hands its leadership away). Set before Raft
+	// starts.
+	onVersion func(uint32)
+	onHalt    func()
+	group     int // for messages
+	// halt is set, once, when an entry cannot be applied: from then on
+	// the FSM applies nothing more (never a skipped entry), refuses to
+	// snapshot (a snapshot would claim the skipped entries), and the
+	// node refuses the group's commands (Node.Execute).
+	halt atomic.Pointer[applyHalt]
+
 	mu      sync.RWMutex
 	leaders map[string]leaderEntry // by ID; guarded by mu
 
@@ -56,6 +75,17 @@ type fsm struct {
 	awaited map[uint64]int // entry ID -> waiters; guarded by awaitMu
 }
 
+// applyHalt is why and where an FSM stopped applying its log.
+type applyHalt struct {
+	index uint64
+	err   error
+}
+
+// String is the halt as RAFT.STATUS's apply_error shows it.
+func (h *applyHalt) String() string {
+	return "log index " + strconv.FormatUint(h.index, 10) + ": " + h.err.Error()
+}
+
 // maxScratch bounds the ops the FSM's scratch buffers keep room for: a huge
 // pipeline gets buffers of its own, not a lasting one.
 const maxScratch = 4096
@@ -64,11 +94,44 @@ const maxScratch = 4096
 const (
 	metaApplied   = "applied"
 	metaLeaderPfx = "leader."
+	// metaVersion is the cluster version, present only above BaseVersion
+	// so that a snapshot of a version 1 cluster is byte for byte what
+	// v0.1.0 writes (which ignores keys it does not know anyway).
+	metaVersion = "cluster_version"
 )
 
 func newFSM(eng *engine.Engine, log *slog.Logger, hook func()) *fsm {
-	return &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[uint64]int),
-		dedup: newDedupSet()}
+	f := &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[uint64]int),
+		dedup: newDedupSet(), needs: opNeedsTable()}
+	f.version.Store(BaseVersion)
+	return f
+}
+
+// clusterVersion is the cluster version the applied log has reached.
+func (f *fsm) clusterVersion() uint32 { return f.version.Load() }
+
+// halted returns why the FSM stopped applying, or nil.
+func (f *fsm) halted() *applyHalt { return f.halt.Load() }
+
+// stop halts the FSM at the entry index: nothing more is applied. It logs
+// the reason (once) and tells the node.
+func (f *fsm) stop(index uint64, err error) error {
+	h := &applyHalt{index: index, err: err}
+	if f.halt.CompareAndSwap(nil, h) {
+		f.log.Error("stopped applying the log: this node cannot apply an entry the other replicas apply, "+
+			"so it serves this group no more; run a sluice release that can apply it (see CHANGELOG.md) and restart",
+			"group", f.group, "index", index, "err", err, "supported_cluster_version", SupportedVersion)
+		if f.onHalt != nil {
+			f.onHalt()
+		}
+	}
+	return f.haltError()
+}
+
+// haltError is the error of the FSM's halt, for callers.
+func (f *fsm) haltError() error {
+	h := f.halt.Load()
+	return &errcode.Error{Code: errcode.ApplyHalted, Detail: "group " + strconv.Itoa(f.group) + ", " + h.String()}
 }
 
 // Apply implements raft.FSM.
@@ -87,10 +150,20 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	start := time.Now()
 	resp := make([]any, len(logs))
 	for i, l := range logs {
+		if f.halt.Load() != nil {
+			// Halted: nothing after the entry that stopped it applies
+			// either, in order, as Raft hands them (never a skip).
+			if l.Type == raft.LogCommand {
+				resp[i] = f.haltError()
+			}
+			continue
+		}
 		if l.Type == raft.LogCommand {
 			resp[i] = f.applyCommand(l)
 		}
-		f.applied.Store(l.Index)
+		if f.halt.Load() == nil {
+			f.applied.Store(l.Index)
+		}
 	}
 	if f.metrics != nil {
 		f.metrics.apply.Observe(time.Since(start).Seconds())
@@ -101,11 +174,19 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 func (f *fsm) applyCommand(l *raft.Log) any {
 	e, err := decodeEntryInto(l.Data, f.ops, f.spans)
 	if err != nil {
-		f.log.Error("skipping a log entry that does not decode", "index", l.Index, "err", err)
-		return fmt.Errorf("log entry %d: %w", l.Index, err)
+		if e.ignorable {
+			// Marked safe to ignore by the release that wrote it.
+			f.log.Warn("skipping a log entry marked ignorable that this build cannot apply", "group", f.group, "index", l.Index, "err", err)
+			return nil
+		}
+		return f.stop(l.Index, err)
 	}
 	switch e.typ {
 	case entryOps, entryBatch:
+		if code, ok := f.needs.knows(e.ops); !ok {
+			clear(e.ops)
+			return f.stop(l.Index, fmt.Errorf("operation code %d is unknown to this build (cluster version %d at most)", code, SupportedVersion))
+		}
 		if cap(e.ops) > cap(f.ops) && cap(e.ops) <= maxScratch {
 			f.ops = e.ops[:0]
 		}
@@ -140,7 +221,31 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		f.mu.Lock()
 		f.leaders[e.leader.ID] = e.leader
 		f.mu.Unlock()
+	case entryVersion:
+		return f.raiseVersion(l.Index, e.version)
 	}
+	return nil
+}
+
+// raiseVersion applies a version entry (or a snapshot's version): the
+// cluster version becomes v, unless it is higher already (versions never
+// go down), or v is above what this build supports: then the FSM halts,
+// since the log may from here on hold what this build cannot apply.
+func (f *fsm) raiseVersion(index uint64, v uint32) error {
+	if v > SupportedVersion {
+		return f.stop(index, fmt.Errorf("the log raises the cluster version to %d, and this build supports %d at most (%s or later is needed)",
+			v, SupportedVersion, releaseOf(v)))
+	}
+	if v <= f.version.Load() {
+		return nil
+	}
+	// The data dir first: from the moment the version is visible, the
+	// gate lets through what an older binary could not apply.
+	if f.onVersion != nil {
+		f.onVersion(v)
+	}
+	f.version.Store(v)
+	f.log.Info("cluster version raised", "group", f.group, "index", index, "cluster_version", v)
 	return nil
 }
 
@@ -235,10 +340,15 @@ func (f *fsm) leader(id string) (leaderEntry, bool) {
 // and leaves the encoding to Persist, which runs concurrently with later
 // Applies. The copy is the only part that stalls decisions.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if h := f.halt.Load(); h != nil {
+		// The state lacks the entry that halted it and all after: a
+		// snapshot would claim them applied, and let Raft drop them.
+		return nil, fmt.Errorf("cluster: no snapshot while the state machine is halted at %s", h)
+	}
 	start := time.Now()
 	clock := f.eng.ClockState()
 	s := &fsmSnapshot{
-		header: persistence.Header{Clock: clock},
+		header: persistence.Header{Clock: clock, Format: snapshotFormat(f.version.Load())},
 		shards: make([][]engine.Record, f.eng.NumShards()),
 	}
 	// This copy is the only part of a snapshot that stalls Apply (about
@@ -250,6 +360,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		s.shards[i] = f.eng.ExportShard(i, clock.Last)
 	}
 	s.header.Meta = append(s.header.Meta, [2]string{metaApplied, strconv.FormatUint(f.applied.Load(), 10)})
+	if v := f.version.Load(); v > BaseVersion {
+		s.header.Meta = append(s.header.Meta, [2]string{metaVersion, strconv.FormatUint(uint64(v), 10)})
+	}
 	f.mu.RLock()
 	ids := make([]string, 0, len(f.leaders))
 	for id := range f.leaders {
@@ -285,13 +398,22 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.dedup = dedup
 	leaders := make(map[string]leaderEntry)
+	version := BaseVersion
+	var applied uint64
 	for _, kv := range h.Meta {
 		switch {
+		case kv[0] == metaVersion:
+			n, err := strconv.ParseUint(kv[1], 10, 32)
+			if err != nil || n < uint64(BaseVersion) {
+				return fmt.Errorf("cluster: restore snapshot: cluster version %q", kv[1])
+			}
+			version = uint32(n)
 		case kv[0] == metaApplied:
 			n, err := strconv.ParseUint(kv[1], 10, 64)
 			if err != nil {
 				return fmt.Errorf("cluster: restore snapshot: applied index %q: %w", kv[1], err)
 			}
+			applied = n
 			f.applied.Store(n)
 		case strings.HasPrefix(kv[0], metaLeaderPfx):
 			id := strings.TrimPrefix(kv[0], metaLeaderPfx)
@@ -305,6 +427,14 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.leaders = leaders
 	f.mu.Unlock()
+	// The snapshot is the whole state, so a halt before it is over; the
+	// version is the snapshot's (a restore may only meet a lower one in a
+	// cluster that was restored from a backup).
+	f.halt.Store(nil)
+	f.version.Store(BaseVersion)
+	if err := f.raiseVersion(applied, version); err != nil {
+		f.log.Error("restored a snapshot of a cluster version this build does not support", "group", f.group, "err", err)
+	}
 	return nil
 }
 

@@ -115,6 +115,9 @@ func (s *fwdServer) handle(c net.Conn) {
 	} else if string(hello[:]) == memberHello {
 		s.handleMember(n, c, br) // membership.go
 		return
+	} else if string(hello[:]) == versionHello {
+		s.handleVersion(n, c, br) // version.go
+		return
 	} else if string(hello[:]) != fwdHello {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return
@@ -200,7 +203,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			break
 		}
 		if len(ops) == 0 {
-			s.respond(ctx, out, id, fwdStatusOK, nil, nil)
+			s.respond(ctx, out, n, id, fwdStatusOK, nil, nil)
 			continue
 		}
 		timeout = min(max(timeout, time.Millisecond), n.cfg.ClusterTimeout)
@@ -209,7 +212,7 @@ func (s *fwdServer) handle(c net.Conn) {
 		req, status, err := n.acceptForwarded(ctx, timer.C, bid, ops, results)
 		if req == nil {
 			n.timers.put(timer)
-			s.respond(ctx, out, id, status, nil, err)
+			s.respond(ctx, out, n, id, status, nil, err)
 			continue
 		}
 		pending.Add(1)
@@ -218,11 +221,11 @@ func (s *fwdServer) handle(c net.Conn) {
 			defer n.timers.put(timer)
 			err := n.batcher.wait(ctx, timer.C, req)
 			if errors.Is(err, errRetry) {
-				s.respond(ctx, out, id, fwdStatusRetry, nil, err)
+				s.respond(ctx, out, n, id, fwdStatusRetry, nil, err)
 			} else if err != nil {
-				s.respond(ctx, out, id, fwdStatusError, nil, err)
+				s.respond(ctx, out, n, id, fwdStatusError, nil, err)
 			} else {
-				s.respond(ctx, out, id, fwdStatusOK, results, nil)
+				s.respond(ctx, out, n, id, fwdStatusOK, results, nil)
 			}
 		}()
 	}
@@ -235,7 +238,14 @@ func (s *fwdServer) handle(c net.Conn) {
 }
 
 // respond queues one response's payload.
-func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, id uint64, status byte, results []engine.Result, err error) {
+// While the group's cluster version is below this build's, members of
+// older releases may be the followers asking: errors they would not know
+// are sent as ones they do (errorsFor, version.go).
+func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id uint64, status byte, results []engine.Result, err error) {
+	if cv := n.fsm.clusterVersion(); cv < SupportedVersion {
+		err = errorFor(err, cv)
+		errorsFor(results, cv)
+	}
 	p := make([]byte, 0, 16+32*len(results))
 	p = binary.AppendUvarint(p, id)
 	p = append(p, status)

@@ -105,6 +105,12 @@ var (
 		"Log entries of commands this node committed as leader.", nil, nil)
 	descRaftCommittedOps = prometheus.NewDesc("sluice_raft_committed_ops_total",
 		"Engine operations carried by the entries this node committed as leader.", nil, nil)
+	descApplyHalted = prometheus.NewDesc("sluice_raft_apply_halted",
+		"1 when this node stopped applying the group's log at an entry it cannot apply (RAFT.STATUS apply_error says why): it serves the group no more.", nil, nil)
+	descClusterVersion = prometheus.NewDesc("sluice_cluster_version",
+		"The cluster version the group's log has reached.", nil, nil)
+	descClusterVersionSupported = prometheus.NewDesc("sluice_cluster_version_supported",
+		"The highest cluster version this binary supports.", nil, nil)
 )
 
 // nodeCollector reads a node's Raft state when scraped.
@@ -116,7 +122,8 @@ func (n *Node) Collector() prometheus.Collector { return nodeCollector{n} }
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied,
-		descRaftLastIndex, descRaftLastContact, descRaftLeader, descRaftCommitted, descRaftCommittedOps} {
+		descRaftLastIndex, descRaftLastContact, descRaftLeader, descRaftCommitted, descRaftCommittedOps,
+		descApplyHalted, descClusterVersion, descClusterVersionSupported} {
 		ch <- d
 	}
 	m := c.n.metrics
@@ -156,6 +163,13 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		known = 1
 	}
 	gauge(descRaftLeader, known)
+	halted := 0.0
+	if n.fsm.halted() != nil {
+		halted = 1
+	}
+	gauge(descApplyHalted, halted)
+	gauge(descClusterVersion, float64(n.fsm.clusterVersion()))
+	gauge(descClusterVersionSupported, float64(SupportedVersion))
 	entries, ops := n.commitStats()
 	ch <- prometheus.MustNewConstMetric(descRaftCommitted, prometheus.CounterValue, float64(entries))
 	ch <- prometheus.MustNewConstMetric(descRaftCommittedOps, prometheus.CounterValue, float64(ops))
@@ -181,6 +195,9 @@ func (n *Node) Ready() error {
 	case <-n.closing:
 		return ErrShuttingDown
 	default:
+	}
+	if n.fsm.halted() != nil {
+		return n.fsm.haltError()
 	}
 	switch kind, _ := n.route(); kind {
 	case routeLocal, routeForward:

@@ -73,6 +73,14 @@ type Node struct {
 	health     *peerHealth
 	memberBusy atomic.Int32
 
+	// dataDir is the group's data dir (nil in memory), where the FSM's
+	// cluster version is recorded as it rises (version.go).
+	dataDir *persistence.DataDir
+	// versionKick wakes versionLoop for a member that told this leader
+	// its version; haltCh tells monitorLeadership that the FSM halted.
+	versionKick chan string
+	haltCh      chan struct{}
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -119,6 +127,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		eng:     eng,
 		metrics: newNodeMetrics(),
 		closing: make(chan struct{}),
+
+		versionKick: make(chan string, 16),
+		haltCh:      make(chan struct{}, 1),
 	}
 	if sh != nil {
 		n.group = sh.group
@@ -152,6 +163,12 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
+		// Before the log opens: a log of a newer cluster version may hold
+		// entries this build cannot apply.
+		if err := dir.CheckClusterVersion(SupportedVersion); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		n.dataDir = &dir
 		if n.stores, err = openLogStore(&cfg, dir, hlog); err != nil {
 			return nil, err
 		}
@@ -215,6 +232,14 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
+	n.fsm.group = n.group
+	n.fsm.onVersion = n.recordVersion
+	n.fsm.onHalt = func() {
+		select {
+		case n.haltCh <- struct{}{}:
+		default:
+		}
+	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
@@ -261,10 +286,11 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.fwdSrv.wg.Add(1)
 		go n.fwdSrv.serve()
 	}
-	n.bg.Add(3)
+	n.bg.Add(4)
 	go n.monitorLeadership()
 	go n.sweep()
 	go n.announceLoop() // topology.go
+	go n.versionLoop()  // version.go
 	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
 		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.startIndex)
 	ok = true
@@ -321,6 +347,44 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		return ErrShuttingDown
 	default:
 	}
+	if n.fsm.halted() != nil {
+		return n.fsm.haltError()
+	}
+	if cv := n.fsm.clusterVersion(); n.fsm.needs.gated(cv, ops) {
+		return n.executeGated(ctx, cv, ops, results)
+	}
+	return n.execute(ctx, ops, results)
+}
+
+// executeGated answers the ops of a batch that the group's cluster version
+// cv does not have with errcode.ClusterVersion (not applied, never
+// proposed), and runs the others as one batch.
+func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, results []engine.Result) error {
+	var idx []int
+	var sub []engine.Op
+	for i := range ops {
+		if need := n.fsm.needs[ops[i].Code]; need > cv {
+			results[i] = engine.Result{Err: versionError(need, cv)}
+			continue
+		}
+		idx = append(idx, i)
+		sub = append(sub, ops[i])
+	}
+	if len(sub) == 0 {
+		return nil
+	}
+	subResults := make([]engine.Result, len(sub))
+	if err := n.execute(ctx, sub, subResults); err != nil {
+		return err
+	}
+	for j, i := range idx {
+		results[i] = subResults[j]
+	}
+	return nil
+}
+
+// execute is Execute past the halt and the gate.
+func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
 	start := time.Now()
 	until := start.Add(n.cfg.ClusterTimeout)
 	deadline := n.timers.get(n.cfg.ClusterTimeout)
@@ -471,6 +535,19 @@ func (n *Node) isReplayed() bool {
 // the ready leader. Otherwise it returns no request and the status to
 // answer: retry (not applied; the follower routes again) or an error.
 func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
+	if n.fsm.halted() != nil {
+		return nil, fwdStatusRetry, errors.New("this node stopped applying the log")
+	}
+	// The follower gated its ops with its own view of the version, which
+	// is never ahead of the leader's; this catches a follower of a newer
+	// release sending an operation this one does not know.
+	if cv := n.fsm.clusterVersion(); n.fsm.needs.gated(cv, ops) {
+		for i := range ops {
+			if need := n.fsm.needs[ops[i].Code]; need > cv {
+				return nil, fwdStatusError, versionError(need, cv)
+			}
+		}
+	}
 	switch kind, _ := n.route(); kind {
 	case routeLocal:
 		req, err := n.batcher.enqueue(ctx, deadline, id, ops, results)
@@ -492,12 +569,41 @@ func (n *Node) monitorLeadership() {
 		select {
 		case leader := <-n.raft.LeaderCh():
 			n.readyTerm.Store(0)
-			if leader {
+			if leader && n.fsm.halted() != nil {
+				n.handOffHalted()
+			} else if leader {
 				n.becomeReady()
+			}
+		case <-n.haltCh:
+			if n.raft.State() == raft.Leader {
+				n.handOffHalted()
 			}
 		case <-n.closing:
 			return
 		}
+	}
+}
+
+// handOffHalted hands the leadership of a group this node cannot apply
+// any more to another voter, so the group goes on without it.
+func (n *Node) handOffHalted() {
+	n.readyTerm.Store(0)
+	n.log.Error("this node leads a group whose log it stopped applying: handing the leadership over", "group", n.group)
+	if err := n.waitWhileLeader(n.raft.LeadershipTransfer()); err != nil && n.raft.State() == raft.Leader {
+		n.log.Error("handing over the leadership of a halted group failed", "group", n.group, "err", err)
+	}
+}
+
+// recordVersion records in the data dir that the log reached cluster
+// version v (the FSM calls it as the version rises), so that a binary that
+// cannot run v refuses the data dir at start.
+func (n *Node) recordVersion(v uint32) {
+	if n.dataDir == nil {
+		return
+	}
+	if err := n.dataDir.RecordClusterVersion(v, "sluice "+releaseOf(v)+" or later"); err != nil {
+		n.log.Error("recording the cluster version in the data dir failed: an older binary started on it would not refuse it",
+			"cluster_version", v, "err", err)
 	}
 }
 
@@ -516,6 +622,10 @@ func (n *Node) becomeReady() {
 		if err == nil {
 			n.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
+			select {
+			case n.versionKick <- "": // a new leader looks at the version at once (version.go)
+			default:
+			}
 			return
 		}
 		select {

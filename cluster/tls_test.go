@@ -188,6 +188,19 @@ func TestTLSCluster(t *testing.T) {
 	if err := nodes[follower].Execute(context.Background(), []engine.Op{{Code: engine.OpPeek, Key: []byte("k")}}, res); err != nil {
 		t.Fatal(err)
 	}
+	// The version poll goes over the peer TLS too: every node says it
+	// supports the version, and the leader raises it.
+	waitFor(t, 10*time.Second, func() error {
+		for i, node := range nodes {
+			if v := node.ClusterVersion(); v != SupportedVersion {
+				return fmt.Errorf("node %d: cluster version %d", i+1, v)
+			}
+		}
+		return nil
+	})
+	if v := metricValue(gatherNode(t, nodes[follower]), "sluice_cluster_version"); v != float64(SupportedVersion) {
+		t.Errorf("sluice_cluster_version = %v", v)
+	}
 }
 
 // forwardRequest is a follower's hello and one well-formed request (TIME).

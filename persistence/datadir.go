@@ -11,6 +11,11 @@ import (
 // DataDir is the layout of one node's data directory:
 //
 //	<root>/raft-log      which log store the directory holds: "bolt" or "wal"
+//	                     on its first line; a second line, once the
+//	                     cluster version is above 1, for older releases
+//	                     (RecordClusterVersion)
+//	<root>/cluster-version  the highest cluster version the node's log
+//	                     reached (RecordClusterVersion), checked at start
 //	<root>/raft.db       the bolt log store: Raft's log and stable store
 //	<root>/raft-wal/     the wal log store: segment files and wal-meta.db
 //	<root>/snapshots/    Raft's file snapshot store, one directory per snapshot
@@ -103,7 +108,9 @@ func (d DataDir) LogStore() (string, error) {
 	b, err := os.ReadFile(d.logStoreFile())
 	switch {
 	case err == nil:
-		kind := strings.TrimSpace(string(b))
+		// The first line: a second may hold the cluster version's marker.
+		first, _, _ := strings.Cut(string(b), "\n")
+		kind := strings.TrimSpace(first)
 		if kind != LogStoreBolt && kind != LogStoreWAL {
 			return "", fmt.Errorf("persistence: %s names an unknown log store %q", d.logStoreFile(), kind)
 		}
@@ -270,6 +277,93 @@ func ClaimShards(root string, shards int) error {
 	}
 	if err := writeFileSync(shardsFile(d.root), []byte(fmt.Sprintf("%d\n", shards))); err != nil {
 		return fmt.Errorf("persistence: record the shard count: %w", err)
+	}
+	return nil
+}
+
+// clusterVersionFile records the highest cluster version the data dir's
+// log has reached.
+func (d DataDir) clusterVersionFile() string { return filepath.Join(d.root, "cluster-version") }
+
+// ClusterVersion returns the cluster version the data dir records, 0 when
+// it records none (a new directory, or one of a release before versions,
+// which ran version 1).
+func (d DataDir) ClusterVersion() (uint32, error) {
+	b, err := os.ReadFile(d.clusterVersionFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("persistence: read %s: %w", d.clusterVersionFile(), err)
+	}
+	var v uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &v); err != nil || v < 1 {
+		return 0, fmt.Errorf("persistence: %s does not hold a cluster version: %q", d.clusterVersionFile(), b)
+	}
+	return v, nil
+}
+
+// RecordClusterVersion records that the log reached cluster version v
+// (when it is above what the directory records), before the node goes on,
+// so that a binary that cannot run v refuses the directory at start
+// (CheckClusterVersion) instead of replaying a log it cannot apply.
+//
+// Releases from before cluster versions (v0.1.0) know no such file; what
+// they do read at every start is raft-log, and they refuse one whose
+// content is not exactly a store's name, quoting it. So once v is above
+// 1, raft-log gets a second line saying why (needs, such as "sluice
+// v0.2.0 or later"): those releases then refuse to start with that line in
+// their error, and this and later releases read the first line only.
+func (d DataDir) RecordClusterVersion(v uint32, needs string) error {
+	has, err := d.ClusterVersion()
+	if err != nil {
+		return err
+	}
+	if v <= has {
+		return nil
+	}
+	if v > 1 {
+		kind, err := d.LogStore()
+		if err != nil {
+			return err
+		}
+		if kind != "" {
+			marker := fmt.Sprintf("%s\nthis data dir is at cluster version %d: it needs %s\n", kind, v, needs)
+			if err := writeFileSync(d.logStoreFile(), []byte(marker)); err != nil {
+				return fmt.Errorf("persistence: record the cluster version in %s: %w", d.logStoreFile(), err)
+			}
+		}
+	}
+	if err := writeFileSync(d.clusterVersionFile(), []byte(fmt.Sprintf("%d\n", v))); err != nil {
+		return fmt.Errorf("persistence: record the cluster version: %w", err)
+	}
+	return nil
+}
+
+// ClusterVersionError is returned by CheckClusterVersion for a data dir
+// whose log reached a cluster version the binary does not support.
+type ClusterVersionError struct {
+	Dir       string // the data dir
+	Has       uint32 // the cluster version it records
+	Supported uint32 // the highest this binary supports
+}
+
+func (e *ClusterVersionError) Error() string {
+	return fmt.Sprintf("data dir %q is at cluster version %d, but this binary supports cluster version %d at most: "+
+		"its log may hold entries this binary cannot apply, so it refuses to start; run a release that supports "+
+		"cluster version %d (CHANGELOG.md), or start on an empty data dir", e.Dir, e.Has, e.Supported, e.Has)
+}
+
+// CheckClusterVersion returns a *ClusterVersionError when the data dir
+// records a cluster version above supported. Call it before opening the
+// log.
+func (d DataDir) CheckClusterVersion(supported uint32) error {
+	has, err := d.ClusterVersion()
+	if err != nil {
+		return err
+	}
+	if has > supported {
+		return &ClusterVersionError{Dir: d.root, Has: has, Supported: supported}
 	}
 	return nil
 }

@@ -127,3 +127,54 @@ func writeRaftDB(t *testing.T, d DataDir) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterVersionRecord: the data dir records the highest cluster
+// version, refuses a binary that supports less, and from version 2 on
+// carries in raft-log the line that turns away releases before versions
+// (which read the whole file as the store's name), while this one still
+// reads its store.
+func TestClusterVersionRecord(t *testing.T) {
+	d, err := OpenDataDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ClaimLogStore(LogStoreWAL); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := d.ClusterVersion(); err != nil || v != 0 {
+		t.Fatalf("a new dir records version %d, %v", v, err)
+	}
+	if err := d.RecordClusterVersion(1, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(d.logStoreFile()); string(b) != "wal\n" {
+		t.Fatalf("version 1 changed raft-log: %q", b)
+	}
+	if err := d.RecordClusterVersion(2, "sluice v0.2.0 or later"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RecordClusterVersion(1, "x"); err != nil { // never down
+		t.Fatal(err)
+	}
+	if v, err := d.ClusterVersion(); err != nil || v != 2 {
+		t.Fatalf("records version %d, %v", v, err)
+	}
+	b, _ := os.ReadFile(d.logStoreFile())
+	if want := "wal\nthis data dir is at cluster version 2: it needs sluice v0.2.0 or later\n"; string(b) != want {
+		t.Fatalf("raft-log %q, want %q", b, want)
+	}
+	if kind, err := d.LogStore(); err != nil || kind != LogStoreWAL {
+		t.Fatalf("store %q, %v", kind, err)
+	}
+	if err := d.ClaimLogStore(LogStoreWAL); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckClusterVersion(2); err != nil {
+		t.Fatal(err)
+	}
+	err = d.CheckClusterVersion(1)
+	var ve *ClusterVersionError
+	if !errors.As(err, &ve) || ve.Has != 2 || ve.Supported != 1 || !strings.Contains(err.Error(), "cluster version 2") {
+		t.Fatalf("a binary of version 1: %v", err)
+	}
+}

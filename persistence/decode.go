@@ -58,10 +58,7 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 	if v < minVersion || v > Version {
 		return Header{}, fmt.Errorf("%w: version %d (this build reads versions %d to %d)", ErrVersion, v, minVersion, Version)
 	}
-	kinds := byte(maxKind)
-	if v == 1 {
-		kinds = maxKindV1 // version 1 knew no concurrency keys
-	}
+	kinds := maxKindIn(v)
 	d.offset++
 
 	typ, p, err := d.frame()
@@ -75,6 +72,7 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 	if err != nil {
 		return Header{}, fmt.Errorf("header: %w", err)
 	}
+	h.Format = int(v)
 
 	var records, blocks uint64
 	for {

@@ -23,6 +23,7 @@ type Encoder struct {
 	scratch []byte
 	err     error // sticky
 	closed  bool
+	kinds   byte // the highest kind the stream's format holds
 }
 
 // NewEncoder writes the magic, version and header to w and returns an
@@ -37,11 +38,18 @@ func NewEncoder(w io.Writer, h Header) (*Encoder, error) {
 			return nil, fmt.Errorf("persistence: encode header: meta %q longer than %d bytes", kv[0], MaxMetaLen)
 		}
 	}
-	e := &Encoder{w: bufio.NewWriterSize(w, 256<<10), base: h.Clock.Last}
+	format := h.Format
+	if format == 0 {
+		format = Version
+	}
+	if format < minVersion || format > Version {
+		return nil, fmt.Errorf("persistence: encode: format version %d (this build writes versions %d to %d)", format, minVersion, Version)
+	}
+	e := &Encoder{w: bufio.NewWriterSize(w, 256<<10), base: h.Clock.Last, kinds: maxKindIn(uint64(format))}
 	if _, err := e.w.WriteString(Magic); err != nil {
 		return nil, fmt.Errorf("persistence: write magic: %w", err)
 	}
-	e.scratch = binary.AppendUvarint(e.scratch[:0], Version)
+	e.scratch = binary.AppendUvarint(e.scratch[:0], uint64(format))
 	if _, err := e.w.Write(e.scratch); err != nil {
 		return nil, fmt.Errorf("persistence: write version: %w", err)
 	}
@@ -77,6 +85,10 @@ func (e *Encoder) Write(rec engine.Record) error {
 	}
 	if err := checkRecord(rec); err != nil {
 		e.err = fmt.Errorf("persistence: record %d: %w", e.records, err)
+		return e.err
+	}
+	if byte(rec.Rule.Kind) > e.kinds {
+		e.err = fmt.Errorf("persistence: record %d: a %s key does not fit the stream's older format", e.records, rec.Rule.Kind)
 		return e.err
 	}
 	e.block = appendRecord(e.block, e.base, rec)

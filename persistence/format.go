@@ -116,4 +116,18 @@ type Header struct {
 	// Meta holds the application's key-value pairs, in order (the cluster
 	// keeps its applied index and the leaders' addresses here).
 	Meta [][2]string
+	// Format is the format version of the stream: the one Decode read, or
+	// the one Encode is to write, 0 meaning Version. A cluster whose
+	// members include an older release writes the format that release
+	// reads (cluster/version.go), and Encode refuses a record the format
+	// cannot hold.
+	Format int
+}
+
+// maxKindIn is the highest engine.Kind a stream of format version v holds.
+func maxKindIn(v uint64) byte {
+	if v == 1 {
+		return maxKindV1 // version 1 knew no concurrency keys
+	}
+	return maxKind
 }

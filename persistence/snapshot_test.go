@@ -330,7 +330,9 @@ func TestVersion1Snapshots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("version 1 snapshot: %v", err)
 	}
-	if !reflect.DeepEqual(h, sampleHeader()) || !reflect.DeepEqual(recs, sampleRecords()[:6]) {
+	want := sampleHeader()
+	want.Format = 1
+	if !reflect.DeepEqual(h, want) || !reflect.DeepEqual(recs, sampleRecords()[:6]) {
 		t.Fatalf("version 1 snapshot decoded to %+v %+v", h, recs)
 	}
 	// The same stream as version 1 but holding a concurrency key.
@@ -341,5 +343,35 @@ func TestVersion1Snapshots(t *testing.T) {
 	}
 	if _, recs, err := decodeAll(bytes.NewReader(encode(t, sampleHeader(), sampleRecords()[8:9]))); err != nil || !reflect.DeepEqual(recs, sampleRecords()[8:9]) {
 		t.Fatalf("version 2 concurrency key: %+v, %v", recs, err)
+	}
+}
+
+// TestEncodeOlderFormat: a header's Format asks for an older format
+// version (what an older release reads, while the cluster version says one
+// may be a member): the stream says that version, decodes to the same
+// records, and a record the format cannot hold is refused.
+func TestEncodeOlderFormat(t *testing.T) {
+	h := sampleHeader()
+	h.Format = 1
+	b := encode(t, h, sampleRecords()[:6])
+	if b[len(Magic)] != 1 {
+		t.Fatalf("format %d written, want 1", b[len(Magic)])
+	}
+	got, recs, err := decodeAll(bytes.NewReader(b))
+	if err != nil || got.Format != 1 || !reflect.DeepEqual(recs, sampleRecords()[:6]) {
+		t.Fatalf("decoded %+v %+v, %v", got, recs, err)
+	}
+	var buf bytes.Buffer
+	err = Encode(&buf, h, func(int) []engine.Record { return sampleRecords()[8:9] }, 1)
+	if err == nil || !strings.Contains(err.Error(), "older format") {
+		t.Fatalf("a concurrency key in format 1: %v", err)
+	}
+	h.Format = Version + 1
+	if err := Encode(&buf, h, func(int) []engine.Record { return nil }, 1); err == nil {
+		t.Fatal("a format this build does not know was written")
+	}
+	h.Format = 0
+	if b := encode(t, h, nil); b[len(Magic)] != Version {
+		t.Fatalf("format %d written by default, want %d", b[len(Magic)], Version)
 	}
 }

@@ -66,6 +66,10 @@ func TestErrorTexts(t *testing.T) {
 			"ERR conflicts with member n3=127.0.0.1:7003: its id or raft address is taken (RAFT.REMOVE it first)"},
 		{e(errcode.CatchUpStalled, "900 entries behind", 1),
 			"ERR the new node stopped catching up with group 1 (900 entries behind); it stays a non-voter: send RAFT.JOIN again to resume"},
+		{e(errcode.ClusterVersion, "1", 2),
+			"ERR this command needs cluster version 2, but the cluster runs version 1: upgrade every node first (RAFT.STATUS shows cluster_version)"},
+		{e(errcode.ApplyHalted, "group 0, log index 7: unknown entry type 0x09", 0),
+			"ERR this node stopped applying the log: group 0, log index 7: unknown entry type 0x09; it serves this group no more until it runs a binary that can apply it (RAFT.STATUS shows apply_error)"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

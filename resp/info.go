@@ -93,19 +93,29 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			port = a.String()[i+1:]
 		}
 	}
-	section(infoServer, "Server",
+	serverFields := []string{
 		"redis_version", redisCompatVersion,
 		"sluice_version", s.cfg.Version,
 		"sluice_git_sha1", cmp.Or(s.cfg.GitSHA1, "00000000"),
 		"sluice_git_dirty", strconv.FormatInt(b2i(s.cfg.GitDirty), 10),
 		"redis_mode", s.redisMode(),
-		"os", runtime.GOOS+" "+runtime.GOARCH,
+		"os", runtime.GOOS + " " + runtime.GOARCH,
 		"arch_bits", "64",
 		"go_version", runtime.Version(),
 		"process_id", strconv.Itoa(os.Getpid()),
 		"tcp_port", port,
 		"uptime_in_seconds", itoa(uptime),
-		"uptime_in_days", itoa(uptime/86400))
+		"uptime_in_days", itoa(uptime / 86400)}
+	if mask&infoServer != 0 && s.admin != nil {
+		// The cluster version of the log (group 0's) and the highest this
+		// binary supports: docs/operations.md, "Upgrading".
+		for _, kv := range s.admin.Status(0) {
+			if kv[0] == "cluster_version" || kv[0] == "cluster_version_supported" {
+				serverFields = append(serverFields, kv[0], kv[1])
+			}
+		}
+	}
+	section(infoServer, "Server", serverFields...)
 	section(infoClients, "Clients",
 		"connected_clients", itoa(s.connected.Load()),
 		"maxclients", strconv.Itoa(s.cfg.MaxClients))
@@ -188,7 +198,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 				var b strings.Builder
 				for _, kv := range s.admin.Status(g) {
 					switch kv[0] {
-					case "role", "leader_id", "term", "commit_index", "applied_index":
+					case "role", "leader_id", "term", "commit_index", "applied_index", "cluster_version":
 						if b.Len() > 0 {
 							b.WriteByte(',')
 						}

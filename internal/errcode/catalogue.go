@@ -161,6 +161,15 @@ var catalogue = [NumCodes]Entry{
 		Reply:    "ERR the new node stopped catching up with group {num} ({detail}); it stays a non-voter: send RAFT.JOIN again to resume",
 		Producer: "RAFT.JOIN, when the new node's state stops growing",
 		Assume:   "the node stays a non-voter; send RAFT.JOIN again"},
+	ClusterVersion: {Name: "cluster version too low", Class: NotApplied,
+		Reply:    "ERR this command needs cluster version {num}, but the cluster runs version {detail}: upgrade every node first (RAFT.STATUS shows cluster_version)",
+		Producer: "cluster (the version gate), for an operation newer than the group's cluster version",
+		Assume:   "not applied; upgrade every node"},
+	ApplyHalted: {Name: "log apply halted", Class: NotApplied,
+		Reply:    "ERR this node stopped applying the log: {detail}; it serves this group no more until it runs a binary that can apply it (RAFT.STATUS shows apply_error)",
+		Bare:     "ERR this node stopped applying the log; it serves this group no more until it runs a binary that can apply it (RAFT.STATUS shows apply_error)",
+		Producer: "cluster, on a node that met a log entry it cannot apply",
+		Assume:   "not applied; send it to another node, run a newer binary here"},
 }
 
 // Entry returns c's row of the catalogue; a zero Entry for a code beyond

@@ -106,6 +106,14 @@ const (
 	// CatchUpStalled: a joining node stopped catching up with group Num's
 	// log; Detail says how far behind it is. It stays a non-voter.
 	CatchUpStalled
+	// ClusterVersion: the command needs a cluster version (Num) above the
+	// one the cluster runs (Detail, a number): not every node supports it
+	// yet. Not applied.
+	ClusterVersion
+	// ApplyHalted: this node stopped applying its group's log at an entry
+	// it cannot apply (Detail says which and why); it serves the group no
+	// more until a binary that can apply it runs here. Not applied.
+	ApplyHalted
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes

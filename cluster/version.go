@@ -1,0 +1,430 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
+	"github.com/sluice-rl/sluice/persistence"
+)
+
+// Cluster versions: how a cluster of nodes running different releases
+// stays one state machine (docs/design.md, "Versions and rolling
+// upgrades").
+//
+// Every release supports the cluster versions up to its own
+// (SupportedVersion). A group's log records the version the group runs
+// (a version entry, entryVersion); a log that records none runs
+// BaseVersion, the version of v0.1.0, which knew nothing of versions. The
+// leader of each group raises the version once every member of the group,
+// voter or not, says it supports a higher one (versionLoop, below), and
+// from then on the group may use what that version introduced: the gate
+// (opVersions) refuses an operation the group's version does not have yet,
+// with a clear error, before it is proposed. So a node never meets an
+// entry written by a newer release unless the cluster said it could apply
+// it; if it does all the same (a binary rolled back too far, a bug), it
+// stops applying the group rather than skip the entry (fsm.go).
+//
+// Adding an operation, an entry type or a wire format: give it the version
+// of the release that introduces it, in the tables below (bumping
+// SupportedVersion when that release has no version of its own yet), and
+// follow the failing tests. A new kind of engine operation is the common
+// case: add its row to opVersions; TestOpVersionsCoverEveryOpCode fails
+// for an engine.OpCode without one.
+const (
+	// BaseVersion is the cluster version of a log that records none:
+	// sluice v0.1.0 (commit ae62d5a), the last release without versions.
+	BaseVersion uint32 = 1
+	// SupportedVersion is the highest cluster version this build runs:
+	// v0.2.0's (version entries, the ignorable entry flag, the version
+	// poll).
+	SupportedVersion uint32 = 2
+)
+
+// releaseOf names the first release that runs each cluster version, for
+// messages and the data dir's marker.
+func releaseOf(v uint32) string {
+	switch v {
+	case 1:
+		return "v0.1.0"
+	case 2:
+		return "v0.2.0"
+	}
+	return "a release supporting cluster version " + strconv.FormatUint(uint64(v), 10)
+}
+
+// opVersions gives every engine operation the cluster version that
+// introduced it. An operation a group's version does not have is refused
+// (errcode.ClusterVersion) instead of being proposed: a node of an older
+// release would not know how to apply it.
+var opVersions = []struct {
+	code    engine.OpCode
+	version uint32
+}{
+	{engine.OpDecide, 1},
+	{engine.OpPeek, 1},
+	{engine.OpDelete, 1},
+	{engine.OpExists, 1},
+	{engine.OpType, 1},
+	{engine.OpTTL, 1},
+	{engine.OpCount, 1},
+	{engine.OpScan, 1},
+	{engine.OpKeys, 1},
+	{engine.OpFlush, 1},
+	{engine.OpTimeWarp, 1},
+	{engine.OpClockFreeze, 1},
+	{engine.OpClockResume, 1},
+	{engine.OpTime, 1},
+	{engine.OpAll, 1},
+	{engine.OpAcquire, 1},
+	{engine.OpRelease, 1},
+}
+
+// entryVersions gives every log entry type the cluster version from which
+// a leader may write it. Every release applies the types it knows whatever
+// the cluster version (a log replayed after an upgrade holds old ones).
+var entryVersions = map[byte]uint32{
+	entryOps:     1,
+	entryLeader:  1,
+	entryBatch:   1,
+	entryVersion: 2,
+}
+
+// snapshotFormats gives the snapshot format version (persistence) a group
+// writes at each cluster version: the newest every release of that
+// cluster version reads, since a snapshot goes to other members (Raft's
+// InstallSnapshot) and stays in the data dir of a node that may be rolled
+// back. A release that changes the snapshot format adds its format to its
+// own cluster version's row; the older rows keep theirs.
+var snapshotFormats = map[uint32]int{
+	1: 2, // v0.1.0 reads formats 1 and 2
+	2: persistence.Version,
+}
+
+// snapshotFormat is the snapshot format a group at cluster version cv
+// writes.
+func snapshotFormat(cv uint32) int {
+	if f, ok := snapshotFormats[cv]; ok {
+		return f
+	}
+	return persistence.Version
+}
+
+// Wire formats between nodes, and the cluster version that introduced
+// each:
+//
+//   - Raft's own RPCs, forwarding ("SLFW\x03"), address announcements
+//     ("SLFA\x01") and the group hello ("SLFG\x01"): version 1. The
+//     snapshot format: snapshotFormats above.
+//   - The version poll ("SLFV\x01", below): version 2. Sent to nodes of
+//     any release: one of version 1 drops the unknown hello, which counts
+//     as no answer and holds the version, so it needs no gate.
+//   - The snapshot header's cluster_version key (fsm.go): version 2,
+//     written only when the version is above 1; older releases ignore
+//     unknown header keys.
+
+// codeVersions gives the error codes (internal/errcode) that came after
+// cluster version 1 the version that introduced them; every code up to
+// errcode.Other is version 1's. A leader answering a forwarded request
+// while its group's version is below a code's sends the error as one an
+// older follower knows (errorFor): a code it does not know would make it
+// reject the whole reply as malformed. TestCodeVersionsCoverEveryCode
+// fails for a code without a row.
+var codeVersions = map[errcode.Code]uint32{
+	errcode.GroupAdminFailed: 2,
+	errcode.RemoveUnsafe:     2,
+	errcode.MemberConflict:   2,
+	errcode.CatchUpStalled:   2,
+	errcode.ClusterVersion:   2,
+	errcode.ApplyHalted:      2,
+}
+
+// codeVersion is the cluster version that introduced code c.
+func codeVersion(c errcode.Code) uint32 {
+	if c <= errcode.Other {
+		return 1
+	}
+	if v, ok := codeVersions[c]; ok {
+		return v
+	}
+	return noVersion
+}
+
+// errorFor returns err as a member of cluster version cv knows it: itself
+// when its code is as old, else Uncertain (for a code of that class) or
+// Other with the error's description, which every release renders as
+// "ERR <description>". Nil stays nil.
+func errorFor(err error, cv uint32) error {
+	e := errcode.Of(err)
+	if e == nil || codeVersion(e.Code) <= cv {
+		return err
+	}
+	if e.Code.Class() == errcode.MayHaveApplied {
+		return &errcode.Error{Code: errcode.Uncertain, Detail: e.Error()}
+	}
+	return &errcode.Error{Code: errcode.Other, Detail: e.Error()}
+}
+
+// errorsFor applies errorFor to every result's error, RL.ALL's included.
+func errorsFor(rs []engine.Result, cv uint32) {
+	for i := range rs {
+		if rs[i].Err != nil {
+			rs[i].Err = errorFor(rs[i].Err, cv)
+		}
+		errorsFor(rs[i].Each, cv)
+	}
+}
+
+// opNeeds is the cluster version each operation code needs: its row of
+// opVersions, or noVersion for a code this build does not know.
+type opNeeds [256]uint32
+
+// noVersion is what a code this build does not know needs: no cluster
+// version has it.
+const noVersion = ^uint32(0)
+
+// opNeedsTable builds the lookup of opVersions.
+func opNeedsTable() *opNeeds {
+	var t opNeeds
+	for i := range t {
+		t[i] = noVersion
+	}
+	for _, r := range opVersions {
+		t[r.code] = r.version
+	}
+	return &t
+}
+
+// gated reports whether any op of ops needs a cluster version above cv.
+func (t *opNeeds) gated(cv uint32, ops []engine.Op) bool {
+	for i := range ops {
+		if t[ops[i].Code] > cv {
+			return true
+		}
+	}
+	return false
+}
+
+// knows reports whether this build can apply every op of ops.
+func (t *opNeeds) knows(ops []engine.Op) (engine.OpCode, bool) {
+	for i := range ops {
+		if t[ops[i].Code] > SupportedVersion {
+			return ops[i].Code, false
+		}
+	}
+	return 0, true
+}
+
+// versionError refuses an operation that needs cluster version need while
+// the group runs cv (need is noVersion for a code this build does not know).
+func versionError(need, cv uint32) error {
+	n := int64(need)
+	if need == noVersion {
+		n = int64(SupportedVersion) + 1
+	}
+	return &errcode.Error{Code: errcode.ClusterVersion, Num: n, Detail: strconv.FormatUint(uint64(cv), 10)}
+}
+
+// The version poll. The leader of a group whose version is below its own
+// SupportedVersion asks every other member of the group, voters and
+// non-voters, which version it supports, and raises the group's version
+// to the lowest answer once every member answered above the current one.
+// A member that cannot answer (down, or of a release before versions,
+// which drops the unknown hello) holds the version where it is, and is
+// asked again after a pause that doubles up to versionPollMaxWait. A
+// member that starts, or sees a new leader, tells the leader at once
+// (the same exchange, the other way), which asks everyone again.
+//
+// Wire format, on a connection to the forward listener that says the hello
+// "SLFV\x01" (after the group hello for a group other than 0):
+//
+//	request  = frame(string sender id | uvarint sender's supported version)
+//	response = frame(uvarint the answering node's supported version)
+const (
+	versionHello = "SLFV\x01"
+	// maxVersionFrame bounds a version poll frame: an id and a number.
+	maxVersionFrame = 1 << 10
+	// versionPollPeriod is how often a leader below its supported version
+	// looks again.
+	versionPollPeriod = time.Second
+	// versionPollMaxWait caps the pause before asking again a member that
+	// did not answer.
+	versionPollMaxWait = 30 * time.Second
+)
+
+// versionLoop runs on every node while the group's version is below what
+// this build supports: as the leader it polls the members and raises the
+// version; as a follower it tells each new leader what it supports.
+func (n *Node) versionLoop() {
+	defer n.bg.Done()
+	t := time.NewTicker(versionPollPeriod)
+	defer t.Stop()
+	var (
+		told   string                       // the leader this follower told last
+		wait   = map[string]time.Duration{} // member -> pause after its last failure
+		notYet = map[string]time.Time{}     // member -> not asked again before
+	)
+	for {
+		select {
+		case <-n.closing:
+			return
+		case id := <-n.versionKick:
+			delete(notYet, id)
+			delete(wait, id)
+		case <-t.C:
+		}
+		if n.fsm.clusterVersion() >= SupportedVersion || n.fsm.halted() != nil {
+			continue
+		}
+		switch kind, addr := n.route(); kind {
+		case routeForward:
+			if _, id := n.raft.LeaderWithID(); string(id) != told {
+				told = string(id)
+				if _, err := n.exchangeVersion(addr); err != nil {
+					n.log.Debug("telling the leader this node's cluster version failed (a leader of a release before versions does not know how)", "leader", addr, "err", err)
+				}
+			}
+		case routeLocal:
+			told = ""
+			n.pollVersions(wait, notYet)
+		}
+	}
+}
+
+// pollVersions asks the members which versions they support and raises
+// the group's version when they all support a higher one.
+func (n *Node) pollVersions(wait map[string]time.Duration, notYet map[string]time.Time) {
+	servers, err := n.servers()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	type member struct{ id, addr string }
+	var members []member
+	for _, s := range servers {
+		id := string(s.ID)
+		if id == n.cfg.ID {
+			continue
+		}
+		if now.Before(notYet[id]) {
+			return // a member that did not answer lately: no raise yet
+		}
+		e, ok := n.fsm.leader(id)
+		if !ok || e.Forward == "" {
+			return // not announced yet: it will be soon, or it is of no release that polls
+		}
+		members = append(members, member{id, mapAddr(n.cfg.DialMap, e.Forward)})
+	}
+	target := n.advertisedVersion()
+	for _, m := range members {
+		v, err := n.exchangeVersion(m.addr)
+		if err != nil {
+			w := min(max(2*wait[m.id], versionPollPeriod), versionPollMaxWait)
+			wait[m.id], notYet[m.id] = w, now.Add(w)
+			n.log.Debug("a member did not say which cluster version it supports (down, or of a release before versions)",
+				"member", m.id, "err", err, "next_try_in", w)
+			return
+		}
+		delete(wait, m.id)
+		target = min(target, v)
+	}
+	cv := n.fsm.clusterVersion()
+	if target <= cv || target < entryVersions[entryVersion] {
+		return
+	}
+	if err := n.waitWhileLeader(n.raft.Apply(appendVersionEntry(nil, target), n.cfg.ClusterTimeout)); err != nil {
+		n.log.Warn("raising the cluster version failed; will retry", "cluster_version", target, "err", err)
+		return
+	}
+	n.log.Info("every member supports a higher cluster version: raised it", "from", cv, "to", target, "members", len(members)+1)
+}
+
+// advertisedVersion is the cluster version this node says it supports.
+func (n *Node) advertisedVersion() uint32 {
+	if n.cfg.advertiseVersion != 0 {
+		return n.cfg.advertiseVersion
+	}
+	return SupportedVersion
+}
+
+// exchangeVersion tells the node at forward address addr which cluster
+// version this build supports, and returns the one it supports.
+func (n *Node) exchangeVersion(addr string) (uint32, error) {
+	timeout := time.Second
+	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	if err != nil {
+		return 0, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	p := appendBytes(nil, []byte(n.cfg.ID))
+	p = binary.AppendUvarint(p, uint64(n.advertisedVersion()))
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), frame(p)...)); err != nil {
+		return 0, fmt.Errorf("send: %w", err)
+	}
+	resp, err := readFrame(bufio.NewReader(nc), maxVersionFrame)
+	if err != nil {
+		return 0, fmt.Errorf("read reply: %w", err)
+	}
+	d := newDecoder(resp)
+	v := d.Uvarint()
+	if d.Err == nil && (len(d.B) != 0 || v < 1 || v > 1<<31) {
+		d.Err = fmt.Errorf("%w: version reply %q", errMalformed, resp)
+	}
+	if d.Err != nil {
+		return 0, d.Err
+	}
+	return uint32(v), nil
+}
+
+// handleVersion serves one version exchange (the hello was read): it
+// answers this build's supported version and, on the leader, has the
+// sender's version looked at again at once.
+func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	p, err := readFrame(br, maxVersionFrame)
+	if err != nil {
+		if err != io.EOF {
+			s.log.Warn("forward listener: bad version exchange", "remote", c.RemoteAddr(), "err", err)
+		}
+		return
+	}
+	d := newDecoder(p)
+	id := string(d.bytes())
+	_ = d.Uvarint()
+	if d.Err != nil || len(d.B) != 0 {
+		s.log.Warn("forward listener: malformed version exchange", "remote", c.RemoteAddr(), "err", d.Err)
+		return
+	}
+	_, _ = c.Write(frame(binary.AppendUvarint(nil, uint64(n.advertisedVersion()))))
+	if id != "" && n.raft.State() == raft.Leader {
+		select {
+		case n.versionKick <- id:
+		default:
+		}
+	}
+}
+
+// ClusterVersion is the cluster version the node's group runs: what the
+// applied log recorded (BaseVersion when it recorded none). Something a
+// release adds that crosses between nodes (a new wire format, a new entry
+// type) is used only once this is at least the version that adds it.
+func (n *Node) ClusterVersion() uint32 { return n.fsm.clusterVersion() }
+
+// ClusterVersion is the lowest cluster version of the host's groups: what
+// every group can use.
+func (h *Host) ClusterVersion() uint32 {
+	v := h.nodes[0].ClusterVersion()
+	for _, n := range h.nodes[1:] {
+		v = min(v, n.ClusterVersion())
+	}
+	return v
+}

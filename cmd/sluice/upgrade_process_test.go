@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
+)
+
+// releaseV010 is the commit of sluice v0.1.0, the last release without
+// cluster versions (cluster version 1); the upgrade test starts from it.
+const releaseV010 = "ae62d5a"
+
+// releaseBinary builds sluice at commit from this repository's history
+// (git archive into a temporary directory, then go build), caching the
+// binary under the temporary directory by commit so that reruns are fast.
+// It skips the test when the history is not available (a shallow clone).
+func releaseBinary(t *testing.T, commit string) string {
+	t.Helper()
+	out, err := exec.Command("git", "rev-parse", "--verify", "--quiet", commit+"^{commit}").Output()
+	if err != nil {
+		t.Skipf("git history with commit %s (release v0.1.0) is not available here (%v): cannot build the older release", commit, err)
+	}
+	full := strings.TrimSpace(string(out))
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not in a git work tree (%v): cannot build the older release", err)
+	}
+	cache := filepath.Join(os.TempDir(), "sluice-release-"+full)
+	bin := filepath.Join(cache, "sluice")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	if err := os.MkdirAll(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.MkdirTemp(cache, "src-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(src)
+	archive := exec.Command("git", "archive", "--format=tar", full)
+	archive.Dir = strings.TrimSpace(string(top)) // the whole tree, not this directory's
+	untar := exec.Command("tar", "-x", "-C", src)
+	var stderr bytes.Buffer
+	archive.Stderr, untar.Stderr = &stderr, &stderr
+	if untar.Stdin, err = archive.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := untar.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := archive.Run(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", commit, err, stderr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		t.Fatalf("untar %s: %v\n%s", commit, err, stderr.String())
+	}
+	tmp := filepath.Join(src, "sluice.bin")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.1.0", "-o", tmp, "./cmd/sluice")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build sluice at %s: %v\n%s", commit, err, out)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// startWith starts node p with the binary bin (the cluster's flags).
+func (c *testCluster) startWith(p *proc, bin string) {
+	c.t.Helper()
+	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fmt.Fprintf(logf, "=== started with %s\n", bin)
+	p.log = logf
+	args := p.Args(c.peers, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
+	if p.run, err = sluiceproc.Start(p.ID, bin, args, sluiceproc.Options{Output: logf}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// upgradeLoad is clients on every node deciding on shared limits until
+// stopped, tallying what each call told of its charge.
+type upgradeLoad struct {
+	mu      sync.Mutex
+	tallies map[string]*limitTally
+	calls   map[callOutcome]int
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+const (
+	upgradeKeys  = 24
+	upgradeLimit = 40
+)
+
+func upgradeKey(i int) string { return "upgrade:" + strconv.Itoa(i) }
+
+func (c *testCluster) startUpgradeLoad() *upgradeLoad {
+	l := &upgradeLoad{tallies: map[string]*limitTally{}, calls: map[callOutcome]int{}, stop: make(chan struct{})}
+	for i := range upgradeKeys {
+		l.tallies[upgradeKey(i)] = &limitTally{}
+	}
+	for w, p := range c.nodes {
+		for k := range 2 {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
+					DialTimeout: time.Second, ReadTimeout: 5 * time.Second, PoolSize: 1})
+				defer r.Close()
+				for n := 0; ; n++ {
+					select {
+					case <-l.stop:
+						return
+					default:
+					}
+					key := upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)
+					res, err := r.Do(context.Background(), "RL.TOKEN", key, upgradeLimit, "1/d").Int64Slice()
+					out := classify(res, err)
+					l.mu.Lock()
+					l.calls[out]++
+					switch out {
+					case outAdmitted:
+						l.tallies[key].admitted++
+					case outUncertain:
+						l.tallies[key].uncertain++
+					}
+					l.mu.Unlock()
+					if err != nil {
+						time.Sleep(20 * time.Millisecond) // a stopped node: do not spin
+					} else {
+						time.Sleep(2 * time.Millisecond)
+					}
+				}
+			}()
+		}
+	}
+	return l
+}
+
+func (l *upgradeLoad) halt() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// checkExact checks that every node agrees on every limit, that no limit
+// admitted more than it allows, and that every acknowledged admission was
+// charged (none lost): admitted <= charged <= admitted + uncertain.
+func (c *testCluster) checkExact(l *upgradeLoad) {
+	c.t.Helper()
+	ctx := context.Background()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clients := make([]*redis.Client, len(c.nodes))
+	for i, p := range c.nodes {
+		clients[i] = c.client(p)
+	}
+	for key, tl := range l.tallies {
+		charged := -1
+		for i, p := range c.nodes {
+			res, err := clients[i].Do(ctx, "RL.PEEK", key).Int64Slice()
+			if err != nil || len(res) != 5 {
+				c.t.Fatalf("RL.PEEK %s on %s: %v %v", key, p.ID, res, err)
+			}
+			got := upgradeLimit - int(res[2])
+			if charged >= 0 && got != charged {
+				c.t.Fatalf("%s: %s says %d charged, another node %d", key, p.ID, got, charged)
+			}
+			charged = got
+		}
+		if tl.admitted > upgradeLimit || charged < tl.admitted || charged > tl.admitted+tl.uncertain {
+			c.t.Fatalf("%s: %d admitted and acknowledged, %d uncertain, %d charged of %d", key, tl.admitted, tl.uncertain, charged, upgradeLimit)
+		}
+	}
+}
+
+// waitDigests polls until every node's DEBUG DIGEST (its own replica's
+// state) is the same.
+func (c *testCluster) waitDigests(what string) {
+	c.t.Helper()
+	c.settle(30*time.Second, 100*time.Millisecond, what+": replicas' digests", func() string {
+		var first string
+		for _, p := range c.nodes {
+			d, err := c.client(p).Do(context.Background(), "DEBUG", "DIGEST").Text()
+			if err != nil {
+				return p.ID + ": " + err.Error()
+			}
+			if first == "" {
+				first = d
+			} else if d != first {
+				return fmt.Sprintf("%s's digest %s differs from %s", p.ID, d, first)
+			}
+		}
+		return ""
+	})
+}
+
+// clusterVersions returns RAFT.STATUS's cluster_version of every group
+// on p ("" for a node of a release before versions).
+func (c *testCluster) clusterVersions(p *proc, shards int) []string {
+	c.t.Helper()
+	var vs []string
+	for g := range shards {
+		st, err := c.raftStatus(p, g)
+		if err != nil {
+			c.t.Fatalf("RAFT.STATUS %d on %s: %v", g, p.ID, err)
+		}
+		vs = append(vs, st["cluster_version"])
+	}
+	return vs
+}
+
+// TestRollingUpgradeFromV010: three nodes of v0.1.0 (commit ae62d5a,
+// built from git) under load from clients on every node, upgraded one at a
+// time (SIGTERM, start the new binary on the same data dir); one node is
+// rolled back to v0.1.0 while the cluster is mixed (its version is still
+// 1), then upgraded again; with every node new, the version becomes 2 and
+// v0.1.0 then refuses the data dirs. Each binary restores snapshots the
+// other took (RAFT.SNAPSHOT before the restarts). Limits stay exact, nothing
+// acknowledged is lost, and the replicas' digests agree at the end. With
+// --shards 1 and --shards 3.
+func TestRollingUpgradeFromV010(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	old := releaseBinary(t, releaseV010)
+	for _, shards := range []int{1, 3} {
+		t.Run("shards="+strconv.Itoa(shards), func(t *testing.T) { testRollingUpgrade(t, old, shards) })
+	}
+}
+
+func testRollingUpgrade(t *testing.T, old string, shards int) {
+	ctx := context.Background()
+	c := &testCluster{t: t}
+	layout, err := sluiceproc.Layout(3, t.TempDir(), sluiceproc.FreeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range layout {
+		nd.Extra = []string{"--shards", strconv.Itoa(shards)}
+		c.nodes = append(c.nodes, &proc{Node: nd})
+	}
+	c.peers = sluiceproc.Peers(layout)
+	t.Cleanup(func() {
+		for _, p := range c.nodes {
+			c.kill(p)
+		}
+	})
+	for _, p := range c.nodes {
+		c.startWith(p, old)
+	}
+	c.waitServing(c.nodes...)
+	if err := c.client(c.nodes[0]).Do(ctx, "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	load := c.startUpgradeLoad()
+	defer func() {
+		select {
+		case <-load.stop:
+		default:
+			load.halt()
+		}
+	}()
+	// restart stops p (SIGTERM) and starts bin on its data dir, under load.
+	restart := func(p *proc, bin string) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond) // load on the cluster as it was
+		c.stop(p)
+		c.startWith(p, bin)
+		c.waitServing(c.nodes...)
+	}
+	mixed := func(when string, news ...*proc) {
+		t.Helper()
+		for _, p := range news {
+			for g, v := range c.clusterVersions(p, shards) {
+				if v != "1" {
+					t.Fatalf("%s: %s reports cluster version %q for group %d in a mixed cluster, want 1", when, p.ID, v, g)
+				}
+			}
+		}
+	}
+	// snapshot has p snapshot every group now, so that its next start
+	// restores a snapshot its binary wrote (the other binary reads it).
+	snapshot := func(p *proc) {
+		t.Helper()
+		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
+			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
+		}
+	}
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range c.nodes {
+		snapshot(p) // v0.1.0's snapshots, which the new binary restores
+	}
+	restart(n1, binary)
+	mixed("n1 upgraded", n1)
+	restart(n2, binary)
+	mixed("n2 upgraded", n1, n2)
+	// Roll n2 back while n3 still runs v0.1.0: the version is still 1,
+	// and v0.1.0 restores the snapshot the new binary took.
+	snapshot(n2)
+	restart(n2, old)
+	mixed("n2 rolled back", n1)
+	restart(n2, binary)
+	mixed("n2 upgraded again", n1, n2)
+	restart(n3, binary)
+	c.settle(30*time.Second, 100*time.Millisecond, "the cluster version", func() string {
+		for _, p := range c.nodes {
+			for g, v := range c.clusterVersions(p, shards) {
+				if v != "2" {
+					return fmt.Sprintf("%s: group %d at cluster version %q", p.ID, g, v)
+				}
+			}
+		}
+		return ""
+	})
+	time.Sleep(300 * time.Millisecond) // load at version 2
+	load.halt()
+	load.mu.Lock()
+	t.Logf("calls: %d admitted, %d denied, %d not applied (errors), %d uncertain",
+		load.calls[outAdmitted], load.calls[outDenied], load.calls[outNotApplied], load.calls[outUncertain])
+	admitted := load.calls[outAdmitted]
+	load.mu.Unlock()
+	if admitted == 0 {
+		t.Fatal("the load admitted nothing")
+	}
+	c.waitDigests("after the upgrade")
+	c.checkExact(load)
+
+	// v0.1.0 now refuses n1's data dir, saying why, and changes nothing;
+	// the new binary restores its version 2 snapshot.
+	snapshot(n1)
+	c.stop(n1)
+	var stdout, stderr bytes.Buffer
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, old, n1.Args(c.peers, "--log-level", "warn")...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || cctx.Err() != nil {
+		t.Fatalf("v0.1.0 on a cluster version 2 data dir: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if msg := stderr.String() + stdout.String(); !strings.Contains(msg, "cluster version 2: it needs sluice v0.2.0 or later") {
+		t.Fatalf("v0.1.0's refusal does not say why:\n%s", msg)
+	}
+	c.startWith(n1, binary)
+	c.waitServing(c.nodes...)
+	if v := c.clusterVersions(n1, shards); v[0] != "2" {
+		t.Fatalf("n1 restarted on its snapshot: cluster version %v", v)
+	}
+	c.waitDigests("after the refused start")
+	c.checkExact(load)
+}
