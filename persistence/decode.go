@@ -59,8 +59,11 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 		return Header{}, fmt.Errorf("%w: version %d (this build reads versions %d to %d)", ErrVersion, v, minVersion, Version)
 	}
 	kinds := byte(maxKind)
-	if v == 1 {
+	switch v {
+	case 1:
 		kinds = maxKindV1 // version 1 knew no concurrency keys
+	case 2:
+		kinds = maxKindV2 // version 2 knew no string keys
 	}
 	d.offset++
 
@@ -280,6 +283,13 @@ func parseRecord(c *cursor.Cursor, base int64, kinds byte) (engine.Record, error
 		return rec, c.Err
 	}
 	rec.Key = append([]byte(nil), key...)
+	if rec.Rule.Kind == engine.KindString {
+		if flags&flagLog != 0 {
+			return rec, fmt.Errorf("%w: a string key with a log", ErrCorrupt)
+		}
+		rec.Value = append([]byte{}, c.Bytes(MaxValueLen)...)
+		return rec, c.Err
+	}
 	if flags&flagLog != 0 && rec.Rule.Kind == engine.KindConcurrency {
 		n := c.Uvarint()
 		if c.Err != nil {

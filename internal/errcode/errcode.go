@@ -91,6 +91,22 @@ const (
 	// without a code.
 	Other
 
+	// WrongTypeValue: a string command on a limiter key (Redis's
+	// WRONGTYPE text). Not applied.
+	WrongTypeValue
+	// NotInteger: a value or argument is not a 64-bit integer (Redis's
+	// "value is not an integer or out of range"). Not applied.
+	NotInteger
+	// IncrOverflow: INCRBY/DECRBY would overflow a 64-bit integer. Not
+	// applied.
+	IncrOverflow
+	// BadExpire: an expiry out of range (Redis's "invalid expire time in
+	// '<command>' command"). Not applied.
+	BadExpire
+	// ValueTooLong: a string value longer than max-value-len (Num). Not
+	// applied.
+	ValueTooLong
+
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
 )
@@ -121,6 +137,11 @@ var names = [NumCodes]string{
 	BadReply:        "bad reply from the leader",
 	ConnLost:        "connection to the leader lost",
 	Other:           "error",
+	WrongTypeValue:  "wrong type of value",
+	NotInteger:      "not an integer",
+	IncrOverflow:    "increment overflow",
+	BadExpire:       "invalid expire time",
+	ValueTooLong:    "value too long",
 }
 
 // String returns the code's name (not a reply text).
