@@ -103,7 +103,9 @@ const (
 	// OpType sets Result.Kind to the key's kind (KindNone when absent).
 	OpType OpCode = 5
 	// OpTTL sets Result.Count to the nanoseconds until the key's state is
-	// back at its initial state (-2 when absent, as PTTL).
+	// back at its initial state (-2 when absent, as PTTL). For a string key
+	// with an expiry, Result.Kind is KindString and Count is in
+	// milliseconds (expiry - now, as Redis's PTTL); -1 without one.
 	OpTTL OpCode = 6
 	// OpCount sets Result.Count to the number of keys with state (DBSIZE).
 	OpCount OpCode = 7

@@ -356,7 +356,9 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 	case code == OpTTL && rule.Kind == KindString && ent.a == 0:
 		r.Count = -1
 	case code == OpTTL && rule.Kind == KindString:
-		r.Count = msToNs(ent.a) - now
+		// In milliseconds, as Redis counts (an expiry may lie beyond
+		// what nanoseconds hold): Result.Kind says so.
+		r.Kind, r.Count = KindString, ent.a-now/1e6
 	case code == OpTTL && rule.Kind == KindConcurrency:
 		r.Count = s.leaseTTL(ent, now)
 	case code == OpTTL:

@@ -69,7 +69,7 @@ func TestStringOps(t *testing.T) {
 		{"expiry by op time", []strStep{
 			{op: set("v", StrExpireRel, 1000), count: 1},
 			{at: 999, op: Op{Code: OpExists, Key: k}, count: 1},
-			{at: 999, op: Op{Code: OpTTL, Key: k}, count: 1e6},
+			{at: 999, op: Op{Code: OpTTL, Key: k}, count: 1, kind: KindString},
 			{at: 1000, op: Op{Code: OpExists, Key: k}},
 			{at: 1000, op: Op{Code: OpGet, Key: k}},
 		}},

@@ -26,6 +26,11 @@ var fixedTexts = [errcode.NumCodes]string{
 	errcode.DuplicateBatch: "UNCERTAIN the command was re-sent after a broken connection and had already been applied; its result is lost",
 	errcode.BadReply:       "UNCERTAIN the leader's reply did not decode; the command may have been applied",
 	errcode.ConnLost:       "UNCERTAIN the connection to the leader broke after the command was sent; it may have been applied",
+	errcode.WrongTypeValue: errWrongValue,
+	errcode.NotInteger:     errNotInteger,
+	errcode.IncrOverflow:   "ERR increment or decrement would overflow",
+	// The string commands name themselves in this text (strErrorText).
+	errcode.BadExpire: "ERR invalid expire time",
 }
 
 // codeText renders e's reply text; "" for a code it does not know.
@@ -47,6 +52,8 @@ func codeText(e *errcode.Error) string {
 			return "OOM command not allowed: the key limit is reached"
 		}
 		return "OOM command not allowed: the key limit is reached (max-keys " + strconv.FormatInt(e.Num, 10) + ")"
+	case errcode.ValueTooLong:
+		return valueTooLongText(int(e.Num))
 	case errcode.DuplicateKey:
 		if e.Detail == "" {
 			return "ERR duplicate key in RL.ALL"

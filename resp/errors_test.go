@@ -56,6 +56,11 @@ func TestErrorTexts(t *testing.T) {
 		{&errcode.Error{Code: errcode.AdminFailed, Detail: "transfer", Cause: errcode.New(errcode.ShuttingDown)},
 			"ERR transfer failed: CLUSTERDOWN this node is shutting down"},
 		{e(errcode.Other, "cluster: forward: context canceled", 0), "ERR cluster: forward: context canceled"},
+		{e(errcode.WrongTypeValue, "", 0), "WRONGTYPE Operation against a key holding the wrong kind of value"},
+		{e(errcode.NotInteger, "", 0), "ERR value is not an integer or out of range"},
+		{e(errcode.IncrOverflow, "", 0), "ERR increment or decrement would overflow"},
+		{e(errcode.BadExpire, "", 0), "ERR invalid expire time"},
+		{e(errcode.ValueTooLong, "", 512), "ERR value is too long: at most 512 bytes (max-value-len)"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},
