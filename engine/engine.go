@@ -232,6 +232,8 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpTimeWarp:
 			r.Err = e.clock.warp(wall, op.Cost)
 			now = e.clock.now(wall)
+			// The string keys the jump expired go now (strings.go).
+			e.drainExpired(e.countedAt(now))
 		case OpClockFreeze:
 			r.Err = e.clock.freeze(wall, op.Cost)
 			now = e.clock.now(wall)
