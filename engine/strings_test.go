@@ -200,3 +200,32 @@ func TestStringSnapshot(t *testing.T) {
 		t.Fatalf("bad string record: %v", err)
 	}
 }
+
+// TestStringLimits: string keys count for --max-keys and --maxmemory, with
+// their values' bytes; existing keys keep working at the limit, and a key
+// that expired stops counting from the next whole second.
+func TestStringLimits(t *testing.T) {
+	e := New(Config{Shards: 4, MaxKeys: 2})
+	runStrSteps(t, e, []strStep{
+		{op: Op{Code: OpSet, Key: []byte("a"), Value: []byte("1"), Flags: StrExpireRel, Expire: 500}, count: 1},
+		{op: Op{Code: OpIncrBy, Key: []byte("b"), Cost: 1}, count: 1},
+		{op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, err: errcode.KeyLimit},
+		{op: Op{Code: OpIncrBy, Key: []byte("c"), Cost: 1}, err: errcode.KeyLimit},
+		{op: Op{Code: OpDecide, Key: []byte("c"), Rule: Rule{KindToken, 5, sec}, Cost: 1}, err: errcode.KeyLimit},
+		{op: Op{Code: OpSet, Key: []byte("b"), Value: []byte("replaced")}, count: 1},
+		{at: 999, op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, err: errcode.KeyLimit},
+		{at: 1000, op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, count: 1},
+	})
+	m := New(Config{Shards: 1, MaxBytes: 1 << 20})
+	var r [1]Result
+	m.Apply(t0, []Op{{Code: OpSet, Key: []byte("k"), Value: []byte("v")}}, r[:])
+	small := m.MemoryBytes()
+	m.Apply(t0, []Op{{Code: OpSet, Key: []byte("k"), Value: make([]byte, 500)}}, r[:])
+	if d := m.MemoryBytes() - small; d != 499 {
+		t.Fatalf("a value 499 bytes longer accounts %d bytes more", d)
+	}
+	m.Apply(t0, []Op{{Code: OpDelete, Key: []byte("k")}}, r[:])
+	if m.MemoryBytes() != 0 {
+		t.Fatalf("%d bytes accounted after the delete", m.MemoryBytes())
+	}
+}
