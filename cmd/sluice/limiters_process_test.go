@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
@@ -138,6 +139,10 @@ descriptors:
         rate_limit:
           unit: day
           requests_per_unit: 2
+  - key: burst
+    rate_limit:
+      unit: day
+      requests_per_unit: 300
 `
 
 // startRatelimit runs envoyproxy/ratelimit's service against the Redis
@@ -322,4 +327,96 @@ func TestEnvoyRatelimit(t *testing.T) {
 			t.Fatalf("counter %q: type %q, ttl %v", keys[0], typ, ttl)
 		}
 	})
+}
+
+// TestEnvoyRatelimitKillLeader drives envoyproxy/ratelimit (REDIS_TYPE=cluster)
+// against a 3-node --shards 3 cluster with concurrent requests for one
+// counter while the leader of the counter's group is killed with SIGKILL
+// and restarted. It reports what the service saw, and requires that a
+// limit of N admits at most N and that no acknowledged increment is lost:
+// the counter ends at least at the number of requests answered (the
+// service increments for every request, admitted or not).
+func TestEnvoyRatelimitKillLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	bin := ratelimitBinary(t)
+	c := newBalancedShardCluster(t, false)
+	urls := make([]string, len(c.nodes))
+	for i, p := range c.nodes {
+		urls[i] = p.RESP
+	}
+	svc := startRatelimit(t, bin, "cluster", strings.Join(urls, ","))
+	ws := time.Now().Unix() / 86400 * 86400
+	key := fmt.Sprintf("sluice_burst_k_%d", ws)
+	g := shardTable(t).Group(slots.Of([]byte(key)))
+	victim := c.preferred(g)
+	const workers, each, limit = 8, 60, 300
+	type tally struct {
+		ok, over, failed int
+		seen             string // one failure, as the service answered it
+	}
+	results := make(chan tally, workers)
+	req := rlRequest{Domain: "sluice", Descriptors: []rlDescriptor{{Entries: []rlEntry{{"burst", "k"}}}}}
+	body, _ := json.Marshal(req)
+	start := make(chan struct{})
+	for range workers {
+		go func() {
+			var tl tally
+			hc := &http.Client{Timeout: 10 * time.Second}
+			<-start
+			for range each {
+				resp, err := hc.Post("http://"+svc+"/json", "application/json", bytes.NewReader(body))
+				if err != nil {
+					tl.failed++
+					tl.seen = err.Error()
+					continue
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var out rlResponse
+				switch {
+				case json.Unmarshal(raw, &out) != nil:
+					tl.failed++
+					tl.seen = fmt.Sprintf("%d %q", resp.StatusCode, raw)
+				case resp.StatusCode == http.StatusOK && out.OverallCode == "OK":
+					tl.ok++
+				case resp.StatusCode == http.StatusTooManyRequests && out.OverallCode == "OVER_LIMIT":
+					tl.over++
+				default:
+					tl.failed++
+					tl.seen = fmt.Sprintf("%d %q", resp.StatusCode, raw)
+				}
+			}
+			results <- tl
+		}()
+	}
+	close(start)
+	time.Sleep(300 * time.Millisecond)
+	c.kill(victim)
+	time.Sleep(time.Second)
+	c.start(victim)
+	var total tally
+	for range workers {
+		tl := <-results
+		total.ok += tl.ok
+		total.over += tl.over
+		total.failed += tl.failed
+		if tl.seen != "" {
+			total.seen = tl.seen
+		}
+	}
+	c.waitServing(c.nodes...)
+	count, err := c.client(c.nodes[0]).Get(context.Background(), key).Int64()
+	t.Logf("leader %s of group %d killed: %d admitted, %d over the limit, %d failed (e.g. %s); counter %d (limit %d, %d requests)",
+		victim.ID, g, total.ok, total.over, total.failed, total.seen, count, limit, workers*each)
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	if total.ok > limit {
+		t.Errorf("%d admitted over a limit of %d", total.ok, limit)
+	}
+	if answered := int64(total.ok + total.over); count < answered {
+		t.Errorf("counter %d below the %d answered requests: acknowledged increments lost", count, answered)
+	}
 }
