@@ -229,3 +229,38 @@ func TestStringLimits(t *testing.T) {
 		t.Fatalf("%d bytes accounted after the delete", m.MemoryBytes())
 	}
 }
+
+// BenchmarkStringIncrExpire is envoyproxy/ratelimit's pair, INCRBY then
+// EXPIRE, on 1000 keys: no allocation per pair.
+func BenchmarkStringIncrExpire(b *testing.B) {
+	e := New(Config{})
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "sluice_user_%d_1893456000", i)
+	}
+	ops := make([]Op, 2)
+	res := make([]Result, 2)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k := keys[i%len(keys)]
+		ops[0] = Op{Code: OpIncrBy, Key: k, Cost: 1}
+		ops[1] = Op{Code: OpExpire, Key: k, Flags: StrExpireRel, Expire: 60_000}
+		e.Apply(t0+int64(i), ops, res)
+	}
+}
+
+// TestStringIncrExpireAllocs: once its keys exist, the INCRBY+EXPIRE pair
+// allocates nothing.
+func TestStringIncrExpireAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations differ under -race")
+	}
+	e := New(Config{})
+	k := []byte("sluice_user_alice_1893456000")
+	ops := []Op{{Code: OpIncrBy, Key: k, Cost: 1}, {Code: OpExpire, Key: k, Flags: StrExpireRel, Expire: 60_000}}
+	res := make([]Result, 2)
+	e.Apply(t0, ops, res)
+	if n := testing.AllocsPerRun(100, func() { e.Apply(t0, ops, res) }); n != 0 {
+		t.Fatalf("%v allocations per INCRBY+EXPIRE", n)
+	}
+}
