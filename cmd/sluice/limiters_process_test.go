@@ -147,7 +147,7 @@ descriptors:
 
 // startRatelimit runs envoyproxy/ratelimit's service against the Redis
 // (type "single" or "cluster") at redisURL and returns its HTTP address.
-func startRatelimit(t *testing.T, bin, redisType, redisURL string) string {
+func startRatelimit(t *testing.T, bin, redisType, redisURL string, env ...string) string {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "ratelimit", "config"), 0o755); err != nil {
@@ -172,6 +172,7 @@ func startRatelimit(t *testing.T, bin, redisType, redisURL string) string {
 		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"HOST=127.0.0.1", "PORT="+port(addrs[0]), "GRPC_HOST=127.0.0.1", "GRPC_PORT="+port(addrs[1]),
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+port(addrs[2]))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -296,10 +297,21 @@ func TestEnvoyRatelimit(t *testing.T) {
 	viaRedis := startRatelimit(t, bin, "single", redisAddr)
 
 	t.Run("single", func(t *testing.T) {
-		viaSluice := startRatelimit(t, bin, "single", startSingleNode(t))
+		node := startSingleNode(t)
+		viaSluice := startRatelimit(t, bin, "single", node)
 		over := compareRatelimit(t, viaRedis, viaSluice, randomRatelimitRequests(1, 120, "s-"))
 		if over == 0 {
 			t.Fatal("no request went over a limit: the test compares nothing interesting")
+		}
+		// With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT the service GETs
+		// every counter first.
+		flushRedis(t, redisAddr)
+		flushRedis(t, node)
+		stop := "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"
+		over = compareRatelimit(t, startRatelimit(t, bin, "single", redisAddr, stop), startRatelimit(t, bin, "single", node, stop),
+			randomRatelimitRequests(3, 80, "g-"))
+		if over == 0 {
+			t.Fatal("no request went over a limit with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
