@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestClusterStringExpiry: on a 3-node cluster with a frozen clock, a
@@ -106,4 +108,48 @@ func TestClusterStringExpiry(t *testing.T) {
 	if v, _ := n1.Do(ctx, "TTL", "k3").Int64(); v != -1 {
 		t.Fatalf("TTL k3 = %d", v)
 	}
+}
+
+// TestStringsSurviveRestart: on a durable single node, string keys (values
+// and expiries, on a frozen clock) survive a SIGKILL and a restart, from a
+// snapshot and from the log after it.
+func TestStringsSurviveRestart(t *testing.T) {
+	addr, dir := freeAddr(t), t.TempDir()
+	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
+	first := startProcess(t, binary, args...)
+	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
+	ctx := context.Background()
+	r := redisClient(t, addr)
+	for _, cmd := range [][]any{
+		{"DEBUG", "CLOCK", "FREEZE", "1893456000000"},
+		{"INCRBY", "k", "5"}, {"EXPIRE", "k", "100"}, {"SET", "s", "before"},
+		{"RAFT.SNAPSHOT"},
+		{"SET", "s", "after", "PX", "2500"}, {"INCR", "k"},
+	} {
+		if err := r.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	_ = first.Process.Kill()
+	_, _ = first.Process.Wait()
+	startProcess(t, binary, args...)
+	waitFor(t, 30*time.Second, "the restarted node serves", func() bool { return r.Get(ctx, "k").Err() == nil })
+	for _, c := range []struct {
+		cmd  []any
+		want any
+	}{
+		{[]any{"GET", "k"}, "6"}, {[]any{"PTTL", "k"}, int64(100000)},
+		{[]any{"GET", "s"}, "after"}, {[]any{"PTTL", "s"}, int64(2500)}, {[]any{"TYPE", "s"}, "string"},
+	} {
+		if got, err := r.Do(ctx, c.cmd...).Result(); err != nil || got != c.want {
+			t.Errorf("%v after the restart: %v %v, want %v", c.cmd, got, err, c.want)
+		}
+	}
+}
+
+// redisClient is a go-redis client of the node at addr, closed with the test.
+func redisClient(t *testing.T, addr string) *redis.Client {
+	r := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { r.Close() })
+	return r
 }
