@@ -237,6 +237,7 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpClockFreeze:
 			r.Err = e.clock.freeze(wall, op.Cost)
 			now = e.clock.now(wall)
+			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
 		case OpClockResume:
 			e.clock.resume(wall)
 			now = e.clock.now(wall)
