@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // LoadOptions say how hard and how long to drive a server.
@@ -210,7 +212,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 			}
 		}
 	}()
-	if o.Route != nil && len(allow.Layers)+len(deny.Layers) > 0 {
+	if o.Route != nil && !(allow.sameKey() && deny.sameKey()) {
 		return LoadResult{}, errors.New("a routed load needs one key per request: this workload has layers")
 	}
 	for i := range workers {
@@ -414,7 +416,14 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 // readReplies reads n decisions from c and, in the measured phase, records
 // them; false when the connection failed (wk.fail says why).
 func (wk *worker) readReplies(c *Conn, n int, ph int32, t0 time.Time) bool {
+	extra := wk.gen.allow.extraReplies()
 	for range n {
+		for range extra {
+			if err := respwire.Skip(c.br, limits); err != nil {
+				wk.fail = readErr(err)
+				return false
+			}
+		}
 		d, err := c.ReadDecision()
 		if err != nil {
 			wk.fail = err

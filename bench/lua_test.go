@@ -5,7 +5,9 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"log/slog"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +216,52 @@ func TestLoadAgainstRedis(t *testing.T) {
 	}
 	if n := dbsize(testCtx(t), tgt); n != 0 {
 		t.Errorf("DBSIZE after FLUSHALL: %d", n)
+	}
+}
+
+// TestIncrExpireLoad runs the incr-expire workload (INCRBY then EXPIRE, two
+// replies per request) against Redis and against sluice in memory: every
+// request counted once as allowed, and the counters add up to the requests
+// times the cost, each with an expiry.
+func TestIncrExpireLoad(t *testing.T) {
+	targets := []*Target{startRedisForTest(t)}
+	if os.Getenv("SLUICE_BIN") != "" {
+		r := quietRunner(ServerConfig{SluiceBin: sluiceBin(t), WorkDir: t.TempDir()})
+		t.Cleanup(func() { _ = r.Env.Close() })
+		tg, err := r.Env.Get(testCtx(t), TargetSluiceMem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, tg)
+	}
+	for _, tgt := range targets {
+		w := Workload{Alg: AlgIncrExpire, Keys: 20, Dist: DistUniform, Cost: 3, Prefix: "ie:"}
+		res, err := RunLoad(testCtx(t), w, tgt.Dialect, LoadOptions{Addrs: tgt.Addrs, Conns: 2, Pipeline: 16, Requests: 400, Seed: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", tgt.Name, err)
+		}
+		if res.Errors != 0 || res.Requests != 400 || res.Allowed != 400 {
+			t.Fatalf("%s: %d requests, %d allowed, %d errors (%s)", tgt.Name, res.Requests, res.Allowed, res.Errors, res.FirstError)
+		}
+		sum := int64(0)
+		for i := range uint64(w.Keys) {
+			key := AppendKey([]byte(w.Prefix), "", i)
+			v, err := tgt.Do(testCtx(t), "GET", string(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v.Null {
+				n, _ := strconv.ParseInt(v.Str, 10, 64)
+				sum += n
+				if ttl, _ := tgt.Do(testCtx(t), "TTL", string(key)); ttl.Int <= 0 {
+					t.Errorf("%s: %s has no expiry (TTL %+v)", tgt.Name, key, ttl)
+				}
+			}
+		}
+		t.Logf("%s: counters sum to %d", tgt.Name, sum)
+		// The warm-up's requests count too: at least the measured ones.
+		if sum < 3*400 || sum%3 != 0 {
+			t.Errorf("%s: counters sum to %d for 400 requests of cost 3", tgt.Name, sum)
+		}
 	}
 }

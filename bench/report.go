@@ -463,7 +463,7 @@ func (r *Report) Markdown(chartDir string) string {
 	p("- Run length: %s per goal run, %d rounds; %s per other run.\n", r.Options.Duration, r.Options.Rounds, r.Options.ShortDuration)
 	p("- The load generator runs on the same cores as the servers: every request costs CPU on both sides, and at P1 the system calls of the round trips dominate. `redis-benchmark` is run against the same servers in the load generator check as a cross-check.\n")
 	p("- On a machine shared with other work, a target made of several processes (the three-node cluster) gets a larger share of the CPU from the kernel's fair scheduler than a single process does, which can put it ahead of the single node; the server CPU per request does not depend on that share.\n")
-	p("- Redis runs without persistence (`--save \"\" --appendonly no`); `sluice-durable` and the cluster write their data to disk.\n")
+	p("- Redis runs without persistence (`--save \"\" --appendonly no`), except the `redis-aof` target (`--appendonly yes --appendfsync always`: every write on disk before its reply); `sluice-durable` and the cluster write their data to disk.\n")
 	return b.String()
 }
 

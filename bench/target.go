@@ -45,11 +45,15 @@ const (
 	// server doing next to no work, so its throughput is the ceiling of
 	// the load generator and the machine, which no limiter can pass.
 	TargetRedisEcho = "redis-echo"
+	// TargetRedisAOF is redis-server with appendonly yes and appendfsync
+	// always: every write on disk before its reply, sluice's durability
+	// promise on one machine, without replicas.
+	TargetRedisAOF = "redis-aof"
 )
 
 // TargetNames lists every target, the durability targets last.
 func TargetNames() []string {
-	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3, TargetRedis, TargetRedisAnchor, TargetRedisEcho},
+	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3, TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF},
 		DurabilityTargets()...)
 }
 
@@ -65,7 +69,7 @@ func ParseTarget(s string) (string, error) {
 
 // IsRedis reports whether a target is a redis-server one.
 func IsRedis(name string) bool {
-	return name == TargetRedis || name == TargetRedisAnchor || name == TargetRedisEcho
+	return name == TargetRedis || name == TargetRedisAnchor || name == TargetRedisEcho || name == TargetRedisAOF
 }
 
 // ServerConfig says where the servers' binaries are and where their files go.
@@ -385,6 +389,13 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOp
 			return nil, err
 		}
 		return onLeader(ctx, t)
+	case TargetRedisAOF:
+		t, err := startRedis(ctx, cfg, "--appendonly", "yes", "--appendfsync", "always")
+		if err != nil {
+			return nil, err
+		}
+		t.Name = name
+		return t, nil
 	case TargetRedis, TargetRedisAnchor, TargetRedisEcho:
 		t, err := startRedis(ctx, cfg)
 		if err != nil {
@@ -557,7 +568,9 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 	return t, nil
 }
 
-func startRedis(ctx context.Context, cfg ServerConfig) (*Target, error) {
+// startRedis starts a redis-server without persistence, or with the
+// persistence arguments given (which replace --appendonly no).
+func startRedis(ctx context.Context, cfg ServerConfig, persist ...string) (*Target, error) {
 	if err := checkBin("redis-server", cfg.RedisBin); err != nil {
 		return nil, err
 	}
@@ -571,11 +584,14 @@ func startRedis(ctx context.Context, cfg ServerConfig) (*Target, error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	t := &Target{Name: TargetRedis, Addrs: []string{addr}, Dialect: LuaDialect{}, owned: true, dirs: []string{dir}}
-	args := []string{
-		"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
-		"--loglevel", "warning",
+	if len(persist) == 0 {
+		persist = []string{"--appendonly", "no"}
 	}
+	args := append([]string{
+		"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1",
+		"--save", "", "--dir", dir, "--daemonize", "no",
+		"--loglevel", "warning",
+	}, persist...)
 	if err := t.launch(ctx, cfg.StartTimeout, "redis-server", cfg.RedisBin, args, dir, addr, pingProbe); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,10 @@ const (
 	// a tenant) and a shared key of AllGlobalDiv users (a region, a
 	// model): layered limits decided all or nothing.
 	AlgAll3 Algorithm = "all3"
+	// AlgIncrExpire is envoyproxy/ratelimit's request: a pipeline of
+	// INCRBY key cost and EXPIRE key window (Redis string commands, the
+	// same on sluice and on redis-server). It counts and never denies.
+	AlgIncrExpire Algorithm = "incr-expire"
 )
 
 // The fan-in of AlgAll3's layers: user i belongs to tenant
@@ -36,14 +40,15 @@ func Algorithms() []Algorithm {
 	return []Algorithm{AlgToken, AlgLeaky, AlgFixed, AlgSliding, AlgLog}
 }
 
-// ParseAlgorithm parses a workload name: one of Algorithms, or all3.
+// ParseAlgorithm parses a workload name: one of Algorithms, all3 or
+// incr-expire.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range append(Algorithms(), AlgAll3) {
+	for _, a := range append(Algorithms(), AlgAll3, AlgIncrExpire) {
 		if string(a) == s {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding, log or all3)", s)
+	return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding, log, all3 or incr-expire)", s)
 }
 
 // Command is the sluice command of the algorithm.
@@ -61,6 +66,8 @@ func (a Algorithm) Command() string {
 		return "RL.LOG"
 	case AlgAll3:
 		return "RL.ALL"
+	case AlgIncrExpire:
+		return "INCRBY"
 	}
 	return ""
 }
@@ -153,6 +160,9 @@ func (w *Workload) Validate() error {
 	if w.Cost < 1 {
 		errs = append(errs, fmt.Errorf("cost: want at least 1, got %d", w.Cost))
 	}
+	if w.Alg == AlgIncrExpire && w.DenyShare > 0 {
+		errs = append(errs, errors.New("deny share: incr-expire counts and never denies"))
+	}
 	if w.Alg == AlgLog && w.Cost > MaxLogLimit {
 		errs = append(errs, fmt.Errorf("cost: at most %d for the log", MaxLogLimit))
 	}
@@ -204,6 +214,24 @@ func (w Workload) DenyPrefix() string { return w.Prefix + "d:" }
 type Template struct {
 	Head, Tail []byte
 	Layers     []Layer
+	// Replies is the number of replies a request gets (0 means 1); the
+	// decision is the last one.
+	Replies int
+}
+
+// extraReplies is how many replies of a request come before its decision.
+func (t Template) extraReplies() int { return max(t.Replies, 1) - 1 }
+
+// sameKey reports whether every key of a request is the request's own
+// key (layers of prefix "" and divisor 1): such a request may be routed by
+// its key.
+func (t Template) sameKey() bool {
+	for _, l := range t.Layers {
+		if l.Prefix != "" || l.Div > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // Layer is one further key of a layered request: for the request of
@@ -263,6 +291,9 @@ func (SluiceDialect) Name() string { return "RL.* commands" }
 
 // Template implements Dialect.
 func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
+	if a == AlgIncrExpire {
+		return incrExpireTemplate(p), nil
+	}
 	if a == AlgAll3 {
 		return allTemplate(p), nil
 	}
@@ -277,6 +308,18 @@ func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
 		tail = AppendBulk(tail, s)
 	}
 	return Template{Head: head, Tail: tail}, nil
+}
+
+// incrExpireTemplate is AlgIncrExpire's request: INCRBY key cost, then
+// EXPIRE key window-in-seconds (the key again, as a layer of the same
+// key), two replies.
+func incrExpireTemplate(p Params) Template {
+	head := AppendBulk(AppendArrayHeader(nil, 3), "INCRBY")
+	tail := AppendBulk(nil, strconv.FormatInt(p.Cost, 10))
+	tail = AppendBulk(AppendArrayHeader(tail, 3), "EXPIRE")
+	secs := max(int64(p.Period/time.Second), 1)
+	return Template{Head: head, Tail: tail, Replies: 2,
+		Layers: []Layer{{Div: 1, Tail: AppendBulk(nil, strconv.FormatInt(secs, 10))}}}
 }
 
 // allTemplate is AlgAll3's request: RL.ALL 3 TOKEN <user> limit rate cost
@@ -354,6 +397,9 @@ func (d LuaDialect) Name() string {
 
 // Template implements Dialect.
 func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
+	if a == AlgIncrExpire { // Redis's own commands: no script
+		return incrExpireTemplate(p), nil
+	}
 	var sha string
 	if d.Anchor {
 		if a != AlgToken {

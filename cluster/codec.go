@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/cursor"
@@ -26,7 +27,10 @@ import (
 //	op:           code byte | field mask byte | fields in mask order
 //	fields:       rule (kind byte, varint limit, varint period) | varint cost |
 //	              uvarint cursor | string key | string pattern |
-//	              string token | limits
+//	              string token | limits | ext
+//	ext:          (mask bit 7) uvarint extension mask | extension fields in
+//	              bit order: bits 0-15 the string ops' (string value |
+//	              varint expire | uvarint flags), bits 16-31 reserved
 //	limits:       uvarint n | (kind byte, varint limit, varint period,
 //	              varint cost, string key)*   (RL.ALL, 1 <= n <= 64)
 //	string:       uvarint length | bytes
@@ -81,6 +85,20 @@ const (
 	fieldPattern
 	fieldToken // RL.ACQUIRE, RL.RELEASE
 	fieldAll   // RL.ALL's limits
+	// fieldExt: an extension mask (uvarint) and the extension fields
+	// follow, in bit order. Older entries never set it, so they decode as
+	// they always did.
+	fieldExt
+)
+
+// Extension field bits (after fieldExt). Bits 0..15 belong to the string
+// ops (engine/strings.go); bits 16..31 are reserved for another feature.
+const (
+	extValue  = 1 << iota // string value (Op.Value)
+	extExpire             // varint (Op.Expire)
+	extFlags              // uvarint (Op.Flags)
+
+	extKnown = extValue | extExpire | extFlags
 )
 
 // maxDecodeString bounds any string in an entry or frame; the length is also
@@ -96,6 +114,9 @@ func opsSize(ops []engine.Op) int {
 	for i := range ops {
 		op := &ops[i]
 		n += 2 + 3*binary.MaxVarintLen64 + 1 + 3*binary.MaxVarintLen32 + len(op.Key) + len(op.Pattern) + len(op.Token)
+		if op.Value != nil || op.Expire != 0 || op.Flags != 0 {
+			n += 2*binary.MaxVarintLen32 + binary.MaxVarintLen64 + binary.MaxVarintLen32 + len(op.Value)
+		}
 		if op.All != nil {
 			n += binary.MaxVarintLen32
 			for j := range op.All {
@@ -168,6 +189,19 @@ func appendOp(b []byte, op *engine.Op) []byte {
 	if len(op.All) > 0 {
 		mask |= fieldAll
 	}
+	var ext uint64
+	if len(op.Value) > 0 {
+		ext |= extValue
+	}
+	if op.Expire != 0 {
+		ext |= extExpire
+	}
+	if op.Flags != 0 {
+		ext |= extFlags
+	}
+	if ext != 0 {
+		mask |= fieldExt
+	}
 	b = append(b, byte(op.Code), mask)
 	if mask&fieldRule != 0 {
 		b = append(b, byte(op.Rule.Kind))
@@ -198,6 +232,18 @@ func appendOp(b []byte, op *engine.Op) []byte {
 			b = binary.AppendVarint(b, l.Rule.Period)
 			b = binary.AppendVarint(b, l.Cost)
 			b = appendBytes(b, l.Key)
+		}
+	}
+	if mask&fieldExt != 0 {
+		b = binary.AppendUvarint(b, ext)
+		if ext&extValue != 0 {
+			b = appendBytes(b, op.Value)
+		}
+		if ext&extExpire != 0 {
+			b = binary.AppendVarint(b, op.Expire)
+		}
+		if ext&extFlags != 0 {
+			b = binary.AppendUvarint(b, uint64(op.Flags))
 		}
 	}
 	return b
@@ -298,7 +344,8 @@ const (
 	resultCount
 	resultCursor
 	resultKeys
-	resultEach // RL.ALL's per-limit results: uvarint n | result*
+	resultEach  // RL.ALL's per-limit results: uvarint n | result*
+	resultValue // a string key's value: string
 )
 
 // appendError encodes err as its code, detail and number: never a reply
@@ -377,6 +424,9 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	if r.Each != nil {
 		mask |= resultEach
 	}
+	if r.Value != nil {
+		mask |= resultValue
+	}
 	b = binary.AppendUvarint(b, mask)
 	if r.Err != nil {
 		b = appendError(b, r.Err)
@@ -406,6 +456,9 @@ func appendResult(b []byte, r *engine.Result) []byte {
 		for i := range r.Each {
 			b = appendResult(b, &r.Each[i])
 		}
+	}
+	if r.Value != nil {
+		b = appendBytes(b, r.Value)
 	}
 	return b
 }
@@ -473,6 +526,9 @@ func (d *decoder) result(nested bool) engine.Result {
 				r.Each[j] = d.result(false)
 			}
 		}
+	}
+	if mask&resultValue != 0 {
+		r.Value = append([]byte{}, d.bytes()...)
 	}
 	return r
 }
@@ -579,7 +635,7 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		op := &ops[i]
 		op.Code = engine.OpCode(d.Byte())
 		mask := d.Byte()
-		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern|fieldToken|fieldAll) != 0 && d.Err == nil {
+		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern|fieldToken|fieldAll|fieldExt) != 0 && d.Err == nil {
 			d.Err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", errMalformed, i, mask)
 		}
 		if mask&fieldRule != 0 {
@@ -605,6 +661,9 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		if mask&fieldAll != 0 {
 			op.All = d.limits()
 		}
+		if mask&fieldExt != 0 {
+			d.ext(op, i)
+		}
 		if d.Err != nil {
 			return nil
 		}
@@ -619,6 +678,36 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		}
 	}
 	return ops
+}
+
+// ext reads an op's extension mask and fields (the string ops'). An
+// extension bit this node does not know is malformed: all nodes run the
+// same version.
+func (d *decoder) ext(op *engine.Op, i int) {
+	ext := d.Uvarint()
+	if d.Err != nil {
+		return
+	}
+	if ext&^extKnown != 0 || ext == 0 {
+		d.Err = fmt.Errorf("%w: op %d: unknown extension mask %#x", errMalformed, i, ext)
+		return
+	}
+	if ext&extValue != 0 {
+		op.Value = d.bytes()
+		if d.Err == nil && len(op.Value) == 0 {
+			op.Value = nil // as the encoder would have omitted it
+		}
+	}
+	if ext&extExpire != 0 {
+		op.Expire = d.Varint()
+	}
+	if ext&extFlags != 0 {
+		f := d.Uvarint()
+		if d.Err == nil && f > math.MaxUint32 {
+			d.Err = fmt.Errorf("%w: op %d: flags %#x", errMalformed, i, f)
+		}
+		op.Flags = uint32(f)
+	}
 }
 
 // limits reads RL.ALL's limits: a count from 1 to engine.MaxAll, then each

@@ -32,6 +32,11 @@ func sampleOps() []engine.Op {
 		}},
 		{Code: engine.OpAcquire, Key: []byte("c"), Rule: engine.Rule{Kind: engine.KindConcurrency, Limit: 5, Period: int64(time.Minute)}, Cost: 2, Token: []byte("req-1")},
 		{Code: engine.OpRelease, Key: []byte("c"), Token: bytes.Repeat([]byte{0xfe}, 128)},
+		{Code: engine.OpSet, Key: []byte("s"), Value: []byte("12"), Flags: engine.StrNX | engine.StrExpireRel, Expire: 60000},
+		{Code: engine.OpSet, Key: []byte("s"), Flags: engine.StrGet},
+		{Code: engine.OpIncrBy, Key: []byte("s"), Cost: math.MinInt64},
+		{Code: engine.OpExpire, Key: []byte("s"), Expire: math.MinInt64, Flags: math.MaxUint32},
+		{Code: engine.OpGet, Key: []byte("s"), Value: bytes.Repeat([]byte{0}, 512)},
 	}
 }
 
@@ -72,7 +77,11 @@ func TestEntryDecodeErrors(t *testing.T) {
 		{"count beyond the bytes", append([]byte{entryOps, 0}, 0xff, 0xff, 0xff, 0xff, 0x0f), "ops in"},
 		{"truncated key", good[:len(good)-1], "truncated"},
 		{"stray bytes", append(bytes.Clone(good), 0), "stray"},
-		{"unknown field", []byte{entryOps, 0, 1, 1, 0x80}, "unknown field mask"},
+		{"unknown field", []byte{entryOps, 0, 1, 1, 0x80, 0x08}, "unknown extension mask 0x8"},
+		{"empty extension", []byte{entryOps, 0, 1, 1, 0x80, 0}, "unknown extension mask 0x0"},
+		{"reserved extension", []byte{entryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x04}, "unknown extension mask 0x10000"},
+		{"truncated extension", []byte{entryOps, 0, 1, 1, 0x80}, "truncated"},
+		{"flags beyond 32 bits", []byte{entryOps, 0, 1, 1, 0x80, 0x04, 0x80, 0x80, 0x80, 0x80, 0x10}, "flags"},
 		{"varint overflow", append([]byte{entryOps}, bytes.Repeat([]byte{0xff}, 11)...), "truncated varint"},
 		{"no limits", []byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 0}, "0 limits"},
 		{"65 limits", append([]byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 65}, make([]byte, 65*5)...), "65 limits"},
@@ -134,6 +143,9 @@ func sampleResults() []engine.Result {
 		{Kind: engine.KindConcurrency, Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 10000},
 		{Err: &errcode.Error{Code: errcode.KeyLimit, Num: 10}},
 		{Err: errDuplicateBatch},
+		{Kind: engine.KindString, Value: []byte{}},
+		{Kind: engine.KindString, Value: []byte("hello"), Count: 1},
+		{Err: engine.ErrWrongTypeValue},
 	}
 }
 

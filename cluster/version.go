@@ -86,6 +86,16 @@ var opVersions = []struct {
 	{engine.OpAll, 1},
 	{engine.OpAcquire, 1},
 	{engine.OpRelease, 1},
+	// v0.2.0: the Redis string commands (engine/strings.go).
+	{engine.OpGet, 2},
+	{engine.OpSet, 2},
+	{engine.OpIncrBy, 2},
+	{engine.OpGetDel, 2},
+	{engine.OpGetEx, 2},
+	{engine.OpExpire, 2},
+	{engine.OpPersist, 2},
+	{engine.OpStrlen, 2},
+	{engine.OpExpireTime, 2},
 }
 
 // entryVersions gives every log entry type the cluster version from which
@@ -145,6 +155,11 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.CatchUpStalled:   2,
 	errcode.ClusterVersion:   2,
 	errcode.ApplyHalted:      2,
+	errcode.WrongTypeValue:   2,
+	errcode.NotInteger:       2,
+	errcode.IncrOverflow:     2,
+	errcode.BadExpire:        2,
+	errcode.ValueTooLong:     2,
 }
 
 // codeVersion is the cluster version that introduced code c.

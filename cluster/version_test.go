@@ -54,7 +54,7 @@ func TestFSMHaltsOnEntryItCannotApply(t *testing.T) {
 	}{
 		{"unknown entry type", []byte{0x09, 1, 2, 3}, true, "unknown entry type 0x09"},
 		{"truncated ops entry", good[:len(good)-2], true, "malformed entry"},
-		{"unknown field bits", append(opsEntry(stamp)[:len(opsEntry(stamp))-1], 1, byte(engine.OpDecide), 0x80), true, "unknown field mask"},
+		{"unknown field bits", append(opsEntry(stamp)[:len(opsEntry(stamp))-1], 1, byte(engine.OpDecide), fieldExt, 0x40), true, "unknown extension mask"},
 		{"operation unknown to this build", unknownOp, true, "operation code 250 is unknown"},
 		{"cluster version above this build's", appendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to 3"},
 		{"ignorable entry of an unknown type", []byte{entryIgnorable | 0x09, 1, 2, 3}, false, ""},

@@ -33,6 +33,9 @@ const (
 	// most units held at once; Rule.Period is the lease's ttl in
 	// nanoseconds (each lease keeps its own expiry: concurrency.go).
 	KindConcurrency Kind = 7
+	// KindString: a Redis string key (GET, SET, INCRBY, EXPIRE...), not
+	// a limiter: its Rule has no parameters (strings.go).
+	KindString Kind = 8
 )
 
 // String returns the name TYPE replies for the kind ("none" for KindNone).
@@ -52,13 +55,16 @@ func (k Kind) String() string {
 		return "gcra"
 	case KindConcurrency:
 		return "concurrency"
+	case KindString:
+		return "string"
 	}
 	return "none"
 }
 
-// ParseKind is the inverse of Kind.String for the seven limiter kinds.
+// ParseKind is the inverse of Kind.String for the seven limiter kinds and
+// KindString.
 func ParseKind(name string) (Kind, bool) {
-	for k := KindToken; k <= KindConcurrency; k++ {
+	for k := KindToken; k <= KindString; k++ {
 		if k.String() == name {
 			return k, true
 		}
@@ -97,7 +103,9 @@ const (
 	// OpType sets Result.Kind to the key's kind (KindNone when absent).
 	OpType OpCode = 5
 	// OpTTL sets Result.Count to the nanoseconds until the key's state is
-	// back at its initial state (-2 when absent, as PTTL).
+	// back at its initial state (-2 when absent, as PTTL). For a string key
+	// with an expiry, Result.Kind is KindString and Count is in
+	// milliseconds (expiry - now, as Redis's PTTL); -1 without one.
 	OpTTL OpCode = 6
 	// OpCount sets Result.Count to the number of keys with state (DBSIZE).
 	OpCount OpCode = 7
@@ -135,7 +143,8 @@ const (
 // through the replicated log; the others are reads.
 func (c OpCode) Mutates() bool {
 	switch c {
-	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume, OpAll, OpAcquire, OpRelease:
+	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume, OpAll, OpAcquire, OpRelease,
+		OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist:
 		return true
 	}
 	return false
@@ -160,6 +169,12 @@ type Op struct {
 	// capacity holds len(All) results, Result.Each is built in it (and so
 	// aliases it) instead of being allocated. It is not replicated.
 	Each []Result
+	// The string ops' fields (strings.go): Value is OpSet's value, Expire
+	// an expiry in ms (relative or absolute as Flags say), Flags the
+	// Str* flags. OpIncrBy's increment is Cost.
+	Value  []byte
+	Expire int64
+	Flags  uint32
 }
 
 // Limit is one limit of an OpAll: a key, its rule (one of the five RL.*
@@ -198,6 +213,9 @@ type Result struct {
 	// Each is OpAll's per-limit results, in the order of Op.All (nil for
 	// every other op, so a single decision allocates nothing).
 	Each []Result
+	// Value is a string key's value (OpGet, OpGetDel, OpGetEx, OpSet with
+	// StrGet), set when Kind is KindString; the result owns it.
+	Value []byte
 }
 
 // Errors an operation can report in Result.Err. Each is an

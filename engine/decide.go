@@ -173,6 +173,8 @@ func (s *shard) liveState(e *entry, now int64) (st state, r Rule, t int64, live 
 		return st, r, now, ring.n > 0 && ring.newest() > now-r.Period
 	case KindConcurrency:
 		return st, r, now, s.leaseLive(e, now)
+	case KindString:
+		return st, r, now, strLive(e, now)
 	}
 	st = state{e.a, e.b, e.c}
 	t = normalize(&st, r, now)

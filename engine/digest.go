@@ -44,6 +44,10 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 			for _, ts := range r.Log {
 				word(ts)
 			}
+			if r.Rule.Kind == KindString {
+				word(int64(len(r.Value)))
+				buf = append(buf, r.Value...)
+			}
 			if r.Rule.Kind == KindConcurrency {
 				word(int64(len(r.Leases)))
 				for _, l := range r.Leases {

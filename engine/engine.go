@@ -35,10 +35,12 @@ type Engine struct {
 	shards []*shard
 	mask   uint64
 	maxLog int64
-	clock  clock
-	sweep  sweepCursor
-	tot    *totals // nil without limits (memory.go)
-	watch  Watcher // nil unless Config.Watcher is set
+	// maxValue is Config.MaxValueLen (strings.go).
+	maxValue int
+	clock    clock
+	sweep    sweepCursor
+	tot      *totals // nil without limits (memory.go)
+	watch    Watcher // nil unless Config.Watcher is set
 }
 
 const (
@@ -67,6 +69,11 @@ func New(cfg Config) *Engine {
 	if e.maxLog <= 0 {
 		e.maxLog = DefaultMaxLogLimit
 	}
+	e.maxValue = cfg.MaxValueLen
+	if e.maxValue <= 0 {
+		e.maxValue = DefaultMaxValueLen
+	}
+	e.maxValue = min(e.maxValue, maxValueLenCap)
 	if cfg.MaxKeys > 0 || cfg.MaxBytes > 0 {
 		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
 		e.tot.errKeys = &errcode.Error{Code: errcode.KeyLimit, Num: e.tot.maxKeys}
@@ -225,9 +232,12 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpTimeWarp:
 			r.Err = e.clock.warp(wall, op.Cost)
 			now = e.clock.now(wall)
+			// The string keys the jump expired go now (strings.go).
+			e.drainExpired(e.countedAt(now))
 		case OpClockFreeze:
 			r.Err = e.clock.freeze(wall, op.Cost)
 			now = e.clock.now(wall)
+			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
 		case OpClockResume:
 			e.clock.resume(wall)
 			now = e.clock.now(wall)
@@ -239,6 +249,11 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			r = e.acquireOp(now, op)
 		case OpRelease:
 			r = e.release(now, op.Key, op.Token)
+		case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime:
+			r = e.strOp(now, op)
+			if r.Err == errNoRoom {
+				r = e.strOpFull(now, op)
+			}
 		default:
 			r.Err = badRule("unknown operation code %d", op.Code)
 		}
@@ -289,6 +304,12 @@ func (e *Engine) peek(now int64, key []byte) Result {
 	if !ok {
 		return Result{}
 	}
+	if ent := s.entry(idx); s.rules.get(ent.rule).Kind == KindString {
+		if strLive(ent, now) {
+			return Result{Err: ErrWrongType}
+		}
+		return Result{}
+	}
 	res, live := s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0)
 	if !live {
 		return Result{}
@@ -335,6 +356,12 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 		r.Count = -2
 	case code == OpTTL && rule.Kind == KindLog:
 		r.Count = s.logTTL(ent, rule, now)
+	case code == OpTTL && rule.Kind == KindString && ent.a == 0:
+		r.Count = -1
+	case code == OpTTL && rule.Kind == KindString:
+		// In milliseconds, as Redis counts (an expiry may lie beyond
+		// what nanoseconds hold): Result.Kind says so.
+		r.Kind, r.Count = KindString, ent.a-now/1e6
 	case code == OpTTL && rule.Kind == KindConcurrency:
 		r.Count = s.leaseTTL(ent, now)
 	case code == OpTTL:

@@ -22,7 +22,7 @@ func (e *Engine) ExportShard(i int, now int64) []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	recs := make([]Record, 0, s.count.Load())
-	s.walkAll(func(_ uint32, ent *entry) {
+	s.walkAll(func(idx uint32, ent *entry) {
 		_, rule, _, live := s.liveState(ent, now)
 		if !live {
 			return
@@ -43,6 +43,9 @@ func (e *Engine) ExportShard(i int, now int64) []Record {
 					rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
 				}
 			})
+		case KindString:
+			rec.A = ent.a
+			rec.Value = slices.Clone(s.strValue(idx))
 		default:
 			rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
 		}
@@ -57,6 +60,12 @@ func (e *Engine) ExportShard(i int, now int64) []Record {
 // not have produced; it never panics. A record at its initial state is
 // accepted and simply adds nothing.
 func (e *Engine) Import(rec Record) error {
+	if rec.Rule.Kind == KindString {
+		return e.importString(rec)
+	}
+	if len(rec.Value) != 0 {
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("a value given for a %s key", rec.Rule.Kind))
+	}
 	if err := e.checkRule(rec.Rule, 0); err != nil {
 		return fmt.Errorf("import key %q: %w", rec.Key, err)
 	}
@@ -193,5 +202,34 @@ func checkRecord(rec *Record, maxLog int64) error {
 			return bad("words beyond tat set")
 		}
 	}
+	return nil
+}
+
+// importString is Import for a KindString record: its rule has no
+// parameters, A is the expiry (ms, 0 for none), B and C are zero, the value
+// at most maxValueLenCap bytes (a node may have lowered max-value-len
+// since). A record expired at the clock's time adds nothing.
+func (e *Engine) importString(rec Record) error {
+	switch {
+	case rec.Rule != Rule{Kind: KindString}:
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("string rule with parameters %d, %d", rec.Rule.Limit, rec.Rule.Period))
+	case rec.A < 0 || rec.B != 0 || rec.C != 0:
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("string state (%d, %d, %d)", rec.A, rec.B, rec.C))
+	case len(rec.Log) != 0 || len(rec.Leases) != 0:
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("timestamps or leases given for a string"))
+	case len(rec.Value) > maxValueLenCap:
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("value of %d bytes", len(rec.Value)))
+	}
+	h := xxhash.Sum64(rec.Key)
+	hi := hiHash(h)
+	s := e.shards[h&e.mask]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pos, idx, ok := s.find(hi, rec.Key); ok {
+		s.remove(pos, idx)
+	}
+	pos, _, _ := s.find(hi, rec.Key)
+	s.strInsert(pos, hi, rec.Key, rec.Value, rec.A)
+	s.reclaimedAt = math.MinInt64
 	return nil
 }

@@ -84,7 +84,8 @@ func (s *shard) bytes() int64 {
 	rings := int64(len(s.logs.rings) - len(s.logs.free))
 	sets := int64(len(s.leases.sets) - len(s.leases.free))
 	return s.count.Load()*entryCost + int64(s.arena.live) + rings*ringCost + s.logs.ts*tsCost + int64(len(s.rules.ids))*ruleCost +
-		sets*leaseSetCost + s.leases.count*leaseCost + s.leases.tokenBytes
+		sets*leaseSetCost + s.leases.count*leaseCost + s.leases.tokenBytes +
+		s.strs.live()*strCost + s.strs.bytes
 }
 
 // account brings the engine's totals up to date after a change of the
@@ -115,6 +116,8 @@ func newKeyCost(key []byte, kind Kind) int64 {
 		c += ringCost + tsCost
 	case KindConcurrency:
 		c += leaseSetCost + leaseCost
+	case KindString:
+		c += strCost // the value's bytes come as roomExtra's bytes
 	}
 	return c
 }

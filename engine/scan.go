@@ -205,13 +205,13 @@ const sweepBatch = 512
 // at most sweepBatch slots, and returns how many keys it removed.
 func (e *Engine) Sweep(now int64, maxKeys int) int {
 	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
+	removed := e.drainExpired(now)
 	pos := e.sweep.pos.Load()
 	si, idx := pos>>32, uint32(pos)
 	if si >= uint64(len(e.shards)) {
 		si, idx = 0, 0
 	}
 	start, visited := si, 0
-	removed := 0
 	for budget := maxKeys; budget > 0; {
 		if si >= uint64(len(e.shards)) {
 			si, idx = 0, 0

@@ -43,6 +43,7 @@ type shard struct {
 	rules  ruleTable // rules.go
 	logs   logSlab   // log.go
 	leases leaseSlab // concurrency.go
+	strs   strSlab   // strings.go
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
@@ -85,6 +86,11 @@ func (s *shard) remove(pos, idx uint32) {
 		s.logs.release(uint32(e.a))
 	case KindConcurrency:
 		s.leases.release(uint32(e.a))
+	case KindString:
+		if e.c != 0 {
+			s.heapRemove(idx)
+		}
+		s.strs.release(uint32(e.b))
 	}
 	s.rules.release(e.rule)
 	if e.klen == arenaKey {
@@ -141,6 +147,7 @@ func (s *shard) reset() {
 	s.rules = ruleTable{}
 	s.logs = logSlab{}
 	s.leases = leaseSlab{}
+	s.strs = strSlab{}
 	s.count.Store(0)
 	s.reclaimedAt = math.MinInt64
 	s.account()

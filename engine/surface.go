@@ -24,6 +24,9 @@ type Config struct {
 	// (MemoryBytes): a decision that would create a key beyond it fails
 	// with ErrOOM. Existing keys keep working under both limits.
 	MaxBytes int64
+	// MaxValueLen bounds a string key's value in bytes (default
+	// DefaultMaxValueLen): a longer one fails with errcode.ValueTooLong.
+	MaxValueLen int
 	// Watcher, when set, is told of every key whose state may have
 	// changed (client-side caching's invalidations). Nil by default: the
 	// engine then pays one predictable branch per change.
@@ -64,6 +67,9 @@ type Record struct {
 	C      int64
 	Log    []int64
 	Leases []Lease
+	// Value is a KindString key's value (A is then its expiry, a Unix time
+	// in ms, 0 for none).
+	Value []byte
 }
 
 // Lease is one RL.ACQUIRE lease: its token, units and expiry (nanoseconds

@@ -278,6 +278,13 @@ func parseRecord(c *cursor.Cursor, base int64, kinds byte) (engine.Record, error
 		return rec, c.Err
 	}
 	rec.Key = append([]byte(nil), key...)
+	if rec.Rule.Kind == engine.KindString {
+		if flags&flagLog != 0 {
+			return rec, fmt.Errorf("%w: a string key with a log", ErrCorrupt)
+		}
+		rec.Value = append([]byte{}, c.Bytes(MaxValueLen)...)
+		return rec, c.Err
+	}
 	if flags&flagLog != 0 && rec.Rule.Kind == engine.KindConcurrency {
 		n := c.Uvarint()
 		if c.Err != nil {

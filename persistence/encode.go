@@ -210,6 +210,12 @@ func checkRecord(rec engine.Record) error {
 	if len(rec.Leases) > 0 && rec.Rule.Kind != engine.KindConcurrency || len(rec.Log) > 0 && rec.Rule.Kind == engine.KindConcurrency {
 		return fmt.Errorf("%s key with %d timestamps and %d leases", rec.Rule.Kind, len(rec.Log), len(rec.Leases))
 	}
+	if len(rec.Value) > 0 && rec.Rule.Kind != engine.KindString || len(rec.Value) > MaxValueLen {
+		return fmt.Errorf("%s key with a value of %d bytes", rec.Rule.Kind, len(rec.Value))
+	}
+	if rec.Rule.Kind == engine.KindString && (len(rec.Log) > 0 || len(rec.Leases) > 0) {
+		return fmt.Errorf("string key with timestamps or leases")
+	}
 	if len(rec.Leases) > MaxLogLen {
 		return fmt.Errorf("%d leases: at most %d", len(rec.Leases), MaxLogLen)
 	}
@@ -247,6 +253,10 @@ func appendRecord(b []byte, base int64, rec engine.Record) []byte {
 	b = binary.AppendVarint(b, c)
 	b = binary.AppendUvarint(b, uint64(len(rec.Key)))
 	b = append(b, rec.Key...)
+	if rec.Rule.Kind == engine.KindString {
+		b = binary.AppendUvarint(b, uint64(len(rec.Value)))
+		return append(b, rec.Value...)
+	}
 	if len(rec.Log) > 0 {
 		b = binary.AppendUvarint(b, uint64(len(rec.Log)))
 		prev := base

@@ -21,9 +21,12 @@
 //	          or, for a concurrency key (kind 7), bit 7 meaning "has leases":
 //	          [uvarint n | (string token | varint units |
 //	          varint (expiry - previous expiry, the first from base))*]
+//	          or, for a string key (kind 8): string value (A is its expiry,
+//	          a Unix time in ms, 0 for none; B and C are 0)
 //
-// Version 2 added the concurrency kind; version 1 streams (every kind but
-// concurrency, the same encoding otherwise) are still read.
+// Version 3 added the string kind, version 2 the concurrency kind; version
+// 1 and 2 streams (without those kinds, the same encoding otherwise) are
+// still read.
 //
 // varint is Go's zigzag encoding (encoding/binary.AppendVarint). The base is
 // the header's clock.Last: state words that are timestamps are stored as
@@ -47,7 +50,7 @@ const Magic = "SLUICESN"
 
 // Version is the format version Encode writes; Decode reads it and every
 // version from minVersion on.
-const Version = 2
+const Version = 3
 
 // minVersion is the oldest format version Decode reads.
 const minVersion = 1
@@ -86,12 +89,16 @@ const (
 	flagLog      = 1 << 7
 )
 
-// maxKind is the highest engine.Kind a record may carry; maxKindV1 the
-// highest in a version 1 stream.
+// maxKind is the highest engine.Kind a record may carry; maxKindV1 and
+// maxKindV2 the highest in a version 1 and 2 stream.
 const (
-	maxKind   = 7
+	maxKind   = 8
 	maxKindV1 = 6
+	maxKindV2 = 7
 )
+
+// MaxValueLen is the longest string value a snapshot may hold.
+const MaxValueLen = 16 << 20
 
 // Errors Decode wraps; test them with errors.Is.
 var (
@@ -126,8 +133,11 @@ type Header struct {
 
 // maxKindIn is the highest engine.Kind a stream of format version v holds.
 func maxKindIn(v uint64) byte {
-	if v == 1 {
+	switch v {
+	case 1:
 		return maxKindV1 // version 1 knew no concurrency keys
+	case 2:
+		return maxKindV2 // version 2 knew no string keys
 	}
 	return maxKind
 }

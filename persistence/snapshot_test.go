@@ -39,6 +39,8 @@ func sampleRecords() []engine.Record {
 			{Token: bytes.Repeat([]byte{0xff}, engine.MaxToken), Units: 1, Expiry: now + 1e9},
 			{Token: []byte{0}, Units: 1 << 53, Expiry: math.MaxInt64},
 		}},
+		{Key: []byte("str"), Rule: engine.Rule{Kind: engine.KindString}, A: now/1e6 + 5000, Value: []byte("12")},
+		{Key: []byte("str2"), Rule: engine.Rule{Kind: engine.KindString}, Value: []byte{}},
 	}
 }
 
@@ -136,7 +138,7 @@ func TestCompact(t *testing.T) {
 }
 
 func TestEveryByteFlipped(t *testing.T) {
-	data := encode(t, sampleHeader(), sampleRecords()[:6])
+	data := encode(t, sampleHeader(), append(sampleRecords()[:6:6], sampleRecords()[9]))
 	for i := range data {
 		for _, mask := range []byte{0x01, 0x80, 0xff} {
 			bad := bytes.Clone(data)
@@ -170,8 +172,8 @@ func TestTruncations(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	good := encode(t, sampleHeader(), sampleRecords()[:2])
-	v3 := bytes.Clone(good)
-	v3[len(Magic)] = 3
+	v4 := bytes.Clone(good)
+	v4[len(Magic)] = 4
 	tests := []struct {
 		name string
 		data []byte
@@ -179,7 +181,7 @@ func TestDecodeErrors(t *testing.T) {
 		text string
 	}{
 		{"not a snapshot", []byte("*1\r\n$4\r\nPING\r\n"), ErrNotSnapshot, "bad magic"},
-		{"future version", v3, ErrVersion, "version 3"},
+		{"future version", v4, ErrVersion, "version 4"},
 		{"trailing garbage", append(bytes.Clone(good), 0), ErrCorrupt, "after the end frame"},
 		{"huge frame length", append([]byte(Magic+"\x01H"), 0xff, 0xff, 0xff, 0xff, 0x0f), ErrCorrupt, "exceeds"},
 		{"long frame length", append([]byte(Magic+"\x01H"), 0xff, 0xff, 0xff, 0x1f), ErrTruncated, "frame payload"},
@@ -373,5 +375,25 @@ func TestEncodeOlderFormat(t *testing.T) {
 	h.Format = 0
 	if b := encode(t, h, nil); b[len(Magic)] != Version {
 		t.Fatalf("format %d written by default, want %d", b[len(Magic)], Version)
+	}
+}
+
+// TestVersion3Strings: string keys round-trip with their values and
+// expiries, and a version 2 stream cannot carry one.
+func TestVersion3Strings(t *testing.T) {
+	strs := sampleRecords()[9:11]
+	data := encode(t, sampleHeader(), strs)
+	if _, recs, err := decodeAll(bytes.NewReader(data)); err != nil || !reflect.DeepEqual(recs, strs) {
+		t.Fatalf("string keys: %+v, %v", recs, err)
+	}
+	data[len(Magic)] = 2
+	if _, _, err := decodeAll(bytes.NewReader(data)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "unknown limiter kind 8") {
+		t.Fatalf("version 2 with a string key: %v", err)
+	}
+	bad := sampleRecords()[0]
+	bad.Value = []byte("x")
+	var buf bytes.Buffer
+	if err := Encode(&buf, sampleHeader(), func(int) []engine.Record { return []engine.Record{bad} }, 1); err == nil {
+		t.Fatal("a limiter record with a value was encoded")
 	}
 }

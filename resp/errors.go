@@ -153,6 +153,10 @@ const (
 	msgClusterUnsupported
 	msgCrossSlot
 	msgMoved
+	msgDecrOverflow
+	msgUnsupportedOption
+	msgExpireNXConflict
+	msgExpireGTLT
 
 	numMsgs
 )
@@ -182,7 +186,7 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgUnrecognizedOption: {"ERR Unrecognized option '{option}'", "CLIENT SETINFO with another attribute than LIB-NAME or LIB-VER"},
 	msgNoPassword:         {"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?", "AUTH on a server without --requirepass"},
 	msgWrongPass:          {"WRONGPASS invalid username-password pair or user is disabled.", "AUTH or HELLO AUTH with a wrong user or password"},
-	msgNotInteger:         {"ERR value is not an integer or out of range", "SELECT's index is not a number"},
+	msgNotInteger:         {"ERR value is not an integer or out of range", "SELECT's index, an integer argument of a string command (INCRBY's increment, EX's seconds, ...) that is not a 64-bit integer (Redis's text)"},
 	msgDBIndex:            {"ERR DB index is out of range", "SELECT of another database than 0"},
 	msgProtoVersion:       {"ERR Protocol version is not an integer or out of range", "HELLO's version is not a number"},
 	msgNoProto:            {"NOPROTO unsupported protocol version", "HELLO with a version other than 2 or 3"},
@@ -212,6 +216,10 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgClusterUnsupported: {"ERR CLUSTER {SUBCOMMAND} is not supported: Raft assigns slots and members", "a CLUSTER subcommand that would change slots or members"},
 	msgCrossSlot:          {"CROSSSLOT Keys in request don't hash to the same slot", "a command or transaction whose keys belong to different Raft groups"},
 	msgMoved:              {"MOVED {slot} {addr}", "with --redirect, a keyed command sent to a node that does not lead the key's group"},
+	msgDecrOverflow:       {"ERR decrement would overflow", "DECRBY with -9223372036854775808 (Redis's text)"},
+	msgUnsupportedOption:  {"ERR Unsupported option {option}", "EXPIRE-family with a condition it does not know (Redis's text)"},
+	msgExpireNXConflict:   {"ERR NX and XX, GT or LT options at the same time are not compatible", "EXPIRE-family with NX and another condition (Redis's text)"},
+	msgExpireGTLT:         {"ERR GT and LT options at the same time are not compatible", "EXPIRE-family with GT and LT (Redis's text)"},
 }
 
 // Text returns m's reply text (without the leading '-'), its placeholders

@@ -70,6 +70,11 @@ func TestErrorTexts(t *testing.T) {
 			"ERR this command needs cluster version 2, but the cluster runs version 1: upgrade every node first (RAFT.STATUS shows cluster_version)"},
 		{e(errcode.ApplyHalted, "group 0, log index 7: unknown entry type 0x09", 0),
 			"ERR this node stopped applying the log: group 0, log index 7: unknown entry type 0x09; it serves this group no more until it runs a binary that can apply it (RAFT.STATUS shows apply_error)"},
+		{e(errcode.WrongTypeValue, "", 0), "WRONGTYPE Operation against a key holding the wrong kind of value"},
+		{e(errcode.NotInteger, "", 0), "ERR value is not an integer or out of range"},
+		{e(errcode.IncrOverflow, "", 0), "ERR increment or decrement would overflow"},
+		{e(errcode.BadExpire, "", 0), "ERR invalid expire time"},
+		{e(errcode.ValueTooLong, "", 512), "ERR value is too long: at most 512 bytes (max-value-len)"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -30,6 +31,9 @@ type Config struct {
 	MaxKeyLen int
 	// MaxLogLimit bounds RL.LOG's limit (default 100000).
 	MaxLogLimit int64
+	// MaxValueLen bounds a string key's value in bytes (default 512,
+	// engine.DefaultMaxValueLen); the engine must have the same bound.
+	MaxValueLen int
 	// MaxClients bounds connected clients (default 10000).
 	MaxClients int
 	// Persistent says whether state survives a restart (INFO and CONFIG
@@ -94,6 +98,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxLogLimit <= 0 {
 		c.MaxLogLimit = 100000
+	}
+	if c.MaxValueLen <= 0 {
+		c.MaxValueLen = engine.DefaultMaxValueLen
 	}
 	if c.MaxClients <= 0 {
 		c.MaxClients = 10000

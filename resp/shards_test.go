@@ -142,3 +142,15 @@ func TestRaftStatusGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestMGetCrossSlot: MGET names several keys, which must be in one group:
+// keys of two groups reply CROSSSLOT, keys of one group (a hash tag) their
+// values.
+func TestMGetCrossSlot(t *testing.T) {
+	_, addr := startThreeGroups(t, Config{Cluster: true})
+	c := rawDial(t, addr)
+	c.do(t, "SET", "bar", "1").expect(t, "+OK") // group 0 (slot 5061)
+	c.do(t, "SET", "{bar}x", "2").expect(t, "+OK")
+	c.do(t, "MGET", "bar", "foo").expect(t, "-"+msgCrossSlot.Text()) // foo: group 2
+	c.do(t, "MGET", "bar", "{bar}x", "{bar}y").expect(t, "*3 [$1 1 $1 2 $-1]")
+}

@@ -324,3 +324,35 @@ func TestTrackingConcurrent(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestTrackingStrings: GET, MGET, STRLEN, TTL, PTTL, EXISTS and TYPE of a
+// string key are tracked reads, and any change of the key invalidates
+// them: a write, an expiry change, a delete, and its expiry (here by a
+// DEBUG TIMEWARP past it).
+func TestTrackingStrings(t *testing.T) {
+	addr := startServer(t, Config{EnableDebug: true})
+	other := rawDial(t, addr)
+	other.do(t, "DEBUG", "CLOCK", "FREEZE", fmt.Sprint(epoch2030)).expect(t, "+OK")
+	a := trackingConn(t, addr)
+	reads := [][]string{{"GET", "k"}, {"MGET", "x", "k"}, {"STRLEN", "k"}, {"TTL", "k"}, {"PTTL", "k"}, {"EXISTS", "k"}, {"TYPE", "k"}}
+	changes := [][]string{
+		{"SET", "k", "2"}, {"INCR", "k"}, {"INCRBY", "k", "5"}, {"EXPIRE", "k", "100"}, {"PEXPIRE", "k", "100", "NX"},
+		{"PERSIST", "k"}, {"DEL", "k"}, {"GETDEL", "k"}, {"GETEX", "k", "EX", "9"}, {"SETEX", "k", "5", "v"},
+		{"DEBUG", "TIMEWARP", "11000"},
+	}
+	for _, read := range reads {
+		for _, ch := range changes {
+			other.do(t, "SET", "k", "1", "EX", "10")
+			if ch[0] == "PERSIST" || ch[1] == "k" && ch[0] == "PEXPIRE" {
+				other.do(t, "PERSIST", "k")
+			}
+			a.do(t, read...)
+			other.do(t, ch...)
+			if got := a.read(t); string(got) != push("k") {
+				t.Fatalf("%s after %s: got %s, want %s", ch, read, got, push("k"))
+			}
+			other.do(t, "SET", "k", "1")
+			a.expectQuiet(t)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.targets, "target", "", "run one case on these targets (comma-separated): "+strings.Join(bench.TargetNames(), ", "))
-	fs.StringVar(&o.workload, "workload", "", "run one case of this workload: token, leaky, fixed, sliding, log, or all3 (RL.ALL of three token buckets: user, tenant, shared key)")
+	fs.StringVar(&o.workload, "workload", "", "run one case of this workload: token, leaky, fixed, sliding, log, all3 (RL.ALL of three token buckets: user, tenant, shared key), or incr-expire (envoyproxy/ratelimit's INCRBY+EXPIRE pipeline, the same commands on every target)")
 	fs.StringVar(&o.dist, "dist", "uniform", "key distribution of a single case: uniform, zipf or hot")
 	fs.Uint64Var(&o.keys, "keys", 100_000, "distinct keys")
 	fs.IntVar(&o.conns, "conns", 50, "connections")

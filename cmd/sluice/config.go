@@ -36,6 +36,7 @@ type config struct {
 	Redirect       bool // --redirect: MOVED instead of forwarding keyed commands
 	MaxKeyLen      int
 	MaxLogLimit    int64
+	MaxValueLen    int
 	MaxClients     int
 	Limits         resp.Limits
 	LogLevel       string
@@ -134,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.Redirect, "redirect", false, "with --peers: a follower answers keyed commands with -MOVED to the leader instead of forwarding them")
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
 	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit and RL.ACQUIRE limit")
+	fs.IntVar(&c.MaxValueLen, "max-value-len", 512, "longest string value in bytes (SET, INCRBY); the same on every node")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most connected clients")
 	fs.Int64Var(&c.Limits.MaxBulk, "proto-max-bulk-len", c.Limits.MaxBulk, "longest bulk string in bytes")
 	fs.Int64Var(&c.Limits.MaxArgs, "max-args", c.Limits.MaxArgs, "most arguments in one command")
@@ -198,6 +200,10 @@ func (c *config) validate() error {
 	}
 	if c.MaxLogLimit < 1 || c.MaxLogLimit > 10_000_000 {
 		bad("max-log-limit", "want 1 to 10000000, got %d", c.MaxLogLimit)
+	}
+	if c.MaxValueLen < 20 || c.MaxValueLen > 1<<20 {
+		// 20 bytes hold any 64-bit integer INCRBY can write.
+		bad("max-value-len", "want 20 to 1048576, got %d", c.MaxValueLen)
 	}
 	if c.MaxClients < 1 {
 		bad("maxclients", "want at least 1, got %d", c.MaxClients)

@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// be shared between groups.
 	engines := make([]*engine.Engine, cfg.Shards)
 	for g := range engines {
-		engines[g] = engine.New(engine.Config{Shards: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit,
+		engines[g] = engine.New(engine.Config{Shards: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
 			MaxKeys: share(cfg.MaxKeys, cfg.Shards), MaxBytes: share(int64(cfg.MaxMemory), cfg.Shards), Watcher: tracker})
 	}
 	var engView resp.EngineView = engines[0]
@@ -120,6 +120,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Limits:      cfg.Limits,
 		MaxKeyLen:   cfg.MaxKeyLen,
 		MaxLogLimit: cfg.MaxLogLimit,
+		MaxValueLen: cfg.MaxValueLen,
 		MaxClients:  cfg.MaxClients,
 		Persistent:  persistent,
 		AppendFsync: cfg.Fsync.value,

@@ -115,6 +115,22 @@ const (
 	// more until a binary that can apply it runs here. Not applied.
 	ApplyHalted
 
+	// WrongTypeValue: a string command on a limiter key (Redis's
+	// WRONGTYPE text). Not applied.
+	WrongTypeValue
+	// NotInteger: a value or argument is not a 64-bit integer (Redis's
+	// "value is not an integer or out of range"). Not applied.
+	NotInteger
+	// IncrOverflow: INCRBY/DECRBY would overflow a 64-bit integer. Not
+	// applied.
+	IncrOverflow
+	// BadExpire: an expiry out of range (Redis's "invalid expire time in
+	// '<command>' command"). Not applied.
+	BadExpire
+	// ValueTooLong: a string value longer than max-value-len (Num). Not
+	// applied.
+	ValueTooLong
+
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
 )
