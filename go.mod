@@ -18,6 +18,7 @@ require (
 	github.com/redis/rueidis v1.0.79
 	github.com/tidwall/redcon v1.6.2
 	go.etcd.io/bbolt v1.3.6
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.48.0
 )
 
@@ -42,5 +43,6 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/exp v0.0.0-20220827204233-334a2380cb91 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
