@@ -32,6 +32,13 @@ func sampleOps() []engine.Op {
 		}},
 		{Code: engine.OpAcquire, Key: []byte("c"), Rule: engine.Rule{Kind: engine.KindConcurrency, Limit: 5, Period: int64(time.Minute)}, Cost: 2, Token: []byte("req-1")},
 		{Code: engine.OpRelease, Key: []byte("c"), Token: bytes.Repeat([]byte{0xfe}, 128)},
+		// Envoy's rate limit service: a repeated key, a zero limit, the
+		// shadow mask in Cursor.
+		{Code: engine.OpRateLimit, Cursor: 1<<63 | 2, All: []engine.Limit{
+			{Key: []byte("{api}|path=/a|hour"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 10, Period: int64(time.Hour)}, Cost: 3},
+			{Key: []byte("{api}|path=/a|hour"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 10, Period: int64(time.Hour)}, Cost: 3},
+			{Key: []byte("{api}|z|year"), Rule: engine.Rule{Kind: engine.KindFixed, Period: 365 * 24 * int64(time.Hour)}, Cost: 1},
+		}},
 	}
 }
 
