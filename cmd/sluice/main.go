@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/gctune"
 	"github.com/sluice-rl/sluice/resp"
@@ -77,6 +78,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		engView = resp.Engines(engines)
 	}
 
+	// Envoy's rate limit service: its rules load before anything listens,
+	// so a bad rules directory is a start-up error.
+	rlsSvc, err := newRLS(cfg, log)
+	if err != nil {
+		return err
+	}
+
 	var tlsCfg *tls.Config
 	if cfg.TLSAddr != "" {
 		if tlsCfg, err = cfg.clientTLSConfig(); err != nil {
@@ -127,8 +135,24 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		go func() { served <- srv.ServeTLS(tlsLn, tlsCfg) }()
 		log.Info("TLS listener", "addr", tlsLn.Addr().String(), "client_certificates", cfg.TLSCACertFile != "")
 	}
+	stopRLS, err := startRLS(ctx, cfg, rlsSvc, exec, log)
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(closeCtx)
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopRLS(closeCtx)
+	}()
 	if cfg.MetricsAddr != "" {
-		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log)
+		var extra []prometheus.Collector
+		if rlsSvc != nil {
+			extra = append(extra, rlsSvc.Collector())
+		}
+		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log, extra...)
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
