@@ -128,6 +128,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Tracker:     tracker,
 		Cluster:     cfg.Peers != "" || cfg.NoBootstrap,
 		Redirect:    cfg.Redirect,
+		RLS:         rlsSvc,
 	}, exec)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
