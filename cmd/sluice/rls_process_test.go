@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	pbstruct "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -118,4 +122,104 @@ func TestRLSClusterExactShared(t *testing.T) {
 			t.Fatalf("node %s: remaining %d and %d, want 10 and 0", p.ID, r.Statuses[0].LimitRemaining, r.Statuses[1].LimitRemaining)
 		}
 	}
+}
+
+// TestRLSNodeReloadMetrics: one in-memory node with both front ends and
+// metrics. A request over gRPC and over HTTP; SIGHUP with a bad file keeps
+// the rules and counts the error; SIGHUP with a good one applies it; the
+// per-rule metrics and the load errors are scraped, and every sluice_*
+// family is named in docs/operations.md.
+func TestRLSNodeReloadMetrics(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("edge.yaml", rlsClusterRules)
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	n := startOpsNode(t, "--in-memory", "--rls-config", dir, "--rls-addr", grpcAddr, "--rls-http-addr", httpAddr)
+	cl := rlsClient(t, grpcAddr)
+	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: rlsEntries("remote_address", "1.2.3.4"), HitsAddend: wrapperspb.UInt64(30)}}}
+	r, err := cl.ShouldRateLimit(context.Background(), req)
+	if err != nil || r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("gRPC: %v %v", r, err)
+	}
+	post := func(body string) int {
+		t.Helper()
+		res, err := http.Post("http://"+httpAddr+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if c := post(`{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"1.2.3.4"}]}]}`); c != http.StatusTooManyRequests {
+		t.Fatalf("HTTP over limit: %d", c)
+	}
+	if c := post(`{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"5.6.7.8"}]}]}`); c != http.StatusOK {
+		t.Fatalf("HTTP within limit: %d", c)
+	}
+	if c := post(`{"domain":""}`); c != http.StatusBadRequest {
+		t.Fatalf("HTTP bad request: %d", c)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: n.resp, Protocol: 2})
+	defer rc.Close()
+	version := func() string {
+		info, err := rc.Info(context.Background(), "rls").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "rls_rules_version:"); ok {
+				return v
+			}
+		}
+		t.Fatalf("INFO rls has no version: %q", info)
+		return ""
+	}
+	v1 := version()
+	waitFor := func(what string, cond func(m map[string]float64) bool) map[string]float64 {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			m := n.scrape(t)
+			if cond(m) {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	write("bad.yaml", "domain: bad\ndescriptors: [{key: k, quota_mode: true}]\n")
+	if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a bad reload counted", func(m map[string]float64) bool { return m["sluice_rls_config_load_errors_total"] == 1 })
+	if version() != v1 {
+		t.Fatal("a bad reload changed the rules")
+	}
+	os.Remove(filepath.Join(dir, "bad.yaml"))
+	write("edge.yaml", strings.Replace(rlsClusterRules, "requests_per_unit: 30", "requests_per_unit: 31", 1))
+	if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	m := waitFor("a good reload", func(m map[string]float64) bool { return m["sluice_rls_config_loads_total"] == 2 })
+	if version() == v1 {
+		t.Fatal("a good reload kept the version")
+	}
+	r, err = cl.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "edge", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: rlsEntries("remote_address", "1.2.3.4")}}})
+	if err != nil || r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("after raising the limit to 31: %v %v", r, err)
+	}
+	m = n.scrape(t)
+	wantMetrics(t, m, map[string]float64{
+		"sluice_rls_total_hits_total,domain=edge,rule=edge.remote_address":   33,
+		"sluice_rls_within_limit_total,domain=edge,rule=edge.remote_address": 32,
+		"sluice_rls_over_limit_total,domain=edge,rule=edge.remote_address":   1,
+		"sluice_rls_config_load_errors_total":                                1,
+	})
+	metricsDocumented(t, m)
 }
