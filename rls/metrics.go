@@ -25,37 +25,36 @@ type ruleStats struct {
 // by the rules; a value-named series beyond the bound counts in its rule's
 // own series. Series survive reloads (counters never go back).
 type metrics struct {
-	mu     sync.RWMutex
-	series map[string]*ruleStats
-	max    int
+	byKey sync.Map // string -> *ruleStats: lock-free reads on the request path
+	mu    sync.Mutex
+	n     int // series created, under mu
+	max   int
 }
 
 func newMetrics(max int) *metrics {
-	return &metrics{series: map[string]*ruleStats{}, max: max}
+	return &metrics{max: max}
 }
 
 // get returns the series of key (the rule's path when key is one of
 // unbounded values and the bound is reached).
 func (m *metrics) get(l *rules.Limit, key string) *ruleStats {
-	m.mu.RLock()
-	st := m.series[key]
-	m.mu.RUnlock()
-	if st != nil {
-		return st
+	if v, ok := m.byKey.Load(key); ok {
+		return v.(*ruleStats)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if st = m.series[key]; st != nil {
-		return st
+	if v, ok := m.byKey.Load(key); ok {
+		return v.(*ruleStats)
 	}
-	if len(m.series) >= m.max && key != l.Path {
+	if m.n >= m.max && key != l.Path {
 		key = l.Path
-		if st = m.series[key]; st != nil {
-			return st
+		if v, ok := m.byKey.Load(key); ok {
+			return v.(*ruleStats)
 		}
 	}
-	st = &ruleStats{domain: l.Domain, key: key}
-	m.series[key] = st
+	st := &ruleStats{domain: l.Domain, key: key}
+	m.byKey.Store(key, st)
+	m.n++
 	return st
 }
 
@@ -67,16 +66,16 @@ type RuleStats struct {
 
 // Stats returns every series, sorted by rule.
 func (s *Service) Stats() []RuleStats {
-	s.metrics.mu.RLock()
-	out := make([]RuleStats, 0, len(s.metrics.series))
-	for _, st := range s.metrics.series {
+	var out []RuleStats
+	s.metrics.byKey.Range(func(_, v any) bool {
+		st := v.(*ruleStats)
 		out = append(out, RuleStats{
 			Domain: st.domain, Rule: st.key,
 			TotalHits: st.totalHits.Load(), OverLimit: st.overLimit.Load(), NearLimit: st.nearLimit.Load(),
 			ShadowOverLimit: st.shadowOverLimit.Load(), WithinLimit: st.withinLimit.Load(),
 		})
-	}
-	s.metrics.mu.RUnlock()
+		return true
+	})
 	slices.SortFunc(out, func(a, b RuleStats) int {
 		if a.Rule < b.Rule {
 			return -1

@@ -335,3 +335,45 @@ func TestCounterKey(t *testing.T) {
 		t.Fatalf("key %q", k)
 	}
 }
+
+// TestMetricSeriesBound: value-named series stop at MaxSeries; the values
+// beyond count in their rule's own series.
+func TestMetricSeriesBound(t *testing.T) {
+	s, err := New(Config{Dir: "testdata/config", MaxSeries: 2, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &memExec{e: engine.New(engine.Config{Shards: 8}), now: t0}
+	for _, u := range []string{"a", "b", "c", "d"} {
+		if _, err := s.Decide(context.Background(), ex, &Request{Domain: "api", Descriptors: []Descriptor{d("user", u)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]uint64{}
+	for _, st := range s.Stats() {
+		got[st.Rule] = st.TotalHits
+	}
+	if len(got) != 3 || got["api.user_a"] != 1 || got["api.user_b"] != 1 || got["api.user"] != 2 {
+		t.Fatalf("series %v", got)
+	}
+}
+
+// BenchmarkDecide: one request of three descriptors, matched, decided on an
+// in-memory engine and turned into a response.
+func BenchmarkDecide(b *testing.B) {
+	s, err := New(Config{Dir: "testdata/config", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ex := &memExec{e: engine.New(engine.Config{Shards: 8}), now: t0}
+	req := &Request{Domain: "api", Descriptors: []Descriptor{
+		d("remote_address", "10.0.0.1"), d("tenant", "t", "plan", "free"), d("path", "/api/v1"),
+	}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Decide(ctx, ex, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -203,23 +203,24 @@ func (s *Set) Lookup(domain string, entries []Entry) Match {
 	if d == nil || len(entries) == 0 {
 		return Match{}
 	}
+	// The walk, remembering per entry how it matched; the metric's name is
+	// built afterwards, and only when it is not the rule's own path.
+	var steps [maxStack]step
+	st := steps[:0]
+	if len(entries) > maxStack {
+		st = make([]step, 0, len(entries))
+	}
 	cur := &d.root
 	var found *Limit
 	var share []string
-	var detailed, valued strings.Builder
-	detailed.WriteString(domain)
-	valued.WriteString(domain)
+	plain := true // the metric is found.Path: no value_to_metric, no odd wildcard
 	for i, e := range entries {
-		kv := e.Key + "_" + e.Value
-		detailed.WriteByte('.')
-		detailed.WriteString(kv)
-
-		next := cur.children[kv]
+		next := cur.children[e.Key+"_"+e.Value]
 		byValue := next != nil
 		wildcard := ""
 		if next == nil {
 			for _, w := range cur.wildcards {
-				if strings.HasPrefix(kv, w[:len(w)-1]) {
+				if len(w)-1 <= len(e.Key)+1+len(e.Value) && strings.HasPrefix(e.Key+"_"+e.Value, w[:len(w)-1]) {
 					next, wildcard = cur.children[w], w
 					break
 				}
@@ -228,39 +229,16 @@ func (s *Set) Lookup(domain string, entries []Entry) Match {
 		if next == nil {
 			next, byValue = cur.children[e.Key], false
 		}
-		pattern := ""
+		if next != nil && (next.valueToMetric || wildcard != "" && !strings.HasPrefix(wildcard, e.Key+"_")) {
+			plain = false
+		}
 		if wildcard != "" && next.shareThreshold {
-			pattern = strings.TrimPrefix(wildcard, e.Key+"_")
 			if share == nil {
 				share = make([]string, len(entries))
 			}
-			share[i] = pattern
+			share[i] = strings.TrimPrefix(wildcard, e.Key+"_")
 		}
-
-		valued.WriteByte('.')
-		if next != nil {
-			v := ""
-			switch {
-			case pattern != "":
-				v = pattern
-			case wildcard != "" && next.valueToMetric:
-				v = e.Value
-			case wildcard != "":
-				v = strings.TrimPrefix(wildcard, e.Key+"_")
-			case byValue:
-				v = e.Value
-			case next.valueToMetric:
-				v = e.Value
-			}
-			valued.WriteString(e.Key)
-			if v != "" {
-				valued.WriteByte('_')
-				valued.WriteString(v)
-			}
-		} else {
-			valued.WriteString(e.Key)
-		}
-
+		st = append(st, step{next: next, byValue: byValue, wildcard: wildcard})
 		if next != nil && next.limit != nil && i == len(entries)-1 {
 			found = next.limit
 		}
@@ -274,26 +252,60 @@ func (s *Set) Lookup(domain string, entries []Entry) Match {
 	}
 	m := Match{Limit: found, Share: share, StatKey: found.Path}
 	switch {
-	case found.DetailedMetric && share != nil:
+	case found.DetailedMetric:
 		var b strings.Builder
 		b.WriteString(domain)
 		for i, e := range entries {
 			b.WriteByte('.')
 			b.WriteString(e.Key)
 			switch {
-			case share[i] != "":
+			case share != nil && share[i] != "":
 				b.WriteByte('_')
 				b.WriteString(share[i])
-			case e.Value != "":
+			case share != nil && e.Value == "":
+			default: // without share_threshold: key_value, even for an empty value
 				b.WriteByte('_')
 				b.WriteString(e.Value)
 			}
 		}
 		m.StatKey = b.String()
-	case found.DetailedMetric:
-		m.StatKey = detailed.String()
-	default:
-		m.StatKey = valued.String()
+	case !plain:
+		// value_to_metric: as envoyproxy/ratelimit, each level's key with
+		// the request's value where the level asks for it.
+		var b strings.Builder
+		b.WriteString(domain)
+		for i, e := range entries {
+			b.WriteByte('.')
+			b.WriteString(e.Key)
+			sp := st[i]
+			v := ""
+			switch {
+			case sp.next == nil:
+			case share != nil && share[i] != "":
+				v = share[i]
+			case sp.wildcard != "" && sp.next.valueToMetric:
+				v = e.Value
+			case sp.wildcard != "":
+				v = strings.TrimPrefix(sp.wildcard, e.Key+"_")
+			case sp.byValue, sp.next.valueToMetric:
+				v = e.Value
+			}
+			if v != "" {
+				b.WriteByte('_')
+				b.WriteString(v)
+			}
+		}
+		m.StatKey = b.String()
 	}
 	return m
+}
+
+// maxStack is how many entries Lookup tracks without allocating.
+const maxStack = 8
+
+// step is how Lookup matched one entry.
+type step struct {
+	next     *node
+	byValue  bool
+	wildcard string
 }
