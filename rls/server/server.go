@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -74,6 +76,12 @@ func ListenGRPC(addr string, cfg Config) (*GRPC, error) {
 	}
 	g := &GRPC{srv: grpc.NewServer(opts...), ln: ln}
 	pb.RegisterRateLimitServiceServer(g.srv, &handler{cfg: cfg})
+	// gRPC's health service, as envoyproxy/ratelimit serves it, for
+	// Kubernetes' gRPC probes and Envoy's health checks: SERVING while the
+	// server runs (whether a decision can be made is /readyz's question).
+	hs := health.NewServer()
+	hs.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g.srv, hs)
 	go func() {
 		if err := g.srv.Serve(ln); err != nil {
 			cfg.Log.Error("rls gRPC server stopped", "err", err)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -68,6 +69,10 @@ func TestGRPC(t *testing.T) {
 	defer conn.Close()
 	c := pb.NewRateLimitServiceClient(conn)
 	ctx := context.Background()
+	hr, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", hr, err)
+	}
 
 	// Envoy's shapes: nested descriptors, a descriptor's hits_addend, a
 	// limit override.
@@ -188,5 +193,27 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if err := call(&tls.Config{RootCAs: testcerts.Pool(t, certs.CA), ServerName: "127.0.0.1"}); err == nil {
 		t.Fatal("a client without a certificate was served")
+	}
+
+	// POST /json over the same TLS configuration.
+	h, err := ListenHTTP("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	post := func(c *tls.Config) (int, error) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c}, Timeout: 5 * time.Second}
+		res, err := hc.Post("https://"+h.Addr()+"/json", "application/json", bytes.NewBufferString(`{"domain":"api","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}`))
+		if err != nil {
+			return 0, err
+		}
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	if code, err := post(good); err != nil || code != http.StatusOK {
+		t.Fatalf("HTTPS with a client certificate: %d %v", code, err)
+	}
+	if _, err := post(&tls.Config{RootCAs: testcerts.Pool(t, certs.CA), ServerName: "127.0.0.1"}); err == nil {
+		t.Fatal("HTTPS without a client certificate was served")
 	}
 }
