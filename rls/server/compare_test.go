@@ -55,7 +55,8 @@ func ratelimitBin(t *testing.T) string {
 
 // startProc starts a process that the test kills at its end; its output
 // goes to a file in the test's temporary directory, printed on failure.
-func startProc(t *testing.T, dir, name string, env []string, bin string, args ...string) {
+// The returned channel is closed when the process exits.
+func startProc(t *testing.T, dir, name string, env []string, bin string, args ...string) <-chan struct{} {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
@@ -68,15 +69,18 @@ func startProc(t *testing.T, dir, name string, env []string, bin string, args ..
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("%s output:\n%s", name, b)
 		}
 	})
+	return exited
 }
 
 // envoyRatelimit starts redis-server and envoyproxy/ratelimit over the
@@ -94,6 +98,11 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 		"--save", "", "--appendonly", "no", "--dir", dir)
 	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", ports[0])})
 	t.Cleanup(func() { rc.Close() })
+	for deadline := time.Now().Add(10 * time.Second); rc.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server not answering")
+		}
+	}
 	// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config holds the rules.
 	rt := filepath.Join(dir, "runtime")
 	conf := filepath.Join(rt, "rl", "config")
@@ -111,13 +120,13 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 		}
 	}
 	env := []string{
-		"USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", fmt.Sprintf("REDIS_URL=127.0.0.1:%d", ports[0]),
+		"USE_STATSD=false", "LOG_LEVEL=info", "REDIS_SOCKET_TYPE=tcp", fmt.Sprintf("REDIS_URL=127.0.0.1:%d", ports[0]),
 		"RUNTIME_ROOT=" + rt, "RUNTIME_SUBDIRECTORY=rl", "RUNTIME_WATCH_ROOT=false",
 		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", ports[1]), "GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", ports[2]),
 		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", ports[3]),
 		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true",
 	}
-	startProc(t, dir, "ratelimit", env, bin)
+	exited := startProc(t, dir, "ratelimit", env, bin)
 	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", ports[2]), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +135,13 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 	c := pb.NewRateLimitServiceClient(conn)
 	// Ready once it answers (rules loaded, Redis reachable): ask about a
 	// descriptor no rule matches, which charges nothing.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
+		select {
+		case <-exited:
+			t.Fatal("envoyproxy/ratelimit exited")
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "cmp", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: entries("no_rule", "x")}}})
 		cancel()
