@@ -55,6 +55,10 @@ func TestRLCheck(t *testing.T) {
 	for _, tc := range tests {
 		c.do(t, tc.args...).expect(t, tc.want)
 	}
+	// The counters are ordinary keys: RL.PEEK reads one, RL.RESET forgives.
+	c.do(t, "RL.PEEK", "{api}|path=/login|minute").expect(t, "*5 [:1 :5 :1 :0 :60000]")
+	c.do(t, "RL.RESET", "{api}|path=/login|minute").expect(t, ":1")
+	c.do(t, "RL.CHECK", "api", "path", "/login").expect(t, "*2 [$2 OK *1 [*6 [$2 OK :4 :60 :5 $6 minute $5 login]]]")
 }
 
 // TestRLCheckMatchesGRPC: RL.CHECK and ShouldRateLimit decide the same
