@@ -17,7 +17,9 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -222,4 +224,97 @@ func TestRLSNodeReloadMetrics(t *testing.T) {
 		"sluice_rls_config_load_errors_total":                                1,
 	})
 	metricsDocumented(t, m)
+}
+
+// TestRLSClusterFailover: clients on every node of three send requests of
+// two descriptors (a: 500/hour, b: 60/hour) while the leader is killed.
+// Every admitted request is kept (b's count is at least the admissions,
+// and exceeds them by no more than the answers that said the outcome is
+// unknown), none is admitted beyond b's limit, and a and b are always
+// charged together (one atomic step), on every node after the old leader
+// rejoins.
+func TestRLSClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	const rules = "domain: f\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 500}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 60}\n"
+	if err := os.WriteFile(filepath.Join(dir, "f.yaml"), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddrs := map[string]string{}
+	c := newTestClusterWith(t, 3, func(nodes []*proc) {
+		for _, p := range nodes {
+			a := freeAddr(t)
+			grpcAddrs[p.ID] = a
+			p.Extra = append(p.Extra, "--rls-config", dir, "--rls-addr", a)
+		}
+	})
+	c.waitServing(c.nodes...)
+	// A frozen, replicated clock: no window ends during the test.
+	if err := c.client(c.nodes[0]).Do(context.Background(), "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := &pb.RateLimitRequest{Domain: "f", Descriptors: []*pbstruct.RateLimitDescriptor{
+		{Entries: rlsEntries("a", "x")}, {Entries: rlsEntries("b", "y")},
+	}}
+	var admitted, denied, unknown, unavailable atomic.Int64
+	var wg sync.WaitGroup
+	for _, p := range c.nodes {
+		cl := rlsClient(t, grpcAddrs[p.ID])
+		for w := 0; w < 3; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 40; i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					r, err := cl.ShouldRateLimit(ctx, req)
+					cancel()
+					switch {
+					case status.Code(err) == codes.Unknown:
+						unknown.Add(1)
+					case err != nil:
+						unavailable.Add(1)
+						time.Sleep(20 * time.Millisecond)
+					case r.OverallCode == pb.RateLimitResponse_OK:
+						admitted.Add(1)
+					default:
+						denied.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	old := c.leader()
+	c.kill(old)
+	wg.Wait()
+	c.start(old)
+	c.waitServing(c.nodes...)
+	peek := &pb.RateLimitRequest{Domain: "f", Descriptors: []*pbstruct.RateLimitDescriptor{
+		{Entries: rlsEntries("a", "x"), HitsAddend: wrapperspb.UInt64(0)},
+		{Entries: rlsEntries("b", "y"), HitsAddend: wrapperspb.UInt64(0)},
+	}}
+	t.Logf("admitted %d, denied %d, unknown outcome %d, unavailable %d", admitted.Load(), denied.Load(), unknown.Load(), unavailable.Load())
+	if admitted.Load() > 60 {
+		t.Fatalf("%d admitted over a limit of 60", admitted.Load())
+	}
+	for _, p := range c.nodes {
+		var r *pb.RateLimitResponse
+		c.settle(20*time.Second, 50*time.Millisecond, "peek on "+p.ID, func() string {
+			var err error
+			r, err = rlsClient(t, grpcAddrs[p.ID]).ShouldRateLimit(context.Background(), peek)
+			if err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		a, b := int64(500-r.Statuses[0].LimitRemaining), int64(60-r.Statuses[1].LimitRemaining)
+		if a != b {
+			t.Fatalf("node %s: a charged %d times, b %d: not one step", p.ID, a, b)
+		}
+		if b < admitted.Load() || b > admitted.Load()+unknown.Load() {
+			t.Fatalf("node %s: b counts %d, with %d admitted and %d of unknown outcome", p.ID, b, admitted.Load(), unknown.Load())
+		}
+	}
 }
