@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -113,5 +114,81 @@ func TestRateLimitOpKeyLimit(t *testing.T) {
 	e.Apply(2, []Op{{Code: OpCount}}, res)
 	if res[0].Count != 0 {
 		t.Fatalf("%d keys after a refused request", res[0].Count)
+	}
+}
+
+// TestRateLimitOpModel checks OpRateLimit on fixed windows against a
+// plain model over random requests: repeated keys, shadow limits, zero
+// limits, refunds and peeks, in one window.
+func TestRateLimitOpModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(40, 47))
+	now := int64(1_700_000_000_000_000_000)
+	now -= now % int64(time.Hour)
+	keys := []string{"a", "b", "c", "d"}
+	limits := map[string]int64{"a": 3, "b": 5, "c": 1, "d": 0}
+	for run := 0; run < 200; run++ {
+		e := newTestEngine()
+		count := map[string]int64{}
+		for req := 0; req < 30; req++ {
+			n := 1 + rng.IntN(5)
+			lims := make([]Limit, n)
+			var shadow uint64
+			for i := range lims {
+				k := keys[rng.IntN(len(keys))]
+				lims[i] = fixedLim(k, limits[k], int64(rng.IntN(6))-2)
+				if rng.IntN(4) == 0 {
+					shadow |= 1 << i
+				}
+			}
+			// The model.
+			cum := map[string]int64{}
+			allowed := make([]bool, n)
+			denied := false
+			for i, l := range lims {
+				k := string(l.Key)
+				if l.Rule.Limit == 0 {
+					allowed[i] = l.Cost <= 0
+				} else {
+					c := cum[k] + l.Cost
+					allowed[i] = c <= 0 || count[k]+c <= l.Rule.Limit
+					if allowed[i] {
+						cum[k] = c
+					}
+				}
+				if !allowed[i] && shadow&(1<<i) == 0 {
+					denied = true
+				}
+			}
+			if !denied {
+				for k, c := range cum {
+					if limits[k] > 0 {
+						count[k] = max(0, count[k]+c)
+					}
+				}
+			}
+			res := make([]Result, 1)
+			e.Apply(now, []Op{{Code: OpRateLimit, All: lims, Cursor: shadow}}, res)
+			r := res[0]
+			if r.Err != nil {
+				t.Fatalf("run %d request %d: %v", run, req, r.Err)
+			}
+			if r.Allowed != !denied {
+				t.Fatalf("run %d request %d %v shadow %b: allowed %t, model %t", run, req, lims, shadow, r.Allowed, !denied)
+			}
+			for i := range lims {
+				if r.Each[i].Allowed != allowed[i] {
+					t.Fatalf("run %d request %d limit %d: allowed %t, model %t", run, req, i, r.Each[i].Allowed, allowed[i])
+				}
+			}
+			for _, k := range keys {
+				if limits[k] == 0 {
+					continue
+				}
+				e.Apply(now, []Op{{Code: OpDecide, Key: []byte(k), Rule: Rule{Kind: KindFixed, Limit: limits[k], Period: int64(time.Hour)}}}, res)
+				if got := limits[k] - res[0].Remaining; got != count[k] {
+					t.Fatalf("run %d request %d: key %s counts %d, model %d", run, req, k, got, count[k])
+				}
+			}
+		}
 	}
 }
