@@ -240,9 +240,6 @@ func (s *Service) Prepare(req *Request) (*Plan, error) {
 	var replaced map[string]bool
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
-		if len(d.Entries) == 0 {
-			return nil, badRequest("descriptor %d has no entries", i)
-		}
 		pd := &p.desc[i]
 		pd.hits = uint64(max(1, req.Hits))
 		if d.HasHits {

@@ -199,6 +199,16 @@ func TestDurationUntilReset(t *testing.T) {
 	}
 }
 
+// TestEmptyDescriptor: a descriptor without entries matches no rule (OK,
+// no limit), as in envoyproxy/ratelimit.
+func TestEmptyDescriptor(t *testing.T) {
+	s, ex := newService(t, "testdata/config", false)
+	r, err := s.Decide(context.Background(), ex, &Request{Domain: "api", Descriptors: []Descriptor{{}, d("path", "/login")}})
+	if err != nil || r.Overall != CodeOK || r.Statuses[0].Limit != nil || r.Statuses[1].Remaining != 4 {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
 func TestOverride(t *testing.T) {
 	s, ex := newService(t, "testdata/config", false)
 	o := d("shadowed", "x")
@@ -231,7 +241,6 @@ func TestBadRequests(t *testing.T) {
 	for _, r := range []Request{
 		{Domain: "", Descriptors: []Descriptor{d("a", "b")}},
 		{Domain: "api"},
-		{Domain: "api", Descriptors: []Descriptor{{}}},
 		{Domain: "api", Descriptors: []Descriptor{withHits(d("path", "/login"), 1<<60)}},
 	} {
 		_, err := s.Decide(context.Background(), ex, &r)

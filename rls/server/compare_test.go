@@ -209,6 +209,7 @@ func descriptorPool() []*pbstruct.RateLimitDescriptor {
 		{Entries: entries("tenant", "acme")},
 		{Entries: entries("remote_address", "10.0.0.3"), Limit: override},
 		{Entries: entries("no_rule", "x")},
+		{}, // no entries: no rule
 	}
 }
 
