@@ -382,3 +382,53 @@ func TestConcurrentNestedRace(t *testing.T) {
 		t.Fatalf("sluice admitted %d and charged ip %d and team+api %d, want exactly 10 each", oursOK, oursIP, oursTeam)
 	}
 }
+
+// TestKnownDifferencesWithEnvoyRatelimit pins down where sluice answers
+// differently on purpose (SPEC section 12), on both services side by side.
+func TestKnownDifferencesWithEnvoyRatelimit(t *testing.T) {
+	envoy, _ := envoyRatelimit(t, "../testdata/envoy")
+	ours, _ := sluiceRLS(t, "../testdata/envoy")
+	awayFromHourEnd(t)
+	ctx := context.Background()
+	call := func(c pb.RateLimitServiceClient, ds ...*pbstruct.RateLimitDescriptor) *pb.RateLimitResponse {
+		t.Helper()
+		r, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "cmp", Descriptors: ds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	checkout := &pbstruct.RateLimitDescriptor{Entries: entries("tenant", "t", "route", "/checkout")} // 3/hour
+	// 1. The same descriptor twice: envoyproxy/ratelimit reads the counter
+	// once for both, charges both and answers OVER_LIMIT for the second;
+	// sluice judges the second after the first and charges neither.
+	for _, c := range []pb.RateLimitServiceClient{envoy, ours} {
+		call(c, checkout, checkout) // counts 1 and 2: OK
+		if r := call(c, checkout, checkout); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("the second pair: %v", r)
+		}
+	}
+	if r := call(envoy, checkout); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("envoyproxy/ratelimit: the denied pair was charged, so a single request is over: %v", r)
+	}
+	if r := call(ours, checkout); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("sluice: the denied pair charged nothing, so one more fits: %v", r)
+	}
+	// 2. A shadow rule without room: both answer OK; envoyproxy/ratelimit's
+	// stop mode then charges none of the request's counters, sluice charges
+	// the enforced ones.
+	shadow := &pbstruct.RateLimitDescriptor{Entries: entries("shadowed", "s")} // 1/hour, shadow
+	addr := &pbstruct.RateLimitDescriptor{Entries: entries("remote_address", "10.7.7.7")}
+	for _, c := range []pb.RateLimitServiceClient{envoy, ours} {
+		call(c, shadow, addr) // within both: remote_address 5 left
+		if r := call(c, shadow, addr); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].Code != pb.RateLimitResponse_OK {
+			t.Fatalf("a shadow rule over its limit: %v", r)
+		}
+	}
+	if r := call(envoy, addr); r.Statuses[0].LimitRemaining != 4 {
+		t.Fatalf("envoyproxy/ratelimit: remote_address remaining %d, want 4 (the shadowed request charged it nothing)", r.Statuses[0].LimitRemaining)
+	}
+	if r := call(ours, addr); r.Statuses[0].LimitRemaining != 3 {
+		t.Fatalf("sluice: remote_address remaining %d, want 3 (the shadowed request was charged)", r.Statuses[0].LimitRemaining)
+	}
+}
