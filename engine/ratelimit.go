@@ -88,6 +88,17 @@ func (e *Engine) rateLimit(now int64, lims []Limit, shadow uint64, room []Result
 	return res
 }
 
+// rlScratch is rateLimitLocked's room for a request of up to rlSmall
+// limits, on the stack; a larger one allocates its own.
+type rlScratch struct {
+	cum     [rlSmall]int64
+	rule    [rlSmall]Rule
+	charges [rlSmall]Limit
+	commits [rlSmall]commit
+}
+
+const rlSmall = 4
+
 // rateLimitLocked is OpRateLimit with its shards locked.
 func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allKeys, first *[MaxAll]uint8, room []Result, res *Result) {
 	var each []Result
@@ -99,8 +110,18 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 	// cum[f]: the cost charged so far to the key first seen at f; rule[f]
 	// the rule it is charged with (the largest limit among its charged
 	// occurrences, under which every one of them fits).
-	var cum [MaxAll]int64
-	var rule [MaxAll]Rule
+	// Scratch sized for the usual few descriptors: zeroing room for
+	// MaxAll limits on every call cost more than deciding three.
+	var small rlScratch
+	var cum []int64
+	var rule []Rule
+	var charges []Limit
+	var commits []commit
+	if n := len(lims); n <= rlSmall {
+		cum, rule, charges, commits = small.cum[:n], small.rule[:n], small.charges[:n], small.commits[:n]
+	} else {
+		cum, rule, charges, commits = make([]int64, n), make([]Rule, n), make([]Limit, n), make([]commit, n)
+	}
 	denied := false
 	for i := range lims {
 		l := &lims[i]
@@ -145,9 +166,7 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 		return
 	}
 	// The charges: one per distinct key with a cost, in first-seen order.
-	var charges [MaxAll]Limit
 	var ck allKeys
-	var commits [MaxAll]commit
 	n := 0
 	for i := range lims {
 		if int(first[i]) != i || cum[i] == 0 || rule[i].Kind == KindNone {

@@ -49,6 +49,9 @@ type Config struct {
 // MaxBodyBytes bounds a POST /json body.
 const MaxBodyBytes = 1 << 20
 
+// StreamWorkers is the gRPC server's pool of call goroutines.
+const StreamWorkers = 128
+
 // MaxDescriptors bounds the descriptors of one request.
 const MaxDescriptors = 1024
 
@@ -70,7 +73,11 @@ func ListenGRPC(addr string, cfg Config) (*GRPC, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on --rls-addr %s: %w", addr, err)
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxBodyBytes)}
+	// Stream workers: a pool of goroutines whose stacks have grown to what
+	// a call needs, instead of a new goroutine per call that grows its
+	// stack every time (a tenth of the server's CPU when profiled). A call
+	// finding every worker busy gets a goroutine of its own, as without.
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxBodyBytes), grpc.NumStreamWorkers(StreamWorkers)}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
