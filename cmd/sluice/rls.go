@@ -44,8 +44,8 @@ func (r *rlsConfig) registerRLS(fs *flag.FlagSet) {
 
 // validateRLS checks the --rls-* settings.
 func (c *config) validateRLS(bad func(field, format string, args ...any)) {
-	if (c.RLSAddr != "" || c.RLSHTTPAddr != "") && c.RLSConfigDir == "" {
-		bad("rls-config", "required with --rls-addr or --rls-http-addr")
+	if (c.RLSAddr != "" || c.RLSHTTPAddr != "" || c.RLSShadow || c.RLSTLSCertFile != "") && c.RLSConfigDir == "" {
+		bad("rls-config", "required with --rls-addr, --rls-http-addr, --rls-shadow and --rls-tls-*")
 	}
 	if c.RLSConfigDir != "" {
 		if st, err := os.Stat(c.RLSConfigDir); err != nil {
