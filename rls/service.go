@@ -119,7 +119,10 @@ type Config struct {
 	// value_to_metric name one per value); 0 means 10000. Beyond it, a
 	// new series counts in its rule's own series.
 	MaxSeries int
-	Log       *slog.Logger
+	// MaxLogLimit is the engine's largest RL.LOG limit (--max-log-limit):
+	// a rule with `algorithm: log` above it is a load error. 0: no check.
+	MaxLogLimit int64
+	Log         *slog.Logger
 }
 
 // Service holds the loaded rules and the metrics, and decides requests.
@@ -145,7 +148,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Log = slog.Default()
 	}
 	s := &Service{cfg: cfg, log: cfg.Log, metrics: newMetrics(cfg.MaxSeries)}
-	set, err := rules.LoadDir(cfg.Dir)
+	set, err := s.load()
 	if err != nil {
 		return nil, fmt.Errorf("--rls-config: %w", err)
 	}
@@ -153,6 +156,24 @@ func New(cfg Config) (*Service, error) {
 	s.loads.Add(1)
 	s.log.Info("rls rules loaded", "dir", cfg.Dir, "domains", len(set.Domains()), "rules", set.NumRules(), "version", set.Version())
 	return s, nil
+}
+
+// load reads the directory and checks the rules against the engine's
+// bounds.
+func (s *Service) load() (*rules.Set, error) {
+	set, err := rules.LoadDir(s.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range set.Domains() {
+		for _, l := range d.Rules {
+			if s.cfg.MaxLogLimit > 0 && l.Algorithm == rules.Log && int64(l.RequestsPerUnit) > s.cfg.MaxLogLimit {
+				return nil, &rules.LoadError{File: d.File, Path: l.Path, Field: "rate_limit.requests_per_unit",
+					Reason: fmt.Sprintf("%d exceeds --max-log-limit %d for algorithm log", l.RequestsPerUnit, s.cfg.MaxLogLimit)}
+			}
+		}
+	}
+	return set, nil
 }
 
 // Rules returns the rules in force.
@@ -166,7 +187,7 @@ func (s *Service) Shadow() bool { return s.cfg.Shadow }
 func (s *Service) Reload() (*rules.Set, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	set, err := rules.LoadDir(s.cfg.Dir)
+	set, err := s.load()
 	if err != nil {
 		s.loadErrors.Add(1)
 		msg := err.Error()

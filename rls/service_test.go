@@ -386,3 +386,18 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 }
+
+// TestMaxLogLimit: a log rule beyond the engine's bound is a load error.
+func TestMaxLogLimit(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "l.yaml"), []byte("domain: l\ndescriptors: [{key: k, rate_limit: {unit: hour, requests_per_unit: 101, algorithm: log}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Config{Dir: dir, MaxLogLimit: 100, Log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), `l.yaml: descriptor "l.k": field "rate_limit.requests_per_unit": 101 exceeds --max-log-limit 100`) {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := New(Config{Dir: dir, MaxLogLimit: 101, Log: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+}
