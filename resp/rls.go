@@ -27,8 +27,9 @@ func rlsCommands() []*command {
 					multiple(argDoc{name: "entry", typ: "block", subargs: []argDoc{strArg("key"), strArg("value")}}),
 					optional(argDoc{name: "separator", typ: "pure-token", token: "|"}),
 				}})},
-			decision: true,
-			run:      runRLCheck,
+			// Not a decision for sluice_decisions_total: a request with
+			// no limit runs no op; the sluice_rls_* metrics count it.
+			run: runRLCheck,
 			render:   renderRLCheck,
 		},
 		{
