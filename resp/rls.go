@@ -29,8 +29,8 @@ func rlsCommands() []*command {
 				}})},
 			// Not a decision for sluice_decisions_total: a request with
 			// no limit runs no op; the sluice_rls_* metrics count it.
-			run: runRLCheck,
-			render:   renderRLCheck,
+			run:    runRLCheck,
+			render: renderRLCheck,
 		},
 		{
 			name: "rl.rules", arity: -1, flags: flagLoading | flagStale, group: "sluice", since: "1.2.0",
