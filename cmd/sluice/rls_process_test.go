@@ -15,6 +15,7 @@ import (
 
 	pbstruct "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	pbtype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -122,6 +123,25 @@ func TestRLSClusterExactShared(t *testing.T) {
 		}
 		if r.Statuses[0].LimitRemaining != 10 || r.Statuses[1].LimitRemaining != 0 {
 			t.Fatalf("node %s: remaining %d and %d, want 10 and 0", p.ID, r.Statuses[0].LimitRemaining, r.Statuses[1].LimitRemaining)
+		}
+	}
+	// A limit override (7/hour) and hits_addend, one call per node: 5 fit,
+	// 3 more do not, 2 more do.
+	override := &pbstruct.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: pbtype.RateLimitUnit_HOUR}
+	for i, step := range []struct {
+		hits   uint64
+		code   pb.RateLimitResponse_Code
+		remain uint32
+	}{{5, pb.RateLimitResponse_OK, 2}, {3, pb.RateLimitResponse_OVER_LIMIT, 0}, {2, pb.RateLimitResponse_OK, 0}} {
+		p := c.nodes[i]
+		r, err := rlsClient(t, grpcAddrs[p.ID]).ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "edge", Descriptors: []*pbstruct.RateLimitDescriptor{
+			{Entries: rlsEntries("remote_address", "10.0.0.8"), HitsAddend: wrapperspb.UInt64(step.hits), Limit: override},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OverallCode != step.code || r.Statuses[0].LimitRemaining != step.remain || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 7 {
+			t.Fatalf("node %s, hits %d: %v", p.ID, step.hits, r)
 		}
 	}
 }
@@ -258,7 +278,12 @@ func TestRLSClusterFailover(t *testing.T) {
 	req := &pb.RateLimitRequest{Domain: "f", Descriptors: []*pbstruct.RateLimitDescriptor{
 		{Entries: rlsEntries("a", "x")}, {Entries: rlsEntries("b", "y")},
 	}}
+	// unknown counts the calls whose outcome is not known: the service's
+	// UNKNOWN (may have been applied), and any error on a connection to
+	// the killed node (it may have committed the call, or forwarded it,
+	// before it died).
 	var admitted, denied, unknown, unavailable atomic.Int64
+	var killed atomic.Pointer[string]
 	var wg sync.WaitGroup
 	for _, p := range c.nodes {
 		cl := rlsClient(t, grpcAddrs[p.ID])
@@ -271,6 +296,9 @@ func TestRLSClusterFailover(t *testing.T) {
 					r, err := cl.ShouldRateLimit(ctx, req)
 					cancel()
 					switch {
+					case err != nil && killed.Load() != nil && *killed.Load() == p.ID:
+						unknown.Add(1) // the node is gone: this client stops
+						return
 					case status.Code(err) == codes.Unknown:
 						unknown.Add(1)
 					case err != nil:
@@ -287,6 +315,7 @@ func TestRLSClusterFailover(t *testing.T) {
 	}
 	time.Sleep(150 * time.Millisecond)
 	old := c.leader()
+	killed.Store(&old.ID)
 	c.kill(old)
 	wg.Wait()
 	c.start(old)
