@@ -122,7 +122,10 @@ type Config struct {
 	// MaxLogLimit is the engine's largest RL.LOG limit (--max-log-limit):
 	// a rule with `algorithm: log` above it is a load error. 0: no check.
 	MaxLogLimit int64
-	Log         *slog.Logger
+	// MaxKeyLen bounds a counter's key (--max-key-len): a descriptor whose
+	// key would be longer is a bad request. 0: no bound.
+	MaxKeyLen int
+	Log       *slog.Logger
 }
 
 // Service holds the loaded rules and the metrics, and decides requests.
@@ -324,6 +327,9 @@ func (s *Service) Prepare(req *Request) (*Plan, error) {
 		}
 		start := len(p.keyBuf)
 		p.keyBuf = CounterKey(p.keyBuf, req.Domain, req.Descriptors[i].Entries, pd.share, pd.limit)
+		if n := len(p.keyBuf) - start; s.cfg.MaxKeyLen > 0 && n > s.cfg.MaxKeyLen {
+			return nil, badRequest("descriptor %d: its counter's key of %d bytes exceeds max-key-len %d", i, n, s.cfg.MaxKeyLen)
+		}
 		pd.idx = len(p.limits)
 		if p.shadow || pd.limit.ShadowMode && !pd.limit.Override {
 			p.mask |= 1 << uint(pd.idx)

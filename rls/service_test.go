@@ -238,10 +238,12 @@ func TestOverride(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	s, ex := newService(t, "testdata/config", false)
+	s.cfg.MaxKeyLen = 64
 	for _, r := range []Request{
 		{Domain: "", Descriptors: []Descriptor{d("a", "b")}},
 		{Domain: "api"},
 		{Domain: "api", Descriptors: []Descriptor{withHits(d("path", "/login"), 1<<60)}},
+		{Domain: "api", Descriptors: []Descriptor{d("remote_address", strings.Repeat("x", 60))}},
 	} {
 		_, err := s.Decide(context.Background(), ex, &r)
 		var bad *BadRequestError

@@ -106,7 +106,7 @@ func newRLS(cfg *config, log *slog.Logger) (*rls.Service, error) {
 	if cfg.RLSConfigDir == "" {
 		return nil, nil
 	}
-	return rls.New(rls.Config{Dir: cfg.RLSConfigDir, Shadow: cfg.RLSShadow, MaxLogLimit: cfg.MaxLogLimit, Log: log})
+	return rls.New(rls.Config{Dir: cfg.RLSConfigDir, Shadow: cfg.RLSShadow, MaxLogLimit: cfg.MaxLogLimit, MaxKeyLen: cfg.MaxKeyLen, Log: log})
 }
 
 // startRLS starts the front ends the flags ask for and reloads the rules
