@@ -95,6 +95,8 @@ type rlScratch struct {
 	rule    [rlSmall]Rule
 	charges [rlSmall]Limit
 	commits [rlSmall]commit
+	occ     [rlSmall]commit
+	last    [rlSmall]uint8
 }
 
 const rlSmall = 4
@@ -116,11 +118,14 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 	var cum []int64
 	var rule []Rule
 	var charges []Limit
-	var commits []commit
+	var commits, occ []commit // per charge; per occurrence, as evaluated
+	var last []uint8          // last[f]: the last charged occurrence of key f
 	if n := len(lims); n <= rlSmall {
 		cum, rule, charges, commits = small.cum[:n], small.rule[:n], small.charges[:n], small.commits[:n]
+		occ, last = small.occ[:n], small.last[:n]
 	} else {
 		cum, rule, charges, commits = make([]int64, n), make([]Rule, n), make([]Limit, n), make([]commit, n)
+		occ, last = make([]commit, n), make([]uint8, n)
 	}
 	denied := false
 	for i := range lims {
@@ -138,13 +143,14 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 			return
 		}
 		s := e.shards[k.h[i]&e.mask]
-		if err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, c, nil, &each[i]); err != nil {
+		if err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, c, &occ[i], &each[i]); err != nil {
 			*res = Result{Err: fmt.Errorf("rate limit key %q: %w", l.Key, err)}
 			return
 		}
 		switch {
 		case each[i].Allowed:
 			cum[f] = c
+			last[f] = uint8(i)
 			if rule[f].Kind == KindNone || l.Rule.Limit > rule[f].Limit {
 				rule[f] = l.Rule
 			}
@@ -165,20 +171,32 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 		*res = Result{Allowed: false, Count: now, Each: each}
 		return
 	}
-	// The charges: one per distinct key with a cost, in first-seen order.
+	// The charges: one per distinct key with an allowed occurrence, in
+	// first-seen order.
 	var ck allKeys
 	n := 0
 	for i := range lims {
-		if int(first[i]) != i || cum[i] == 0 || rule[i].Kind == KindNone {
+		// A key whose charged total is 0 (peeks) still goes through the
+		// commit, as RL.ALL's cost-0 limits do: a peek writes back the
+		// brought-forward state and reclaims a dead entry.
+		if int(first[i]) != i || rule[i].Kind == KindNone {
 			continue
 		}
 		charges[n] = Limit{Key: lims[i].Key, Rule: rule[i], Cost: cum[i]}
 		ck.h[n] = k.h[i]
-		var tmp Result
-		s := e.shards[k.h[i]&e.mask]
-		if err := s.evalOnly(now, hiHash(k.h[i]), lims[i].Key, rule[i], cum[i], &commits[n], &tmp); err != nil {
-			*res = Result{Err: err}
-			return
+		if j := last[i]; lims[j].Rule == rule[i] {
+			// The last charged occurrence was evaluated with this rule
+			// and this total: its commit is the charge's (the usual
+			// case, a key met once).
+			commits[n] = occ[j]
+		} else {
+			var tmp Result
+			commits[n] = commit{}
+			s := e.shards[k.h[i]&e.mask]
+			if err := s.evalOnly(now, hiHash(k.h[i]), lims[i].Key, rule[i], cum[i], &commits[n], &tmp); err != nil {
+				*res = Result{Err: err}
+				return
+			}
 		}
 		n++
 	}
@@ -191,6 +209,18 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 	for j := 0; j < n; j++ {
 		l := &charges[j]
 		s := e.shards[ck.h[j]&e.mask]
+		switch c := &commits[j]; {
+		case c.skip:
+			continue
+		case c.e != nil: // a live key staying live: write the evaluated state, as RL.ALL does
+			c.e.a, c.e.b, c.e.c = c.st.a, c.st.b, c.st.c
+			if !c.peek {
+				s.setRule(c.e, l.Rule)
+			}
+			continue
+		}
+		// Creations, removals, dead keys and RL.LOG go through decide,
+		// whose outcome is the one evaluated (nothing ran in between).
 		r, _ := s.decide(now, hiHash(ck.h[j]), l.Key, l.Rule, l.Cost)
 		if r.Err != nil || !r.Allowed { // cannot happen: evaluated and room checked above
 			*res = Result{Err: &errcode.Error{Code: errcode.Internal, Detail: fmt.Sprintf("rate limit charge of %q refused (%v) after it was evaluated", l.Key, r.Err)}}
