@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -93,7 +94,20 @@ type Status struct {
 type Response struct {
 	Overall  Code
 	Statuses []Status
+	// Headers are the response headers to add (Config.ResponseHeaders).
+	Headers []Header
 }
+
+// Header is one response header for Envoy to add.
+type Header struct{ Key, Value string }
+
+// The headers Config.ResponseHeaders adds, named as envoyproxy/ratelimit's
+// defaults name them.
+const (
+	HeaderLimit     = "RateLimit-Limit"
+	HeaderRemaining = "RateLimit-Remaining"
+	HeaderReset     = "RateLimit-Reset"
+)
 
 // BadRequestError is a request the service refuses (gRPC InvalidArgument,
 // HTTP 400, a RESP error).
@@ -125,7 +139,12 @@ type Config struct {
 	// MaxKeyLen bounds a counter's key (--max-key-len): a descriptor whose
 	// key would be longer is a bad request. 0: no bound.
 	MaxKeyLen int
-	Log       *slog.Logger
+	// ResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset to every response with a limit, for the descriptor
+	// closest to its limit (envoyproxy/ratelimit's
+	// LIMIT_RESPONSE_HEADERS_ENABLED).
+	ResponseHeaders bool
+	Log             *slog.Logger
 }
 
 // Service holds the loaded rules and the metrics, and decides requests.
@@ -450,10 +469,42 @@ func (s *Service) Finish(p *Plan, res *engine.Result) (*Response, error) {
 		}
 		s.count(p, pd, r, res.Allowed)
 	}
+	if s.cfg.ResponseHeaders {
+		out.Headers = responseHeaders(out.Statuses)
+	}
 	if s.cfg.Shadow {
 		out.Overall = CodeOK
 	}
 	return out, nil
+}
+
+// responseHeaders picks the descriptor the headers describe as
+// envoyproxy/ratelimit does: the first with the fewest remaining among
+// those with a limit, unless one is over its limit (then the last such).
+func responseHeaders(sts []Status) []Header {
+	best := -1
+	over := false
+	for i := range sts {
+		st := &sts[i]
+		if st.Limit == nil {
+			continue
+		}
+		switch {
+		case st.Code == CodeOverLimit:
+			best, over = i, true
+		case !over && (best < 0 || st.Remaining < sts[best].Remaining):
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	st := &sts[best]
+	return []Header{
+		{HeaderLimit, strconv.FormatUint(uint64(st.Limit.RequestsPerUnit), 10)},
+		{HeaderRemaining, strconv.FormatUint(uint64(st.Remaining), 10)},
+		{HeaderReset, strconv.FormatInt(st.ResetSeconds, 10)},
+	}
 }
 
 // count adds one descriptor's hits to its rule's series, as

@@ -403,3 +403,25 @@ func TestMaxLogLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestResponseHeaders: the descriptor closest to its limit, or the last one
+// over it, as envoyproxy/ratelimit picks it.
+func TestResponseHeaders(t *testing.T) {
+	lim := &CurrentLimit{RequestsPerUnit: 10, Unit: rules.UnitHour}
+	for _, c := range []struct {
+		sts  []Status
+		want string
+	}{
+		{[]Status{{Code: CodeOK, Limit: lim, Remaining: 5, ResetSeconds: 9}, {Code: CodeOK, Limit: lim, Remaining: 3, ResetSeconds: 8}, {Code: CodeOK, Limit: lim, Remaining: 3, ResetSeconds: 7}}, "10 3 8"},
+		{[]Status{{Code: CodeOverLimit, Limit: lim, ResetSeconds: 1}, {Code: CodeOK, Limit: lim, Remaining: 0, ResetSeconds: 2}, {Code: CodeOverLimit, Limit: lim, ResetSeconds: 3}}, "10 0 3"},
+		{[]Status{{Code: CodeOK, Remaining: math.MaxUint32}, {Code: CodeOK}}, ""},
+	} {
+		var got []string
+		for _, h := range responseHeaders(c.sts) {
+			got = append(got, h.Value)
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%+v: %v, want %s", c.sts, got, c.want)
+		}
+	}
+}

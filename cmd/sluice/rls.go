@@ -26,6 +26,7 @@ type rlsConfig struct {
 	RLSAddr          string
 	RLSHTTPAddr      string
 	RLSShadow        bool
+	RLSHeaders       bool
 	RLSTLSCertFile   string
 	RLSTLSKeyFile    string
 	RLSTLSCACertFile string
@@ -37,6 +38,7 @@ func (r *rlsConfig) registerRLS(fs *flag.FlagSet) {
 	fs.StringVar(&r.RLSAddr, "rls-addr", "", "gRPC address of Envoy's rate limit service, envoy.service.ratelimit.v3.RateLimitService (needs --rls-config; default: off)")
 	fs.StringVar(&r.RLSHTTPAddr, "rls-http-addr", "", "HTTP address of the rate limit service's POST /json endpoint (needs --rls-config; default: off)")
 	fs.BoolVar(&r.RLSShadow, "rls-shadow", false, "every rule is a shadow rule for charging and the overall code is always OK (envoyproxy/ratelimit's SHADOW_MODE)")
+	fs.BoolVar(&r.RLSHeaders, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset for the descriptor closest to its limit (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.StringVar(&r.RLSTLSCertFile, "rls-tls-cert-file", "", "PEM certificate (chain): serve --rls-addr and --rls-http-addr over TLS")
 	fs.StringVar(&r.RLSTLSKeyFile, "rls-tls-key-file", "", "PEM private key of the rate limit service's TLS")
 	fs.StringVar(&r.RLSTLSCACertFile, "rls-tls-ca-cert-file", "", "PEM CA certificates: when set, rate limit clients must present a certificate signed by one")
@@ -44,8 +46,8 @@ func (r *rlsConfig) registerRLS(fs *flag.FlagSet) {
 
 // validateRLS checks the --rls-* settings.
 func (c *config) validateRLS(bad func(field, format string, args ...any)) {
-	if (c.RLSAddr != "" || c.RLSHTTPAddr != "" || c.RLSShadow || c.RLSTLSCertFile != "") && c.RLSConfigDir == "" {
-		bad("rls-config", "required with --rls-addr, --rls-http-addr, --rls-shadow and --rls-tls-*")
+	if (c.RLSAddr != "" || c.RLSHTTPAddr != "" || c.RLSShadow || c.RLSHeaders || c.RLSTLSCertFile != "") && c.RLSConfigDir == "" {
+		bad("rls-config", "required with --rls-addr, --rls-http-addr, --rls-shadow, --rls-response-headers and --rls-tls-*")
 	}
 	if c.RLSConfigDir != "" {
 		if st, err := os.Stat(c.RLSConfigDir); err != nil {
@@ -106,7 +108,7 @@ func newRLS(cfg *config, log *slog.Logger) (*rls.Service, error) {
 	if cfg.RLSConfigDir == "" {
 		return nil, nil
 	}
-	return rls.New(rls.Config{Dir: cfg.RLSConfigDir, Shadow: cfg.RLSShadow, MaxLogLimit: cfg.MaxLogLimit, MaxKeyLen: cfg.MaxKeyLen, Log: log})
+	return rls.New(rls.Config{Dir: cfg.RLSConfigDir, Shadow: cfg.RLSShadow, MaxLogLimit: cfg.MaxLogLimit, MaxKeyLen: cfg.MaxKeyLen, ResponseHeaders: cfg.RLSHeaders, Log: log})
 }
 
 // startRLS starts the front ends the flags ask for and reloads the rules

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,9 @@ import (
 
 // The comparison with envoyproxy/ratelimit itself (SPEC section 12): the same
 // rules directory, the same random sequence of requests from one client,
-// identical codes, limits and remaining counts. The service binary comes
+// identical codes, limits and remaining counts (and response headers, both
+// with envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED). The service
+// binary comes
 // from SLUICE_RATELIMIT_BIN or service_cmd on PATH (.ci/run installs it);
 // the test is skipped without it or without redis-server.
 
@@ -124,7 +127,7 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 		"RUNTIME_ROOT=" + rt, "RUNTIME_SUBDIRECTORY=rl", "RUNTIME_WATCH_ROOT=false",
 		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", ports[1]), "GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", ports[2]),
 		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", ports[3]),
-		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true",
+		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true",
 	}
 	exited := startProc(t, dir, "ratelimit", env, bin)
 	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", ports[2]), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -160,7 +163,7 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 func sluiceRLS(t *testing.T, configDir string) (pb.RateLimitServiceClient, *rls.Service) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	svc, err := rls.New(rls.Config{Dir: configDir, Log: log})
+	svc, err := rls.New(rls.Config{Dir: configDir, ResponseHeaders: true, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +238,7 @@ func TestCompareWithEnvoyRatelimit(t *testing.T) {
 	pool := descriptorPool()
 	rng := rand.New(rand.NewPCG(23, 12))
 	ctx := context.Background()
-	var overs int
+	var overs, headers int
 	for i := 0; i < 400; i++ {
 		n := 1 + rng.IntN(3)
 		picked := rng.Perm(len(pool))[:n]
@@ -260,12 +263,18 @@ func TestCompareWithEnvoyRatelimit(t *testing.T) {
 		if want.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
 			overs++
 		}
+		if len(want.ResponseHeadersToAdd) > 0 {
+			headers++
+		}
 	}
 	// The sequence must exercise both answers, or it compares little.
 	if overs < 50 || overs > 350 {
 		t.Fatalf("%d of 400 requests over limit: the sequence does not exercise both answers", overs)
 	}
-	t.Logf("400 requests, %d over limit, identical replies", overs)
+	if headers == 0 {
+		t.Fatal("no response carried rate limit headers")
+	}
+	t.Logf("400 requests, %d over limit, %d with headers, identical replies", overs, headers)
 }
 
 func describe(req *pb.RateLimitRequest) string {
@@ -304,6 +313,22 @@ func compareResponses(want, got *pb.RateLimitResponse) string {
 		}
 		if d := w.GetDurationUntilReset().GetSeconds() - g.GetDurationUntilReset().GetSeconds(); d < -1 || d > 1 || (w.DurationUntilReset == nil) != (g.DurationUntilReset == nil) {
 			diffs = append(diffs, fmt.Sprintf("status %d: duration_until_reset %v, want %v", i, g.DurationUntilReset, w.DurationUntilReset))
+		}
+	}
+	wh, gh := want.GetResponseHeadersToAdd(), got.GetResponseHeadersToAdd()
+	if len(wh) != len(gh) {
+		diffs = append(diffs, fmt.Sprintf("%d response headers, want %d", len(gh), len(wh)))
+	} else {
+		for i := range wh {
+			same := wh[i].Key == gh[i].Key && wh[i].Value == gh[i].Value
+			if !same && wh[i].Key == "RateLimit-Reset" { // the two calls may straddle a second
+				w, _ := strconv.Atoi(wh[i].Value)
+				g, _ := strconv.Atoi(gh[i].Value)
+				same = wh[i].Key == gh[i].Key && w-g >= -1 && w-g <= 1
+			}
+			if !same {
+				diffs = append(diffs, fmt.Sprintf("header %s: %s, want %s: %s", gh[i].Key, gh[i].Value, wh[i].Key, wh[i].Value))
+			}
 		}
 	}
 	return strings.Join(diffs, "\n")

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pbstruct "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -196,6 +197,9 @@ func ToProto(r *rls.Response) *pb.RateLimitResponse {
 			st.DurationUntilReset = &durationpb.Duration{Seconds: s.ResetSeconds}
 		}
 		out.Statuses[i] = st
+	}
+	for _, h := range r.Headers {
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &core.HeaderValue{Key: h.Key, Value: h.Value})
 	}
 	return out
 }
