@@ -23,6 +23,7 @@ func TestRLSFlags(t *testing.T) {
 		{[]string{"--rls-config", dir}, ""},
 		{[]string{"--rls-addr", "127.0.0.1:8081"}, "--rls-config: required with"},
 		{[]string{"--rls-shadow"}, "--rls-config: required with"},
+		{[]string{"--rls-response-headers"}, "--rls-config: required with"},
 		{[]string{"--rls-config", file}, "is not a directory"},
 		{[]string{"--rls-config", filepath.Join(dir, "nope")}, "--rls-config: stat"},
 		{[]string{"--rls-config", dir, "--rls-addr", "nope"}, "--rls-addr: address nope: missing port"},
