@@ -122,6 +122,9 @@ func startRLS(ctx context.Context, cfg *config, svc *rls.Service, exec rls.Execu
 		return nil, err
 	}
 	scfg := server.Config{Service: svc, Exec: exec, TLS: tlsCfg, Timeout: cfg.ClusterTimeout + cfg.ClusterTimeout/2, Log: log}
+	if host, ok := exec.(*cluster.Host); ok {
+		scfg.Ready = host.Ready // as /readyz
+	}
 	var closers []func(context.Context)
 	stop := func(ctx context.Context) {
 		for _, c := range closers {

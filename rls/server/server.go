@@ -44,7 +44,10 @@ type Config struct {
 	TLS *tls.Config
 	// Timeout bounds one decision (0: 5 s).
 	Timeout time.Duration
-	Log     *slog.Logger
+	// Ready, when set, says whether the node can decide (nil) or why not:
+	// GET /healthcheck answers 200 "OK" or 500 with the reason.
+	Ready func() error
+	Log   *slog.Logger
 }
 
 // MaxBodyBytes bounds a POST /json body.
@@ -254,6 +257,18 @@ func ListenHTTP(addr string, cfg Config) (*HTTP, error) {
 	h := &handler{cfg: cfg}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", h.serveJSON)
+	// envoyproxy/ratelimit's health check, which Kubernetes probes of its
+	// deployments name.
+	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if cfg.Ready != nil {
+			if err := cfg.Ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("OK"))
+	})
 	s := &HTTP{
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 			ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug), TLSConfig: cfg.TLS},

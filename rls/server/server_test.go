@@ -156,7 +156,16 @@ func TestHTTPJSON(t *testing.T) {
 			t.Errorf("%s: %d, want 400", bad, code)
 		}
 	}
-	res, err := http.Get("http://" + h.Addr() + "/json")
+	res, err := http.Get("http://" + h.Addr() + "/healthcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != "OK" {
+		t.Fatalf("/healthcheck: %d %q", res.StatusCode, b)
+	}
+	res, err = http.Get("http://" + h.Addr() + "/json")
 	if err != nil {
 		t.Fatal(err)
 	}
