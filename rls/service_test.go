@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/rls/rules"
 )
 
@@ -422,6 +423,29 @@ func TestResponseHeaders(t *testing.T) {
 		}
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("%+v: %v, want %s", c.sts, got, c.want)
+		}
+	}
+}
+
+// TestPlanKeysShareSlot: every counter of a request carries the domain as
+// its hash tag, so all of them are in one Redis Cluster slot (one Raft
+// group), whatever the entries, and cluster.Host routes the op by its first.
+func TestPlanKeysShareSlot(t *testing.T) {
+	s, _ := newService(t, "testdata/config", false)
+	p, err := s.Prepare(&Request{Domain: "api", Descriptors: []Descriptor{
+		d("remote_address", "10.0.0.1"), d("path", "/login"), d("tenant", "t{x}", "plan", "gold"), d("user", "}{"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := p.Op()
+	if op.Code != engine.OpRateLimit || len(op.All) != 4 {
+		t.Fatalf("op %+v", op)
+	}
+	want := slots.Of([]byte("{api}"))
+	for _, l := range op.All {
+		if got := slots.Of(l.Key); got != want {
+			t.Errorf("key %q in slot %d, want %d", l.Key, got, want)
 		}
 	}
 }
