@@ -37,6 +37,13 @@ func sampleOps() []engine.Op {
 		{Code: engine.OpIncrBy, Key: []byte("s"), Cost: math.MinInt64},
 		{Code: engine.OpExpire, Key: []byte("s"), Expire: math.MinInt64, Flags: math.MaxUint32},
 		{Code: engine.OpGet, Key: []byte("s"), Value: bytes.Repeat([]byte{0}, 512)},
+		// Envoy's rate limit service: a repeated key, a zero limit, the
+		// shadow mask in Cursor.
+		{Code: engine.OpRateLimit, Cursor: 1<<63 | 2, All: []engine.Limit{
+			{Key: []byte("{api}|path=/a|hour"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 10, Period: int64(time.Hour)}, Cost: 3},
+			{Key: []byte("{api}|path=/a|hour"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 10, Period: int64(time.Hour)}, Cost: 3},
+			{Key: []byte("{api}|z|year"), Rule: engine.Rule{Kind: engine.KindFixed, Period: 365 * 24 * int64(time.Hour)}, Cost: 1},
+		}},
 	}
 }
 

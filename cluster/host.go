@@ -148,11 +148,13 @@ func (h *Host) routeOp(op *engine.Op) (int, opRouting) {
 		return int(op.Cursor >> scanGroupShift), toScan
 	case engine.OpTime:
 		return 0, toOne
-	case engine.OpAll:
+	case engine.OpAll, engine.OpRateLimit:
 		if len(op.All) == 0 {
 			return 0, toOne
 		}
-		// The RESP server checked that every limit is in one group.
+		// The RESP server checked that every limit of RL.ALL is in one
+		// group; every key of a rate limit request carries its domain as
+		// the hash tag (rls/decision), so they share one slot.
 		return h.table.Group(slots.Of(op.All[0].Key)), toOne
 	}
 	return h.table.Group(slots.Of(op.Key)), toOne

@@ -96,6 +96,8 @@ var opVersions = []struct {
 	{engine.OpPersist, 2},
 	{engine.OpStrlen, 2},
 	{engine.OpExpireTime, 2},
+	// v0.2.0: Envoy's rate limit service (engine/ratelimit.go).
+	{engine.OpRateLimit, 2},
 }
 
 // entryVersions gives every log entry type the cluster version from which

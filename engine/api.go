@@ -139,12 +139,31 @@ const (
 	OpRelease OpCode = 17
 )
 
+// Operation codes of Envoy's rate limit service (SPEC section 12; the
+// numbers 40..47 are reserved for it). Every code in this block needs the
+// cluster version that introduced it before a leader may log it.
+const (
+	// OpRateLimit decides one request of Envoy's rate limit service at one
+	// instant (ratelimit.go): All holds one limit per descriptor that has a
+	// rule, in request order; a key may repeat (each occurrence is charged)
+	// and a limit of 0 always denies a positive cost without touching a
+	// key. Cursor is the shadow mask: bit i set makes All[i] a shadow
+	// limit, which never denies the request and, without room, is left
+	// uncharged. The request is allowed unless an enforced limit denies;
+	// then nothing changes. Result.Allowed is that outcome, Result.Count
+	// the decision time in nanoseconds, Result.Each one result per limit
+	// (Allowed: that limit had room). Rule, Cost and Key are unused.
+	OpRateLimit OpCode = 40
+)
+
 // Mutates reports whether the operation can change state and so must go
 // through the replicated log; the others are reads.
 func (c OpCode) Mutates() bool {
 	switch c {
 	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume, OpAll, OpAcquire, OpRelease,
 		OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist:
+		return true
+	case OpRateLimit:
 		return true
 	}
 	return false

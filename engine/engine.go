@@ -245,6 +245,8 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			r.Count = now
 		case OpAll:
 			r = e.all(now, op.All, op.Each)
+		case OpRateLimit:
+			r = e.rateLimit(now, op.All, op.Cursor, op.Each)
 		case OpAcquire:
 			r = e.acquireOp(now, op)
 		case OpRelease:
@@ -275,7 +277,7 @@ func (e *Engine) notify(ops []Op) {
 		case op.Code == OpFlush:
 			e.watch.AllChanged()
 		case op.Code == OpDecide && op.Cost == 0, op.Code == OpAcquire && op.Cost == 0:
-		case op.Code == OpAll:
+		case op.Code == OpAll || op.Code == OpRateLimit:
 			// A cost-0 limit never stores anything.
 			for j := range op.All {
 				if op.All[j].Cost != 0 {

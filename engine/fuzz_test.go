@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"maps"
 	"testing"
 )
@@ -113,7 +114,8 @@ func decodeAll(f *fuzzOps, base int64) []Limit {
 // FuzzEngineOps decodes the input into a sequence of decisions on three
 // keys, with rules of every kind (extremes included), time moving forwards,
 // backwards and onto window boundaries, peeks, kind changes (WRONGTYPE) and
-// sweeps, and now and then an RL.ALL over the same keys, an RL.ACQUIRE or
+// sweeps, and now and then an RL.ALL (or Envoy's rate limit op) over the
+// same keys, an RL.ACQUIRE or
 // RL.RELEASE on two lease keys, or a refund, and runs it on the engine and
 // on the reference models of model_test.go and model_ext_test.go: every field of every reply, and every key's existence and
 // TTL after each step, must agree.
@@ -168,6 +170,22 @@ func FuzzEngineOps(f *testing.F) {
 				}
 				if !sameResult(res[0], want) || res[0].Count != want.Count {
 					t.Fatalf("step %d: lease op on %s at t0%+d:\n got  %s\n want %s", i, key, now-t0, fmtResult(res[0]), fmtResult(want))
+				}
+			case 3:
+				// Envoy's rate limit op on distinct keys without shadow or
+				// zero limits is RL.ALL: the same outcome, per limit.
+				lims := decodeAll(in, st.cost)
+				got := e.rateLimit(now, lims, 0, nil)
+				want := m.all(now, lims)
+				same := (got.Err == nil) == (want.Err == nil) && (got.Err == nil || errors.Is(got.Err, want.Err))
+				if same && got.Err == nil {
+					same = got.Allowed == want.Allowed && got.Count == now && len(got.Each) == len(want.Each)
+					for j := 0; same && j < len(got.Each); j++ {
+						same = sameResult(got.Each[j], want.Each[j])
+					}
+				}
+				if !same {
+					t.Fatalf("step %d: rate limit op %v at t0%+d:\n got  %s\n want %s", i, lims, now-t0, fmtAll(got), fmtAll(want))
 				}
 			}
 			if st.rule.Kind != KindGCRA && st.cost > 0 && in.next()%5 == 0 {

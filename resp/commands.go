@@ -137,6 +137,7 @@ func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
 	list = append(list, transactionCommands()...)
+	list = append(list, rlsCommands()...) // rls.go
 	if cluster {
 		list = append(list, raftCommands()...)
 	}

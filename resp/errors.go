@@ -157,6 +157,11 @@ const (
 	msgUnsupportedOption
 	msgExpireNXConflict
 	msgExpireGTLT
+	msgRLSOff
+	msgRLSEmptyDescriptor
+	msgRLSNoValue
+	msgRLSBadRequest
+	msgRLSReload
 
 	numMsgs
 )
@@ -220,6 +225,11 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgUnsupportedOption:  {"ERR Unsupported option {option}", "EXPIRE-family with a condition it does not know (Redis's text)"},
 	msgExpireNXConflict:   {"ERR NX and XX, GT or LT options at the same time are not compatible", "EXPIRE-family with NX and another condition (Redis's text)"},
 	msgExpireGTLT:         {"ERR GT and LT options at the same time are not compatible", "EXPIRE-family with GT and LT (Redis's text)"},
+	msgRLSOff:             {"ERR the rate limit service is not configured: start sluice with --rls-config DIR", "RL.CHECK or RL.RULES on a server without --rls-config"},
+	msgRLSEmptyDescriptor: {"ERR syntax error: an empty descriptor (a '|' with no key and value on one side)", "RL.CHECK with a descriptor that has no entry"},
+	msgRLSNoValue:         {"ERR syntax error: descriptor key '{key}' has no value", "RL.CHECK whose last descriptor entry has a key and no value"},
+	msgRLSBadRequest:      {"ERR {reason}", "RL.CHECK that the gRPC service would refuse as InvalidArgument (an empty domain, no descriptors, ...)"},
+	msgRLSReload:          {"ERR rules not reloaded, the previous rules stay in force: {reason}", "RL.RULES RELOAD with a file that does not load (the reason on one line)"},
 }
 
 // Text returns m's reply text (without the leading '-'), its placeholders

@@ -25,13 +25,14 @@ const (
 	infoRaft
 	infoCommandstats
 	infoCluster
+	infoRLS // Envoy's rate limit service (rls.go), with --rls-config only
 	infoAll = 1<<iota - 1
 	// infoDefault is INFO without arguments: every section but
 	// commandstats, as in Redis.
 	infoDefault = infoAll &^ infoCommandstats
 )
 
-var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft", "commandstats", "cluster"}
+var infoSectionNames = [...]string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace", "raft", "commandstats", "cluster", "rls"}
 
 // errSyntax is Redis's generic syntax error.
 func sortStrings(s []string) { slices.Sort(s) }
@@ -60,6 +61,9 @@ func runInfo(s *Server, c *client, args [][]byte, p *pending) {
 	}
 	if s.admin == nil {
 		mask &^= infoRaft
+	}
+	if s.cfg.RLS == nil {
+		mask &^= infoRLS
 	}
 	p.arg = mask
 	// Always go through the executor, so that INFO reflects the same view
@@ -209,6 +213,9 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			}
 		}
 		section(infoRaft, "Raft", fields...)
+	}
+	if mask&infoRLS != 0 {
+		section(infoRLS, "Rls", rlsInfoFields(s.cfg.RLS)...)
 	}
 	if mask&infoCommandstats != 0 {
 		var fields []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
+	"github.com/sluice-rl/sluice/rls"
 	"github.com/tidwall/redcon"
 )
 
@@ -65,6 +66,7 @@ type pending struct {
 	arg        int64 // a parse-time value the renderer needs (command specific)
 	deferred   bool  // rendered by cmd.render after the batch ran
 	stats      *cmdStats
+	rlsPlan    *rls.Plan // RL.CHECK's matched request (rls.go)
 }
 
 // enqueue adds an engine operation for the command being dispatched; its

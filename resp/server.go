@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/slots"
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // Config is the RESP server's configuration. Zero values take the defaults
@@ -70,6 +71,9 @@ type Config struct {
 	// Redirect, on a Cluster node, answers a keyed command for slots this
 	// node does not lead with MOVED to their leader instead of forwarding it.
 	Redirect bool
+	// RLS, when set, is Envoy's rate limit service: RL.CHECK decides with
+	// it, RL.RULES lists and reloads its rules, INFO has its rls section.
+	RLS *rls.Service
 }
 
 // appendFsync is the durability mode to report: "no" when nothing is

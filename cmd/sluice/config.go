@@ -45,6 +45,7 @@ type config struct {
 	GCMinHeadroom  byteSize
 	opsConfig      // TLS, memory limits, metrics, --config (opsconfig.go)
 	debugConfig    // hidden flags for fault-injection tests only (debugflags.go)
+	rlsConfig      // Envoy's rate limit service (rls.go)
 }
 
 // yesNo is a boolean flag that also takes Redis's yes/no spelling:
@@ -149,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.GCMinHeadroom = 16 << 20
 	fs.Var(&c.GCMinHeadroom, "gc-min-headroom", "least heap growth in bytes between collections (e.g. 16mb): raises --gc-percent, up to 1000, while the live heap is small (0: keep --gc-percent fixed)")
 	c.registerOps(fs)
+	c.registerRLS(fs)
 	args, err := c.debugConfig.extract(args)
 	if err != nil {
 		return nil, err
@@ -242,6 +244,7 @@ func (c *config) validate() error {
 		}
 	}
 	c.validateOps(bad)
+	c.validateRLS(bad)
 	c.checkPeers(bad)
 	if c.TLSAddr != "" && c.TLSCertFile != "" && c.TLSKeyFile != "" {
 		if _, err := c.clientTLSConfig(); err != nil { // names its settings

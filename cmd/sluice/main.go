@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/gctune"
 	"github.com/sluice-rl/sluice/resp"
@@ -87,6 +88,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		engView = resp.Engines(engines)
 	}
 
+	// Envoy's rate limit service: its rules load before anything listens,
+	// so a bad rules directory is a start-up error.
+	rlsSvc, err := newRLS(cfg, log)
+	if err != nil {
+		return err
+	}
+
 	var tlsCfg *tls.Config
 	if cfg.TLSAddr != "" {
 		if tlsCfg, err = cfg.clientTLSConfig(); err != nil {
@@ -133,6 +141,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Tracker:     tracker,
 		Cluster:     cfg.Peers != "" || cfg.NoBootstrap,
 		Redirect:    cfg.Redirect,
+		RLS:         rlsSvc,
 	}, exec)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
@@ -140,8 +149,24 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		go func() { served <- srv.ServeTLS(tlsLn, tlsCfg) }()
 		log.Info("TLS listener", "addr", tlsLn.Addr().String(), "client_certificates", cfg.TLSCACertFile != "")
 	}
+	stopRLS, err := startRLS(ctx, cfg, rlsSvc, exec, log)
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(closeCtx)
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopRLS(closeCtx)
+	}()
 	if cfg.MetricsAddr != "" {
-		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log, build)
+		var extra []prometheus.Collector
+		if rlsSvc != nil {
+			extra = append(extra, rlsSvc.Collector())
+		}
+		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log, build, extra...)
 		if err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

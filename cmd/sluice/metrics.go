@@ -109,8 +109,9 @@ func newRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
 // startOpsMetrics starts the metrics server over the RESP server's and,
 // on a cluster node, the node's metrics; a node is ready when Node.Ready
 // says so, a single in-memory node always.
-func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Executor, log *slog.Logger, build buildInfo) (*metricsServer, error) {
-	cs := []prometheus.Collector{srv.Collector(), buildInfoCollector(build)}
+// extra are more collectors (the rate limit service's).
+func startOpsMetrics(addr string, withPprof bool, srv *resp.Server, exec resp.Executor, log *slog.Logger, build buildInfo, extra ...prometheus.Collector) (*metricsServer, error) {
+	cs := append([]prometheus.Collector{srv.Collector(), buildInfoCollector(build)}, extra...)
 	ready := readiness(func() error { return nil })
 	if host, ok := exec.(*cluster.Host); ok {
 		cs = append(cs, host.Collector())

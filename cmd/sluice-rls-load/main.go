@@ -1,0 +1,205 @@
+// Command sluice-rls-load is a small gRPC load generator for Envoy's rate
+// limit service (envoyproxy/ratelimit or sluice's --rls-addr): callers each
+// send one ShouldRateLimit at a time, for a duration, and it prints the
+// throughput, the latency percentiles and, given the servers' process ids,
+// their CPU time per request (from /proc).
+//
+//	sluice-rls-load -addr 127.0.0.1:8081 -callers 50 -descriptors 3 -duration 5s -pids 1234
+//
+// Requests use the domain "bench" and, per descriptor, a key of its own
+// ("d0", "d1", "d2") with a value drawn from -values, so that a rule
+// `key: d0` (and so on) with a large limit counts them. Several -addr (comma
+// separated) spread the callers over them, as Envoy spreads its calls over
+// a cluster's nodes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pbstruct "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-rls-load:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one run's figures, printed as one JSON line.
+type result struct {
+	Label       string  `json:"label"`
+	Callers     int     `json:"callers"`
+	Descriptors int     `json:"descriptors"`
+	Requests    int64   `json:"requests"`
+	Errors      int64   `json:"errors"`
+	OverLimit   int64   `json:"over_limit"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"per_second"`
+	P50Micros   float64 `json:"p50_us"`
+	P99Micros   float64 `json:"p99_us"`
+	CPUMicros   float64 `json:"cpu_us_per_request"`
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice-rls-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addrs := fs.String("addr", "127.0.0.1:8081", "gRPC address(es) of the rate limit service, comma-separated")
+	callers := fs.Int("callers", 50, "concurrent callers, one call in flight each")
+	descriptors := fs.Int("descriptors", 1, "descriptors per request (1 to 10)")
+	values := fs.Int("values", 10000, "distinct values per descriptor key")
+	duration := fs.Duration("duration", 5*time.Second, "measured length")
+	warmup := fs.Duration("warmup", time.Second, "unmeasured load first")
+	pids := fs.String("pids", "", "process ids whose CPU time is charged to the requests (comma-separated)")
+	label := fs.String("label", "", "label of the printed line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *descriptors < 1 || *descriptors > 10 || *callers < 1 || *values < 1 {
+		return errors.New("-descriptors 1..10, -callers and -values at least 1")
+	}
+	var clients []pb.RateLimitServiceClient
+	for _, a := range strings.Split(*addrs, ",") {
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		clients = append(clients, pb.NewRateLimitServiceClient(conn))
+	}
+	var procs []int
+	for _, p := range strings.Split(*pids, ",") {
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("-pids: %w", err)
+		}
+		procs = append(procs, n)
+	}
+
+	type caller struct {
+		lat                []time.Duration
+		n, errs, overLimit int64
+	}
+	cs := make([]caller, *callers)
+	startCh, endCh := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &cs[i]
+			cl := clients[i%len(clients)]
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			req := &pb.RateLimitRequest{Domain: "bench"}
+			for d := 0; d < *descriptors; d++ {
+				req.Descriptors = append(req.Descriptors, &pbstruct.RateLimitDescriptor{Entries: []*pbstruct.RateLimitDescriptor_Entry{{Key: "d" + strconv.Itoa(d)}}})
+			}
+			measured := false
+			for {
+				select {
+				case <-endCh:
+					return
+				case <-startCh:
+					measured = true
+				default:
+				}
+				for _, d := range req.Descriptors {
+					d.Entries[0].Value = strconv.Itoa(rng.IntN(*values))
+				}
+				t := time.Now()
+				r, err := cl.ShouldRateLimit(context.Background(), req)
+				if !measured {
+					continue
+				}
+				c.lat = append(c.lat, time.Since(t))
+				c.n++
+				switch {
+				case err != nil:
+					c.errs++
+				case r.OverallCode == pb.RateLimitResponse_OVER_LIMIT:
+					c.overLimit++
+				}
+			}
+		}()
+	}
+	time.Sleep(*warmup)
+	cpu0, err := cpuTime(procs)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	close(startCh)
+	time.Sleep(*duration)
+	close(endCh)
+	elapsed := time.Since(start)
+	cpu1, err := cpuTime(procs)
+	if err != nil {
+		return err
+	}
+	wg.Wait()
+	res := result{Label: *label, Callers: *callers, Descriptors: *descriptors, Seconds: elapsed.Seconds()}
+	var all []time.Duration
+	for i := range cs {
+		res.Requests += cs[i].n
+		res.Errors += cs[i].errs
+		res.OverLimit += cs[i].overLimit
+		all = append(all, cs[i].lat...)
+	}
+	slices.Sort(all)
+	if len(all) > 0 {
+		res.P50Micros = float64(all[len(all)/2].Microseconds())
+		res.P99Micros = float64(all[len(all)*99/100].Microseconds())
+	}
+	res.PerSecond = float64(res.Requests) / elapsed.Seconds()
+	if res.Requests > 0 && len(procs) > 0 {
+		res.CPUMicros = float64((cpu1 - cpu0).Microseconds()) / float64(res.Requests)
+	}
+	return json.NewEncoder(stdout).Encode(res)
+}
+
+// cpuTime sums the user and system CPU time of the processes (Linux /proc;
+// clock ticks of 100 Hz, as on every Linux since 2.6).
+func cpuTime(pids []int) (time.Duration, error) {
+	var ticks int64
+	for _, p := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			return 0, err
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			return 0, fmt.Errorf("/proc/%d/stat: no command field", p)
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			return 0, fmt.Errorf("/proc/%d/stat: %d fields", p, len(f))
+		}
+		for _, k := range []int{11, 12} { // utime, stime (fields 14 and 15)
+			n, err := strconv.ParseInt(f[k], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}

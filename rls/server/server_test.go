@@ -1,0 +1,228 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	pbstruct "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	pbtype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/rls"
+)
+
+type memExec struct {
+	mu sync.Mutex
+	e  *engine.Engine
+}
+
+func (m *memExec) Execute(_ context.Context, ops []engine.Op, results []engine.Result) error {
+	m.e.Apply(time.Now().UnixNano(), ops, results)
+	return nil
+}
+
+func newConfig(t *testing.T) Config {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	svc, err := rls.New(rls.Config{Dir: "../testdata/config", Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Service: svc, Exec: &memExec{e: engine.New(engine.Config{Shards: 4})}, Log: log}
+}
+
+func entries(kv ...string) []*pbstruct.RateLimitDescriptor_Entry {
+	var out []*pbstruct.RateLimitDescriptor_Entry
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, &pbstruct.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+func TestGRPC(t *testing.T) {
+	g, err := ListenGRPC("127.0.0.1:0", newConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	conn, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewRateLimitServiceClient(conn)
+	ctx := context.Background()
+	hr, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", hr, err)
+	}
+
+	// Envoy's shapes: nested descriptors, a descriptor's hits_addend, a
+	// limit override.
+	r, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "api", HitsAddend: 2, Descriptors: []*pbstruct.RateLimitDescriptor{
+		{Entries: entries("client", "mobile", "route", "r")},
+		{Entries: entries("path", "/login"), HitsAddend: wrapperspb.UInt64(4)},
+		{Entries: entries("remote_address", "1.1.1.1"), Limit: &pbstruct.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: pbtype.RateLimitUnit_MINUTE}},
+		{Entries: entries("internal", "x")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OverallCode != pb.RateLimitResponse_OK || len(r.Statuses) != 4 {
+		t.Fatalf("response %v", r)
+	}
+	want := []struct {
+		remain uint32
+		rpu    uint32
+		unit   pb.RateLimitResponse_RateLimit_Unit
+		name   string
+	}{{0, 2, pb.RateLimitResponse_RateLimit_MINUTE, ""}, {0, 0, 0, ""} /* replaced by internal */, {1, 3, pb.RateLimitResponse_RateLimit_MINUTE, ""}, {4294967295, 0, 0, ""}}
+	for i, w := range want {
+		s := r.Statuses[i]
+		if s.LimitRemaining != w.remain || s.GetCurrentLimit().GetRequestsPerUnit() != w.rpu || s.GetCurrentLimit().GetUnit() != w.unit || s.GetCurrentLimit().GetName() != w.name {
+			t.Errorf("status %d: %v, want %+v", i, s, w)
+		}
+		if w.rpu > 0 && (s.DurationUntilReset.GetSeconds() < 1 || s.DurationUntilReset.GetSeconds() > 60) {
+			t.Errorf("status %d: duration_until_reset %v", i, s.DurationUntilReset)
+		}
+	}
+	r, err = c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "api", Descriptors: []*pbstruct.RateLimitDescriptor{
+		{Entries: entries("path", "/login"), HitsAddend: wrapperspb.UInt64(6)},
+	}})
+	if err != nil || r.OverallCode != pb.RateLimitResponse_OVER_LIMIT || r.Statuses[0].Code != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("over limit: %v %v", r, err)
+	}
+	for _, bad := range []*pb.RateLimitRequest{
+		{Domain: "", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: entries("a", "b")}}},
+		{Domain: "api"},
+	} {
+		_, err := c.ShouldRateLimit(ctx, bad)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%v: %v, want InvalidArgument", bad, err)
+		}
+	}
+}
+
+func TestHTTPJSON(t *testing.T) {
+	h, err := ListenHTTP("127.0.0.1:0", newConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	post := func(body string) (int, map[string]any) {
+		t.Helper()
+		res, err := http.Post("http://"+h.Addr()+"/json", "application/json", bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return res.StatusCode, m
+	}
+	req := `{"domain":"api","descriptors":[{"entries":[{"key":"path","value":"/login"}],"hitsAddend":"5"}]}`
+	code, m := post(req)
+	if code != 200 || m["overallCode"] != "OK" {
+		t.Fatalf("first: %d %v", code, m)
+	}
+	st := m["statuses"].([]any)[0].(map[string]any)
+	if st["currentLimit"].(map[string]any)["requestsPerUnit"] != float64(5) || st["currentLimit"].(map[string]any)["name"] != "login" {
+		t.Fatalf("status %v", st)
+	}
+	code, m = post(req)
+	if code != 429 || m["overallCode"] != "OVER_LIMIT" {
+		t.Fatalf("second: %d %v", code, m)
+	}
+	for _, bad := range []string{`{"domain":""}`, `not json`, `{"domain":"api"}`, `{"domain":"api","bogus":1}`} {
+		if code, _ := post(bad); code != 400 {
+			t.Errorf("%s: %d, want 400", bad, code)
+		}
+	}
+	res, err := http.Get("http://" + h.Addr() + "/healthcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != "OK" {
+		t.Fatalf("/healthcheck: %d %q", res.StatusCode, b)
+	}
+	res, err = http.Get("http://" + h.Addr() + "/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d", res.StatusCode)
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	certs := testcerts.Generate(t, t.TempDir())
+	cfg := newConfig(t)
+	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{testcerts.KeyPair(t, certs.Cert, certs.Key)},
+		ClientCAs: testcerts.Pool(t, certs.CA), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	g, err := ListenGRPC("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	call := func(c *tls.Config) error {
+		conn, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(c)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = pb.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "api", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: entries("a", "b")}}})
+		return err
+	}
+	good := &tls.Config{RootCAs: testcerts.Pool(t, certs.CA), Certificates: []tls.Certificate{testcerts.KeyPair(t, certs.ClientCert, certs.ClientKey)}, ServerName: "127.0.0.1"}
+	if err := call(good); err != nil {
+		t.Fatalf("with a client certificate: %v", err)
+	}
+	if err := call(&tls.Config{RootCAs: testcerts.Pool(t, certs.CA), ServerName: "127.0.0.1"}); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+
+	// POST /json over the same TLS configuration.
+	h, err := ListenHTTP("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	post := func(c *tls.Config) (int, error) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c}, Timeout: 5 * time.Second}
+		res, err := hc.Post("https://"+h.Addr()+"/json", "application/json", bytes.NewBufferString(`{"domain":"api","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}`))
+		if err != nil {
+			return 0, err
+		}
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	if code, err := post(good); err != nil || code != http.StatusOK {
+		t.Fatalf("HTTPS with a client certificate: %d %v", code, err)
+	}
+	if _, err := post(&tls.Config{RootCAs: testcerts.Pool(t, certs.CA), ServerName: "127.0.0.1"}); err == nil {
+		t.Fatal("HTTPS without a client certificate was served")
+	}
+}
