@@ -340,3 +340,29 @@ func testClusterProcessesFailover(t *testing.T, flags []string) {
 		t.Fatalf("lone node took %s to refuse (cluster timeout 2s)", d)
 	}
 }
+
+// waitNewestVersion waits until every group of the given nodes runs the
+// cluster version their binary supports: a new cluster starts at version 1
+// and its leaders raise it once every member has said what it supports
+// (about a second), and until then the commands of later releases (the
+// string commands, the rate limit service) are refused.
+func (c *testCluster) waitNewestVersion(nodes ...*proc) {
+	c.t.Helper()
+	c.settle(30*time.Second, 50*time.Millisecond, "the newest cluster version", func() string {
+		for _, p := range nodes {
+			for g := 0; ; g++ {
+				st, err := c.raftStatus(p, g)
+				if err != nil {
+					if g > 0 && strings.Contains(err.Error(), "invalid group") {
+						break
+					}
+					return fmt.Sprintf("%s: RAFT.STATUS %d: %v", p.ID, g, err)
+				}
+				if st["cluster_version"] != st["cluster_version_supported"] {
+					return fmt.Sprintf("%s group %d: cluster version %s of %s", p.ID, g, st["cluster_version"], st["cluster_version_supported"])
+				}
+			}
+		}
+		return ""
+	})
+}

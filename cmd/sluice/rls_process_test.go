@@ -76,6 +76,7 @@ func TestRLSClusterExactShared(t *testing.T) {
 		}
 	})
 	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...)
 	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*pbstruct.RateLimitDescriptor{
 		{Entries: rlsEntries("remote_address", "10.0.0.7")},
 		{Entries: rlsEntries("tenant", "acme", "route", "/checkout")},
@@ -271,6 +272,7 @@ func TestRLSClusterFailover(t *testing.T) {
 		}
 	})
 	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...)
 	// A frozen, replicated clock: no window ends during the test.
 	if err := c.client(c.nodes[0]).Do(context.Background(), "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
 		t.Fatal(err)
@@ -320,6 +322,7 @@ func TestRLSClusterFailover(t *testing.T) {
 	wg.Wait()
 	c.start(old)
 	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...)
 	peek := &pb.RateLimitRequest{Domain: "f", Descriptors: []*pbstruct.RateLimitDescriptor{
 		{Entries: rlsEntries("a", "x"), HitsAddend: wrapperspb.UInt64(0)},
 		{Entries: rlsEntries("b", "y"), HitsAddend: wrapperspb.UInt64(0)},

@@ -19,6 +19,7 @@ import (
 func TestClusterStringExpiry(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...)
 	ctx := context.Background()
 	n1 := c.client(c.nodes[0])
 	do := func(p *proc, args ...any) any {
