@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGrammar$$' -fuzztime $(FUZZTIME) ./resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzEngineOps$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSnapshot$$' -fuzztime $(FUZZTIME) ./persistence/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadArchive$$' -fuzztime $(FUZZTIME) ./persistence/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME) ./cluster/
 
 # Fault injection on a real three-node cluster (cmd/sluice-chaos); output in results/chaos.
