@@ -62,6 +62,9 @@ type Node struct {
 	// start: until the FSM has applied it, the node is replaying.
 	startIndex uint64
 	replayed   atomic.Bool
+	// soloVoter: the configuration last seen has this node as its only
+	// voter (readLocally).
+	soloVoter atomic.Bool
 	// readyTerm is the term in which this node, as leader, finished its
 	// barrier and announced its address; 0 when not.
 	readyTerm atomic.Uint64
@@ -246,6 +249,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
+	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
 	if n.fwdSrv != nil {
 		n.fwdSrv.wg.Add(1)
@@ -348,6 +352,17 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			err = ErrLoading
 		default:
 			err = errRetry
+		}
+		if errors.Is(err, errRetry) && !sent && time.Since(start) >= misconfWait {
+			// No leader to take it, and this node's own log cannot be
+			// written: say so (disk faults, faultstore.go), or answer reads
+			// from the state when no other node can have moved on.
+			if f := n.storeFault(); f != nil {
+				if n.readLocally(ops, results) {
+					return nil
+				}
+				return f
+			}
 		}
 		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
 			// This try was not applied, but an earlier one may have been.
@@ -652,4 +667,51 @@ func (n *Node) cleanup() {
 // operations they carried.
 func (n *Node) commitStats() (entries, ops uint64) {
 	return n.batcher.entries.Load(), n.batcher.ops.Load()
+}
+
+// misconfWait is how long Execute looks for a leader, while this node's
+// log cannot be written, before it answers MISCONF: long enough for the
+// other nodes to elect a leader once this one stepped down, well within
+// the second the contract allows.
+const misconfWait = 500 * time.Millisecond
+
+// storeFault returns the MISCONF error while this node's log store cannot
+// be written, else nil.
+func (n *Node) storeFault() error {
+	if n.stores == nil || n.stores.fault == nil {
+		return nil
+	}
+	return n.stores.fault.Fault()
+}
+
+// readLocally answers ops from this node's engine when they are all reads
+// and this node is the group's only voter, whose log cannot be written:
+// nothing can commit anywhere meanwhile, so the state once every committed
+// entry has applied is the latest, and the ops read it at the clock's last
+// applied time (so that they record no time). It reports whether it
+// answered.
+func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
+	for i := range ops {
+		if ops[i].Code.Mutates() {
+			return false
+		}
+	}
+	// Raft's main loop may be stuck retrying a write of its term (the
+	// disk is full): then the configuration last seen stands.
+	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
+		servers := f.Configuration().Servers
+		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
+	}
+	if !n.soloVoter.Load() {
+		return false
+	}
+	for deadline := time.Now().Add(time.Second); n.fsm.applied.Load() < n.raft.CommitIndex(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cs := n.eng.ClockState()
+	n.eng.Apply(cs.Last-cs.Offset, ops, results)
+	return true
 }

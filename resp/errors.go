@@ -76,6 +76,8 @@ func codeText(e *errcode.Error) string {
 		return "ERR no such voter " + strconv.Quote(e.Detail)
 	case errcode.SnapshotTimeout:
 		return "ERR snapshot did not finish within " + time.Duration(e.Num).String()
+	case errcode.LogWriteFailed:
+		return "MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: " + e.Detail
 	case errcode.AdminFailed:
 		// The cause is Raft's error, or a coded one (the node shutting
 		// down) that reads as its reply.

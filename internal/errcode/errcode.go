@@ -90,6 +90,11 @@ const (
 	// Detail is its text. Rendered as the RESP server renders any error
 	// without a code.
 	Other
+	// LogWriteFailed: the node's Raft log cannot be written (a full disk,
+	// an I/O error): Detail says what failed and why. Certainly not
+	// applied (rendered MISCONF, Redis's code for a server that cannot
+	// persist).
+	LogWriteFailed
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
@@ -121,6 +126,7 @@ var names = [NumCodes]string{
 	BadReply:        "bad reply from the leader",
 	ConnLost:        "connection to the leader lost",
 	Other:           "error",
+	LogWriteFailed:  "log write failed",
 }
 
 // String returns the code's name (not a reply text).
