@@ -56,6 +56,8 @@ func TestErrorTexts(t *testing.T) {
 		{&errcode.Error{Code: errcode.AdminFailed, Detail: "transfer", Cause: errcode.New(errcode.ShuttingDown)},
 			"ERR transfer failed: CLUSTERDOWN this node is shutting down"},
 		{e(errcode.Other, "cluster: forward: context canceled", 0), "ERR cluster: forward: context canceled"},
+		{e(errcode.LogWriteFailed, "append to the log in /d/raft-wal failed: no space left on device", 0),
+			"MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: append to the log in /d/raft-wal failed: no space left on device"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -197,5 +200,42 @@ func TestBackupRestoreProcesses(t *testing.T) {
 	n, err := nc.client(nc.nodes[1]).Do(ctx, "DBSIZE").Int64()
 	if err != nil || n != info.Keys {
 		t.Errorf("DBSIZE of the restored cluster %d (%v), the backup's %d keys", n, err, info.Keys)
+	}
+}
+
+// TestBackupAuthTLS: sluice backup authenticates and speaks TLS as
+// redis-cli does (-a, --user/--pass, --tls --cacert --cert --key), and
+// fails clearly without the password.
+func TestBackupAuthTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	certs := testcerts.Generate(t, t.TempDir())
+	addr, tlsAddr := freeAddr(t), freeAddr(t)
+	n := startSolo(t, addr, filepath.Join(t.TempDir(), "data"), "--requirepass", "s3cret",
+		"--tls-addr", tlsAddr, "--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--tls-ca-cert-file", certs.CA)
+	deadline := time.Now().Add(20 * time.Second)
+	r := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", Protocol: 2, MaxRetries: -1})
+	defer r.Close()
+	for r.Do(context.Background(), "RL.FIXED", "k", "10", "30d").Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("node not serving; log:\n%s", n.logText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	dir := t.TempDir()
+	if out, err := runSluice(t, "backup", "--addr", addr, "--out", filepath.Join(dir, "x.bk")); err == nil || !strings.Contains(out, "NOAUTH") {
+		t.Errorf("backup without the password: %v\n%s", err, out)
+	}
+	if out, err := runSluice(t, "backup", "--addr", addr, "--out", filepath.Join(dir, "a.bk"), "-a", "s3cret"); err != nil {
+		t.Fatalf("backup with -a: %v\n%s", err, out)
+	}
+	out, err := runSluice(t, "backup", "--addr", tlsAddr, "--out", filepath.Join(dir, "t.bk"), "--user", "default", "--pass", "s3cret",
+		"--tls", "--cacert", certs.CA, "--cert", certs.ClientCert, "--key", certs.ClientKey)
+	if err != nil {
+		t.Fatalf("backup over TLS: %v\n%s", err, out)
+	}
+	if out, err := runSluice(t, "inspect", filepath.Join(dir, "t.bk")); err != nil || !strings.Contains(out, "groups: 1\n") || !strings.Contains(out, "keys: 1\n") {
+		t.Errorf("inspect: %v\n%s", err, out)
 	}
 }
