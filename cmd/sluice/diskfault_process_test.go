@@ -128,8 +128,14 @@ func TestDiskFullSingleNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
+	for _, store := range []string{"wal", "bolt"} {
+		t.Run(store, func(t *testing.T) { testDiskFullSingleNode(t, store) })
+	}
+}
+
+func testDiskFullSingleNode(t *testing.T, store string) {
 	mnt := mountTmpfs(t, "100m")
-	n := startSolo(t, freeAddr(t), filepath.Join(mnt, "data"))
+	n := startSolo(t, freeAddr(t), filepath.Join(mnt, "data"), "--raft-log", store)
 	n.waitServing(t)
 	r := redis.NewClient(&redis.Options{Addr: n.addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second, PoolSize: 2})
 	defer r.Close()
@@ -190,7 +196,7 @@ func TestDiskFullSingleNode(t *testing.T) {
 	if err := n.run.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	n = startSolo(t, n.addr, n.dir)
+	n = startSolo(t, n.addr, n.dir, "--raft-log", store)
 	n.waitServing(t)
 	r2 := redis.NewClient(&redis.Options{Addr: n.addr, Protocol: 2, MaxRetries: -1})
 	defer r2.Close()
