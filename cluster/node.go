@@ -91,6 +91,7 @@ type groupShare struct {
 	stream  *groupStream
 	fwdSrv  *fwdServer
 	fwdAddr string // the host's advertised forward address
+	cluster string // the cluster identity (identity.go), "" for none
 }
 
 // newNode is New for a node on its own (sh nil) or one group of a Host.
@@ -208,6 +209,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.fwdSrv = &fwdServer{nodes: []*Node{n}, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
 	}
 	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
+	if sh != nil {
+		n.fwd.cluster = sh.cluster
+	}
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics

@@ -309,3 +309,35 @@ func ClaimShards(root string, shards int) error {
 	}
 	return nil
 }
+
+// clusterIDFile holds the identity of a cluster made by a restore.
+func clusterIDFile(root string) string { return filepath.Join(root, "cluster-id") }
+
+// ClusterID returns the cluster identity recorded in the data dir at root
+// ("" when none: a cluster not made by a restore, or no data dir yet).
+func ClusterID(root string) (string, error) {
+	b, err := os.ReadFile(clusterIDFile(root))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("persistence: read the cluster identity: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
+		return "", fmt.Errorf("persistence: %s does not hold a cluster identity: %q", clusterIDFile(root), b)
+	}
+	return id, nil
+}
+
+// WriteClusterID records the cluster identity id (1 to 64 bytes, no
+// spaces) in the data dir at root.
+func WriteClusterID(root, id string) error {
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
+		return fmt.Errorf("persistence: invalid cluster identity %q", id)
+	}
+	if err := writeFileSync(clusterIDFile(root), []byte(id+"\n")); err != nil {
+		return fmt.Errorf("persistence: record the cluster identity: %w", err)
+	}
+	return nil
+}

@@ -139,12 +139,17 @@ func TestBackupRestoreProcesses(t *testing.T) {
 		t.Errorf("a refused restore left %s behind", badDir)
 	}
 
-	// Restore into a new cluster (new addresses, new data dirs) while the
-	// old one still runs.
+	// Restore into a new cluster while the old one still runs: new data
+	// dirs, the same ids, and for the third node the addresses of the old
+	// cluster's third node, which is stopped first: the old leader keeps
+	// trying to replicate to that address, and the restored node must
+	// refuse it (the new cluster's identity).
 	layout, err := sluiceproc.Layout(3, t.TempDir(), sluiceproc.FreeAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.kill(c.nodes[2])
+	layout[2].RESP, layout[2].Raft, layout[2].Fwd = c.nodes[2].RESP, c.nodes[2].Raft, c.nodes[2].Fwd
 	nc := &testCluster{t: t, peers: sluiceproc.Peers(layout)}
 	for _, nd := range layout {
 		out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nd.Dir, "--id", nd.ID, "--peers", nc.peers)
@@ -186,11 +191,34 @@ func TestBackupRestoreProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, old := range c.nodes {
+		for _, old := range c.nodes[:2] {
 			if strings.Contains(st["members"], old.Raft) {
 				t.Errorf("%s: a restored node's members name the old cluster's %s: %s", p.ID, old.Raft, st["members"])
 			}
 		}
+	}
+	nc.settle(20*time.Second, 100*time.Millisecond, "the old cluster refused", func() string {
+		b, _ := os.ReadFile(nc.nodes[2].Dir + ".log")
+		if !strings.Contains(string(b), "a node of another cluster") {
+			return "the restored node on the old node's address logged no refused stream"
+		}
+		return ""
+	})
+	ids := map[string]bool{}
+	for _, p := range nc.nodes {
+		id, err := os.ReadFile(filepath.Join(p.Dir, "cluster-id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[string(id)] = true
+	}
+	if len(ids) != 1 {
+		t.Errorf("the restored nodes have different cluster identities: %v", ids)
+	}
+	// The old cluster's nodes still hold the state they had, with the
+	// writes after the backup: not the restored cluster's.
+	if got, err := c.client(c.nodes[0]).Do(ctx, "DEBUG", "DIGEST").Text(); err != nil || got == wantDigest {
+		t.Errorf("the old cluster's digest %s (%v) is the backup's: the load after it is missing", got, err)
 	}
 	// The write acknowledged before the backup is there, once.
 	res, err := nc.client(nc.nodes[0]).Do(ctx, "RL.FIXED", "marker", "1000000", window, "COST", "0").Int64Slice()

@@ -408,6 +408,19 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// restoredClusterID is the identity of the cluster a restore makes
+// (cluster/identity.go): the same on every node restored from one archive
+// with one --peers, and another for any other archive or member list.
+func restoredClusterID(info persistence.ArchiveInfo, peers map[string]string) string {
+	h := sha256.New()
+	h.Write(info.Digest[:])
+	h.Write([]byte(info.Created.Format(time.RFC3339Nano)))
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		h.Write([]byte("\x00" + id + "=" + peers[id]))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // restoreTerm is the Raft term a restored snapshot carries: a new cluster's
 // first.
 const restoreTerm = 1
@@ -420,7 +433,8 @@ const restoreTerm = 1
 // and the peers elect a leader among themselves. The snapshots lose the
 // leader addresses the source's log had announced (the new members
 // announce their own), so nothing leads a restored node to the old
-// cluster's nodes.
+// cluster's nodes, and the data dir records a new cluster identity, which
+// keeps the new cluster and the old one from talking at all.
 func restoreDataDir(dir string, info persistence.ArchiveInfo, groups []persistence.GroupBackup, peers map[string]string) error {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("data dir %s is not empty: a restore makes a new node, on an empty (or missing) data dir", dir)
@@ -428,6 +442,9 @@ func restoreDataDir(dir string, info persistence.ArchiveInfo, groups []persisten
 		return fmt.Errorf("data dir %s: %w", dir, err)
 	}
 	if err := persistence.ClaimShards(dir, info.Groups); err != nil {
+		return err
+	}
+	if err := persistence.WriteClusterID(dir, restoredClusterID(info, peers)); err != nil {
 		return err
 	}
 	var conf raft.Configuration
