@@ -40,7 +40,7 @@ var errConnLost error = errcode.New(errcode.ConnLost)
 
 // fwdClient is a follower's pool of connections to the leader.
 type fwdClient struct {
-	group   int // the Raft group whose leader this client forwards to
+	group   int    // the Raft group whose leader this client forwards to
 	cluster string // the cluster identity (identity.go), "" for none
 	size    int
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
