@@ -99,6 +99,28 @@ func TestTornTail(t *testing.T) {
 		t.Fatalf("after the drop, everysec: last %d, %v", last, err)
 	}
 
+	// A file cut short in the last batch (its last bytes gone) is the
+	// same torn batch.
+	dir, seg = walWith10(t)
+	f, err = os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err = scanTail(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(seg, tail.validEnd-3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lastIndexAfterOpen(t, dir, FsyncNo); err == nil || !strings.Contains(err.Error(), "torn batch") {
+		t.Fatalf("a truncated tail in fsync no: %v", err)
+	}
+	if last, err := lastIndexAfterOpen(t, dir, FsyncAlways); err != nil || last != 8 {
+		t.Fatalf("a truncated tail in always: last %d, %v; want 8", last, err)
+	}
+
 	// Damage before the tail: a byte of the first batch.
 	dir, seg = walWith10(t)
 	f, err = os.OpenFile(seg, os.O_RDWR, 0)

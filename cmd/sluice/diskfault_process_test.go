@@ -366,3 +366,54 @@ func TestTornTailAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTornTailFollower: a follower of three whose log ends with a torn
+// batch (--fsync always) drops it at start and gets it, and all it missed,
+// from the leader: its state ends equal to the leader's.
+func TestTornTailFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := newTestCluster(t, 3)
+	c.waitServing(c.nodes...)
+	leader := c.leader()
+	var follower *proc
+	for _, p := range c.nodes {
+		if p != leader {
+			follower = p
+		}
+	}
+	ctx := context.Background()
+	r := c.client(leader)
+	for i := range 50 {
+		if err := r.Do(ctx, "RL.FIXED", "k"+strconv.Itoa(i), "100", "30d").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := follower.run.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	follower.run = nil
+	tearTail(t, follower.Dir)
+	for i := 50; i < 80; i++ {
+		if err := r.Do(ctx, "RL.FIXED", "k"+strconv.Itoa(i), "100", "30d").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.start(follower)
+	want, err := c.client(leader).Do(ctx, "DEBUG", "DIGEST").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.settle(30*time.Second, 100*time.Millisecond, "the follower catching up", func() string {
+		got, err := c.client(follower).Do(ctx, "DEBUG", "DIGEST").Text()
+		if err != nil || got != want {
+			return fmt.Sprintf("digest %s (%v), the leader's %s", got, err, want)
+		}
+		return ""
+	})
+	b, _ := os.ReadFile(follower.Dir + ".log")
+	if !strings.Contains(string(b), "dropped the torn last batch") {
+		t.Errorf("the follower's log does not say it dropped the torn batch:\n%s", b)
+	}
+}
