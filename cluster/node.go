@@ -35,6 +35,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -340,6 +341,11 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				id = n.fwd.newBatchID()
 			}
 			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
+			if errcode.Is(err, errcode.LogWriteFailed) {
+				// The leader could not write its log (it steps down): not
+				// applied, so route it again, to the next leader.
+				err = errRetry
+			}
 			if !errors.Is(err, errRetry) && !errors.Is(err, errResend) {
 				n.metrics.forwarded(len(ops))
 			}

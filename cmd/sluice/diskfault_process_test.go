@@ -417,3 +417,62 @@ func TestTornTailFollower(t *testing.T) {
 		t.Errorf("the follower's log does not say it dropped the torn batch:\n%s", b)
 	}
 }
+
+// TestDiskFullLeader: when the leader's file system fills, it steps down
+// and the others elect a leader among themselves; clients of the other
+// nodes keep being served (a command caught in the change may answer
+// UNCERTAIN, never MISCONF: a leader's MISCONF to a forwarded command
+// means not applied, and the follower sends it to the next leader); once
+// the file system grows the old leader catches up.
+func TestDiskFullLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	mnt := mountTmpfs(t, "100m")
+	c := newTestClusterWith(t, 3, func(nodes []*proc) { nodes[0].Dir = filepath.Join(mnt, "n1") })
+	c.waitServing(c.nodes...)
+	small := c.nodes[0]
+	ctx := context.Background()
+	for c.leader() != small {
+		_ = c.client(c.leader()).Do(ctx, "RAFT.TRANSFER", small.ID).Err()
+		time.Sleep(200 * time.Millisecond)
+	}
+	faulted := func() bool {
+		b, _ := os.ReadFile(small.Dir + ".log")
+		return strings.Contains(string(b), "the raft log cannot be written")
+	}
+	r := c.client(c.nodes[1]) // a follower, forwarding to the leader
+	acked, uncertain := 0, 0
+	for i := 0; i < 400_000 && (!faulted() || acked < 80_000); i += 100 {
+		n, err := fill(t, r, i, 100, nil)
+		acked += n
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "UNCERTAIN") {
+				c.dumpLogs()
+				t.Fatalf("after %d keys, a client of a healthy node got %v", acked, err)
+			}
+			uncertain++
+		}
+	}
+	if !faulted() {
+		t.Fatal("the leader's disk never filled")
+	}
+	if l := c.leader(); l == small {
+		t.Fatal("the node whose disk is full still leads")
+	}
+	t.Logf("%d keys acknowledged through a follower while the leader's disk filled; %d pipelines answered UNCERTAIN", acked, uncertain)
+	remount(t, mnt, "size=400m")
+	t0 := time.Now()
+	c.settle(60*time.Second, 100*time.Millisecond, "the old leader catching up", func() string {
+		want, err := c.client(c.nodes[1]).Do(ctx, "DEBUG", "DIGEST").Text()
+		if err != nil {
+			return err.Error()
+		}
+		got, err := c.client(small).Do(ctx, "DEBUG", "DIGEST").Text()
+		if err != nil || got != want {
+			return fmt.Sprintf("digest %s (%v), the others' %s", got, err, want)
+		}
+		return ""
+	})
+	t.Logf("the old leader caught up %s after its file system grew", time.Since(t0).Round(time.Millisecond))
+}
