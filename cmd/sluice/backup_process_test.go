@@ -267,3 +267,62 @@ func TestBackupAuthTLS(t *testing.T) {
 		t.Errorf("inspect: %v\n%s", err, out)
 	}
 }
+
+// TestRestoredClusterJoin: a node started empty with a copy of a restored
+// cluster's identity joins it (RAFT.JOIN) and gets its state.
+func TestRestoredClusterJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	ctx := context.Background()
+	src := startSolo(t, freeAddr(t), filepath.Join(t.TempDir(), "src"))
+	src.waitServing(t)
+	rs := redis.NewClient(&redis.Options{Addr: src.addr, Protocol: 2, MaxRetries: -1})
+	defer rs.Close()
+	for i := range 20 {
+		if err := rs.Do(ctx, "RL.FIXED", "k"+strconv.Itoa(i), "100", "30d").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archive := filepath.Join(t.TempDir(), "a.bk")
+	if out, err := runSluice(t, "backup", "--addr", src.addr, "--out", archive); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	raft1, raft2 := freeAddr(t), freeAddr(t)
+	dir1, dir2 := filepath.Join(t.TempDir(), "r1"), filepath.Join(t.TempDir(), "r2")
+	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", dir1, "--id", "r1", "--peers", "r1="+raft1); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	r1 := startSolo(t, freeAddr(t), dir1, "--id", "r1", "--raft-addr", raft1, "--peers", "r1="+raft1)
+	r1.waitServing(t)
+	id, err := os.ReadFile(filepath.Join(dir1, "cluster-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir2, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "cluster-id"), id, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startSolo(t, freeAddr(t), dir2, "--id", "r2", "--raft-addr", raft2, "--no-bootstrap")
+	c1 := redis.NewClient(&redis.Options{Addr: r1.addr, Protocol: 2, MaxRetries: -1})
+	defer c1.Close()
+	if err := c1.Do(ctx, "RAFT.JOIN", "r2", raft2).Err(); err != nil {
+		t.Fatalf("RAFT.JOIN: %v", err)
+	}
+	c2 := redis.NewClient(&redis.Options{Addr: r2.addr, Protocol: 2, MaxRetries: -1})
+	defer c2.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		want, err1 := c1.Do(ctx, "DEBUG", "DIGEST").Text()
+		got, err2 := c2.Do(ctx, "DEBUG", "DIGEST").Text()
+		if err1 == nil && err2 == nil && got == want && !strings.HasSuffix(got, " 0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the joined node's digest %s (%v), the member's %s (%v); its log:\n%s", got, err2, want, err1, r2.logText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
