@@ -47,7 +47,9 @@ import (
 //     its leader) with no restart.
 //   - Writes of Raft's stable state (term, vote) cannot fail in Raft's eyes
 //     (it panics), so one that fails records the fault and is retried until
-//     it succeeds or the store closes.
+//     it succeeds or the store closes; while the store is faulted they wait
+//     for the recovery, so a node that cannot append neither campaigns nor
+//     votes (retryStable).
 
 // recoverEvery is how often a faulted store probes the disk.
 const recoverEvery = 250 * time.Millisecond
@@ -266,23 +268,31 @@ func (s *faultStore) SetUint64(k []byte, v uint64) error {
 	return s.retryStable(func(st raft.StableStore) error { return st.SetUint64(k, v) })
 }
 
-// retryStable runs a write of the stable state until it succeeds or the
-// store closes (Raft panics on a failed one).
+// retryStable runs a write of the stable state once the store is not
+// faulted, until it succeeds or the store closes (Raft panics on a failed
+// one). Holding it back while faulted keeps the node from campaigning
+// (a new term is written first) or voting: a node that cannot append
+// would otherwise win elections it cannot serve, step down at its first
+// append, and win again, keeping the healthy nodes from electing one of
+// them (seen with the leader's disk full).
 func (s *faultStore) retryStable(write func(raft.StableStore) error) error {
+	err := errors.New("the raft log store is closed")
 	for {
-		st, err := s.impl()
-		if err == nil {
-			err = write(st.stable)
-			s.mu.RUnlock()
-			if err == nil {
-				return nil
+		if s.fault.Load() == nil {
+			var st storeImpl
+			if st, err = s.impl(); err == nil {
+				err = write(st.stable)
+				s.mu.RUnlock()
+				if err == nil {
+					return nil
+				}
+				s.setFault("write the raft term and vote", err)
 			}
-			s.setFault("write the raft term and vote", err)
 		}
 		select {
 		case <-s.quit:
 			return err
-		case <-time.After(recoverEvery):
+		case <-time.After(recoverEvery / 5):
 		}
 	}
 }

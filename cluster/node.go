@@ -529,6 +529,7 @@ func (n *Node) becomeReady() {
 			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
 		}
 		if err == nil {
+			n.noteSoloVoter() // for readLocally, while Raft's loop is free
 			n.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
 			return
@@ -706,12 +707,9 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 			return false
 		}
 	}
-	// Raft's main loop may be stuck retrying a write of its term (the
-	// disk is full): then the configuration last seen stands.
-	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
-		servers := f.Configuration().Servers
-		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
-	}
+	// Raft's main loop may be held in a write of its term (the disk is
+	// full: faultstore.go): then the configuration last seen stands.
+	n.noteSoloVoter()
 	if !n.soloVoter.Load() {
 		return false
 	}
@@ -724,4 +722,13 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 	cs := n.eng.ClockState()
 	n.eng.Apply(cs.Last-cs.Offset, ops, results)
 	return true
+}
+
+// noteSoloVoter records whether this node is its group's only voter, from
+// the latest configuration, when Raft answers within 200 ms.
+func (n *Node) noteSoloVoter() {
+	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
+		servers := f.Configuration().Servers
+		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
+	}
 }
