@@ -29,10 +29,11 @@ import (
 // between Raft (and its log cache) and the store:
 //
 //   - A write that fails (an append, a deletion, the flusher's sync)
-//     records a fault, and from then on every append fails at once with
+//     records a fault. From then on a leader's appends fail at once with
 //     it: Raft's leader steps down and answers the entry's callers with the
-//     error, which the batcher turns into MISCONF (errcode.LogWriteFailed);
-//     a follower refuses the leader's entries, and the leader keeps them.
+//     error, which the batcher turns into MISCONF (errcode.LogWriteFailed).
+//     A follower's appends are held until the recovery (write explains
+//     why), and the leader keeps the entries.
 //   - A recovery loop probes the disk (a file as large as the next write
 //     the store will need) every recoverEvery. Once the probe succeeds it
 //     closes the store, repairs what a failed rotation left (raft-wal: a
@@ -103,6 +104,7 @@ type faultStore struct {
 	cur storeImpl // logs nil while closed
 
 	fault    atomic.Pointer[diskFault]
+	leading  atomic.Pointer[func() bool] // nil: treated as leading
 	lastGood atomic.Uint64 // the last index an append acknowledged
 	faults   atomic.Uint64 // faults recorded
 	recovers atomic.Uint64 // recoveries done
@@ -198,45 +200,90 @@ func (s *faultStore) GetLog(index uint64, l *raft.Log) error {
 // StoreLog implements raft.LogStore.
 func (s *faultStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs implements raft.LogStore: it fails at once while the store is
-// faulted, and records a fault when the store fails.
+// StoreLogs implements raft.LogStore: it records a fault when the store
+// fails. While faulted, a leader's append fails at once (Raft steps down
+// and answers its callers), and a follower's waits for the recovery and
+// then goes to the reopened store (see holdWhileFaulted).
 func (s *faultStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	if f := s.fault.Load(); f != nil {
-		return errStoreFaulted{f: f}
-	}
-	st, err := s.impl()
-	if err != nil {
-		return err
-	}
-	defer s.mu.RUnlock()
-	if err := st.logs.StoreLogs(logs); err != nil {
-		return s.setFault("append to the log", err)
-	}
-	s.lastGood.Store(logs[len(logs)-1].Index)
-	return nil
+	return s.write("append to the log", func(l raft.LogStore) error {
+		if err := l.StoreLogs(logs); err != nil {
+			return err
+		}
+		s.lastGood.Store(logs[len(logs)-1].Index)
+		return nil
+	})
 }
 
-// DeleteRange implements raft.LogStore.
+// DeleteRange implements raft.LogStore, as StoreLogs.
 func (s *faultStore) DeleteRange(min, max uint64) error {
-	if f := s.fault.Load(); f != nil {
-		return errStoreFaulted{f: f}
-	}
-	st, err := s.impl()
-	if err != nil {
-		return err
-	}
-	defer s.mu.RUnlock()
-	if err := st.logs.DeleteRange(min, max); err != nil {
-		return s.setFault("delete log entries", err)
-	}
-	if max >= s.lastGood.Load() && min > 0 {
-		s.lastGood.Store(min - 1) // a suffix went
-	}
-	return nil
+	return s.write("delete log entries", func(l raft.LogStore) error {
+		if err := l.DeleteRange(min, max); err != nil {
+			return err
+		}
+		if max >= s.lastGood.Load() && min > 0 {
+			s.lastGood.Store(min - 1) // a suffix went
+		}
+		return nil
+	})
 }
+
+// write runs a write of the log (op names it) on the current store.
+//
+// A follower's write is held while the store is faulted, rather than
+// failed: a follower that answers the leader "not stored" while the
+// leader pipelines entries to it can leave the leader's pipeline to it
+// stuck for good (hashicorp/raft v1.8: the pipeline's decoder stops at the
+// first refusal while its sender waits for room among the requests in
+// flight; seen here, the follower never caught up). Held, the follower
+// answers nothing until its disk takes writes again; the leader's requests
+// time out and it retries, and the majority commits without it meanwhile.
+func (s *faultStore) write(op string, do func(raft.LogStore) error) error {
+	for {
+		if f := s.fault.Load(); f != nil {
+			if !s.holdWhileFaulted() {
+				return errStoreFaulted{f: f}
+			}
+			continue
+		}
+		st, err := s.impl()
+		if err != nil {
+			return err
+		}
+		err = do(st.logs)
+		s.mu.RUnlock()
+		if err == nil {
+			return nil
+		}
+		ferr := s.setFault(op, err)
+		if !s.holdWhileFaulted() {
+			return ferr
+		}
+	}
+}
+
+// holdWhileFaulted waits, on a follower, until the store is not faulted,
+// and reports whether it did (false at once on a leader, or when the store
+// closes).
+func (s *faultStore) holdWhileFaulted() bool {
+	if lead := s.leading.Load(); lead == nil || (*lead)() {
+		return false
+	}
+	for s.fault.Load() != nil {
+		select {
+		case <-s.quit:
+			return false
+		case <-time.After(recoverEvery / 5):
+		}
+	}
+	return true
+}
+
+// setLeading tells the store how to know whether its node leads (a
+// leader's writes fail at once while faulted; a follower's are held).
+func (s *faultStore) setLeading(lead func() bool) { s.leading.Store(&lead) }
 
 // Get implements raft.StableStore.
 func (s *faultStore) Get(k []byte) ([]byte, error) {

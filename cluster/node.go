@@ -234,6 +234,10 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
+	if n.stores != nil {
+		r := n.raft
+		n.stores.fault.setLeading(func() bool { return r.State() == raft.Leader })
+	}
 
 	if !cfg.NoBootstrap {
 		var servers []raft.Server

@@ -213,7 +213,7 @@ func TestDiskFullFollower(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	mnt := mountTmpfs(t, "100m")
-	c := newTestClusterWith(t, 3, func(nodes []*proc) { nodes[2].Dir = filepath.Join(mnt, "n3") })
+	c := newTestClusterWith(t, 3, func(nodes []*proc) { nodes[2].Dir = filepath.Join(mnt, "n3"); nodes[2].Extra = append(nodes[2].Extra, "--log-level", "info") })
 	c.waitServing(c.nodes...)
 	small := c.nodes[2]
 	if leader := c.leader(); leader == small {
@@ -420,10 +420,11 @@ func TestTornTailFollower(t *testing.T) {
 
 // TestDiskFullLeader: when the leader's file system fills, it steps down
 // and the others elect a leader among themselves; clients of the other
-// nodes keep being served (a command caught in the change may answer
-// UNCERTAIN, never MISCONF: a leader's MISCONF to a forwarded command
-// means not applied, and the follower sends it to the next leader); once
-// the file system grows the old leader catches up.
+// nodes keep being served after that election, and during it see what a
+// leader's crash gives them (CLUSTERDOWN: not applied, or UNCERTAIN),
+// never MISCONF (a leader's MISCONF to a forwarded command means not
+// applied, and the follower sends it to the next leader); once the file
+// system grows the old leader catches up.
 func TestDiskFullLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -442,16 +443,22 @@ func TestDiskFullLeader(t *testing.T) {
 		return strings.Contains(string(b), "the raft log cannot be written")
 	}
 	r := c.client(c.nodes[1]) // a follower, forwarding to the leader
-	acked, uncertain := 0, 0
-	for i := 0; i < 400_000 && (!faulted() || acked < 80_000); i += 100 {
+	acked, down, uncertain, afterFault := 0, 0, 0, 0
+	for i := 0; i < 400_000 && afterFault < 5000; i += 100 {
 		n, err := fill(t, r, i, 100, nil)
 		acked += n
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "UNCERTAIN") {
-				c.dumpLogs()
-				t.Fatalf("after %d keys, a client of a healthy node got %v", acked, err)
-			}
+		if faulted() {
+			afterFault += n
+		}
+		switch {
+		case err == nil:
+		case strings.HasPrefix(err.Error(), "CLUSTERDOWN"):
+			down++
+		case strings.HasPrefix(err.Error(), "UNCERTAIN"):
 			uncertain++
+		default:
+			c.dumpLogs()
+			t.Fatalf("after %d keys, a client of a healthy node got %v", acked, err)
 		}
 	}
 	if !faulted() {
@@ -460,7 +467,8 @@ func TestDiskFullLeader(t *testing.T) {
 	if l := c.leader(); l == small {
 		t.Fatal("the node whose disk is full still leads")
 	}
-	t.Logf("%d keys acknowledged through a follower while the leader's disk filled; %d pipelines answered UNCERTAIN", acked, uncertain)
+	t.Logf("%d keys acknowledged through a follower, %d of them after the leader's disk filled; pipelines that failed: %d CLUSTERDOWN, %d UNCERTAIN",
+		acked, afterFault, down, uncertain)
 	remount(t, mnt, "size=400m")
 	t0 := time.Now()
 	c.settle(60*time.Second, 100*time.Millisecond, "the old leader catching up", func() string {
