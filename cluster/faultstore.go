@@ -112,6 +112,9 @@ type faultStore struct {
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	released    chan struct{} // closed by releaseHolds
+	releaseOnce sync.Once
 }
 
 func newFaultStore(impl storeImpl, open func() (storeImpl, error), probe func() error, log *slog.Logger, dir string) (*faultStore, error) {
@@ -120,7 +123,7 @@ func newFaultStore(impl storeImpl, open func() (storeImpl, error), probe func() 
 		return nil, fmt.Errorf("cluster: read the log: %w", err)
 	}
 	s := &faultStore{open: open, probe: probe, log: log, dir: dir, cur: impl,
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), released: make(chan struct{})}
 	s.lastGood.Store(last)
 	go s.recoverLoop()
 	return s, nil
@@ -275,11 +278,17 @@ func (s *faultStore) holdWhileFaulted() bool {
 		select {
 		case <-s.quit:
 			return false
+		case <-s.released:
+			return false
 		case <-time.After(recoverEvery / 5):
 		}
 	}
 	return true
 }
+
+// releaseHolds makes held and later follower writes fail instead of
+// waiting (the node is closing: Raft's shutdown waits for its loop).
+func (s *faultStore) releaseHolds() { s.releaseOnce.Do(func() { close(s.released) }) }
 
 // setLeading tells the store how to know whether its node leads (a
 // leader's writes fail at once while faulted; a follower's are held).

@@ -643,6 +643,9 @@ func (n *Node) Close(ctx context.Context) error {
 		n.fwd.close()
 		<-n.batcher.stopped
 		n.bg.Wait()
+		if n.stores != nil {
+			n.stores.fault.releaseHolds() // a follower's append held by a disk fault
+		}
 		done := make(chan error, 1)
 		go func() { done <- n.raft.Shutdown().Error() }()
 		select {
