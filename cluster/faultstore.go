@@ -105,9 +105,9 @@ type faultStore struct {
 
 	fault    atomic.Pointer[diskFault]
 	leading  atomic.Pointer[func() bool] // nil: treated as leading
-	lastGood atomic.Uint64 // the last index an append acknowledged
-	faults   atomic.Uint64 // faults recorded
-	recovers atomic.Uint64 // recoveries done
+	lastGood atomic.Uint64               // the last index an append acknowledged
+	faults   atomic.Uint64               // faults recorded
+	recovers atomic.Uint64               // recoveries done
 
 	quit chan struct{}
 	done chan struct{}
