@@ -106,8 +106,6 @@ type faultStore struct {
 	fault    atomic.Pointer[diskFault]
 	leading  atomic.Pointer[func() bool] // nil: treated as leading
 	lastGood atomic.Uint64               // the last index an append acknowledged
-	faults   atomic.Uint64               // faults recorded
-	recovers atomic.Uint64               // recoveries done
 
 	quit chan struct{}
 	done chan struct{}
@@ -148,7 +146,6 @@ func (s *faultStore) setFault(op string, err error) error {
 	}
 	f := &diskFault{op: op, dir: s.dir, err: err, since: time.Now()}
 	if s.fault.CompareAndSwap(nil, f) {
-		s.faults.Add(1)
 		s.log.Error("the raft log cannot be written: commands that need it fail with MISCONF until it can",
 			"dir", s.dir, "op", op, "err", err)
 	} else {
@@ -388,7 +385,6 @@ func (s *faultStore) recoverLoop() {
 			continue
 		}
 		s.fault.Store(nil)
-		s.recovers.Add(1)
 		s.log.Warn("the raft log can be written again", "dir", s.dir, "faulted_for", time.Since(f.since).Round(time.Millisecond))
 	}
 }

@@ -213,10 +213,7 @@ func TestDiskFullFollower(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	mnt := mountTmpfs(t, "100m")
-	c := newTestClusterWith(t, 3, func(nodes []*proc) {
-		nodes[2].Dir = filepath.Join(mnt, "n3")
-		nodes[2].Extra = append(nodes[2].Extra, "--log-level", "info")
-	})
+	c := newTestClusterWith(t, 3, func(nodes []*proc) { nodes[2].Dir = filepath.Join(mnt, "n3") })
 	c.waitServing(c.nodes...)
 	small := c.nodes[2]
 	if leader := c.leader(); leader == small {
