@@ -103,9 +103,11 @@ type faultStore struct {
 	mu  sync.RWMutex
 	cur storeImpl // logs nil while closed
 
-	fault    atomic.Pointer[diskFault]
-	leading  atomic.Pointer[func() bool] // nil: treated as leading
-	lastGood atomic.Uint64               // the last index an append acknowledged
+	fault   atomic.Pointer[diskFault]
+	leading atomic.Pointer[func() bool] // nil: treated as leading
+	// onLeaderFault runs when a leader's write fails (diskhandoff.go).
+	onLeaderFault atomic.Pointer[func()]
+	lastGood      atomic.Uint64 // the last index an append acknowledged
 
 	quit chan struct{}
 	done chan struct{}
@@ -259,6 +261,9 @@ func (s *faultStore) write(op string, do func(raft.LogStore) error) error {
 		}
 		ferr := s.setFault(op, err)
 		if !s.holdWhileFaulted() {
+			if on := s.onLeaderFault.Load(); on != nil {
+				(*on)() // a leader's append failed: it steps down
+			}
 			return ferr
 		}
 	}
@@ -286,6 +291,9 @@ func (s *faultStore) holdWhileFaulted() bool {
 // releaseHolds makes held and later follower writes fail instead of
 // waiting (the node is closing: Raft's shutdown waits for its loop).
 func (s *faultStore) releaseHolds() { s.releaseOnce.Do(func() { close(s.released) }) }
+
+// setOnLeaderFault sets what runs when a write fails on a leader.
+func (s *faultStore) setOnLeaderFault(f func()) { s.onLeaderFault.Store(&f) }
 
 // setLeading tells the store how to know whether its node leads (a
 // leader's writes fail at once while faulted; a follower's are held).

@@ -66,6 +66,8 @@ type Node struct {
 	// soloVoter: the configuration last seen has this node as its only
 	// voter (readLocally).
 	soloVoter atomic.Bool
+	// handingOff: handOffAfterFault is running (diskhandoff.go).
+	handingOff atomic.Bool
 	// readyTerm is the term in which this node, as leader, finished its
 	// barrier and announced its address; 0 when not.
 	readyTerm atomic.Uint64
@@ -237,6 +239,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if n.stores != nil {
 		r := n.raft
 		n.stores.fault.setLeading(func() bool { return r.State() == raft.Leader })
+		n.stores.fault.setOnLeaderFault(n.handOffAfterFault)
 	}
 
 	if !cfg.NoBootstrap {

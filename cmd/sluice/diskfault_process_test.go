@@ -419,10 +419,10 @@ func TestTornTailFollower(t *testing.T) {
 }
 
 // TestDiskFullLeader: when the leader's file system fills, it steps down
-// and the others elect a leader among themselves; clients of the other
-// nodes keep being served after that election, and during it see what a
-// leader's crash gives them (CLUSTERDOWN: not applied, or UNCERTAIN),
-// never MISCONF (a leader's MISCONF to a forwarded command means not
+// and asks another voter to take over at once, so the others elect a
+// leader among themselves; clients of the other nodes keep being served,
+// and a command caught in the change sees what a leader change gives
+// (CLUSTERDOWN: not applied, or UNCERTAIN), never MISCONF (a leader's MISCONF to a forwarded command means not
 // applied, and the follower sends it to the next leader); once the file
 // system grows the old leader catches up.
 func TestDiskFullLeader(t *testing.T) {
@@ -466,6 +466,9 @@ func TestDiskFullLeader(t *testing.T) {
 	}
 	if l := c.leader(); l == small {
 		t.Fatal("the node whose disk is full still leads")
+	}
+	if b, _ := os.ReadFile(small.Dir + ".log"); !strings.Contains(string(b), "asked another voter to take the leadership at once") {
+		t.Errorf("the leader whose disk filled did not hand the leadership over:\n%s", b)
 	}
 	t.Logf("%d keys acknowledged through a follower, %d of them after the leader's disk filled; pipelines that failed: %d CLUSTERDOWN, %d UNCERTAIN",
 		acked, afterFault, down, uncertain)
