@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,10 @@ type batcher struct {
 
 	entries atomic.Uint64 // entries committed
 	ops     atomic.Uint64 // ops in those entries
+
+	// storeFault returns the MISCONF error while this node's log store
+	// cannot be written (faultstore.go); nil when in memory.
+	storeFault func() error
 }
 
 func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-chan struct{}) *batcher {
@@ -578,7 +583,11 @@ func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops in
 	watchdog.Stop()
 	defer free()
 	if err != nil {
-		err = classifyApplyError(err)
+		if f := b.logWriteError(err); f != nil {
+			err = f // the local append failed: not stored, not replicated
+		} else {
+			err = classifyApplyError(err)
+		}
 		for _, r := range batch {
 			finish(r, nil, err)
 		}
@@ -621,4 +630,19 @@ func classifyApplyError(err error) error {
 		return errRetry // refused before it was appended: not applied
 	}
 	return ErrOutcomeUnknown // ErrLeadershipLost, ErrRaftShutdown, ...
+}
+
+// logWriteError returns the MISCONF error when err is Raft's answer to an
+// entry whose local append failed (faultstore.go), else nil. Raft's log
+// cache flattens the store's error into text, hence the match on it. Such
+// an entry was not stored, so not replicated, and the store deletes any
+// part of it a failed write left before it takes another: not applied.
+func (b *batcher) logWriteError(err error) error {
+	if b.storeFault == nil || !strings.Contains(err.Error(), errStoreFaultedText) {
+		return nil
+	}
+	if f := b.storeFault(); f != nil {
+		return f
+	}
+	return &errcode.Error{Code: errcode.LogWriteFailed, Detail: err.Error()}
 }

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,9 @@ func lockDir(dir string) (func() error, error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data dir %s is in use by another process (it holds the lock on %s): stop that process, or give this node a data dir of its own", dir, path)
+		}
 		return nil, fmt.Errorf("lock %s (is another sluice using this data dir?): %w", path, err)
 	}
 	return f.Close, nil

@@ -40,7 +40,8 @@ var errConnLost error = errcode.New(errcode.ConnLost)
 
 // fwdClient is a follower's pool of connections to the leader.
 type fwdClient struct {
-	group   int // the Raft group whose leader this client forwards to
+	group   int    // the Raft group whose leader this client forwards to
+	cluster string // the cluster identity (identity.go), "" for none
 	size    int
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
 	t       peerTimeouts  // peerconn.go
@@ -237,10 +238,11 @@ func (c *fwdClient) pick(addr string, until time.Time) (*fwdConn, error) {
 // groupHello is what a connection of this client's group sends before
 // the forwarding or announcement hello: nothing for group 0.
 func (c *fwdClient) groupHello() []byte {
+	hello := clusterHello(c.cluster) // identity.go
 	if c.group == 0 {
-		return nil
+		return hello
 	}
-	return binary.AppendUvarint([]byte(fwdGroupHello), uint64(c.group))
+	return binary.AppendUvarint(append(hello, fwdGroupHello...), uint64(c.group))
 }
 
 // dial opens a connection to a leader's forward address and says hello.

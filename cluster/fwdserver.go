@@ -26,6 +26,8 @@ type fwdServer struct {
 	nodes []*Node // by group; set before serve starts
 	ln    net.Listener
 	log   *slog.Logger
+	// cluster is the cluster identity (identity.go), "" for none.
+	cluster string
 
 	mu     sync.Mutex // guards conns, closed
 	conns  map[net.Conn]struct{}
@@ -97,6 +99,10 @@ func (s *fwdServer) handle(c net.Conn) {
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(fwdHello)]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := readClusterHello(br, s.cluster); err != nil {
+		s.log.Warn("forward listener: dropping a connection", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
 	_, err := io.ReadFull(br, hello[:])
 	group := uint64(0)
 	if err == nil && string(hello[:]) == fwdGroupHello {

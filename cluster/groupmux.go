@@ -44,6 +44,7 @@ type groupMux struct {
 	t         peerTimeouts
 	log       *slog.Logger
 	layers    []*groupStream
+	cluster   string // the cluster identity (identity.go), "" for none
 
 	mu     sync.Mutex // guards closed
 	closed bool
@@ -51,13 +52,14 @@ type groupMux struct {
 }
 
 // newGroupMux listens on bind for groups streams of groups, with the peer
-// socket options and mutual TLS when cfg is set.
-func newGroupMux(bind, advertise string, cfg *tls.Config, t peerTimeouts, groups int, log *slog.Logger) (*groupMux, error) {
+// socket options and mutual TLS when cfg is set; cluster is the cluster
+// identity its streams carry (identity.go), "" for none.
+func newGroupMux(bind, advertise string, cfg *tls.Config, t peerTimeouts, groups int, log *slog.Logger, cluster string) (*groupMux, error) {
 	ln, err := listenPeer(bind, cfg, t)
 	if err != nil {
 		return nil, err
 	}
-	m := &groupMux{ln: ln, cfg: cfg, t: t, log: log}
+	m := &groupMux{ln: ln, cfg: cfg, t: t, log: log, cluster: cluster}
 	if m.advertise, err = raftAdvertise(ln, advertise); err != nil {
 		ln.Close()
 		return nil, err
@@ -114,7 +116,12 @@ func (m *groupMux) isClosed() bool {
 func (m *groupMux) route(c net.Conn) {
 	defer m.wg.Done()
 	_ = c.SetReadDeadline(time.Now().Add(muxHeaderTimeout))
-	br := bufio.NewReaderSize(c, 64)
+	br := bufio.NewReaderSize(c, 128)
+	if err := readClusterHello(br, m.cluster); err != nil {
+		m.log.Warn("raft listener: dropping a stream", "remote", c.RemoteAddr(), "err", err)
+		c.Close()
+		return
+	}
 	first, err := br.Peek(1)
 	if err != nil {
 		c.Close()
@@ -196,11 +203,15 @@ func (s *groupStream) Addr() net.Addr { return s.mux.addr() }
 // before Raft's first byte.
 func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	c, err := dialPeer(s.mux.cfg, string(address), timeout, s.mux.t)
-	if err != nil || s.group == 0 {
+	if err != nil || (s.group == 0 && s.mux.cluster == "") {
 		return c, err
 	}
+	hdr := clusterHello(s.mux.cluster)
+	if s.group != 0 {
+		hdr = append(hdr, muxHeader(s.group)...)
+	}
 	_ = c.SetWriteDeadline(time.Now().Add(max(timeout, s.mux.t.dial)))
-	if _, err := c.Write(muxHeader(s.group)); err != nil {
+	if _, err := c.Write(hdr); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("cluster: raft stream to %s: header: %w", address, err)
 	}

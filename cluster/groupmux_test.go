@@ -14,7 +14,7 @@ import (
 // a group the host does not run is dropped.
 func TestGroupMuxRoutesStreams(t *testing.T) {
 	pt := newPeerTimeouts(time.Second, time.Second)
-	m, err := newGroupMux("127.0.0.1:0", "", nil, pt, 3, testLogger(t))
+	m, err := newGroupMux("127.0.0.1:0", "", nil, pt, 3, testLogger(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}

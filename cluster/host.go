@@ -84,9 +84,16 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 			}
 		}
 	}
+	// A cluster made by a restore talks only to itself (identity.go).
+	clusterID := ""
+	if !cfg.InMemory {
+		if clusterID, err = persistence.ClusterID(cfg.DataDir); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
 	h := &Host{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), table: table, closing: make(chan struct{})}
 	pt := newPeerTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
-	if h.mux, err = newGroupMux(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, shards, h.log); err != nil {
+	if h.mux, err = newGroupMux(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, shards, h.log, clusterID); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener on %s: %w", cfg.RaftAddr, err)
 	}
 	ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
@@ -98,13 +105,13 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 	if cfg.ForwardAdvertise != "" {
 		fwdAddr = cfg.ForwardAdvertise
 	}
-	h.fwdSrv = &fwdServer{ln: ln, log: h.log, conns: make(map[net.Conn]struct{})}
+	h.fwdSrv = &fwdServer{ln: ln, log: h.log, cluster: clusterID, conns: make(map[net.Conn]struct{})}
 	for g, eng := range engines {
 		gcfg := cfg
 		if !cfg.InMemory {
 			gcfg.DataDir = persistence.GroupDir(cfg.DataDir, g)
 		}
-		n, err := newNode(ctx, gcfg, eng, &groupShare{group: g, stream: h.mux.layers[g], fwdSrv: h.fwdSrv, fwdAddr: fwdAddr})
+		n, err := newNode(ctx, gcfg, eng, &groupShare{group: g, stream: h.mux.layers[g], fwdSrv: h.fwdSrv, fwdAddr: fwdAddr, cluster: clusterID})
 		if err != nil {
 			h.closeNodes(context.Background())
 			ln.Close()

@@ -92,7 +92,8 @@ const flushInterval = time.Second
 type logStores struct {
 	logs    raft.LogStore
 	stable  raft.StableStore
-	flusher *flusher // nil unless everysec
+	fault   *faultStore // logs and stable, which watches their writes
+	flusher *flusher    // nil unless everysec
 	close   func() error
 }
 
@@ -127,80 +128,127 @@ func openLogStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger) (*log
 
 // openStore opens the store; tick drives the everysec flusher (nil: none)
 // and fs is the file system under the wal store (tests count its syncs).
+// The store is wrapped in a faultStore (faultstore.go), which notices a
+// write that fails, refuses writes until the disk takes them again, and
+// then reopens the store below it.
 func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-chan time.Time, fs types.VFS) (*logStores, error) {
 	lazy := cfg.Fsync != FsyncAlways
+	var (
+		open     func() (storeImpl, error)
+		unlock   = func() error { return nil }
+		probeDir string
+		probeLen int64
+	)
 	switch cfg.LogStore {
 	case LogStoreWAL:
-		unlock, err := lockDir(dir.WALDir())
-		if err != nil {
+		var err error
+		if unlock, err = lockDir(dir.WALDir()); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		vfs := newLazySyncVFS(fs, lazy)
-		meta := &metadb.BoltMetaDB{}
-		w, err := wal.Open(dir.WALDir(),
-			wal.WithSegmentFiler(segment.NewFiler(dir.WALDir(), vfs)),
-			wal.WithMetaStore(&syncFirstMeta{MetaStore: meta, vfs: vfs}),
-			wal.WithLogger(hlog.Named("wal")))
+		probeDir, probeLen = dir.WALDir(), walSegmentSize
+		// A torn tail (a crash during an append) is dropped only when it
+		// cannot have been acknowledged (torntail.go).
+		dropped, err := checkTornTail(dir.WALDir(), lazy)
 		if err != nil {
-			_ = meta.Close()
 			_ = unlock()
-			return nil, fmt.Errorf("cluster: open the wal log store in %s: %w", dir.WALDir(), err)
+			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		st := &logStores{logs: w, stable: w}
-		var fl *flusher
-		if tick != nil {
-			fl = startFlusher(vfs.syncAll, tick, cfg.Logger)
-			st.flusher = fl
+		if dropped > 0 {
+			cfg.Logger.Warn("dropped the torn last batch of the raft log: a crash cut its write short, before the append returned (--fsync always), so it was never acknowledged",
+				"dir", dir.WALDir(), "entries", dropped)
 		}
-		st.close = func() error {
-			err := fl.stop()
-			// WAL.Close closes the segment files; sync them first in every
-			// lazy mode, so a clean shutdown leaves the whole log on disk.
-			if lazy {
-				err = errors.Join(err, vfs.syncAll())
+		open = func() (storeImpl, error) {
+			// A tail segment sealed by an append whose rotation then
+			// failed (a full disk) is taken as sealed, with a new tail
+			// after it, as the rotation would have done.
+			if err := repairSealedTail(dir.WALDir(), vfs); err != nil {
+				return storeImpl{}, fmt.Errorf("cluster: repair the wal log store in %s: %w", dir.WALDir(), err)
 			}
-			// WAL.Close closes the meta store too since v0.4.1 (v0.4.0
-			// left it, and its lock on wal-meta.db, open); closing it
-			// again is a no-op.
-			return errors.Join(err, w.Close(), meta.Close(), unlock())
+			meta := &metadb.BoltMetaDB{}
+			w, err := wal.Open(dir.WALDir(),
+				wal.WithSegmentFiler(segment.NewFiler(dir.WALDir(), vfs)),
+				wal.WithMetaStore(&syncFirstMeta{MetaStore: meta, vfs: vfs}),
+				wal.WithLogger(hlog.Named("wal")))
+			if err != nil {
+				_ = meta.Close()
+				return storeImpl{}, fmt.Errorf("cluster: open the wal log store in %s: %w", dir.WALDir(), err)
+			}
+			return storeImpl{logs: w, stable: w, sync: vfs.syncAll, close: func() error {
+				// WAL.Close closes the segment files; sync them first in
+				// every lazy mode, so a clean shutdown leaves the whole log
+				// on disk.
+				var err error
+				if lazy {
+					err = vfs.syncAll()
+				}
+				// WAL.Close closes the meta store too since v0.4.1 (v0.4.0
+				// left it, and its lock on wal-meta.db, open); closing it
+				// again is a no-op.
+				return errors.Join(err, w.Close(), meta.Close())
+			}}, nil
 		}
-		return st, nil
 	case LogStoreBolt:
-		// The hashmap freelist: once snapshots start compacting the log,
-		// bolt holds tens of thousands of free pages, and the default
-		// array freelist merges and scans all of them on every commit
-		// (bolt commits got 50% slower and cluster throughput fell by a
-		// third after a few compactions; with the map it stays flat).
-		b, err := raftboltdb.New(raftboltdb.Options{
-			Path:   dir.RaftDB(),
-			NoSync: lazy,
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true,
-				FreelistType: bbolt.FreelistMapType, NoSync: lazy},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: open %s (is another sluice using this data dir?): %w", dir.RaftDB(), err)
+		var err error
+		if unlock, err = lockDir(dir.Root()); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		st := &logStores{logs: b, stable: b}
-		if lazy {
-			// The log and the stable state share one bolt file, whose
-			// syncs are off: sync after every stable write ourselves.
-			st.stable = syncedStable{StableStore: b, sync: b.Sync}
-		}
-		var fl *flusher
-		if tick != nil {
-			fl = startFlusher(b.Sync, tick, cfg.Logger)
-			st.flusher = fl
-		}
-		st.close = func() error {
-			err := fl.stop()
-			if lazy {
-				err = errors.Join(err, b.Sync())
+		probeDir, probeLen = dir.Root(), 1<<20
+		open = func() (storeImpl, error) {
+			// The hashmap freelist: once snapshots start compacting the
+			// log, bolt holds tens of thousands of free pages, and the
+			// default array freelist merges and scans all of them on every
+			// commit (bolt commits got 50% slower and cluster throughput
+			// fell by a third after a few compactions; with the map it
+			// stays flat).
+			b, err := raftboltdb.New(raftboltdb.Options{
+				Path:   dir.RaftDB(),
+				NoSync: lazy,
+				BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true,
+					FreelistType: bbolt.FreelistMapType, NoSync: lazy},
+			})
+			if err != nil {
+				return storeImpl{}, fmt.Errorf("cluster: open %s (is another sluice using this data dir?): %w", dir.RaftDB(), err)
 			}
-			return errors.Join(err, b.Close())
+			impl := storeImpl{logs: b, stable: b, sync: b.Sync, close: func() error {
+				var err error
+				if lazy {
+					err = b.Sync()
+				}
+				return errors.Join(err, b.Close())
+			}}
+			if lazy {
+				// The log and the stable state share one bolt file, whose
+				// syncs are off: sync after every stable write ourselves.
+				impl.stable = syncedStable{StableStore: b, sync: b.Sync}
+			}
+			return impl, nil
 		}
-		return st, nil
+	default:
+		return nil, fmt.Errorf("cluster: unknown log store %q", cfg.LogStore)
 	}
-	return nil, fmt.Errorf("cluster: unknown log store %q", cfg.LogStore)
+	impl, err := open()
+	if err != nil {
+		_ = unlock()
+		return nil, err
+	}
+	fst, err := newFaultStore(impl, open, func() error { return probeWrite(probeDir, probeLen) }, cfg.Logger, probeDir)
+	if err != nil {
+		_ = impl.close()
+		_ = unlock()
+		return nil, err
+	}
+	st := &logStores{logs: fst, stable: fst, fault: fst}
+	var fl *flusher
+	if tick != nil {
+		fl = startFlusher(fst.flush, tick, cfg.Logger)
+		st.flusher = fl
+	}
+	st.close = func() error {
+		err := fl.stop()
+		return errors.Join(err, fst.close(), unlock())
+	}
+	return st, nil
 }
 
 // syncedStable syncs after every write of the stable state, for a store

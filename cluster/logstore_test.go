@@ -204,8 +204,8 @@ func TestBoltEverysecFlushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.stable.(syncedStable); !ok {
-		t.Fatalf("bolt everysec: the stable store %T does not sync its writes", st.stable)
+	if _, ok := st.fault.cur.stable.(syncedStable); !ok {
+		t.Fatalf("bolt everysec: the stable store %T does not sync its writes", st.fault.cur.stable)
 	}
 	appendN(t, st.logs, 1, 5)
 	tick <- time.Time{}

@@ -36,6 +36,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -64,6 +65,11 @@ type Node struct {
 	// start: until the FSM has applied it, the node is replaying.
 	startIndex uint64
 	replayed   atomic.Bool
+	// soloVoter: the configuration last seen has this node as its only
+	// voter (readLocally).
+	soloVoter atomic.Bool
+	// handingOff: handOffAfterFault is running (diskhandoff.go).
+	handingOff atomic.Bool
 	// readyTerm is the term in which this node, as leader, finished its
 	// barrier and announced its address; 0 when not.
 	readyTerm atomic.Uint64
@@ -103,6 +109,7 @@ type groupShare struct {
 	stream  *groupStream
 	fwdSrv  *fwdServer
 	fwdAddr string // the host's advertised forward address
+	cluster string // the cluster identity (identity.go), "" for none
 }
 
 // newNode is New for a node on its own (sh nil) or one group of a Host.
@@ -229,6 +236,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.fwdSrv = &fwdServer{nodes: []*Node{n}, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
 	}
 	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
+	if sh != nil {
+		n.fwd.cluster = sh.cluster
+	}
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
@@ -258,6 +268,11 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
+	if n.stores != nil {
+		r := n.raft
+		n.stores.fault.setLeading(func() bool { return r.State() == raft.Leader })
+		n.stores.fault.setOnLeaderFault(n.handOffAfterFault)
+	}
 
 	n.health = newPeerHealth(cfg.ID)
 	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.health.observe))
@@ -281,6 +296,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
+	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
 	if n.fwdSrv != nil {
 		n.fwdSrv.wg.Add(1)
@@ -406,6 +422,11 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				id = n.fwd.newBatchID()
 			}
 			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
+			if errcode.Is(err, errcode.LogWriteFailed) {
+				// The leader could not write its log (it steps down): not
+				// applied, so route it again, to the next leader.
+				err = errRetry
+			}
 			if !errors.Is(err, errRetry) && !errors.Is(err, errResend) {
 				n.metrics.forwarded(len(ops))
 			}
@@ -422,6 +443,17 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			err = ErrLoading
 		default:
 			err = errRetry
+		}
+		if errors.Is(err, errRetry) && !sent && time.Since(start) >= misconfWait {
+			// No leader to take it, and this node's own log cannot be
+			// written: say so (disk faults, faultstore.go), or answer reads
+			// from the state when no other node can have moved on.
+			if f := n.storeFault(); f != nil {
+				if n.readLocally(ops, results) {
+					return nil
+				}
+				return f
+			}
 		}
 		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
 			// This try was not applied, but an earlier one may have been.
@@ -620,6 +652,7 @@ func (n *Node) becomeReady() {
 			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
 		}
 		if err == nil {
+			n.noteSoloVoter() // for readLocally, while Raft's loop is free
 			n.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
 			select {
@@ -733,6 +766,9 @@ func (n *Node) Close(ctx context.Context) error {
 		n.fwd.close()
 		<-n.batcher.stopped
 		n.bg.Wait()
+		if n.stores != nil {
+			n.stores.fault.releaseHolds() // a follower's append held by a disk fault
+		}
 		done := make(chan error, 1)
 		go func() { done <- n.raft.Shutdown().Error() }()
 		select {
@@ -772,4 +808,57 @@ func (n *Node) cleanup() {
 // operations they carried.
 func (n *Node) commitStats() (entries, ops uint64) {
 	return n.batcher.entries.Load(), n.batcher.ops.Load()
+}
+
+// misconfWait is how long Execute looks for a leader, while this node's
+// log cannot be written, before it answers MISCONF: long enough for the
+// other nodes to elect a leader once this one stepped down, well within
+// the second the contract allows.
+const misconfWait = 500 * time.Millisecond
+
+// storeFault returns the MISCONF error while this node's log store cannot
+// be written, else nil.
+func (n *Node) storeFault() error {
+	if n.stores == nil || n.stores.fault == nil {
+		return nil
+	}
+	return n.stores.fault.Fault()
+}
+
+// readLocally answers ops from this node's engine when they are all reads
+// and this node is the group's only voter, whose log cannot be written:
+// nothing can commit anywhere meanwhile, so the state once every committed
+// entry has applied is the latest, and the ops read it at the clock's last
+// applied time (so that they record no time). It reports whether it
+// answered.
+func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
+	for i := range ops {
+		if ops[i].Code.Mutates() {
+			return false
+		}
+	}
+	// Raft's main loop may be held in a write of its term (the disk is
+	// full: faultstore.go): then the configuration last seen stands.
+	n.noteSoloVoter()
+	if !n.soloVoter.Load() {
+		return false
+	}
+	for deadline := time.Now().Add(time.Second); n.fsm.applied.Load() < n.raft.CommitIndex(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cs := n.eng.ClockState()
+	n.eng.Apply(cs.Last-cs.Offset, ops, results)
+	return true
+}
+
+// noteSoloVoter records whether this node is its group's only voter, from
+// the latest configuration, when Raft answers within 200 ms.
+func (n *Node) noteSoloVoter() {
+	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
+		servers := f.Configuration().Servers
+		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
+	}
 }

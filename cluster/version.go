@@ -162,6 +162,7 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.IncrOverflow:     2,
 	errcode.BadExpire:        2,
 	errcode.ValueTooLong:     2,
+	errcode.LogWriteFailed:   2,
 }
 
 // codeVersion is the cluster version that introduced code c.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // DataDir is the layout of one node's data directory:
@@ -43,19 +44,49 @@ func OpenDataDir(root string) (DataDir, error) {
 		return DataDir{}, fmt.Errorf("persistence: data dir %q: %w", root, err)
 	}
 	d := DataDir{root: abs}
-	for _, dir := range []string{d.root, d.SnapshotDir()} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return DataDir{}, fmt.Errorf("persistence: create data dir: %w", err)
-		}
-	}
-	fi, err := os.Stat(d.root)
-	if err != nil {
-		return DataDir{}, fmt.Errorf("persistence: data dir: %w", err)
-	}
-	if !fi.IsDir() {
+	if fi, err := os.Stat(d.root); err == nil && !fi.IsDir() {
 		return DataDir{}, fmt.Errorf("persistence: data dir %q is not a directory", d.root)
 	}
+	for _, dir := range []string{d.root, d.SnapshotDir()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			if errors.Is(err, syscall.EROFS) {
+				return DataDir{}, fmt.Errorf("persistence: data dir %q cannot be created: the file system is read-only: %w", dir, err)
+			}
+			return DataDir{}, fmt.Errorf("persistence: data dir %q cannot be created: %w", dir, err)
+		}
+	}
+	if err := checkWritable(d.root); err != nil {
+		return DataDir{}, err
+	}
 	return d, nil
+}
+
+// checkWritable fails with a clear error when dir does not take a new,
+// synced file: a read-only file system or mount, or no permission.
+func checkWritable(dir string) error {
+	path := filepath.Join(dir, ".sluice-write-check")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err == nil {
+		_, err = f.Write([]byte("ok\n"))
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if rerr := os.Remove(path); err == nil {
+			err = rerr
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("persistence: data dir %q is read-only (a read-only file system or mount): sluice must write its Raft log there: %w", dir, err)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("persistence: data dir %q is read-only for this process (permissions): sluice must write its Raft log there: %w", dir, err)
+	}
+	return fmt.Errorf("persistence: data dir %q cannot be written: %w", dir, err)
 }
 
 // Root is the directory's absolute path.
@@ -137,6 +168,11 @@ func StoredLogStore(root string) (string, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return "", fmt.Errorf("persistence: data dir %q: %w", root, err)
+	}
+	if fi, err := os.Stat(abs); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("persistence: data dir %q cannot be created or read: %w", abs, err)
+	} else if err == nil && !fi.IsDir() {
+		return "", fmt.Errorf("persistence: data dir %q is not a directory", abs)
 	}
 	return DataDir{root: abs}.LogStore()
 }
@@ -364,6 +400,38 @@ func (d DataDir) CheckClusterVersion(supported uint32) error {
 	}
 	if has > supported {
 		return &ClusterVersionError{Dir: d.root, Has: has, Supported: supported}
+	}
+	return nil
+}
+
+// clusterIDFile holds the identity of a cluster made by a restore.
+func clusterIDFile(root string) string { return filepath.Join(root, "cluster-id") }
+
+// ClusterID returns the cluster identity recorded in the data dir at root
+// ("" when none: a cluster not made by a restore, or no data dir yet).
+func ClusterID(root string) (string, error) {
+	b, err := os.ReadFile(clusterIDFile(root))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("persistence: read the cluster identity: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
+		return "", fmt.Errorf("persistence: %s does not hold a cluster identity: %q", clusterIDFile(root), b)
+	}
+	return id, nil
+}
+
+// WriteClusterID records the cluster identity id (1 to 64 bytes, no
+// spaces) in the data dir at root.
+func WriteClusterID(root, id string) error {
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
+		return fmt.Errorf("persistence: invalid cluster identity %q", id)
+	}
+	if err := writeFileSync(clusterIDFile(root), []byte(id+"\n")); err != nil {
+		return fmt.Errorf("persistence: record the cluster identity: %w", err)
 	}
 	return nil
 }

@@ -162,6 +162,7 @@ const (
 	msgRLSNoValue
 	msgRLSBadRequest
 	msgRLSReload
+	msgNoBackup
 
 	numMsgs
 )
@@ -230,6 +231,7 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgRLSNoValue:         {"ERR syntax error: descriptor key '{key}' has no value", "RL.CHECK whose last descriptor entry has a key and no value"},
 	msgRLSBadRequest:      {"ERR {reason}", "RL.CHECK that the gRPC service would refuse as InvalidArgument (an empty domain, no descriptors, ...)"},
 	msgRLSReload:          {"ERR rules not reloaded, the previous rules stay in force: {reason}", "RL.RULES RELOAD with a file that does not load (the reason on one line)"},
+	msgNoBackup:           {"ERR this node cannot take backups", "RAFT.BACKUP on a server whose executor keeps no Raft log (an in-memory test server)"},
 }
 
 // Text returns m's reply text (without the leading '-'), its placeholders

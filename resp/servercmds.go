@@ -444,6 +444,7 @@ func raftCommands() []*command {
 			}),
 		admin("raft.snapshot", 1, "Take a snapshot now", nil,
 			func(ctx context.Context, a ClusterAdmin, args [][]byte) error { return a.Snapshot(ctx) }),
+		backupCommand(), // backupcmd.go
 	}
 }
 

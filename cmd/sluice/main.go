@@ -43,6 +43,9 @@ func main() {
 
 // run starts the server and blocks until ctx is done.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if ran, err := runTool(ctx, args, os.Stdout, stderr); ran { // backupcmd.go
+		return err
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

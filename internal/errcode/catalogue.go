@@ -191,6 +191,11 @@ var catalogue = [NumCodes]Entry{
 		Reply:    "ERR value is too long: at most {num} bytes (max-value-len)",
 		Producer: "engine, and the server first: a string value over --max-value-len",
 		Assume:   "not applied"},
+	LogWriteFailed: {Name: "log write failed", Class: NotApplied,
+		Reply:    "MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: {detail}",
+		Bare:     "MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can",
+		Producer: "cluster: a full disk or an I/O error on this node's log (the failed entry was never stored or replicated)",
+		Assume:   "certainly not applied; retry, or another node; the node serves again by itself once it can write"},
 }
 
 // Entry returns c's row of the catalogue; a zero Entry for a code beyond

@@ -130,6 +130,11 @@ const (
 	// ValueTooLong: a string value longer than max-value-len (Num). Not
 	// applied.
 	ValueTooLong
+	// LogWriteFailed: the node's Raft log cannot be written (a full disk,
+	// an I/O error): Detail says what failed and why. Certainly not
+	// applied (rendered MISCONF, Redis's code for a server that cannot
+	// persist).
+	LogWriteFailed
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package cluster
+
+import "os"
+
+// allocate writes size bytes to f.
+func allocate(f *os.File, size int64) error { return writeZeros(f, size) }
