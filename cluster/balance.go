@@ -74,6 +74,9 @@ func (h *Host) balance() {
 			continue
 		case <-t.C:
 		}
+		if h.stopping.Load() {
+			continue // handing over before a stop (handover.go)
+		}
 		for g, n := range h.nodes {
 			if n.raft.State() != raft.Leader {
 				continue

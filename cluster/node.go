@@ -65,6 +65,16 @@ type Node struct {
 	// readyTerm is the term in which this node, as leader, finished its
 	// barrier and announced its address; 0 when not.
 	readyTerm atomic.Uint64
+	// stopping: the node is handing over before it stops (handover.go),
+	// and refuses leadership transfers to itself.
+	stopping atomic.Bool
+	// transferring counts this node's leadership transfers under way:
+	// meanwhile Raft refuses new entries, and commands wait (route).
+	transferring atomic.Int32
+	// peers looks up a member's addresses in the other groups of this
+	// node's host, for a group whose log has not told it yet (a node
+	// still replaying at start); nil on its own.
+	peers func(id string) (leaderEntry, bool)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -88,6 +98,8 @@ type groupShare struct {
 	stream  *groupStream
 	fwdSrv  *fwdServer
 	fwdAddr string // the host's advertised forward address
+	// peers looks a member's addresses up in the host's other groups.
+	peers func(id string) (leaderEntry, bool)
 }
 
 // newNode is New for a node on its own (sh nil) or one group of a Host.
@@ -190,9 +202,11 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		}
 		n.transport, n.ownTrans = t, true
 	}
+	n.transport = newStoppingTransport(n.transport, &n.stopping)
 
 	if sh != nil {
 		n.fwdAddr = sh.fwdAddr
+		n.peers = sh.peers
 	} else {
 		ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
 		if err != nil {
@@ -421,8 +435,17 @@ const (
 )
 
 // route says where a batch should go now.
+//
+// A node still replaying its log at start forwards to the leader whenever
+// it knows the leader's forward address: from its own log, or else from
+// another group of its host (every group of a member has the same
+// address); routeLoading only when it knows none (or leads while
+// replaying).
 func (n *Node) route() (routeKind, string) {
 	if n.raft.State() == raft.Leader {
+		if n.transferring.Load() > 0 {
+			return routeWait, "" // Raft refuses entries until it is done
+		}
 		if n.readyTerm.Load() == n.raft.CurrentTerm() {
 			return routeLocal, ""
 		}
@@ -437,6 +460,11 @@ func (n *Node) route() (routeKind, string) {
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
 		return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+	}
+	if n.peers != nil {
+		if e, ok := n.peers(string(id)); ok && e.Forward != "" {
+			return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+		}
 	}
 	if !n.isReplayed() {
 		return routeLoading, ""
@@ -468,9 +496,10 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 			return nil, fwdStatusError, err
 		}
 		return req, 0, nil
-	case routeLoading:
-		return nil, fwdStatusError, ErrLoading
 	}
+	// Not the ready leader (a follower, an election, a transfer, or a
+	// leader still replaying): the follower holds the batch and routes it
+	// again, rather than failing it with LOADING.
 	return nil, fwdStatusRetry, errors.New("not the ready leader")
 }
 
@@ -484,6 +513,11 @@ func (n *Node) monitorLeadership() {
 			n.readyTerm.Store(0)
 			if leader {
 				n.becomeReady()
+			}
+			if leader && n.stopping.Load() {
+				// Elected while handing over before a stop (a transfer to
+				// it is refused, an election is not): hand over again.
+				go n.handOffAgain()
 			}
 		case <-n.closing:
 			return

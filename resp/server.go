@@ -122,6 +122,7 @@ type Server struct {
 	clients   map[*client]struct{}
 	listeners []listener // guarded by mu
 	shut      bool       // Close was called; guarded by mu
+	draining  bool       // Drain was called: new connections end at once; guarded by mu
 
 	metrics *serverMetrics // metrics.go
 
@@ -244,6 +245,46 @@ func (s *Server) TLSAddr() net.Addr {
 	return nil
 }
 
+// Drain stops accepting connections and ends every client connection
+// gracefully: a connection finishes the commands it has read (their
+// replies are written) and is closed when it would wait for more, which an
+// idle one does at once. It returns once every connection has ended, or
+// with ctx's error (Close then closes those left).
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	lns := s.listeners
+	if s.shut {
+		lns = nil // closed already
+	}
+	s.shut = true
+	s.draining = true
+	conns := make([]net.Conn, 0, len(s.clients))
+	for c := range s.clients {
+		conns = append(conns, c.nc)
+	}
+	s.mu.Unlock()
+	var err error
+	for _, l := range lns {
+		if e := l.ln.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
+			err = errors.Join(err, e)
+		}
+	}
+	// A read deadline in the past: a connection blocked reading (idle, or
+	// between commands) returns at once, a busy one when it next reads,
+	// after writing its replies. Commands already read are served.
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now())
+	}
+	for s.connected.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("drain RESP server: %w", ctx.Err()))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
 // Close stops accepting connections and closes every client connection.
 // Commands already handed to the executor finish there; their replies may
 // not reach clients.
@@ -309,6 +350,9 @@ func (s *Server) accept(nc net.Conn) *client {
 	}
 	s.mu.Lock()
 	s.clients[c] = struct{}{}
+	if s.draining {
+		_ = nc.SetReadDeadline(time.Now()) // accepted as Drain began
+	}
 	s.mu.Unlock()
 	return c
 }

@@ -31,6 +31,9 @@ type config struct {
 	Peers          string
 	NoBootstrap    bool
 	ClusterTimeout time.Duration
+	// ShutdownTimeout bounds a graceful stop (main.go): handover, then
+	// the commands taken in.
+	ShutdownTimeout time.Duration
 	LockStripes    int  // --lock-stripes: the engine's lock stripes
 	Shards         int  // --shards: Raft groups (slot ranges); only 1 for now
 	Redirect       bool // --redirect: MOVED instead of forwarding keyed commands
@@ -129,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.Peers, "peers", "", "the cluster's voters: id=raft-addr,id=raft-addr,...")
 	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
 	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN (not applied) or UNCERTAIN (may have been) after this long without a majority")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM or SIGINT, how long to hand the node's Raft leaderships over and answer the commands taken in before stopping anyway (a second signal stops at once)")
 	fs.IntVar(&c.LockStripes, "lock-stripes", 256, "engine lock stripes (a power of two)")
 	fs.IntVar(&c.Shards, "shards", 1, "Raft groups per node, each owning a range of the 16384 hash slots (1 to 64; a data dir keeps the count it was made with)")
 	fs.BoolVar(&c.Redirect, "redirect", false, "with --peers: a follower answers keyed commands with -MOVED to the leader instead of forwarding them")
@@ -215,6 +219,9 @@ func (c *config) validate() error {
 	}
 	if c.ClusterTimeout <= 0 {
 		bad("cluster-timeout", "want a positive duration, got %s", c.ClusterTimeout)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "want a positive duration, got %s", c.ShutdownTimeout)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("log-level", "%v", err)
