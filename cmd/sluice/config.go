@@ -31,22 +31,23 @@ type config struct {
 	Peers          string
 	NoBootstrap    bool
 	ClusterTimeout time.Duration
-	// ShutdownTimeout bounds a graceful stop (main.go): handover, then
+	LockStripes    int  // --lock-stripes: the engine's lock stripes
+	Shards         int  // --shards: Raft groups (slot ranges); only 1 for now
+	Redirect       bool // --redirect: MOVED instead of forwarding keyed commands
+	MaxKeyLen      int
+	MaxLogLimit    int64
+	MaxClients     int
+	Limits         resp.Limits
+	LogLevel       string
+	LogFormat      string
+	GCPercent      int
+	GCMinHeadroom  byteSize
+	opsConfig      // TLS, memory limits, metrics, --config (opsconfig.go)
+	debugConfig    // hidden flags for fault-injection tests only (debugflags.go)
+
+	// ShutdownTimeout bounds a graceful stop (main.go): the handover, then
 	// the commands taken in.
 	ShutdownTimeout time.Duration
-	LockStripes     int  // --lock-stripes: the engine's lock stripes
-	Shards          int  // --shards: Raft groups (slot ranges); only 1 for now
-	Redirect        bool // --redirect: MOVED instead of forwarding keyed commands
-	MaxKeyLen       int
-	MaxLogLimit     int64
-	MaxClients      int
-	Limits          resp.Limits
-	LogLevel        string
-	LogFormat       string
-	GCPercent       int
-	GCMinHeadroom   byteSize
-	opsConfig       // TLS, memory limits, metrics, --config (opsconfig.go)
-	debugConfig     // hidden flags for fault-injection tests only (debugflags.go)
 }
 
 // yesNo is a boolean flag that also takes Redis's yes/no spelling:
