@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -306,4 +308,104 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestForwardLeaderChangeKeepsPendingCalls: a follower's call is written
+// to the old leader; meanwhile another call goes to a new leader (the pool
+// moves there). The first call still gets the old leader's answer (its
+// results), not a broken connection and a re-send that could only be
+// answered UNCERTAIN had it applied; the old connection closes once that
+// answer came.
+func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
+	oldLeader, newLeader := newFakeLeader(t), newFakeLeader(t)
+	timeout := 2 * time.Second
+	c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+	defer c.close()
+	forward := func(addr string, res []engine.Result) chan error {
+		errc := make(chan error, 1)
+		go func() {
+			deadline := time.NewTimer(timeout)
+			defer deadline.Stop()
+			errc <- c.forward(context.Background(), deadline.C, time.Now().Add(timeout), addr, c.newBatchID(),
+				[]engine.Op{decide("a", tokenRule, 1)}, res)
+		}()
+		return errc
+	}
+	res1 := make([]engine.Result, 1)
+	first := forward(oldLeader.ln.Addr().String(), res1)
+	r1 := <-oldLeader.reqs
+	c.mu.Lock()
+	oldConn := c.conns[0]
+	c.mu.Unlock()
+	second := forward(newLeader.ln.Addr().String(), make([]engine.Result, 1))
+	r2 := <-newLeader.reqs
+	r2.reply(t, r2.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true}}))
+	if err := <-second; err != nil {
+		t.Fatalf("the call to the new leader: %v", err)
+	}
+	select {
+	case <-oldConn.dead:
+		t.Fatal("the connection to the old leader closed with a call pending on it")
+	default:
+	}
+	r1.reply(t, r1.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 5}}))
+	if err := <-first; err != nil || !res1[0].Allowed || res1[0].Limit != 5 {
+		t.Fatalf("the call pending on the old leader: %v %+v, want its results", err, res1[0])
+	}
+	select {
+	case <-oldConn.dead:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection to the old leader stayed open after its last call was answered")
+	}
+}
+
+// TestFSMOutcome: what a node that lost its leadership learns of an entry
+// it appended, from its own log: pending until its log applies the index;
+// applied, with the results the entry decided; not applied when another
+// entry holds the index; unknown when a snapshot restore passed over it.
+func TestFSMOutcome(t *testing.T) {
+	eng := engine.New(engine.Config{Shards: 4})
+	f := newFSM(eng, testLogger(t), nil)
+	stamp := int64(1e18)
+	ours := batchEntry(stamp, []batchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
+	theirs := batchEntry(stamp, []batchID{{}}, [][]engine.Op{{decide("b", tokenRule, 2)}})
+	id := entryID(ours)
+	f.await(id)
+	restores := f.restores.Load()
+	if st, _ := f.outcome(id, 1, restores); st != outcomePending {
+		t.Fatalf("before index 1 applied: %d, want pending", st)
+	}
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: ours})
+	st, rs := f.outcome(id, 1, restores)
+	if st != outcomeApplied || len(rs) != 1 || !rs[0].Allowed || rs[0].Remaining != tokenRule.Limit-1 {
+		t.Fatalf("applied at index 1: %d %+v, want applied with its results", st, rs)
+	}
+	f.forget(id, 1)
+	if len(f.outcomes) != 0 {
+		t.Fatalf("outcomes kept after forget: %v", f.outcomes)
+	}
+	// Another entry took index 2.
+	f.await(id)
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: theirs})
+	if st, _ := f.outcome(id, 2, restores); st != outcomeNotApplied {
+		t.Fatalf("another entry at index 2: %d, want not applied", st)
+	}
+	// A snapshot restore moved past index 3.
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	f.applied.Store(0)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	f.applied.Store(5)
+	if st, _ := f.outcome(id, 3, restores); st != outcomeUnknown {
+		t.Fatalf("after a restore past index 3: %d, want unknown", st)
+	}
+	f.forget(id, 0)
 }

@@ -306,10 +306,11 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // batch was certainly not applied and no majority took it within
 // ClusterTimeout (there is no leader, or it cannot reach a quorum);
 // ErrUncertain's kind when it may have been applied but no outcome came
-// (handed to Raft and no answer in time, leadership changed, the connection
-// to the leader broke and no re-send was answered in time); ErrLoading
-// while this node replays its log and knows no leader to forward to;
-// ErrShuttingDown after Close. Batches that certainly did not reach the
+// (handed to Raft and no answer in time, the connection to the leader
+// broke and no re-send was answered in time, leadership changed and the
+// log did not tell the entry's fate in time); ErrLoading when this node
+// was still replaying its log, with no leader to forward to, for the whole
+// timeout; ErrShuttingDown after Close. Batches that certainly did not reach the
 // log (not the leader any more, no leader yet) are routed again within the
 // timeout; a forwarded batch that may have reached it is sent again only
 // with its batch ID, which the log applies at most once.
@@ -330,9 +331,10 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	deadline := n.timers.get(n.cfg.ClusterTimeout)
 	defer n.timers.put(deadline)
 	var (
-		pause *time.Timer
-		id    batchID // given at the first forward, kept by every later try
-		sent  bool    // a try was written and its outcome is unknown
+		pause   *time.Timer
+		id      batchID // given at the first forward, kept by every later try
+		sent    bool    // a try was written and its outcome is unknown
+		loading bool    // the last try found the node replaying
 	)
 	for {
 		var err error
@@ -359,8 +361,14 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				err = errRetry
 			}
 		case routeLoading:
-			err = ErrLoading
+			// Still replaying, and no leader to forward to known yet: hold
+			// the batch as while there is no leader (the replay soon tells
+			// the leader's address); LOADING if that takes the whole
+			// timeout.
+			loading = true
+			err = errRetry
 		default:
+			loading = false
 			err = errRetry
 		}
 		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
@@ -385,6 +393,9 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		case <-deadline.C:
 			if sent {
 				return commitTimeoutError(n.cfg.ClusterTimeout)
+			}
+			if loading {
+				return ErrLoading
 			}
 			return clusterDownError(n.cfg.ClusterTimeout)
 		case <-ctx.Done():

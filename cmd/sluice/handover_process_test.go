@@ -444,7 +444,7 @@ func TestRollingRestartNoErrors(t *testing.T) {
 		start := time.Now()
 		hc.stop(p) // SIGTERM; fails the test unless it exits cleanly
 		stopped := time.Since(start)
-		hc.logLines(p, "shutting down", "handover")
+		hc.logLines(p, "shutting down", "handover", "stopped", "closing")
 		// Down for a while (an upgrade swaps the binary): its clients
 		// move to the other nodes, which serve every group meanwhile.
 		load.waitMoved(i)
