@@ -122,9 +122,12 @@ type Server struct {
 	clients   map[*client]struct{}
 	listeners []listener // guarded by mu
 	shut      bool       // Close was called; guarded by mu
-	draining  bool       // Drain was called: new connections end at once; guarded by mu
 
 	metrics *serverMetrics // metrics.go
+
+	// draining: Drain was called; connections end once their commands
+	// are answered (serveConn).
+	draining atomic.Bool
 
 	nextID        atomic.Int64
 	connected     atomic.Int64
@@ -257,7 +260,7 @@ func (s *Server) Drain(ctx context.Context) error {
 		lns = nil // closed already
 	}
 	s.shut = true
-	s.draining = true
+	s.draining.Store(true)
 	conns := make([]net.Conn, 0, len(s.clients))
 	for c := range s.clients {
 		conns = append(conns, c.nc)
@@ -350,7 +353,7 @@ func (s *Server) accept(nc net.Conn) *client {
 	}
 	s.mu.Lock()
 	s.clients[c] = struct{}{}
-	if s.draining {
+	if s.draining.Load() {
 		_ = nc.SetReadDeadline(time.Now()) // accepted as Drain began
 	}
 	s.mu.Unlock()
@@ -369,6 +372,9 @@ func (s *Server) serveConn(c *client) {
 	for !c.quit {
 		var cmds []redcon.Command
 		cmds, err = c.rd.next()
+		if err != nil && s.drainGrace(c, err) {
+			continue
+		}
 		if err != nil {
 			var rpe *reqProtocolError
 			if errors.As(err, &rpe) {
@@ -383,6 +389,38 @@ func (s *Server) serveConn(c *client) {
 		s.commandsTotal.Add(int64(len(cmds)))
 		s.runPipeline(c, cmds)
 	}
+}
+
+// While the server drains, a connection's read deadline lies in the past,
+// and a read fails at once, even with bytes waiting in the socket. So the
+// first failed read is given drainPoll to take what has arrived, and a
+// connection caught in the middle of a command (the rest of a pipeline
+// written in one go is on its way) drainPartialGrace to finish it, once.
+const (
+	drainPoll         = 5 * time.Millisecond
+	drainPartialGrace = 200 * time.Millisecond
+)
+
+// drainGrace reports whether a connection whose read failed with err
+// while the server drains should read on (see drainPoll). Closing in the
+// middle of a pipeline would answer its first half and drop the rest,
+// which a client that re-sends a failed pipeline whole would apply twice.
+func (s *Server) drainGrace(c *client, err error) bool {
+	var ne net.Error
+	if !s.draining.Load() || c.drainGraces >= 2 || !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	mid := c.rd.partial() || (c.guard != nil && c.guard.midCommand())
+	wait := drainPoll
+	switch {
+	case mid:
+		wait = drainPartialGrace
+	case c.drainGraces > 0:
+		return false // polled already, and nothing is unfinished
+	}
+	c.drainGraces++
+	_ = c.nc.SetReadDeadline(time.Now().Add(wait))
+	return true
 }
 
 // closed unregisters a connection.
