@@ -91,9 +91,11 @@ import (
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
 // timeout mean Raft refused the entry before appending it: not applied, so
 // Execute routes the request again (to the new leader, through forwarding).
-// ErrLeadershipLost (or shutdown) after the entry was appended means the
-// outcome is unknown: the caller gets ErrOutcomeUnknown (UNCERTAIN), never
-// a retry that could apply it twice.
+// ErrLeadershipLost after the entry was appended says nothing of its fate:
+// the waiter learns it from this node's own log (resolve, fsm.outcome):
+// the entry's results when it committed, a retry when another entry took
+// its index; ErrOutcomeUnknown (UNCERTAIN) only when the log told nothing
+// in time, or on shutdown. Never a retry that could apply it twice.
 //
 // Locks: none. The batcher goroutine owns its buffers; requests cross
 // goroutines through channels and their state word; the engine is touched
