@@ -103,7 +103,8 @@ const handoverRetry = 50 * time.Millisecond
 
 // Handover prepares the node to stop: from now on it refuses leadership
 // transfers to itself, and it transfers the leadership it holds to another
-// voter (trying each in turn until one takes it or ctx ends), then waits
+// voter (the one Raft picks, then each by name, until one takes it or ctx
+// ends; if none does, it keeps the leadership), then waits
 // until the entries it handed to Raft as leader are answered. A node alone
 // in its group keeps its leadership. It returns ctx's error if it could
 // not finish in time; the node serves on either way until Close.
@@ -122,6 +123,12 @@ func (n *Node) Handover(ctx context.Context) error {
 		}
 		if len(others) == 0 {
 			break // nobody to hand over to
+		}
+		if attempt > len(others) {
+			// Raft's pick and every voter by name failed (the others are
+			// down or far behind): stop as the leader, as after a crash.
+			n.log.Warn("handover: no voter took the leadership; stopping as the leader")
+			break
 		}
 		// The first try lets Raft pick the most up-to-date voter; later
 		// ones name each voter in turn (the one Raft picked may be down).
