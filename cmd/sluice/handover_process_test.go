@@ -119,15 +119,24 @@ func errKind(err error) (kind string, conn bool) {
 	return "conn:" + s, true
 }
 
+// isConnErr says whether err is a connection's failure, not a reply.
+func isConnErr(err error) bool {
+	_, conn := errKind(err)
+	return conn
+}
+
 // handoverLoad is the clients of a handover test and what they saw.
 type handoverLoad struct {
 	hc      *handoverCluster
 	tags    [shardCount]string
 	next    [shardCount]atomic.Int64
 	decided atomic.Int64
-	homes   []atomic.Int32 // by client: the node it sends to
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// earlyCalls counts the calls answered (decided or failed with an
+	// error reply) of the clients started by early.
+	earlyCalls atomic.Int64
+	homes      []atomic.Int32 // by client: the node it sends to
+	stop       chan struct{}
+	wg         sync.WaitGroup
 
 	mu      sync.Mutex
 	phase   string
@@ -214,9 +223,28 @@ func (l *handoverLoad) run() {
 			id := 3*home + c
 			l.homes[id].Store(int32(home))
 			l.wg.Add(1)
-			go l.client(ctx, id, home, pipe)
+			go l.client(ctx, id, home, pipe, nil)
 		}
 	}
+}
+
+// early starts a client on node i, which is starting: it sends from the
+// moment the node listens (a connection refused before then counts as one
+// to a down node), while the node replays its log and catches up, until
+// the returned function is called.
+func (l *handoverLoad) early(i int) (stop func()) {
+	ch := make(chan struct{})
+	base, calls := l.decided.Load(), l.earlyCalls.Load()
+	l.wg.Add(1)
+	go l.client(context.Background(), -1, i, 1, ch) // -1: not in homes (it never moves)
+	start := time.Now()
+	deadline := start.Add(30 * time.Second)
+	for l.earlyCalls.Load() == calls && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	l.hc.t.Logf("%s: the first call of a client on it was answered %s after it started (%d decisions meanwhile)",
+		l.hc.nodes[i].ID, time.Since(start).Round(time.Millisecond), l.decided.Load()-base)
+	return func() { close(ch) }
 }
 
 // waitMoved waits until no client sends to node i.
@@ -236,7 +264,9 @@ func (l *handoverLoad) waitMoved(i int) {
 	})
 }
 
-func (l *handoverLoad) client(ctx context.Context, id, home, pipe int) {
+// client is one client, homes[id] (id -1: none); with stop set, it stays
+// on its node (retrying there) and ends when stop is closed.
+func (l *handoverLoad) client(ctx context.Context, id, home, pipe int, stop chan struct{}) {
 	defer l.wg.Done()
 	hc := l.hc
 	dial := func(i int) *redis.Client {
@@ -249,6 +279,8 @@ func (l *handoverLoad) client(ctx context.Context, id, home, pipe int) {
 		select {
 		case <-l.stop:
 			return
+		case <-stop:
+			return
 		default:
 		}
 		failed := false
@@ -257,6 +289,9 @@ func (l *handoverLoad) client(ctx context.Context, id, home, pipe int) {
 			res, err := cl.Do(ctx, "RL.TOKEN", key, handoverLimit, "1/d").Int64Slice()
 			l.record(key, res, err, home)
 			failed = err != nil
+			if stop != nil && (err == nil || !isConnErr(err)) {
+				l.earlyCalls.Add(1)
+			}
 		} else {
 			p := cl.Pipeline()
 			keys := make([]string, pipe)
@@ -278,6 +313,9 @@ func (l *handoverLoad) client(ctx context.Context, id, home, pipe int) {
 		// Its node is going away (or a real error: counted, and the
 		// client looks elsewhere all the same): the next node that is up.
 		time.Sleep(10 * time.Millisecond)
+		if stop != nil {
+			continue
+		}
 		for i := 1; i <= len(hc.nodes); i++ {
 			if n := (home + i) % len(hc.nodes); hc.up[n].Load() {
 				if n != home {
@@ -426,10 +464,12 @@ func (hc *handoverCluster) freeze() {
 // TestRollingRestartNoErrors: a rolling restart of three nodes with
 // --shards 3 (each node in turn stopped with SIGTERM, restarted, and given
 // its group back by the balancer) under load from clients on every node,
-// plain and pipelined, on limits shared by all: the clients see no error
-// at all but connections to the stopping node closing (they move to
-// another node), no limit admits more than its budget or hides a charge,
-// and every replica ends with the same state.
+// plain and pipelined, on limits shared by all, and from a client that
+// sends to each restarted node from the moment it listens (while it
+// replays its log): the clients see no error at all (no CLUSTERDOWN,
+// UNCERTAIN or LOADING) but connections to the stopping node closing (they
+// move to another node), no limit admits more than its budget or hides a
+// charge, and every replica ends with the same state.
 func TestRollingRestartNoErrors(t *testing.T) {
 	hc := newHandoverCluster(t)
 	hc.freeze()
@@ -450,9 +490,11 @@ func TestRollingRestartNoErrors(t *testing.T) {
 		load.waitMoved(i)
 		load.waitDecided("while "+p.ID+" is down", 200, 30*time.Second)
 		hc.start(i)
+		stopEarly := load.early(i)
 		hc.waitServing(p)
 		hc.up[i].Store(true)
 		hc.waitBalanced(60 * time.Second)
+		stopEarly()
 		load.waitDecided("after restarting "+p.ID, 200, 30*time.Second)
 		t.Logf("%s: stopped in %s, back and balanced %s after the SIGTERM; calls by node %v; errors: %s", p.ID,
 			stopped.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), load.callsIn(phase), load.errorsIn(phase, true))
@@ -477,8 +519,9 @@ func TestRollingRestartNoErrors(t *testing.T) {
 }
 
 // TestKillRestartHandback: the node leading group 1 is killed (SIGKILL)
-// under load, group 1 fails over, the node restarts on its data dir and
-// the balancer hands its group back. A crash may answer UNCERTAIN or
+// under load, group 1 fails over, the node restarts on its data dir (a
+// client sends to it from the moment it listens) and the balancer hands
+// its group back. A crash may answer UNCERTAIN or
 // CLUSTERDOWN (docs/commands.md) to the calls it caught; the handback is
 // a planned transfer and answers no error. The counts of each phase are
 // logged; no limit admits more than its budget or hides a charge, and the
@@ -501,10 +544,12 @@ func TestKillRestartHandback(t *testing.T) {
 	load.setPhase("handback")
 	start := time.Now()
 	hc.start(vi)
+	stopEarly := load.early(vi)
 	hc.waitServing(victim)
 	hc.up[vi].Store(true)
 	hc.waitBalanced(60 * time.Second)
 	load.waitDecided("after the handback", 300, 30*time.Second)
+	stopEarly()
 	t.Logf("%s restarted and given group 1 back in %s", victim.ID, time.Since(start).Round(time.Millisecond))
 
 	load.setPhase("after")
