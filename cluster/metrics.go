@@ -206,7 +206,11 @@ func (n *Node) Ready() error {
 		return ErrShuttingDown
 	default:
 	}
-	switch kind, _ := n.route(); kind {
+	kind, _ := n.route()
+	if kind == routeWait && n.transferring.Load() > 0 {
+		kind = routeLocal // a transfer of ours holds commands a moment; it fails none
+	}
+	switch kind {
 	case routeLocal, routeForward:
 	case routeLoading:
 		return ErrLoading
