@@ -310,10 +310,11 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // broke and no re-send was answered in time, leadership changed and the
 // log did not tell the entry's fate in time); ErrLoading when this node
 // was still replaying its log, with no leader to forward to, for the whole
-// timeout; ErrShuttingDown after Close. Batches that certainly did not reach the
-// log (not the leader any more, no leader yet) are routed again within the
-// timeout; a forwarded batch that may have reached it is sent again only
-// with its batch ID, which the log applies at most once.
+// timeout; ErrShuttingDown after Close. Batches that certainly did not
+// reach the log (not the leader any more, a leadership transfer, no leader
+// yet) are routed again within the timeout; a forwarded batch that may
+// have reached it is sent again only with its batch ID, which the log
+// applies at most once.
 func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
 	if len(ops) != len(results) {
 		return internalError("%d results for %d operations", len(results), len(ops))
