@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
+	"github.com/sluice-rl/sluice/internal/slots"
 )
 
 // handoverLoad is clients calling Execute in a loop, each a pipeline of
@@ -408,4 +409,33 @@ func TestFSMOutcome(t *testing.T) {
 		t.Fatalf("after a restore past index 3: %d, want unknown", st)
 	}
 	f.forget(id, 0)
+}
+
+// TestReplayingGroupForwardsWithHostAddresses: a group still replaying its
+// log whose own log has not told it the leader's forward address yet
+// forwards with the address another group of its host knows (a member has
+// the same addresses in every group), rather than answering LOADING.
+func TestReplayingGroupForwardsWithHostAddresses(t *testing.T) {
+	th := newTestHosts(t, 3, 2, nil)
+	th.waitBalanced(20 * time.Second)
+	// Host 0 follows group 1 (led by host 1 once balanced).
+	n := th.hosts[0].nodes[1]
+	_, leader := n.raft.LeaderWithID()
+	if leader == "" || string(leader) == n.cfg.ID {
+		t.Fatalf("group 1's leader seen from host 1: %q", leader)
+	}
+	// As at start, while replaying: the group's log has not told the
+	// leader's addresses yet.
+	n.fsm.mu.Lock()
+	delete(n.fsm.leaders, string(leader))
+	n.fsm.mu.Unlock()
+	kind, addr := n.route()
+	if want, _ := th.hosts[0].nodes[0].fsm.leader(string(leader)); kind != routeForward || addr != want.Forward {
+		t.Fatalf("route: %v %q, want a forward to %q", kind, addr, want.Forward)
+	}
+	table, _ := slots.Even(2)
+	key := keyIn(t, table, 1, "replay:")
+	if r := hostExec(t, th.hosts[0], decide(key, tokenRule, 1)); !r[0].Allowed {
+		t.Fatalf("a command of the replaying group: %+v", r[0])
+	}
 }
