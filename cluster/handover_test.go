@@ -420,10 +420,16 @@ func TestReplayingGroupForwardsWithHostAddresses(t *testing.T) {
 	th.waitBalanced(20 * time.Second)
 	// Host 0 follows group 1 (led by host 1 once balanced).
 	n := th.hosts[0].nodes[1]
-	_, leader := n.raft.LeaderWithID()
-	if leader == "" || string(leader) == n.cfg.ID {
-		t.Fatalf("group 1's leader seen from host 1: %q", leader)
-	}
+	var leader raft.ServerID
+	waitFor(t, 10*time.Second, func() error {
+		if _, leader = n.raft.LeaderWithID(); leader == "" || string(leader) == n.cfg.ID {
+			return fmt.Errorf("group 1's leader seen from host 1: %q", leader)
+		}
+		if _, ok := th.hosts[0].nodes[0].fsm.leader(string(leader)); !ok {
+			return fmt.Errorf("group 0's log on host 1 has no addresses of %s yet", leader)
+		}
+		return nil
+	})
 	// As at start, while replaying: the group's log has not told the
 	// leader's addresses yet.
 	n.fsm.mu.Lock()
