@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -564,5 +565,76 @@ func TestKillRestartHandback(t *testing.T) {
 		if e := load.errorsIn(phase, true); e != "none" {
 			t.Errorf("%s: clients saw errors: %s", phase, e)
 		}
+	}
+}
+
+// TestShutdownBounded: a graceful stop waits for the commands a node has
+// taken in, but no longer than --shutdown-timeout, and a second signal
+// ends it at once. The node's peers are killed, so that a command sent to
+// it waits (for a majority) through the whole --cluster-timeout of 20 s.
+func TestShutdownBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		second bool // a second SIGTERM, 300 ms after the first
+	}{
+		{"shutdown-timeout", []string{"--shutdown-timeout", "1s"}, false},
+		{"second signal", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestClusterWith(t, 3, func(nodes []*proc) {
+				for _, p := range nodes {
+					p.Extra = append(p.Extra, "--cluster-timeout", "20s")
+				}
+				nodes[0].Extra = append(nodes[0].Extra, tc.flags...)
+			})
+			c.waitServing(c.nodes...)
+			p := c.nodes[0]
+			c.kill(c.nodes[1])
+			c.kill(c.nodes[2])
+			r := c.client(p)
+			done := make(chan error, 1)
+			go func() { done <- r.Do(context.Background(), "RL.TOKEN", "k", "5", "1/s").Err() }()
+			time.Sleep(300 * time.Millisecond) // the command is taken in, waiting for a majority
+			start := time.Now()
+			if err := p.run.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if tc.second {
+				time.Sleep(300 * time.Millisecond)
+				select {
+				case <-p.run.Exited():
+					t.Fatal("the node stopped before the command it took in was answered")
+				default:
+				}
+				if err := p.run.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-p.run.Exited():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still running %s after the signal", time.Since(start).Round(time.Millisecond))
+			}
+			took := time.Since(start)
+			exitErr := p.run.Err()
+			p.run = nil
+			if exitErr != nil {
+				t.Fatalf("exit: %v, want a clean one", exitErr)
+			}
+			// 1 s of timeout or 0.3 s before the second signal, plus the
+			// close (and the race detector's 1 s at exit, when built with it).
+			least := time.Second
+			if tc.second {
+				least = 300 * time.Millisecond
+			}
+			if took < least || took > 5*time.Second {
+				t.Fatalf("stopped %s after the first signal, want %s to 5s", took.Round(time.Millisecond), least)
+			}
+			t.Logf("stopped %s after the first signal; the waiting command: %v", took.Round(time.Millisecond), <-done)
+		})
 	}
 }

@@ -189,7 +189,15 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 	}
 	log.Info("shutting down: answering the commands taken in", "handover", time.Since(start).Round(time.Millisecond))
 	if err := srv.Drain(graceCtx); err != nil {
-		log.Warn("connections still busy; closing them", "err", err)
+		// Past --shutdown-timeout, or a second signal: close what is
+		// left. A connection still in the executor ends when closeExec
+		// stops it (its command answers as on a crash), so do not wait.
+		log.Warn("shutting down: commands still running; closing their connections", "err", err)
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancelClose()
+		_ = srv.Close(closeCtx)
+		log.Info("shutting down: connections closed", "took", time.Since(start).Round(time.Millisecond))
+		return nil
 	}
 	closeCtx, cancelClose := context.WithTimeout(now, 5*time.Second)
 	defer cancelClose()
