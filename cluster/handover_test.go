@@ -445,3 +445,61 @@ func TestReplayingGroupForwardsWithHostAddresses(t *testing.T) {
 		t.Fatalf("a command of the replaying group: %+v", r[0])
 	}
 }
+
+// TestLostEntryCommittedByNewLeader: a leader of five appends a command's
+// entry that only one follower, A, receives (the others are cut off from
+// it and from each other, but not from A), and loses its leadership before
+// the entry commits. A, whose log is the longest, wins the election and
+// commits the entry. Once the old leader rejoins and applies it, its
+// caller gets the entry's real results instead of UNCERTAIN.
+func TestLostEntryCommittedByNewLeader(t *testing.T) {
+	tc := newTestCluster(t, 5, func(_ int, c *Config) { c.ClusterTimeout = 5 * time.Second })
+	l := tc.leader()
+	a := (l + 1) % 5
+	var others []int
+	for i := range 5 {
+		if i != l && i != a {
+			others = append(others, i)
+		}
+	}
+	cut := func(i, j int) {
+		tc.trans[i].Disconnect(tc.trans[j].LocalAddr())
+		tc.trans[j].Disconnect(tc.trans[i].LocalAddr())
+	}
+	for _, i := range others {
+		cut(l, i)
+		for _, j := range others {
+			if i < j {
+				cut(i, j)
+			}
+		}
+	}
+	errc := make(chan error, 1)
+	res := make([]engine.Result, 1)
+	go func() {
+		errc <- tc.nodes[l].Execute(context.Background(), []engine.Op{decide("lost", tokenRule, 1)}, res)
+	}()
+	waitFor(t, 10*time.Second, func() error {
+		if k, _ := tc.nodes[a].route(); k != routeLocal {
+			return fmt.Errorf("node %d does not lead yet", a+1)
+		}
+		return nil
+	})
+	for i := range 5 {
+		tc.heal(i)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("the command whose entry the new leader committed: %v (want its answer)", err)
+	}
+	if !res[0].Allowed || res[0].Remaining != tokenRule.Limit-1 {
+		t.Fatalf("result %+v, want admitted with %d left", res[0], tokenRule.Limit-1)
+	}
+	r := exec(t, tc.nodes[a], decide("lost", tokenRule, 0))
+	if r[0].Remaining != tokenRule.Limit-1 {
+		t.Fatalf("the key has %d left, want %d: charged once", r[0].Remaining, tokenRule.Limit-1)
+	}
+	c, _ := tc.nodes[l].metrics.resolvedVec.GetMetricWithLabelValues("applied")
+	if got := counterValue(c); got != 1 {
+		t.Fatalf("entries resolved as applied on the old leader: %v, want 1", got)
+	}
+}
