@@ -30,8 +30,10 @@ import (
 // to balanceBackoffMax later; a member whose link flaps costs its groups
 // one transfer attempt per return.
 //
-// A transfer, like any leader change, may answer UNCERTAIN for commands in
-// flight at that instant (docs/design.md, "Error codes").
+// A transfer fails none of the commands in flight at that instant
+// (handover.go; docs/design.md, "Handovers"). A member that is stopping
+// refuses transfers to it (stoppingTransport): the transfer fails, and
+// the member is left alone as one that is down.
 
 const (
 	// balanceEvery is how often a host looks at the groups it leads.
@@ -76,6 +78,9 @@ func (h *Host) balance() {
 			delete(failed, string(o.Data.(raft.ResumedHeartbeatObservation).PeerID))
 			continue
 		case <-t.C:
+		}
+		if h.stopping.Load() {
+			continue // handing over before a stop (handover.go)
 		}
 		h.forgetRemoved(failed)
 		for g, n := range h.nodes {

@@ -93,9 +93,11 @@ import (
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
 // timeout mean Raft refused the entry before appending it: not applied, so
 // Execute routes the request again (to the new leader, through forwarding).
-// ErrLeadershipLost (or shutdown) after the entry was appended means the
-// outcome is unknown: the caller gets ErrOutcomeUnknown (UNCERTAIN), never
-// a retry that could apply it twice.
+// ErrLeadershipLost after the entry was appended says nothing of its fate:
+// the waiter learns it from this node's own log (resolve, fsm.outcome):
+// the entry's results when it committed, a retry when another entry took
+// its index; ErrOutcomeUnknown (UNCERTAIN) only when the log told nothing
+// in time, or on shutdown. Never a retry that could apply it twice.
 //
 // Locks: none. The batcher goroutine owns its buffers; requests cross
 // goroutines through channels and their state word; the engine is touched
@@ -150,6 +152,9 @@ type batcher struct {
 	// storeFault returns the MISCONF error while this node's log store
 	// cannot be written (faultstore.go); nil when in memory.
 	storeFault func() error
+	// awaiting counts the entries handed to Raft whose callers are not
+	// answered yet (Handover waits for none).
+	awaiting atomic.Int64
 }
 
 func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-chan struct{}) *batcher {
@@ -532,11 +537,20 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 	buf = append(buf, *body...)
 	id := entryID(buf)
 	b.fsm.await(id)
+	restores := b.fsm.restores.Load()
 	start := time.Now()
 	b.metrics.held(start.Sub(firstAt))
+	b.awaiting.Add(1)
 	f := b.raft.Apply(buf, b.timeout)
-	go b.await(f, id, batch, n, start)
+	go b.await(f, entryRef{id: id, restores: restores}, batch, n, start)
 	return true
+}
+
+// entryRef names an entry handed to Raft, for its waiter: its entryID,
+// and the FSM's restore count when it was handed over (fsm.outcome).
+type entryRef struct {
+	id       uint64
+	restores uint64
 }
 
 // drain fails every queued request when the node closes.
@@ -560,10 +574,22 @@ func (b *batcher) drain() {
 // entry first answers its callers and frees its slot, and the other does
 // nothing: once answered, a request may be recycled for another call, so
 // it must never be finished twice.
-func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops int, start time.Time) {
-	var settled atomic.Bool
+//
+// When this node lost its leadership after Raft appended the entry (a
+// leadership transfer: a graceful stop, the balancer, RAFT.TRANSFER; or a
+// failover), the entry's fate is decided by the next leader, and this node
+// learns it by applying its own log: resolve waits for that, so that the
+// callers get the entry's real results, or a retry (to the new leader)
+// when another entry took its index; UNCERTAIN only when neither is known
+// in time.
+func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops int, start time.Time) {
+	var (
+		settled atomic.Bool
+		index   uint64 // the entry's log index, once Raft answered
+	)
 	free := func() {
-		b.fsm.forget(id)
+		b.awaiting.Add(-1)
+		b.fsm.forget(ref.id, index)
 		b.freed <- entryDone{callers: len(batch), took: time.Since(start)} // buffered: never blocks
 	}
 	watchdog := time.AfterFunc(b.timeout+b.timeout/2, func() {
@@ -581,28 +607,42 @@ func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops in
 		return // the watchdog answered the callers
 	}
 	watchdog.Stop()
+	index = f.Index()
 	defer free()
-	if err != nil {
-		if f := b.logWriteError(err); f != nil {
-			err = f // the local append failed: not stored, not replicated
-		} else {
-			err = classifyApplyError(err)
+	var results []engine.Result
+	if err == nil {
+		b.entries.Add(1)
+		b.ops.Add(uint64(nops))
+		b.metrics.committed(time.Since(start))
+		results, _ = f.Response().([]engine.Result)
+		if results == nil {
+			// Not a result slice: the FSM refused the entry (an error).
+			err = internalError("the log entry did not apply: %v", f.Response())
+			if e, isErr := f.Response().(error); isErr && errcode.Is(e, errcode.ApplyHalted) {
+				// Committed, so the other replicas apply it; this one halted.
+				err = &errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e}
+			}
 		}
-		for _, r := range batch {
-			finish(r, nil, err)
+	} else if errors.Is(err, raft.ErrLeadershipLost) && index > 0 {
+		st, rs := b.resolve(ref, index, start.Add(b.timeout+b.timeout/2))
+		b.metrics.resolved(st)
+		switch st {
+		case outcomeApplied:
+			err, results = nil, rs
+		case outcomeNotApplied:
+			err = errRetry
+		default:
+			err = ErrOutcomeUnknown
 		}
-		return
+	} else if f := b.logWriteError(err); f != nil {
+		err = f // the local append failed: not stored, not replicated
+	} else {
+		err = classifyApplyError(err)
 	}
-	b.entries.Add(1)
-	b.ops.Add(uint64(nops))
-	b.metrics.committed(time.Since(start))
-	results, ok := f.Response().([]engine.Result)
-	if !ok || len(results) != nops {
-		err := internalError("the log entry did not apply: %v", f.Response())
-		if e, isErr := f.Response().(error); isErr && errcode.Is(e, errcode.ApplyHalted) {
-			// Committed, so the other replicas apply it; this one halted.
-			err = &errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e}
-		}
+	if err == nil && len(results) != nops {
+		err = internalError("the log entry did not apply: %d results for %d operations", len(results), nops)
+	}
+	if err != nil {
 		for _, r := range batch {
 			finish(r, nil, err)
 		}
@@ -617,6 +657,32 @@ func (b *batcher) await(f raft.ApplyFuture, id uint64, batch []*request, nops in
 			continue
 		}
 		finish(r, rs, nil)
+	}
+}
+
+// resolvePoll is how often resolve looks at the FSM.
+const resolvePoll = 2 * time.Millisecond
+
+// resolve waits until this node's log has applied the index at which the
+// entry ref was appended, or until the deadline or the node's close, and
+// says what became of the entry (fsm.outcome): applied, with its results;
+// not applied (another leader's entry, or none, took the index: the
+// callers may be routed again); or unknown.
+func (b *batcher) resolve(ref entryRef, index uint64, until time.Time) (int, []engine.Result) {
+	t := time.NewTicker(resolvePoll)
+	defer t.Stop()
+	for {
+		if st, rs := b.fsm.outcome(ref.id, index, ref.restores); st != outcomePending {
+			return st, rs
+		}
+		if !time.Now().Before(until) {
+			return outcomeUnknown, nil
+		}
+		select {
+		case <-t.C:
+		case <-b.closing:
+			return outcomeUnknown, nil
+		}
 	}
 }
 

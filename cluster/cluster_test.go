@@ -311,7 +311,8 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	tc.waitConverged(l)
 }
 
-// TestLoading: a node replaying its log answers LOADING, with either log
+// TestLoading: a node replaying its log, with no leader to forward to,
+// holds commands and answers LOADING after ClusterTimeout, with either log
 // store.
 func TestLoading(t *testing.T) {
 	for _, ds := range storeSetups {

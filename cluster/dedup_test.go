@@ -179,7 +179,7 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	data := batchEntry(stamp, []batchID{{}, testID(1), testID(1)}, [][]engine.Op{b, a, a})
 	f.await(entryID(data))
 	rs, ok := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).([]engine.Result)
-	f.forget(entryID(data))
+	f.forget(entryID(data), 0)
 	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || rs[2].Err != errDuplicateBatch {
 		t.Fatalf("results %+v", rs)
 	}
@@ -363,11 +363,11 @@ func TestFSMAwaitedByID(t *testing.T) {
 	if rs := apply(2); len(rs) != 1 || !rs[0].Allowed {
 		t.Fatalf("awaited entry (a copy of its bytes): %+v", rs)
 	}
-	f.forget(entryID(data))
+	f.forget(entryID(data), 0)
 	if rs := apply(3); len(rs) != 1 {
 		t.Fatalf("the second identical entry lost its results: %+v", rs)
 	}
-	f.forget(entryID(data))
+	f.forget(entryID(data), 0)
 	if rs := apply(4); rs != nil || len(f.awaited) != 0 {
 		t.Fatalf("forgotten entry still awaited: %+v, %v", rs, f.awaited)
 	}

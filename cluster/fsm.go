@@ -73,6 +73,21 @@ type fsm struct {
 	// awaitMu is a leaf lock: nothing is taken while it is held.
 	awaitMu sync.Mutex
 	awaited map[uint64]int // entry ID -> waiters; guarded by awaitMu
+	// outcomes holds the results of awaited entries by log index, for the
+	// waiters that lost their leadership before Raft answered them
+	// (batcher.go, resolve): they learn here whether their entry
+	// committed, and what it decided. Guarded by awaitMu; an outcome goes
+	// when its waiter forgets the entry.
+	outcomes map[uint64]entryOutcome
+	// restores counts snapshot restores: a restore moves applied past
+	// entries the FSM never saw one by one.
+	restores atomic.Uint64
+}
+
+// entryOutcome is what an awaited entry decided when it applied.
+type entryOutcome struct {
+	id      uint64 // entryID of its bytes
+	results []engine.Result
 }
 
 // applyHalt is why and where an FSM stopped applying its log.
@@ -102,7 +117,7 @@ const (
 
 func newFSM(eng *engine.Engine, log *slog.Logger, hook func()) *fsm {
 	f := &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[uint64]int),
-		dedup: newDedupSet(), needs: opNeedsTable()}
+		outcomes: make(map[uint64]entryOutcome), dedup: newDedupSet(), needs: opNeedsTable()}
 	f.version.Store(BaseVersion)
 	return f
 }
@@ -194,7 +209,7 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 			f.spans = e.spans[:0]
 		}
 		defer clear(e.ops) // drop the references into the entry's data
-		awaited := f.isAwaited(l.Data)
+		awaited, id := f.isAwaited(l.Data)
 		var results []engine.Result
 		if awaited {
 			results = make([]engine.Result, len(e.ops))
@@ -214,6 +229,9 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 			f.eng.Apply(e.stamp, e.ops, results)
 		}
 		if awaited {
+			f.awaitMu.Lock()
+			f.outcomes[l.Index] = entryOutcome{id: id, results: results}
+			f.awaitMu.Unlock()
 			return results
 		}
 		return nil
@@ -303,28 +321,67 @@ func (f *fsm) await(id uint64) {
 	f.awaitMu.Unlock()
 }
 
-func (f *fsm) forget(id uint64) {
+// forget takes the entry's log index (0 if unknown), whose outcome it
+// drops too.
+func (f *fsm) forget(id, index uint64) {
 	f.awaitMu.Lock()
 	if f.awaited[id]--; f.awaited[id] <= 0 {
 		delete(f.awaited, id)
 	}
+	if o, ok := f.outcomes[index]; ok && o.id == id {
+		delete(f.outcomes, index)
+	}
+	if len(f.awaited) == 0 && len(f.outcomes) > 0 {
+		clear(f.outcomes) // an outcome nobody will claim (a hash twin's)
+	}
 	f.awaitMu.Unlock()
 }
 
-// isAwaited says whether a caller on this node waits for the entry data.
-// A follower awaits nothing, and does not hash its entries.
-func (f *fsm) isAwaited(data []byte) bool {
+// isAwaited says whether a caller on this node waits for the entry data,
+// and the entry's ID when it does. A follower awaits nothing, and does not
+// hash its entries.
+func (f *fsm) isAwaited(data []byte) (bool, uint64) {
 	f.awaitMu.Lock()
 	none := len(f.awaited) == 0
 	f.awaitMu.Unlock()
 	if none {
-		return false
+		return false, 0
 	}
 	id := entryID(data)
 	f.awaitMu.Lock()
 	n := f.awaited[id]
 	f.awaitMu.Unlock()
-	return n > 0
+	return n > 0, id
+}
+
+// Outcome states of an awaited entry whose leader lost its leadership.
+const (
+	outcomePending    = iota // the log has not applied its index here yet
+	outcomeApplied           // it committed: results are what it decided
+	outcomeNotApplied        // another entry (or none) holds its index
+	outcomeUnknown           // a snapshot restore passed over its index
+)
+
+// outcome says what became of the awaited entry id that Raft appended at
+// index, once this node's log applied that index; restores is what
+// f.restores was when the entry was appended.
+func (f *fsm) outcome(id, index, restores uint64) (int, []engine.Result) {
+	// applied first: the FSM stores an outcome before it moves applied,
+	// so an outcome stored at an applied index is visible below.
+	applied := f.applied.Load()
+	if applied < index {
+		return outcomePending, nil
+	}
+	f.awaitMu.Lock()
+	o, ok := f.outcomes[index]
+	f.awaitMu.Unlock()
+	switch {
+	case ok && o.id == id:
+		return outcomeApplied, o.results
+	case f.restores.Load() != restores:
+		return outcomeUnknown, nil
+	}
+	return outcomeNotApplied, nil
 }
 
 // leader returns what the log says about id's addresses.
@@ -391,6 +448,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.eng.Reset()
 		return fmt.Errorf("cluster: restore snapshot: %w", err)
 	}
+	f.restores.Add(1)
 	f.eng.SetClockState(h.Clock)
 	dedup, err := restoreDedup(h.Meta)
 	if err != nil {

@@ -100,11 +100,16 @@ type fwdConn struct {
 	dead     chan struct{}
 	lastRecv atomic.Int64 // when a frame last arrived (or the dial), Unix ns
 
-	mu      sync.Mutex // guards pending, nextID, err
-	pending map[uint64]*fwdCall
-	nextID  uint64
-	err     error // why the connection died
+	mu       sync.Mutex // guards pending, nextID, err, retiring
+	pending  map[uint64]*fwdCall
+	nextID   uint64
+	err      error // why the connection died
+	retiring bool  // the leader changed: close once no call is pending
 }
+
+// errRetired closes a connection to a former leader once the calls
+// written on it were answered.
+var errRetired = errors.New("the leader changed and every call on this connection was answered")
 
 // forward runs ops on the leader at addr as batch id. It returns errRetry
 // when they were certainly not applied, errResend when they were written
@@ -202,17 +207,17 @@ func (c *fwdClient) pick(addr string, until time.Time) (*fwdConn, error) {
 		conn := c.conns[c.next%len(c.conns)]
 		c.next++
 		c.mu.Unlock()
-		closeAll(old)
+		retireAll(old)
 		return conn, nil
 	}
 	if c.dialing {
 		c.mu.Unlock()
-		closeAll(old)
+		retireAll(old)
 		return nil, errRetry // another caller is dialing; look again shortly
 	}
 	c.dialing = true
 	c.mu.Unlock()
-	closeAll(old)
+	retireAll(old)
 
 	nc, err := c.dial(addr, until)
 	c.mu.Lock()
@@ -267,6 +272,39 @@ func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	return nc, nil
 }
 
+// retireAll retires the connections to a former leader: each closes once
+// the calls written on it are answered (a leadership transfer answers
+// them: with their results, or a retry), so that no call that may have
+// applied is cut off and re-sent (a re-sent batch that had applied can
+// only be answered UNCERTAIN).
+func retireAll(conns []*fwdConn) {
+	for _, conn := range conns {
+		conn.retire()
+	}
+}
+
+// retire marks conn to close once no call is pending on it, now if none
+// is. A call that gets no answer meets its deadline, which closes conn.
+func (conn *fwdConn) retire() {
+	conn.mu.Lock()
+	conn.retiring = true
+	idle := len(conn.pending) == 0
+	conn.mu.Unlock()
+	if idle {
+		conn.die(errRetired)
+	}
+}
+
+// retireIfIdle closes a retiring connection with no call pending.
+func (conn *fwdConn) retireIfIdle() {
+	conn.mu.Lock()
+	idle := conn.retiring && len(conn.pending) == 0
+	conn.mu.Unlock()
+	if idle {
+		conn.die(errRetired)
+	}
+}
+
 func closeAll(conns []*fwdConn) {
 	for _, conn := range conns {
 		conn.c.Close()
@@ -302,6 +340,7 @@ func (conn *fwdConn) forget(id uint64) {
 	conn.mu.Lock()
 	delete(conn.pending, id)
 	conn.mu.Unlock()
+	conn.retireIfIdle()
 }
 
 // healthy reports whether conn may carry a call: it heard from the leader
@@ -444,8 +483,13 @@ func (conn *fwdConn) reader() {
 		conn.mu.Lock()
 		call := conn.pending[id]
 		delete(conn.pending, id)
+		retired := conn.retiring && len(conn.pending) == 0
 		conn.mu.Unlock()
 		if call == nil || !call.state.CompareAndSwap(reqSubmitted, reqClaimed) {
+			if retired {
+				conn.die(errRetired)
+				return
+			}
 			continue // its caller gave up
 		}
 		switch status {
@@ -466,6 +510,10 @@ func (conn *fwdConn) reader() {
 				return
 			}
 			call.finish(err)
+		}
+		if retired {
+			conn.die(errRetired) // the last call of a former leader's connection
+			return
 		}
 	}
 }

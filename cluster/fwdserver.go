@@ -11,6 +11,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/engine"
@@ -33,6 +34,9 @@ type fwdServer struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup // connection handlers
+	// inflight counts the forwarded batches taken into a group commit and
+	// not answered yet (Host.Handover waits for none).
+	inflight atomic.Int64
 }
 
 func (s *fwdServer) serve() {
@@ -222,8 +226,10 @@ func (s *fwdServer) handle(c net.Conn) {
 			continue
 		}
 		pending.Add(1)
+		s.inflight.Add(1)
 		go func() {
 			defer pending.Done()
+			defer s.inflight.Add(-1)
 			defer n.timers.put(timer)
 			err := n.batcher.wait(ctx, timer.C, req)
 			if errors.Is(err, errRetry) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,6 +50,12 @@ type Host struct {
 	closeOnce sync.Once
 	closeErr  error
 	bg        sync.WaitGroup // the balancer
+	// stopping: the host is handing over before it stops (handover.go);
+	// its balancer rests.
+	stopping atomic.Bool
+	// started holds h.nodes once every group runs (for peers, which the
+	// groups call from their own goroutines).
+	started atomic.Pointer[[]*Node]
 }
 
 // NewHost starts a host with one group per engine (len(engines) groups,
@@ -111,7 +118,7 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 		if !cfg.InMemory {
 			gcfg.DataDir = persistence.GroupDir(cfg.DataDir, g)
 		}
-		n, err := newNode(ctx, gcfg, eng, &groupShare{group: g, stream: h.mux.layers[g], fwdSrv: h.fwdSrv, fwdAddr: fwdAddr, cluster: clusterID})
+		n, err := newNode(ctx, gcfg, eng, &groupShare{group: g, stream: h.mux.layers[g], fwdSrv: h.fwdSrv, fwdAddr: fwdAddr, cluster: clusterID, peers: h.peerAddrs})
 		if err != nil {
 			h.closeNodes(context.Background())
 			ln.Close()
@@ -121,6 +128,8 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 		h.nodes = append(h.nodes, n)
 	}
 	h.fwdSrv.nodes = h.nodes
+	nodes := h.nodes
+	h.started.Store(&nodes)
 	h.fwdSrv.wg.Add(1)
 	go h.fwdSrv.serve()
 	if shards > 1 {
@@ -128,6 +137,21 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 		go h.balance() // balance.go
 	}
 	return h, nil
+}
+
+// peerAddrs returns member id's addresses as any group's log holds them:
+// a member has the same addresses in every group.
+func (h *Host) peerAddrs(id string) (leaderEntry, bool) {
+	nodes := h.started.Load()
+	if nodes == nil {
+		return leaderEntry{}, false
+	}
+	for _, n := range *nodes {
+		if e, ok := n.fsm.leader(id); ok && e.Forward != "" {
+			return e, true
+		}
+	}
+	return leaderEntry{}, false
 }
 
 // Groups returns the number of Raft groups.

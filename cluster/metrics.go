@@ -24,6 +24,9 @@ type nodeMetrics struct {
 	snapshots   *prometheus.HistogramVec
 	fwdBatches  prometheus.Counter
 	fwdOps      prometheus.Counter
+	// resolvedVec counts entries whose leadership was lost after Raft
+	// appended them, by what their resolution found (batcher.go, resolve).
+	resolvedVec *prometheus.CounterVec
 }
 
 func newNodeMetrics() *nodeMetrics {
@@ -59,6 +62,10 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "Engine operations this node forwarded to the leader.",
 		}),
 	}
+	m.resolvedVec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_handover_resolved_entries_total",
+		Help: "Entries this node handed to Raft as leader and lost the leadership of before they committed, by outcome learned from the log: applied (answered with their results), not_applied (routed again to the new leader) or unknown (answered UNCERTAIN).",
+	}, []string{"outcome"})
 	m.snapCapture = m.snapshots.WithLabelValues("capture")
 	m.snapPersist = m.snapshots.WithLabelValues("persist")
 	return m
@@ -76,6 +83,21 @@ func (m *nodeMetrics) held(d time.Duration) {
 	if m != nil {
 		m.hold.Observe(d.Seconds())
 	}
+}
+
+// resolved counts one entry resolved after a leadership loss.
+func (m *nodeMetrics) resolved(outcome int) {
+	if m == nil {
+		return
+	}
+	label := "unknown"
+	switch outcome {
+	case outcomeApplied:
+		label = "applied"
+	case outcomeNotApplied:
+		label = "not_applied"
+	}
+	m.resolvedVec.WithLabelValues(label).Inc()
 }
 
 // forwarded counts one batch of ops sent to the leader.
@@ -133,6 +155,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	m.snapshots.Describe(ch)
 	m.fwdBatches.Describe(ch)
 	m.fwdOps.Describe(ch)
+	m.resolvedVec.Describe(ch)
 }
 
 func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -180,6 +203,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	m.snapshots.Collect(ch)
 	m.fwdBatches.Collect(ch)
 	m.fwdOps.Collect(ch)
+	m.resolvedVec.Collect(ch)
 }
 
 // readyLag is how many committed entries a node may have left to apply and
@@ -199,7 +223,11 @@ func (n *Node) Ready() error {
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	switch kind, _ := n.route(); kind {
+	kind, _ := n.route()
+	if kind == routeWait && n.transferring.Load() > 0 {
+		kind = routeLocal // a transfer of ours holds commands a moment; it fails none
+	}
+	switch kind {
 	case routeLocal, routeForward:
 	case routeLoading:
 		return ErrLoading

@@ -86,6 +86,16 @@ type Node struct {
 	// its version; haltCh tells monitorLeadership that the FSM halted.
 	versionKick chan string
 	haltCh      chan struct{}
+	// stopping: the node is handing over before it stops (handover.go),
+	// and refuses leadership transfers to itself.
+	stopping atomic.Bool
+	// transferring counts this node's leadership transfers under way:
+	// meanwhile Raft refuses new entries, and commands wait (route).
+	transferring atomic.Int32
+	// peers looks up a member's addresses in the other groups of this
+	// node's host, for a group whose log has not told it yet (a node
+	// still replaying at start); nil on its own.
+	peers func(id string) (leaderEntry, bool)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -110,6 +120,8 @@ type groupShare struct {
 	fwdSrv  *fwdServer
 	fwdAddr string // the host's advertised forward address
 	cluster string // the cluster identity (identity.go), "" for none
+	// peers looks a member's addresses up in the host's other groups.
+	peers func(id string) (leaderEntry, bool)
 }
 
 // newNode is New for a node on its own (sh nil) or one group of a Host.
@@ -221,9 +233,11 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		}
 		n.transport, n.ownTrans = t, true
 	}
+	n.transport = newStoppingTransport(n.transport, &n.stopping)
 
 	if sh != nil {
 		n.fwdAddr = sh.fwdAddr
+		n.peers = sh.peers
 	} else {
 		ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
 		if err != nil {
@@ -344,13 +358,15 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // batch was certainly not applied and no majority took it within
 // ClusterTimeout (there is no leader, or it cannot reach a quorum);
 // ErrUncertain's kind when it may have been applied but no outcome came
-// (handed to Raft and no answer in time, leadership changed, the connection
-// to the leader broke and no re-send was answered in time); ErrLoading
-// while this node replays its log and knows no leader to forward to;
-// ErrShuttingDown after Close. Batches that certainly did not reach the
-// log (not the leader any more, no leader yet) are routed again within the
-// timeout; a forwarded batch that may have reached it is sent again only
-// with its batch ID, which the log applies at most once.
+// (handed to Raft and no answer in time, the connection to the leader
+// broke and no re-send was answered in time, leadership changed and the
+// log did not tell the entry's fate in time); ErrLoading when this node
+// was still replaying its log, with no leader to forward to, for the whole
+// timeout; ErrShuttingDown after Close. Batches that certainly did not
+// reach the log (not the leader any more, a leadership transfer, no leader
+// yet) are routed again within the timeout; a forwarded batch that may
+// have reached it is sent again only with its batch ID, which the log
+// applies at most once.
 func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
 	if len(ops) != len(results) {
 		return internalError("%d results for %d operations", len(results), len(ops))
@@ -406,9 +422,10 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	deadline := n.timers.get(n.cfg.ClusterTimeout)
 	defer n.timers.put(deadline)
 	var (
-		pause *time.Timer
-		id    batchID // given at the first forward, kept by every later try
-		sent  bool    // a try was written and its outcome is unknown
+		pause   *time.Timer
+		id      batchID // given at the first forward, kept by every later try
+		sent    bool    // a try was written and its outcome is unknown
+		loading bool    // the last try found the node replaying
 	)
 	for {
 		var err error
@@ -440,8 +457,14 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				err = errRetry
 			}
 		case routeLoading:
-			err = ErrLoading
+			// Still replaying, and no leader to forward to known yet: hold
+			// the batch as while there is no leader (the replay soon tells
+			// the leader's address); LOADING if that takes the whole
+			// timeout.
+			loading = true
+			err = errRetry
 		default:
+			loading = false
 			err = errRetry
 		}
 		if errors.Is(err, errRetry) && !sent && time.Since(start) >= misconfWait {
@@ -477,6 +500,9 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		case <-deadline.C:
 			if sent {
 				return commitTimeoutError(n.cfg.ClusterTimeout)
+			}
+			if loading {
+				return ErrLoading
 			}
 			return clusterDownError(n.cfg.ClusterTimeout)
 		case <-ctx.Done():
@@ -527,8 +553,17 @@ const (
 )
 
 // route says where a batch should go now.
+//
+// A node still replaying its log at start forwards to the leader whenever
+// it knows the leader's forward address: from its own log, or else from
+// another group of its host (every group of a member has the same
+// address); routeLoading only when it knows none (or leads while
+// replaying).
 func (n *Node) route() (routeKind, string) {
 	if n.raft.State() == raft.Leader {
+		if n.transferring.Load() > 0 {
+			return routeWait, "" // Raft refuses entries until it is done
+		}
 		if n.readyTerm.Load() == n.raft.CurrentTerm() {
 			return routeLocal, ""
 		}
@@ -543,6 +578,11 @@ func (n *Node) route() (routeKind, string) {
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
 		return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+	}
+	if n.peers != nil {
+		if e, ok := n.peers(string(id)); ok && e.Forward != "" {
+			return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+		}
 	}
 	if !n.isReplayed() {
 		return routeLoading, ""
@@ -587,9 +627,10 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 			return nil, fwdStatusError, err
 		}
 		return req, 0, nil
-	case routeLoading:
-		return nil, fwdStatusError, ErrLoading
 	}
+	// Not the ready leader (a follower, an election, a transfer, or a
+	// leader still replaying): the follower holds the batch and routes it
+	// again, rather than failing it with LOADING.
 	return nil, fwdStatusRetry, errors.New("not the ready leader")
 }
 
@@ -605,6 +646,11 @@ func (n *Node) monitorLeadership() {
 				n.handOffHalted()
 			} else if leader {
 				n.becomeReady()
+			}
+			if leader && n.stopping.Load() {
+				// Elected while handing over before a stop (a transfer to
+				// it is refused, an election is not): hand over again.
+				go n.handOffAgain()
 			}
 		case <-n.haltCh:
 			if n.raft.State() == raft.Leader {

@@ -339,6 +339,13 @@ func (c *GuardConn) Read(p []byte) (int, error) {
 	}
 }
 
+// midCommand reports whether the guard has read the beginning of a
+// command whose end has not come yet (it holds such bytes back, or has
+// passed them on).
+func (c *GuardConn) midCommand() bool {
+	return c.f.state != fsStart || c.cr < len(c.carry)
+}
+
 // reject reports c.fail: it writes the reply once and returns the error.
 func (c *GuardConn) reject() error {
 	if !c.sent {

@@ -28,6 +28,11 @@ type client struct {
 	authed bool
 	quit   bool
 
+	// drainGraces counts the reads a draining server allowed this
+	// connection past its deadline (Server.drainGrace). Touched only by
+	// the connection's goroutine.
+	drainGraces int
+
 	// mu guards the fields CLIENT LIST reads from other goroutines.
 	mu         sync.Mutex
 	name       string

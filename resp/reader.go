@@ -124,6 +124,10 @@ func (r *reqReader) next() ([]redcon.Command, error) {
 	}
 }
 
+// partial reports whether the buffer holds the beginning of a command not
+// read to its end yet.
+func (r *reqReader) partial() bool { return r.end > r.start }
+
 // fill makes room in the buffer and reads once into it.
 func (r *reqReader) fill() error {
 	switch {

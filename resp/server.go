@@ -142,6 +142,10 @@ type Server struct {
 
 	metrics *serverMetrics // metrics.go
 
+	// draining: Drain was called; connections end once their commands
+	// are answered (serveConn).
+	draining atomic.Bool
+
 	nextID        atomic.Int64
 	connected     atomic.Int64
 	connsTotal    atomic.Int64
@@ -261,6 +265,46 @@ func (s *Server) TLSAddr() net.Addr {
 	return nil
 }
 
+// Drain stops accepting connections and ends every client connection
+// gracefully: a connection finishes the commands it has read (their
+// replies are written) and is closed when it would wait for more, which an
+// idle one does at once. It returns once every connection has ended, or
+// with ctx's error (Close then closes those left).
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	lns := s.listeners
+	if s.shut {
+		lns = nil // closed already
+	}
+	s.shut = true
+	s.draining.Store(true)
+	conns := make([]net.Conn, 0, len(s.clients))
+	for c := range s.clients {
+		conns = append(conns, c.nc)
+	}
+	s.mu.Unlock()
+	var err error
+	for _, l := range lns {
+		if e := l.ln.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
+			err = errors.Join(err, e)
+		}
+	}
+	// A read deadline in the past: a connection blocked reading (idle, or
+	// between commands) returns at once, a busy one when it next reads,
+	// after writing its replies. Commands already read are served.
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now())
+	}
+	for s.connected.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("drain RESP server: %w", ctx.Err()))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
 // Close stops accepting connections and closes every client connection.
 // Commands already handed to the executor finish there; their replies may
 // not reach clients.
@@ -326,6 +370,9 @@ func (s *Server) accept(nc net.Conn) *client {
 	}
 	s.mu.Lock()
 	s.clients[c] = struct{}{}
+	if s.draining.Load() {
+		_ = nc.SetReadDeadline(time.Now()) // accepted as Drain began
+	}
 	s.mu.Unlock()
 	return c
 }
@@ -342,6 +389,9 @@ func (s *Server) serveConn(c *client) {
 	for !c.quit {
 		var cmds []redcon.Command
 		cmds, err = c.rd.next()
+		if err != nil && s.drainGrace(c, err) {
+			continue
+		}
 		if err != nil {
 			var rpe *reqProtocolError
 			if errors.As(err, &rpe) {
@@ -356,6 +406,38 @@ func (s *Server) serveConn(c *client) {
 		s.commandsTotal.Add(int64(len(cmds)))
 		s.runPipeline(c, cmds)
 	}
+}
+
+// While the server drains, a connection's read deadline lies in the past,
+// and a read fails at once, even with bytes waiting in the socket. So the
+// first failed read is given drainPoll to take what has arrived, and a
+// connection caught in the middle of a command (the rest of a pipeline
+// written in one go is on its way) drainPartialGrace to finish it, once.
+const (
+	drainPoll         = 5 * time.Millisecond
+	drainPartialGrace = 200 * time.Millisecond
+)
+
+// drainGrace reports whether a connection whose read failed with err
+// while the server drains should read on (see drainPoll). Closing in the
+// middle of a pipeline would answer its first half and drop the rest,
+// which a client that re-sends a failed pipeline whole would apply twice.
+func (s *Server) drainGrace(c *client, err error) bool {
+	var ne net.Error
+	if !s.draining.Load() || c.drainGraces >= 2 || !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	mid := c.rd.partial() || (c.guard != nil && c.guard.midCommand())
+	wait := drainPoll
+	switch {
+	case mid:
+		wait = drainPartialGrace
+	case c.drainGraces > 0:
+		return false // polled already, and nothing is unfinished
+	}
+	c.drainGraces++
+	_ = c.nc.SetReadDeadline(time.Now().Add(wait))
+	return true
 }
 
 // closed unregisters a connection.

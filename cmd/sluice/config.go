@@ -46,6 +46,10 @@ type config struct {
 	opsConfig      // TLS, memory limits, metrics, --config (opsconfig.go)
 	debugConfig    // hidden flags for fault-injection tests only (debugflags.go)
 	rlsConfig      // Envoy's rate limit service (rls.go)
+
+	// ShutdownTimeout bounds a graceful stop (main.go): the handover, then
+	// the commands taken in.
+	ShutdownTimeout time.Duration
 }
 
 // yesNo is a boolean flag that also takes Redis's yes/no spelling:
@@ -131,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.Peers, "peers", "", "the cluster's voters: id=raft-addr,id=raft-addr,...")
 	fs.BoolVar(&c.NoBootstrap, "no-bootstrap", false, "start empty and wait to be added to a cluster with RAFT.JOIN")
 	fs.DurationVar(&c.ClusterTimeout, "cluster-timeout", 2*time.Second, "fail commands with CLUSTERDOWN (not applied) or UNCERTAIN (may have been) after this long without a majority")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGTERM or SIGINT, how long to hand the node's Raft leaderships over and answer the commands taken in before stopping anyway (a second signal stops at once)")
 	fs.IntVar(&c.LockStripes, "lock-stripes", 256, "engine lock stripes (a power of two)")
 	fs.IntVar(&c.Shards, "shards", 1, "Raft groups per node, each owning a range of the 16384 hash slots (1 to 64; a data dir keeps the count it was made with)")
 	fs.BoolVar(&c.Redirect, "redirect", false, "with --peers: a follower answers keyed commands with -MOVED to the leader instead of forwarding them")
@@ -221,6 +226,9 @@ func (c *config) validate() error {
 	}
 	if c.ClusterTimeout <= 0 {
 		bad("cluster-timeout", "want a positive duration, got %s", c.ClusterTimeout)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "want a positive duration, got %s", c.ShutdownTimeout)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("log-level", "%v", err)

@@ -26,13 +26,25 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT or SIGTERM stops gracefully (ctx); a second one
+	// stops at once (now).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	now, stopNow := context.WithCancel(context.Background())
+	defer stopNow()
+	go func() {
+		<-sigs
+		stop()
+		<-sigs
+		stopNow()
+	}()
 	if code, ok := runToolCommand(ctx, os.Args[1:], os.Stdout, os.Stderr); ok {
 		stop()
 		os.Exit(code)
 	}
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := runGraceful(ctx, now, os.Args[1:], os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
@@ -41,8 +53,21 @@ func main() {
 	}
 }
 
-// run starts the server and blocks until ctx is done.
+// run starts the server and blocks until ctx is done, then stops
+// gracefully.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
+	return runGraceful(ctx, context.Background(), args, stderr)
+}
+
+// handoverer is an executor that can hand its work over before it stops
+// (cluster.Host).
+type handoverer interface {
+	Handover(ctx context.Context) error
+}
+
+// runGraceful is run; when now ends during the graceful stop, the stop
+// skips what is left of the handover and the draining of connections.
+func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) error {
 	if ran, err := runTool(ctx, args, os.Stdout, stderr); ran { // backupcmd.go
 		return err
 	}
@@ -196,13 +221,39 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	case err := <-served:
 		return err
 	}
-	log.Info("shutting down")
 	if err := sd.notify("STOPPING=1"); err != nil {
 		log.Warn("systemd notification", "err", err)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A graceful stop (docs/operations.md, "Stopping a node"): hand the
+	// Raft leaderships over while still serving, then stop reading
+	// commands, answer those read (forwarded to the new leaders), close
+	// the connections; closeExec then stops Raft.
+	start := time.Now()
+	graceCtx, cancel := context.WithTimeout(now, cfg.ShutdownTimeout)
 	defer cancel()
-	return srv.Close(shutdownCtx)
+	if h, ok := exec.(handoverer); ok {
+		log.Info("shutting down: handing leaderships over")
+		if err := h.Handover(graceCtx); err != nil {
+			log.Warn("handover incomplete; stopping anyway", "err", err)
+		}
+	}
+	log.Info("shutting down: answering the commands taken in", "handover", time.Since(start).Round(time.Millisecond))
+	if err := srv.Drain(graceCtx); err != nil {
+		// Past --shutdown-timeout, or a second signal: close what is
+		// left. A connection still in the executor ends when closeExec
+		// stops it (its command answers as on a crash), so do not wait.
+		log.Warn("shutting down: commands still running; closing their connections", "err", err)
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancelClose()
+		_ = srv.Close(closeCtx)
+		log.Info("shutting down: connections closed", "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	closeCtx, cancelClose := context.WithTimeout(now, 5*time.Second)
+	defer cancelClose()
+	err = srv.Close(closeCtx)
+	log.Info("shutting down: connections closed", "took", time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // share is a group's part of a node-wide limit: limit/groups, rounded up;

@@ -81,7 +81,7 @@ var catalogue = [NumCodes]Entry{
 		Assume:   "certainly not applied; retry on another node"},
 	Loading: {Name: "loading", Class: NotApplied,
 		Reply:    "LOADING sluice is loading the dataset in memory",
-		Producer: "cluster, while the node replays its log and knows no leader",
+		Producer: "cluster, when the node replayed its log and knew no leader to forward to for the whole cluster timeout",
 		Assume:   "not applied; retry later"},
 	Uncertain: {Name: "uncertain", Class: MayHaveApplied,
 		Reply:    "UNCERTAIN the command may have been applied ({detail})",
