@@ -497,6 +497,14 @@ func TestFailoverUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
+	// The isolated leader steps down once its lease runs out without
+	// heartbeats (a loaded machine can take it past the 50 denials).
+	waitFor(t, 10*time.Second, func() error {
+		if k, _ := tc.nodes[old].route(); k == routeLocal {
+			return fmt.Errorf("the isolated node still leads")
+		}
+		return nil
+	})
 	nl := tc.leader()
 	if nl == old {
 		t.Fatal("the isolated node still leads")
