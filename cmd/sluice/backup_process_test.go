@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -306,6 +308,17 @@ func TestRestoredClusterJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := startSolo(t, freeAddr(t), dir2, "--id", "r2", "--raft-addr", raft2, "--no-bootstrap")
+	// RAFT.JOIN checks that the address accepts a connection: wait until
+	// the new node listens.
+	if err := testkit.Poll(10*time.Second, 20*time.Millisecond, func() error {
+		c, err := net.DialTimeout("tcp", raft2, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("the new node's raft address: %v", err)
+	}
 	c1 := redis.NewClient(&redis.Options{Addr: r1.addr, Protocol: 2, MaxRetries: -1})
 	defer c1.Close()
 	if err := c1.Do(ctx, "RAFT.JOIN", "r2", raft2).Err(); err != nil {
