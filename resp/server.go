@@ -271,24 +271,7 @@ func (s *Server) TLSAddr() net.Addr {
 // idle one does at once. It returns once every connection has ended, or
 // with ctx's error (Close then closes those left).
 func (s *Server) Drain(ctx context.Context) error {
-	s.mu.Lock()
-	lns := s.listeners
-	if s.shut {
-		lns = nil // closed already
-	}
-	s.shut = true
-	s.draining.Store(true)
-	conns := make([]net.Conn, 0, len(s.clients))
-	for c := range s.clients {
-		conns = append(conns, c.nc)
-	}
-	s.mu.Unlock()
-	var err error
-	for _, l := range lns {
-		if e := l.ln.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
-			err = errors.Join(err, e)
-		}
-	}
+	conns, err := s.shutListeners(true)
 	// A read deadline in the past: a connection blocked reading (idle, or
 	// between commands) returns at once, a busy one when it next reads,
 	// after writing its replies. Commands already read are served.
@@ -305,16 +288,19 @@ func (s *Server) Drain(ctx context.Context) error {
 	return err
 }
 
-// Close stops accepting connections and closes every client connection.
-// Commands already handed to the executor finish there; their replies may
-// not reach clients.
-func (s *Server) Close(ctx context.Context) error {
+// shutListeners stops accepting connections (once: a second call closes
+// nothing more), marks the server draining when drain is set, and returns
+// the connections open at that moment.
+func (s *Server) shutListeners(drain bool) ([]net.Conn, error) {
 	s.mu.Lock()
 	lns := s.listeners
 	if s.shut {
 		lns = nil // closed already
 	}
 	s.shut = true
+	if drain {
+		s.draining.Store(true)
+	}
 	conns := make([]net.Conn, 0, len(s.clients))
 	for c := range s.clients {
 		conns = append(conns, c.nc)
@@ -326,6 +312,14 @@ func (s *Server) Close(ctx context.Context) error {
 			err = errors.Join(err, e)
 		}
 	}
+	return conns, err
+}
+
+// Close stops accepting connections and closes every client connection.
+// Commands already handed to the executor finish there; their replies may
+// not reach clients.
+func (s *Server) Close(ctx context.Context) error {
+	conns, err := s.shutListeners(false)
 	for _, c := range conns {
 		_ = c.Close()
 	}

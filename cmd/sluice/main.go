@@ -179,16 +179,10 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 	}
 	stopRLS, err := startRLS(ctx, cfg, rlsSvc, exec, log)
 	if err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Close(closeCtx)
+		closeWithin(5*time.Second, func(ctx context.Context) { _ = srv.Close(ctx) })
 		return err
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		stopRLS(closeCtx)
-	}()
+	defer closeWithin(5*time.Second, stopRLS)
 	if cfg.MetricsAddr != "" {
 		var extra []prometheus.Collector
 		if rlsSvc != nil {
@@ -196,16 +190,10 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 		}
 		ms, err := startOpsMetrics(cfg.MetricsAddr, cfg.Pprof, srv, exec, log, build, extra...)
 		if err != nil {
-			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Close(closeCtx)
+			closeWithin(5*time.Second, func(ctx context.Context) { _ = srv.Close(ctx) })
 			return err
 		}
-		defer func() {
-			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			ms.close(closeCtx)
-		}()
+		defer closeWithin(5*time.Second, ms.close)
 		log.Info("metrics", "addr", ms.ln.Addr().String())
 	}
 	log.Info("sluice ready", "addr", ln.Addr().String(), "version", version, "commit", build.Commit, "persistent", persistent)
@@ -263,4 +251,12 @@ func share[T int | int64](limit T, groups int) T {
 		return limit
 	}
 	return (limit + T(groups) - 1) / T(groups)
+}
+
+// closeWithin calls stop with a context that ends after d: a bound on one
+// part of the shutdown.
+func closeWithin(d time.Duration, stop func(context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	stop(ctx)
 }
