@@ -211,6 +211,39 @@ func onLeader(ctx context.Context, t *Target) (*Target, error) {
 	return t, nil
 }
 
+// waitNewestVersion waits until every group on every node runs the
+// cluster version its binary supports: a new cluster starts at version 1
+// and its leaders raise it within a second or two, and until then the
+// commands of later releases (INCRBY, RL.CHECK, ...) are refused. A binary
+// whose RAFT.STATUS names no cluster version (before v0.2.0) has nothing to
+// wait for.
+func waitNewestVersion(ctx context.Context, addrs []string, groups int) error {
+	for _, addr := range addrs {
+		for g := 0; g < groups; g++ {
+			for {
+				v, err := DoAt(ctx, addr, "RAFT.STATUS", strconv.Itoa(g))
+				if err != nil {
+					return fmt.Errorf("RAFT.STATUS %d on %s: %w", g, addr, err)
+				}
+				fields := map[string]string{}
+				for i := 0; i+1 < len(v.Array); i += 2 {
+					fields[v.Array[i].Str] = v.Array[i+1].Str
+				}
+				if fields["cluster_version"] == fields["cluster_version_supported"] {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("%s group %d still at cluster version %s of %s: %w", addr, g,
+						fields["cluster_version"], fields["cluster_version_supported"], ctx.Err())
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // DoAt runs one command on a fresh connection to addr.
 func DoAt(ctx context.Context, addr string, args ...string) (Value, error) {
 	c, err := Dial(ctx, addr)
@@ -556,6 +589,10 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, opt StartOptions)
 			t.Stop()
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
+	}
+	if err := waitNewestVersion(sctx, t.Addrs, max(opt.Shards, 1)); err != nil {
+		t.Stop()
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if opt.Shards > 1 {
 		// Wait for the leaders to spread (one group per node), then route.
