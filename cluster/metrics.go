@@ -210,6 +210,15 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 // still call itself caught up.
 const readyLag = 256
 
+// versionSettle is how long after its start a node reports itself not
+// ready while its group runs an older cluster version than it supports: a
+// new cluster starts at version 1 and its leaders raise it within a second
+// or two (version.go), and until then the commands of later releases are
+// refused, so a probe that waits for readiness (a load balancer, systemd,
+// Kubernetes) should not send traffic yet. In a cluster that stays mixed
+// (a rolling upgrade), the node is ready after versionSettle anyway.
+const versionSettle = 5 * time.Second
+
 // Ready reports whether the node can serve commands now (the /readyz
 // probe): nil when a ready leader is known (this node or one it can forward
 // to), the node has replayed its log, and it has applied nearly everything
@@ -239,6 +248,9 @@ func (n *Node) Ready() error {
 	}
 	if commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex(); commit > applied+readyLag {
 		return fmt.Errorf("catching up: applied index %d, commit index %d", applied, commit)
+	}
+	if cv := n.fsm.clusterVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
+		return fmt.Errorf("cluster version %d: waiting up to %s for every member to support %d", cv, versionSettle, SupportedVersion)
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ import (
 // implements resp.Executor; its admin methods serve the Host's, which
 // implements resp.ClusterAdmin.
 type Node struct {
+	// started is when the node started: Ready gives a new node's group
+	// versionSettle to reach the newest cluster version (metrics.go).
+	started time.Time
 	cfg     Config
 	log     *slog.Logger
 	eng     *engine.Engine
@@ -316,6 +319,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.fwdSrv.wg.Add(1)
 		go n.fwdSrv.serve()
 	}
+	n.started = time.Now()
 	n.bg.Add(4)
 	go n.monitorLeadership()
 	go n.sweep()
