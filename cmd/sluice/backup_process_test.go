@@ -295,7 +295,7 @@ func TestRestoredClusterJoin(t *testing.T) {
 	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", dir1, "--id", "r1", "--peers", "r1="+raft1); err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
-	r1 := startSolo(t, freeAddr(t), dir1, "--id", "r1", "--raft-addr", raft1, "--peers", "r1="+raft1)
+	r1 := startSolo(t, freeAddr(t), dir1, "--id", "r1", "--raft-addr", raft1, "--forward-addr", freeAddr(t), "--peers", "r1="+raft1)
 	r1.waitServing(t)
 	id, err := os.ReadFile(filepath.Join(dir1, "cluster-id"))
 	if err != nil {
@@ -307,7 +307,7 @@ func TestRestoredClusterJoin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir2, "cluster-id"), id, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r2 := startSolo(t, freeAddr(t), dir2, "--id", "r2", "--raft-addr", raft2, "--no-bootstrap")
+	r2 := startSolo(t, freeAddr(t), dir2, "--id", "r2", "--raft-addr", raft2, "--forward-addr", freeAddr(t), "--no-bootstrap")
 	// RAFT.JOIN checks that the address accepts a connection: wait until
 	// the new node listens.
 	if err := testkit.Poll(10*time.Second, 20*time.Millisecond, func() error {
