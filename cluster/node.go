@@ -44,6 +44,10 @@ import (
 // implements resp.Executor; its admin methods serve the Host's, which
 // implements resp.ClusterAdmin.
 type Node struct {
+	// recordedVersion is the cluster version the data dir recorded at
+	// start (0 for none): this node's log reached it, so the group runs at
+	// least that version even while the log replays (gateVersion).
+	recordedVersion uint32
 	// started is when the node started: Ready gives a new node's group
 	// versionSettle to reach the newest cluster version (metrics.go).
 	started time.Time
@@ -188,6 +192,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		// Before the log opens: a log of a newer cluster version may hold
 		// entries this build cannot apply.
 		if err := dir.CheckClusterVersion(SupportedVersion); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		if n.recordedVersion, err = dir.ClusterVersion(); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		n.dataDir = &dir
@@ -386,8 +393,16 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	if cv := n.fsm.clusterVersion(); n.fsm.needs.gated(cv, ops) {
-		return n.executeGated(ctx, cv, ops, results)
+	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
+		// A node still starting (replaying its log, its leader not ready
+		// yet) may be about to learn a higher version: wait for a ready
+		// leader (bounded by the cluster timeout), then look again.
+		wctx, cancel := context.WithTimeout(ctx, n.cfg.ClusterTimeout)
+		_ = n.WaitReady(wctx)
+		cancel()
+		if cv = n.gateVersion(); n.fsm.needs.gated(cv, ops) {
+			return n.executeGated(ctx, cv, ops, results)
+		}
 	}
 	return n.execute(ctx, ops, results)
 }
@@ -617,7 +632,7 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 	// The follower gated its ops with its own view of the version, which
 	// is never ahead of the leader's; this catches a follower of a newer
 	// release sending an operation this one does not know.
-	if cv := n.fsm.clusterVersion(); n.fsm.needs.gated(cv, ops) {
+	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		for i := range ops {
 			if need := n.fsm.needs[ops[i].Code]; need > cv {
 				return nil, fwdStatusError, versionError(need, cv)
@@ -703,6 +718,7 @@ func (n *Node) becomeReady() {
 		}
 		if err == nil {
 			n.noteSoloVoter() // for readLocally, while Raft's loop is free
+			n.raiseVersionAlone()
 			n.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
 			select {

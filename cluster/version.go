@@ -317,6 +317,28 @@ func (n *Node) versionLoop() {
 	}
 }
 
+// gateVersion is the cluster version the gate checks an operation against:
+// the applied log's, or the one the data dir recorded at start if higher
+// (a restarted node's log replays the version entry a moment later; it
+// was committed, so the group runs at least that version).
+func (n *Node) gateVersion() uint32 {
+	return max(n.fsm.clusterVersion(), n.recordedVersion)
+}
+
+// raiseVersionAlone raises the cluster version of a group whose only
+// member is this new leader before it calls itself ready, so that a single
+// node (make run) never refuses the newer commands at its start; with other
+// members the version loop asks them (they announce themselves first).
+func (n *Node) raiseVersionAlone() {
+	if n.fsm.clusterVersion() >= SupportedVersion || n.fsm.halted() != nil {
+		return
+	}
+	if servers, err := n.servers(); err != nil || len(servers) != 1 {
+		return
+	}
+	n.pollVersions(map[string]time.Duration{}, map[string]time.Time{})
+}
+
 // pollVersions asks the members which versions they support and raises
 // the group's version when they all support a higher one.
 func (n *Node) pollVersions(wait map[string]time.Duration, notYet map[string]time.Time) {

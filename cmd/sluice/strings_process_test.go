@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestClusterStringExpiry: on a 3-node cluster with a frozen clock, a
@@ -153,4 +157,41 @@ func redisClient(t *testing.T, addr string) *redis.Client {
 	r := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// TestNewCommandsRightAfterStart: a single durable node (make run) takes
+// the commands of cluster version 2 from its first connection, new and
+// restarted alike: a new group's only member raises the version before it
+// calls itself ready, and a restarted one's data dir records it, so no
+// INCRBY sent while the node starts or replays is refused.
+func TestNewCommandsRightAfterStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	incr := func(want int64) {
+		t.Helper()
+		// As soon as the port accepts: no wait for the node to serve.
+		if err := testkit.Poll(10*time.Second, 5*time.Millisecond, func() error {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
+		defer c.Close()
+		if got, err := c.IncrBy(context.Background(), "c", 5).Result(); err != nil || got != want {
+			t.Fatalf("INCRBY c 5 right after the start: %d, %v (want %d)", got, err, want)
+		}
+	}
+	n := startSolo(t, addr, dir)
+	incr(5)
+	n.run.Kill()
+	n = startSolo(t, addr, dir)
+	incr(10)
+	n.run.Kill()
 }
