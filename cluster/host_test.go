@@ -644,9 +644,14 @@ func TestHostJoinAcrossLeaderChange(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the join did not finish")
 	}
-	for g := range th.shards {
-		if st := statusMap(th.hosts[3].Status(g)); st["voters"] != "n1,n2,n3,n4" || st["nonvoters"] != "" {
-			t.Fatalf("group %d: voters %q nonvoters %q", g, st["voters"], st["nonvoters"])
+	// The join answered once every group's leader promoted n4; n4 itself
+	// learns it as it applies the change.
+	waitFor(t, 10*time.Second, func() error {
+		for g := range th.shards {
+			if st := statusMap(th.hosts[3].Status(g)); st["voters"] != "n1,n2,n3,n4" || st["nonvoters"] != "" {
+				return fmt.Errorf("group %d: voters %q nonvoters %q", g, st["voters"], st["nonvoters"])
+			}
 		}
-	}
+		return nil
+	})
 }
