@@ -35,6 +35,21 @@ type allKeys struct {
 	touched bool // allRun has looked the keys up already
 }
 
+// addStripe inserts stripe si into the sorted set of stripes to lock (at
+// most MaxAll), once.
+func (k *allKeys) addStripe(si uint32) {
+	j := k.ns
+	for j > 0 && k.shards[j-1] > si {
+		j--
+	}
+	if j > 0 && k.shards[j-1] == si {
+		return
+	}
+	copy(k.shards[j+1:k.ns+1], k.shards[j:k.ns])
+	k.shards[j] = si
+	k.ns++
+}
+
 // all runs an OpAll at now; room, when large enough, holds the per-limit
 // results.
 func (e *Engine) all(now int64, lims []Limit, room []Result) Result {
@@ -81,18 +96,7 @@ func (e *Engine) allHashed(now int64, lims []Limit, hashes []uint64, room []Resu
 			}
 		}
 		k.h[i] = h
-		si := uint32(h & e.mask)
-		// Insertion into the sorted set of shards (at most 64).
-		j := k.ns
-		for j > 0 && k.shards[j-1] > si {
-			j--
-		}
-		if j > 0 && k.shards[j-1] == si {
-			continue
-		}
-		copy(k.shards[j+1:k.ns+1], k.shards[j:k.ns])
-		k.shards[j] = si
-		k.ns++
+		k.addStripe(uint32(h & e.mask))
 	}
 	e.lockAll(&k)
 	e.allLocked(now, lims, &k, room, res)

@@ -61,17 +61,7 @@ func (e *Engine) rateLimit(now int64, lims []Limit, shadow uint64, room []Result
 				break
 			}
 		}
-		si := uint32(h & e.mask)
-		j := k.ns
-		for j > 0 && k.shards[j-1] > si {
-			j--
-		}
-		if j > 0 && k.shards[j-1] == si {
-			continue
-		}
-		copy(k.shards[j+1:k.ns+1], k.shards[j:k.ns])
-		k.shards[j] = si
-		k.ns++
+		k.addStripe(uint32(h & e.mask))
 	}
 	var res Result
 	e.lockAll(&k)
