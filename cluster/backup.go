@@ -66,7 +66,7 @@ func (n *Node) Backup(ctx context.Context) (GroupSnapshot, error) {
 	if err != nil {
 		return GroupSnapshot{}, adminError("backup", fmt.Errorf("read the snapshot: %w", err))
 	}
-	return GroupSnapshot{Index: meta.Index, Term: meta.Term, LockStripes: n.eng.NumShards(), Data: data}, nil
+	return GroupSnapshot{Index: meta.Index, Term: meta.Term, LockStripes: n.eng.NumStripes(), Data: data}, nil
 }
 
 // Backup implements resp's BackupAdmin: group g's snapshot, on its leader.

@@ -25,7 +25,7 @@ func TestNodeBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Index < applied || snap.LockStripes != tc.nodes[l].eng.NumShards() {
+	if snap.Index < applied || snap.LockStripes != tc.nodes[l].eng.NumStripes() {
 		t.Fatalf("backup at index %d (applied %d before it), %d stripes", snap.Index, applied, snap.LockStripes)
 	}
 	_, sum, keys, err := persistence.DigestSnapshot(snap.Data, snap.LockStripes)

@@ -93,7 +93,7 @@ func TestOldEntryStillApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
 	if r := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}); r != nil {
 		t.Fatalf("apply: %v", r)
@@ -170,7 +170,7 @@ func TestDedupSet(t *testing.T) {
 // TestFSMAppliesBatchOnce: a batch ID applies once, in the same entry, in a
 // later one, and after a snapshot is restored on another replica.
 func TestFSMAppliesBatchOnce(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
 	stamp := int64(1e18)
 	a := []engine.Op{decide("a", tokenRule, 1)}
@@ -206,7 +206,7 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	eng2 := engine.New(engine.Config{Shards: 4})
+	eng2 := engine.New(engine.Config{Stripes: 4})
 	f2 := newFSM(eng2, testLogger(t), nil)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func TestIsolatedLeaderNeverHidesACharge(t *testing.T) {
 // FSM a copy read back from the log); identical entries are counted, and
 // an entry nobody awaits gets no results of its own.
 func TestFSMAwaitedByID(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
 	data := batchEntry(int64(1e18), []batchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
 	apply := func(i uint64) []engine.Result {

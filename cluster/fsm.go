@@ -405,16 +405,16 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	start := time.Now()
 	clock := f.eng.ClockState()
 	s := &fsmSnapshot{
-		header: persistence.Header{Clock: clock, Format: snapshotFormat(f.version.Load())},
-		shards: make([][]engine.Record, f.eng.NumShards()),
+		header:  persistence.Header{Clock: clock, Format: snapshotFormat(f.version.Load())},
+		stripes: make([][]engine.Record, f.eng.NumStripes()),
 	}
 	// This copy is the only part of a snapshot that stalls Apply (about
 	// 85 ms per million keys; BenchmarkSnapshot). Copying on two goroutines
 	// measured no faster: it is bound by allocation. States back at their
 	// initial state at the last applied time stay so at every later time:
-	// ExportShard leaves them out, which changes no answer.
-	for i := range s.shards {
-		s.shards[i] = f.eng.ExportShard(i, clock.Last)
+	// ExportStripe leaves them out, which changes no answer.
+	for i := range s.stripes {
+		s.stripes[i] = f.eng.ExportStripe(i, clock.Last)
 	}
 	s.header.Meta = append(s.header.Meta, [2]string{metaApplied, strconv.FormatUint(f.applied.Load(), 10)})
 	if v := f.version.Load(); v > BaseVersion {
@@ -499,7 +499,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 // fsmSnapshot is a copy of the state taken on the FSM goroutine.
 type fsmSnapshot struct {
 	header    persistence.Header
-	shards    [][]engine.Record
+	stripes   [][]engine.Record
 	persisted prometheus.Observer // Persist's duration, or nil
 }
 
@@ -508,7 +508,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if s.persisted != nil {
 		defer func(start time.Time) { s.persisted.Observe(time.Since(start).Seconds()) }(time.Now())
 	}
-	err := persistence.Encode(sink, s.header, func(i int) []engine.Record { return s.shards[i] }, len(s.shards))
+	err := persistence.Encode(sink, s.header, func(i int) []engine.Record { return s.stripes[i] }, len(s.stripes))
 	if err != nil {
 		return errors.Join(fmt.Errorf("cluster: persist snapshot: %w", err), sink.Cancel())
 	}
@@ -519,4 +519,4 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 // Release implements raft.FSMSnapshot.
-func (s *fsmSnapshot) Release() { s.shards = nil }
+func (s *fsmSnapshot) Release() { s.stripes = nil }

@@ -365,7 +365,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 // applied, with the results the entry decided; not applied when another
 // entry holds the index; unknown when a snapshot restore passed over it.
 func TestFSMOutcome(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
 	stamp := int64(1e18)
 	ours := batchEntry(stamp, []batchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})

@@ -116,7 +116,7 @@ func (tc *testCluster) start(i int) {
 		tc.trans[i], tc.cfgs[i].Transport = tr, tr
 		tc.heal(i)
 	}
-	eng := engine.New(engine.Config{Shards: 16})
+	eng := engine.New(engine.Config{Stripes: 16})
 	n, err := New(context.Background(), tc.cfgs[i], eng)
 	if err != nil {
 		tc.t.Fatalf("node %d: %v", i+1, err)
@@ -220,8 +220,8 @@ func (tc *testCluster) waitConverged(ref int) {
 func dump(e *engine.Engine) string {
 	cs := e.ClockState()
 	var recs []engine.Record
-	for i := 0; i < e.NumShards(); i++ {
-		recs = append(recs, e.ExportShard(i, cs.Last)...)
+	for i := 0; i < e.NumStripes(); i++ {
+		recs = append(recs, e.ExportStripe(i, cs.Last)...)
 	}
 	sort.Slice(recs, func(i, j int) bool { return bytes.Compare(recs[i].Key, recs[j].Key) < 0 })
 	var b bytes.Buffer

@@ -91,7 +91,7 @@ func (th *testHosts) start(i int) {
 	th.t.Helper()
 	engines := make([]*engine.Engine, th.shards)
 	for g := range engines {
-		engines[g] = engine.New(engine.Config{Shards: 16})
+		engines[g] = engine.New(engine.Config{Stripes: 16})
 	}
 	h, err := NewHost(context.Background(), th.cfgs[i], engines)
 	if err != nil {

@@ -249,7 +249,7 @@ func TestLogStoreMismatchRefused(t *testing.T) {
 			cfg.LogStore = tc.second
 			_, tr := raft.NewInmemTransportWithTimeout(cfg.Transport.LocalAddr(), 200*time.Millisecond)
 			cfg.Transport = tr
-			n, err := New(context.Background(), cfg, engine.New(engine.Config{Shards: 16}))
+			n, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 16}))
 			if err == nil {
 				n.Close(context.Background())
 				t.Fatalf("started with %s on a %s data dir", tc.second, tc.first)

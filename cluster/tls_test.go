@@ -65,7 +65,7 @@ func TestTLSCluster(t *testing.T) {
 		}
 		fastRaft(&cfg)
 		cfg.ClusterTimeout = 2 * time.Second
-		node, err := New(context.Background(), cfg, engine.New(engine.Config{Shards: 4}))
+		node, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 4}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func TestFSMHaltsOnEntryItCannotApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eng := engine.New(engine.Config{Shards: 4})
+			eng := engine.New(engine.Config{Stripes: 4})
 			f := newFSM(eng, testLogger(t), nil)
 			halts := 0
 			f.onHalt = func() { halts++ }
@@ -124,7 +124,7 @@ func TestClusterVersionInSnapshots(t *testing.T) {
 		}
 		return sink.Bytes()
 	}
-	f := newFSM(engine.New(engine.Config{Shards: 4}), testLogger(t), nil)
+	f := newFSM(engine.New(engine.Config{Stripes: 4}), testLogger(t), nil)
 	if f.clusterVersion() != BaseVersion {
 		t.Fatalf("a new FSM runs version %d", f.clusterVersion())
 	}
@@ -143,7 +143,7 @@ func TestClusterVersionInSnapshots(t *testing.T) {
 		t.Fatalf("version %d, recorded %v", f.clusterVersion(), recorded)
 	}
 	v2 := snap(f)
-	g := newFSM(engine.New(engine.Config{Shards: 4}), testLogger(t), nil)
+	g := newFSM(engine.New(engine.Config{Stripes: 4}), testLogger(t), nil)
 	if err := g.Restore(io.NopCloser(bytes.NewReader(v2))); err != nil || g.clusterVersion() != 2 {
 		t.Fatalf("restored version %d, %v", g.clusterVersion(), err)
 	}
@@ -527,7 +527,7 @@ func TestNodeRefusesNewerDataDir(t *testing.T) {
 	cfg := Config{ID: "n1", RESPAddr: "127.0.0.1:6001", RaftAddr: "127.0.0.1:0", ForwardAddr: "127.0.0.1:0",
 		DataDir: dir, Logger: testLogger(t)}
 	fastRaft(&cfg)
-	n, err := New(context.Background(), cfg, engine.New(engine.Config{Shards: 4}))
+	n, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 4}))
 	if err == nil {
 		n.Close(context.Background())
 		t.Fatal("a node started on a data dir of a newer cluster version")
@@ -549,7 +549,7 @@ func probeKnown(c engine.OpCode) (known bool) {
 			known = true // it did something with it
 		}
 	}()
-	e := engine.New(engine.Config{Shards: 1})
+	e := engine.New(engine.Config{Stripes: 1})
 	res := make([]engine.Result, 1)
 	e.Apply(1e18, []engine.Op{{Code: c, Key: []byte("k"), Rule: tokenRule, Cost: 1}}, res)
 	return res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "unknown operation code")

@@ -10,8 +10,8 @@ import (
 )
 
 // RL.ALL (OpAll): several limits decided at one instant, all charged or
-// none. The op takes the locks of every shard its keys fall in, in
-// ascending shard index, each once (the lock order of engine.go), and holds
+// none. The op takes the locks of every stripe its keys fall in, in
+// ascending stripe index, each once (the lock order of engine.go), and holds
 // them all while it first evaluates every limit without changing anything,
 // then, only when every limit allows, charges each one through the same
 // decide path a single command takes. Nothing can run between the two
@@ -22,15 +22,15 @@ import (
 // key and memory limits): before charging, the room every new key and
 // every added timestamp needs is checked against the totals at once, with
 // the same reclaim-and-ask-again protocol a single decision uses
-// (memory.go), and the charges that follow are not asked again (shard.
+// (memory.go), and the charges that follow are not asked again (stripe.
 // approved), so a call is refused whole or charged whole even while other
-// callers create keys in other shards.
+// callers create keys in other stripes.
 
-// allKeys is an OpAll's keys' hashes and the sorted distinct shards they
+// allKeys is an OpAll's keys' hashes and the sorted distinct stripes they
 // fall in.
 type allKeys struct {
 	h       [MaxAll]uint64
-	shards  [MaxAll]uint32
+	stripes [MaxAll]uint32
 	ns      int
 	touched bool // allRun has looked the keys up already
 }
@@ -39,14 +39,14 @@ type allKeys struct {
 // most MaxAll), once.
 func (k *allKeys) addStripe(si uint32) {
 	j := k.ns
-	for j > 0 && k.shards[j-1] > si {
+	for j > 0 && k.stripes[j-1] > si {
 		j--
 	}
-	if j > 0 && k.shards[j-1] == si {
+	if j > 0 && k.stripes[j-1] == si {
 		return
 	}
-	copy(k.shards[j+1:k.ns+1], k.shards[j:k.ns])
-	k.shards[j] = si
+	copy(k.stripes[j+1:k.ns+1], k.stripes[j:k.ns])
+	k.stripes[j] = si
 	k.ns++
 }
 
@@ -133,7 +133,7 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 			h := xxhash.Sum64(all[j].Key)
 			hashes[n] = h
 			n++
-			s := e.shards[h&e.mask]
+			s := e.stripes[h&e.mask]
 			s.mu.Lock()
 			sink += s.touchSlot(hiHash(h))
 			s.mu.Unlock()
@@ -141,7 +141,7 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 		ends[i] = n
 	}
 	for _, h := range hashes[:n] {
-		s := e.shards[h&e.mask]
+		s := e.stripes[h&e.mask]
 		s.mu.Lock()
 		sink += s.touchEntry(hiHash(h))
 		s.mu.Unlock()
@@ -159,30 +159,30 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 }
 
 func (e *Engine) lockAll(k *allKeys) {
-	for _, si := range k.shards[:k.ns] {
-		e.shards[si].mu.Lock()
+	for _, si := range k.stripes[:k.ns] {
+		e.stripes[si].mu.Lock()
 	}
 }
 
 func (e *Engine) unlockAll(k *allKeys) {
 	for i := k.ns - 1; i >= 0; i-- {
-		e.shards[k.shards[i]].mu.Unlock()
+		e.stripes[k.stripes[i]].mu.Unlock()
 	}
 }
 
 func (e *Engine) setApproved(k *allKeys, v bool) {
-	for _, si := range k.shards[:k.ns] {
-		e.shards[si].approved = v
+	for _, si := range k.stripes[:k.ns] {
+		e.stripes[si].approved = v
 	}
 }
 
 func (e *Engine) setFinal(k *allKeys, v bool) {
-	for _, si := range k.shards[:k.ns] {
-		e.shards[si].final = v
+	for _, si := range k.stripes[:k.ns] {
+		e.stripes[si].final = v
 	}
 }
 
-// allLocked is OpAll with its shards locked; it writes the result to *res.
+// allLocked is OpAll with its stripes locked; it writes the result to *res.
 func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, res *Result) {
 	// Look every key up before deciding any, as decideRun does: the index
 	// slots, then the entries, so that the cache misses of the limits are
@@ -190,10 +190,10 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, r
 	var sink uint32
 	if !k.touched {
 		for i := range lims {
-			sink += e.shards[k.h[i]&e.mask].touchSlot(hiHash(k.h[i]))
+			sink += e.stripes[k.h[i]&e.mask].touchSlot(hiHash(k.h[i]))
 		}
 		for i := range lims {
-			sink += e.shards[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
+			sink += e.stripes[k.h[i]&e.mask].touchEntry(hiHash(k.h[i]))
 		}
 	}
 	var each []Result
@@ -213,7 +213,7 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, r
 	}
 	for i := range lims {
 		l := &lims[i]
-		s := e.shards[k.h[i]&e.mask]
+		s := e.stripes[k.h[i]&e.mask]
 		if err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost, &commits[i], &each[i]); err != nil {
 			*res = Result{Err: err}
 			return
@@ -226,12 +226,12 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, r
 			return
 		}
 		// The room was granted for the whole call: creations in other
-		// shards by concurrent callers must not refuse a charge half way.
+		// stripes by concurrent callers must not refuse a charge half way.
 		e.setApproved(k, true)
 		defer e.setApproved(k, false)
 		for i := range lims {
 			l := &lims[i]
-			s := e.shards[k.h[i]&e.mask]
+			s := e.stripes[k.h[i]&e.mask]
 			switch c := &commits[i]; {
 			case c.skip: // a peek with nothing to drop: each[i] stands
 				continue
@@ -258,7 +258,7 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, r
 				continue
 			}
 			l := &lims[i]
-			s := e.shards[k.h[i]&e.mask]
+			s := e.stripes[k.h[i]&e.mask]
 			_ = s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, 0, nil, &each[i])
 			each[i].Allowed, each[i].RetryAfter = true, 0
 		}
@@ -305,7 +305,7 @@ func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys, commits []commit) 
 		if l.Cost <= 0 {
 			continue
 		}
-		s := e.shards[k.h[i]&e.mask]
+		s := e.stripes[k.h[i]&e.mask]
 		if l.Rule.Kind == KindLog {
 			bytes += l.Cost * tsCost
 		}
@@ -339,7 +339,7 @@ type commit struct {
 // alone, when the key holds a live limiter of another kind. rule is one of
 // the five RL.* kinds. When c is not nil it receives how the outcome is to
 // be stored.
-func (s *shard) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64, c *commit, res *Result) error {
+func (s *stripe) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64, c *commit, res *Result) error {
 	_, idx, found := s.find(hi, key)
 	hadEntry := found
 	var e *entry

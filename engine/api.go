@@ -2,7 +2,7 @@
 // and exactly, whether a request may pass.
 //
 // Keys are hashed with xxhash into a power-of-two number of lock-striped
-// shards. Every operation is given the time (int64 nanoseconds since the Unix
+// stripes. Every operation is given the time (int64 nanoseconds since the Unix
 // epoch) at which it happens: the engine never reads a clock, so replicas that
 // apply the same operations at the same times compute bit-identical state.
 // The engine imports nothing of sluice's but the error codes

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// arena holds a shard's long keys (longer than inlineKey) in pages, each key length-prefixed
+// arena holds a stripe's long keys (longer than inlineKey) in pages, each key length-prefixed
 // (uvarint). A reference is page<<arenaPageBits | offset. Keys too long for a
-// page get a page of their own. Freed bytes are counted as garbage; the shard
-// compacts the arena when garbage exceeds live bytes (see shard.compactArena).
+// page get a page of their own. Freed bytes are counted as garbage; the stripe
+// compacts the arena when garbage exceeds live bytes (see stripe.compactArena).
 type arena struct {
 	pages   [][]byte
 	cur     int // the page small keys are appended to, -1 for none
@@ -47,8 +47,8 @@ func (a *arena) add(key []byte) uint32 {
 
 func (a *arena) addPage(p []byte) uint32 {
 	if len(a.pages) >= maxArenaPages {
-		// 4 GiB of keys in one shard: configure more shards.
-		panic(fmt.Sprintf("engine: key arena of a shard is full (%d pages)", len(a.pages)))
+		// 4 GiB of keys in one stripe: configure more stripes.
+		panic(fmt.Sprintf("engine: key arena of a stripe is full (%d pages)", len(a.pages)))
 	}
 	a.pages = append(a.pages, p)
 	return uint32(len(a.pages) - 1)

@@ -204,7 +204,7 @@ func BenchmarkEngineApplyChurn(b *testing.B) {
 // 1k tenants, one RL.ALL of three limits per call (a user's requests, the
 // user's tokens, the tenant's requests) with one RL.TOKEN per call on one
 // of those same keys, each through Apply as the server calls it. RL.ALL
-// locks up to three shards, looks its keys up together, evaluates and then
+// locks up to three stripes, looks its keys up together, evaluates and then
 // charges. The engine is bound by cache misses here, and RL.ALL has three
 // keys to miss on; at the server, parsing and the network dominate.
 func BenchmarkAllVsToken(b *testing.B) {

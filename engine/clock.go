@@ -15,7 +15,7 @@ import (
 // lock-free: the settings are immutable values behind an atomic pointer,
 // replaced (under mu, which only the clock operations take) by a clock op, and
 // Last is advanced with a compare-and-swap max loop. mu is never held together
-// with a shard lock.
+// with a stripe lock.
 type clock struct {
 	mu       sync.Mutex
 	settings atomic.Pointer[clockSettings]

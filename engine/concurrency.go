@@ -7,7 +7,7 @@ package engine
 // the key first drops the expired leases at its own time, so replicas that
 // apply the same ops at the same times hold the same leases.
 //
-// A key's leases live in a per-shard side slab (like RL.LOG's rings) indexed
+// A key's leases live in a per-stripe side slab (like RL.LOG's rings) indexed
 // by the entry's a word. Each set is a treap ordered by (expiry, token),
 // whose nodes carry the units of their subtree, plus a map from token to
 // node. So every decision is O(log n) in the live leases: dropping the
@@ -41,7 +41,7 @@ type leaseSet struct {
 	rng     uint64
 }
 
-// leaseSlab holds a shard's lease sets; free lists released set ids; count
+// leaseSlab holds a stripe's lease sets; free lists released set ids; count
 // and tokenBytes sum the leases held and their tokens' bytes (for the
 // accounting, memory.go).
 type leaseSlab struct {
@@ -267,7 +267,7 @@ func (ls *leaseSet) compact() {
 
 // leasePrune drops the leases of ls whose expiry is at or before now,
 // keeping the accounting.
-func (s *shard) leasePrune(ls *leaseSet, now int64) {
+func (s *stripe) leasePrune(ls *leaseSet, now int64) {
 	if ls.root == nilLease {
 		return
 	}
@@ -298,9 +298,9 @@ func leaseResult(ls *leaseSet, limit, held, now int64) Result {
 }
 
 // acquire runs an OpAcquire (token set) or a peek (n == 0, token possibly
-// nil) on the locked shard, and reports whether the key has state after it.
+// nil) on the locked stripe, and reports whether the key has state after it.
 // rule is valid and of KindConcurrency.
-func (s *shard) acquire(now int64, hi uint32, key []byte, rule Rule, n int64, token []byte) (Result, bool) {
+func (s *stripe) acquire(now int64, hi uint32, key []byte, rule Rule, n int64, token []byte) (Result, bool) {
 	pos, idx, found := s.find(hi, key)
 	var e *entry
 	var ls *leaseSet
@@ -451,7 +451,7 @@ func (e *Engine) release(now int64, key, token []byte) Result {
 }
 
 // leaseTTL is the nanoseconds until the last lease of a live key expires.
-func (s *shard) leaseTTL(e *entry, now int64) int64 {
+func (s *stripe) leaseTTL(e *entry, now int64) int64 {
 	ls := &s.leases.sets[e.a]
 	if ls.n == 0 {
 		return 0
@@ -460,7 +460,7 @@ func (s *shard) leaseTTL(e *entry, now int64) int64 {
 }
 
 // leaseLive reports whether entry e's lease set has a lease live at now.
-func (s *shard) leaseLive(e *entry, now int64) bool {
+func (s *stripe) leaseLive(e *entry, now int64) bool {
 	ls := &s.leases.sets[e.a]
 	return ls.n > 0 && ls.lastExpiry() > now
 }

@@ -51,7 +51,7 @@ func TestOneKeyManyGoroutines(t *testing.T) {
 // TestManyKeysParallel: goroutines on disjoint and shared keys keep every
 // key's count exact and the index consistent.
 func TestManyKeysParallel(t *testing.T) {
-	e := New(Config{Shards: 8})
+	e := New(Config{Stripes: 8})
 	const goroutines, keys = 6, 3000
 	r := Rule{KindFixed, 1000, 24 * 60 * min_}
 	var wg sync.WaitGroup
@@ -91,7 +91,7 @@ func TestManyKeysParallel(t *testing.T) {
 // key admitted more than its capacity.
 func TestAllManyGoroutines(t *testing.T) {
 	const goroutines, each, nkeys, capacity = 8, 300, 5, 400
-	e := New(Config{Shards: 4, MaxLogLimit: 1000}) // few shards: keys share them
+	e := New(Config{Stripes: 4, MaxLogLimit: 1000}) // few stripes: keys share them
 	e.SetClockState(ClockState{Frozen: true, FrozenAt: t0, Last: t0})
 	r := Rule{KindToken, capacity, 24 * 60 * min_}
 	var used [nkeys]atomic.Int64
@@ -103,7 +103,7 @@ func TestAllManyGoroutines(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 5))
 			res := make([]Result, 1)
 			for range each {
-				if g == 0 { // leases on a key of their own, in the same shards
+				if g == 0 { // leases on a key of their own, in the same stripes
 					e.Apply(0, []Op{{Code: OpAcquire, Key: []byte("lease"), Rule: Rule{KindConcurrency, 2, min_}, Cost: 1, Token: []byte("t")}}, res)
 					e.Apply(0, []Op{{Code: OpRelease, Key: []byte("lease"), Token: []byte("t")}}, res)
 					continue

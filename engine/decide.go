@@ -88,9 +88,9 @@ func ttl(st *state, r Rule, now int64) int64 {
 	return gcraTTL(st, now)
 }
 
-// decide runs one decision on the shard (locked) and reports whether the key
+// decide runs one decision on the stripe (locked) and reports whether the key
 // has state afterwards. hi is the key's hiHash; the rule and cost are valid.
-func (s *shard) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Result, bool) {
+func (s *stripe) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Result, bool) {
 	pos, idx, found := s.find(hi, key)
 	var e *entry
 	if found {
@@ -165,7 +165,7 @@ func (s *shard) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (Re
 // liveState loads entry e's state normalized at now and reports whether it
 // is not initial (the key exists at now), with the effective time. For
 // RL.LOG the ring is consulted and st is left zero.
-func (s *shard) liveState(e *entry, now int64) (st state, r Rule, t int64, live bool) {
+func (s *stripe) liveState(e *entry, now int64) (st state, r Rule, t int64, live bool) {
 	r = s.rules.get(e.rule)
 	switch r.Kind {
 	case KindLog:

@@ -9,9 +9,9 @@ import (
 
 // Digest returns a hash of the engine's whole replicated state, and the
 // number of keys in it: the clock's state, then every key's record as
-// ExportShard gives it at the clock's last time (states back at their
+// ExportStripe gives it at the clock's last time (states back at their
 // initial state are left out: they are indistinguishable from absent
-// ones, whatever the local sweeper did), in shard and key order. Replicas
+// ones, whatever the local sweeper did), in stripe and key order. Replicas
 // that applied the same log have the same digest. It is not an atomic
 // snapshot of the engine: take it while nothing is being applied (the
 // chaos test compares replicas this way, through DEBUG DIGEST).
@@ -28,8 +28,8 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 	word(frozen)
 	word(cs.FrozenAt)
 	word(cs.Last)
-	for i := range e.shards {
-		recs := e.ExportShard(i, cs.Last)
+	for i := range e.stripes {
+		recs := e.ExportStripe(i, cs.Last)
 		slices.SortFunc(recs, func(a, b Record) int { return bytes.Compare(a.Key, b.Key) })
 		for _, r := range recs {
 			word(int64(len(r.Key)))

@@ -13,7 +13,7 @@ func TestDigest(t *testing.T) {
 		e.Decide(t0, []byte("gone"), Rule{KindFixed, 3, sec}, 1)
 		e.Apply(t0+2*sec, []Op{{Code: OpDecide, Key: []byte("c"), Rule: Rule{KindGCRA, 4, sec}, Cost: 1}}, make([]Result, 1))
 	}
-	a, b := New(Config{Shards: 4}), New(Config{Shards: 4})
+	a, b := New(Config{Stripes: 4}), New(Config{Stripes: 4})
 	ops(a)
 	ops(b)
 	b.Sweep(t0+2*sec, 1<<20) // reclaims "gone" (its window ended) on b only
@@ -29,7 +29,7 @@ func TestDigest(t *testing.T) {
 	if db2, _ := b.Digest(); db2 == da {
 		t.Fatal("a decision did not change the digest")
 	}
-	c := New(Config{Shards: 4})
+	c := New(Config{Stripes: 4})
 	ops(c)
 	c.Apply(t0+3*sec, nil, nil)
 	if dc, _ := c.Digest(); dc == da {

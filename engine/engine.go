@@ -10,19 +10,19 @@ import (
 
 // Engine holds every key's limiter state and the decision clock.
 //
-// Locking. Keys are spread over a power-of-two number of shards by the low
-// bits of their xxhash; each shard has one mutex guarding everything in it.
-// The lock order: a goroutine holds at most one shard lock at a time, except
-// RL.ALL (OpAll, all.go), which holds the locks of every shard its keys fall
-// in at once, taken in ascending shard index, each once, so that its limits
+// Locking. Keys are spread over a power-of-two number of stripes by the low
+// bits of their xxhash; each stripe has one mutex guarding everything in it.
+// The lock order: a goroutine holds at most one stripe lock at a time, except
+// RL.ALL (OpAll, all.go), which holds the locks of every stripe its keys fall
+// in at once, taken in ascending stripe index, each once, so that its limits
 // are evaluated and charged at one instant; since every holder of several
-// shard locks takes them in that one order, no two can deadlock. Nothing
+// stripe locks takes them in that one order, no two can deadlock. Nothing
 // takes the clock's mutex (taken only by the clock operations) while holding
-// a shard lock. Operations that span shards (SCAN, KEYS, FLUSHALL, Sweep,
+// a stripe lock. Operations that span stripes (SCAN, KEYS, FLUSHALL, Sweep,
 // Reset, Len) visit them one at a time, so they are not atomic snapshots of
 // the whole engine. The decide path takes no global lock: the clock is
 // lock-free for readers (see clock). The Watcher (Config.Watcher) is called
-// with or without a shard lock held, and so sits below the shard locks in
+// with or without a stripe lock held, and so sits below the stripe locks in
 // the order: it takes only a leaf lock of its own and never calls into the
 // engine.
 //
@@ -32,9 +32,9 @@ import (
 // in a paged arena. A lookup of an existing key touches one hash slot and one
 // entry. See slab.go, table.go, arena.go and rules.go.
 type Engine struct {
-	shards []*shard
-	mask   uint64
-	maxLog int64
+	stripes []*stripe
+	mask    uint64
+	maxLog  int64
 	// maxValue is Config.MaxValueLen (strings.go).
 	maxValue int
 	clock    clock
@@ -44,27 +44,27 @@ type Engine struct {
 }
 
 const (
-	// DefaultShards is the number of shards when Config.Shards is 0.
-	DefaultShards = 256
+	// DefaultStripes is the number of stripes when Config.Stripes is 0.
+	DefaultStripes = 256
 	// DefaultMaxLogLimit is RL.LOG's largest limit when Config.MaxLogLimit
 	// is 0 (the server's --max-log-limit default).
 	DefaultMaxLogLimit = 100000
-	// maxShards caps Config.Shards.
-	maxShards = 1 << 16
+	// maxStripes caps Config.Stripes.
+	maxStripes = 1 << 16
 )
 
 // New returns an empty engine whose clock runs at wall time.
 func New(cfg Config) *Engine {
-	n := cfg.Shards
+	n := cfg.Stripes
 	if n <= 0 {
-		n = DefaultShards
+		n = DefaultStripes
 	}
-	n = min(1<<bits.Len(uint(n-1)), maxShards)
+	n = min(1<<bits.Len(uint(n-1)), maxStripes)
 	e := &Engine{
-		shards: make([]*shard, n),
-		mask:   uint64(n - 1),
-		maxLog: cfg.MaxLogLimit,
-		watch:  cfg.Watcher,
+		stripes: make([]*stripe, n),
+		mask:    uint64(n - 1),
+		maxLog:  cfg.MaxLogLimit,
+		watch:   cfg.Watcher,
 	}
 	if e.maxLog <= 0 {
 		e.maxLog = DefaultMaxLogLimit
@@ -78,23 +78,23 @@ func New(cfg Config) *Engine {
 		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
 		e.tot.errKeys = &errcode.Error{Code: errcode.KeyLimit, Num: e.tot.maxKeys}
 	}
-	for i := range e.shards {
-		e.shards[i] = newShard(e.tot)
-		e.shards[i].watch = cfg.Watcher
+	for i := range e.stripes {
+		e.stripes[i] = newStripe(e.tot)
+		e.stripes[i].watch = cfg.Watcher
 	}
 	e.clock.init()
 	return e
 }
 
-// NumShards returns the number of shards (a power of two).
-func (e *Engine) NumShards() int { return len(e.shards) }
+// NumStripes returns the number of stripes (a power of two).
+func (e *Engine) NumStripes() int { return len(e.stripes) }
 
-// Len is the number of keys with state, in O(shards). Keys back at their
+// Len is the number of keys with state, in O(stripes). Keys back at their
 // initial state but not yet reclaimed by an access or Sweep are counted; the
 // exact count at a given time (DBSIZE, OpCount) is e.count.
 func (e *Engine) Len() int {
 	n := int64(0)
-	for _, s := range e.shards {
+	for _, s := range e.stripes {
 		n += s.count.Load()
 	}
 	return int(n)
@@ -102,7 +102,7 @@ func (e *Engine) Len() int {
 
 // Reset forgets every key. The clock is kept.
 func (e *Engine) Reset() {
-	e.eachShard(func(s *shard) { s.reset() })
+	e.eachStripe(func(s *stripe) { s.reset() })
 	if e.watch != nil {
 		e.watch.AllChanged()
 	}
@@ -134,7 +134,7 @@ func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost i
 	if rule.Kind == KindConcurrency {
 		return Result{Err: errNeedsToken}
 	}
-	s := e.shards[h&e.mask]
+	s := e.stripes[h&e.mask]
 	s.mu.Lock()
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
 	s.mu.Unlock()
@@ -162,13 +162,13 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 	for i := range ops {
 		h := xxhash.Sum64(ops[i].Key)
 		hashes[i] = h
-		s := e.shards[h&e.mask]
+		s := e.stripes[h&e.mask]
 		s.mu.Lock()
 		sink += s.touchSlot(hiHash(h))
 		s.mu.Unlock()
 	}
 	for _, h := range hashes[:len(ops)] {
-		s := e.shards[h&e.mask]
+		s := e.stripes[h&e.mask]
 		s.mu.Lock()
 		sink += s.touchEntry(hiHash(h))
 		s.mu.Unlock()
@@ -269,7 +269,7 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 // notify tells the watcher of the keys ops may have changed. Any mutating
 // operation with a key counts, and every limit of an RL.ALL with a cost,
 // except a decision or acquire at cost 0 (which changes nothing; a reclaim
-// it makes is reported by shard.remove).
+// it makes is reported by stripe.remove).
 func (e *Engine) notify(ops []Op) {
 	for i := range ops {
 		op := &ops[i]
@@ -290,10 +290,10 @@ func (e *Engine) notify(ops []Op) {
 	}
 }
 
-// lock returns key's hash and its shard, locked.
-func (e *Engine) lock(key []byte) (uint32, *shard) {
+// lock returns key's hash and its stripe, locked.
+func (e *Engine) lock(key []byte) (uint32, *stripe) {
 	h := xxhash.Sum64(key)
-	s := e.shards[h&e.mask]
+	s := e.stripes[h&e.mask]
 	s.mu.Lock()
 	return hiHash(h), s
 }

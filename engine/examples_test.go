@@ -19,7 +19,7 @@ const (
 	min_ = int64(time.Minute)
 )
 
-func newTestEngine() *Engine { return New(Config{Shards: 4, MaxLogLimit: 1000}) }
+func newTestEngine() *Engine { return New(Config{Stripes: 4, MaxLogLimit: 1000}) }
 
 // call is one Decide with its expected reply (allowed, limit, remaining,
 // retry_after, reset_after).

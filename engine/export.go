@@ -8,17 +8,17 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// ExportShard returns a consistent copy, taken under shard i's lock, of its
+// ExportStripe returns a consistent copy, taken under stripe i's lock, of its
 // keys' records, leaving out states back at their initial state at now
 // (with limits set, at now down to the whole second: memory.go). The
 // records own their bytes. The words are the stored state: see Record and the
 // state comment of each kind (bucket.go, window.go, gcra.go, log.go).
-func (e *Engine) ExportShard(i int, now int64) []Record {
-	if i < 0 || i >= len(e.shards) {
+func (e *Engine) ExportStripe(i int, now int64) []Record {
+	if i < 0 || i >= len(e.stripes) {
 		return nil
 	}
 	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
-	s := e.shards[i]
+	s := e.stripes[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	recs := make([]Record, 0, s.count.Load())
@@ -74,7 +74,7 @@ func (e *Engine) Import(rec Record) error {
 	}
 	h := xxhash.Sum64(rec.Key)
 	hi := hiHash(h)
-	s := e.shards[h&e.mask]
+	s := e.stripes[h&e.mask]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pos, idx, ok := s.find(hi, rec.Key); ok {
@@ -222,7 +222,7 @@ func (e *Engine) importString(rec Record) error {
 	}
 	h := xxhash.Sum64(rec.Key)
 	hi := hiHash(h)
-	s := e.shards[h&e.mask]
+	s := e.stripes[h&e.mask]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pos, idx, ok := s.find(hi, rec.Key); ok {

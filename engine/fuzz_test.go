@@ -130,7 +130,7 @@ func FuzzEngineOps(f *testing.F) {
 		if len(data) > 6*512 {
 			return // the model is slow: keep each input short
 		}
-		e := New(Config{Shards: 2, MaxLogLimit: 1000})
+		e := New(Config{Stripes: 2, MaxLogLimit: 1000})
 		m := newModel()
 		cm := &concModel{keys: map[string]*mConc{}}
 		now := t0

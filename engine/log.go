@@ -1,7 +1,7 @@
 package engine
 
 // RL.LOG keeps the timestamps of admitted units in a ring per key, oldest
-// first, in a per-shard side slab indexed by the entry's a word. An entry t is
+// first, in a per-stripe side slab indexed by the entry's a word. An entry t is
 // live while t > now - W. A ring grows by doubling up to the limit (or the
 // count it holds, which may exceed a lowered limit), shrinks when mostly
 // empty, and is freed with its key. Time before the newest timestamp counts as
@@ -14,7 +14,7 @@ type logRing struct {
 	n    int
 }
 
-// logSlab holds a shard's rings; free lists released ring ids; ts counts
+// logSlab holds a stripe's rings; free lists released ring ids; ts counts
 // the timestamps the rings hold (for the accounting, memory.go).
 type logSlab struct {
 	rings []logRing
@@ -135,7 +135,7 @@ func logResult(r Rule, logged int, newest, now int64) Result {
 
 // decideLog is decide for KindLog (see decide). found, pos and idx are the
 // key's lookup.
-func (s *shard) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, pos, idx uint32, found bool) (Result, bool) {
+func (s *stripe) decideLog(now int64, hi uint32, key []byte, rule Rule, n int64, pos, idx uint32, found bool) (Result, bool) {
 	var ring *logRing
 	var e *entry
 	stored := false
@@ -278,13 +278,13 @@ func logEval(ring *logRing, old, rule Rule, n, now int64) Result {
 }
 
 // insertLog inserts key as an RL.LOG key with an empty ring.
-func (s *shard) insertLog(pos, hi uint32, key []byte, rule Rule) uint32 {
+func (s *stripe) insertLog(pos, hi uint32, key []byte, rule Rule) uint32 {
 	id := s.logs.alloc()
 	return s.insert(pos, hi, key, rule, state{a: int64(id)})
 }
 
 // logTTL is the nanoseconds until the log at now is empty.
-func (s *shard) logTTL(e *entry, r Rule, now int64) int64 {
+func (s *stripe) logTTL(e *entry, r Rule, now int64) int64 {
 	ring := &s.logs.rings[e.a]
 	if ring.n == 0 {
 		return 0

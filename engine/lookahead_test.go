@@ -19,7 +19,7 @@ func TestApplyLookAheadSameAsOneByOne(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
-			batched, single := New(Config{Shards: 4}), New(Config{Shards: 4})
+			batched, single := New(Config{Stripes: 4}), New(Config{Stripes: 4})
 			now := t0
 			for range 30 {
 				ops := make([]Op, 1+rng.IntN(3*lookAhead))
@@ -73,7 +73,7 @@ func TestApplyAllRunSameAsOneByOne(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 2))
-			batched, single := New(Config{Shards: 4}), New(Config{Shards: 4})
+			batched, single := New(Config{Stripes: 4}), New(Config{Stripes: 4})
 			now := t0
 			for range 20 {
 				ops := make([]Op, 1+rng.IntN(2*lookAhead))

@@ -8,7 +8,7 @@ import (
 // Memory accounting and the key and memory limits (Config.MaxKeys,
 // Config.MaxBytes).
 //
-// Each shard accounts its own state in bytes, from its structures rather
+// Each stripe accounts its own state in bytes, from its structures rather
 // than from the Go heap: entryCost per key (the 48-byte entry and its share
 // of the hash index), the long keys' bytes in the arena, ringCost per RL.LOG
 // key plus tsCost per timestamp it holds, leaseSetCost per concurrency key
@@ -31,7 +31,7 @@ import (
 // limits set, a key counts until the whole second (reclaimQuantum) of the
 // engine's clock after its state went back to its initial state, and a log
 // timestamp likewise until the second after it expired. Every replica holds
-// every counted key (Sweep and ExportShard, with limits, drop only keys
+// every counted key (Sweep and ExportStripe, with limits, drop only keys
 // that stopped counting), and ops change counted keys alike everywhere (an
 // op on a key drops its expired timestamps, or the key itself once back at
 // its initial state, at once, on every replica), so the counted figures are
@@ -42,10 +42,10 @@ import (
 // ones, so when they leave room the answer is "yes" everywhere. Otherwise
 // the engine makes its accounting exact (reclaim: every key that stopped
 // counting removed, every expired timestamp dropped) and decides on the
-// exact figures. A shard reclaimed in the current second stays exact for
+// exact figures. A stripe reclaimed in the current second stays exact for
 // the rest of it (nothing stops counting within a second), so a full engine
-// refusing creations walks each shard at most once a second, and otherwise
-// costs one lock per shard per refusal.
+// refusing creations walks each stripe at most once a second, and otherwise
+// costs one lock per stripe per refusal.
 const (
 	// reclaimQuantum is the granularity, in engine time, at which keys and
 	// timestamps stop counting for the limits (see above).
@@ -53,7 +53,7 @@ const (
 	// entryCost is one key's entry (48 bytes) plus its share of the hash
 	// index (4-byte slots between 10% and 80% full).
 	entryCost = 56
-	// ruleCost is one distinct rule of a shard: its slot and its map entry.
+	// ruleCost is one distinct rule of a stripe: its slot and its map entry.
 	ruleCost = 80
 	// ringCost is an RL.LOG key's ring header; tsCost one timestamp.
 	ringCost = 40
@@ -65,7 +65,7 @@ const (
 	leaseCost    = 112
 )
 
-// totals are the engine-wide sums of the shards' accounting, kept only when
+// totals are the engine-wide sums of the stripes' accounting, kept only when
 // a limit is set (so that an engine without limits pays nothing for them).
 type totals struct {
 	maxKeys  int64
@@ -79,8 +79,8 @@ type totals struct {
 // only an exact count can tell (see Engine.Decide).
 var errNoRoom = fmt.Errorf("engine: no room without reclaiming")
 
-// bytes is the shard's accounted memory (under mu).
-func (s *shard) bytes() int64 {
+// bytes is the stripe's accounted memory (under mu).
+func (s *stripe) bytes() int64 {
 	rings := int64(len(s.logs.rings) - len(s.logs.free))
 	sets := int64(len(s.leases.sets) - len(s.leases.free))
 	return s.count.Load()*entryCost + int64(s.arena.live) + rings*ringCost + s.logs.ts*tsCost + int64(len(s.rules.ids))*ruleCost +
@@ -89,8 +89,8 @@ func (s *shard) bytes() int64 {
 }
 
 // account brings the engine's totals up to date after a change of the
-// shard (under mu). Without limits there are no totals and it does nothing.
-func (s *shard) account() {
+// stripe (under mu). Without limits there are no totals and it does nothing.
+func (s *stripe) account() {
 	t := s.tot
 	if t == nil {
 		return
@@ -123,15 +123,15 @@ func newKeyCost(key []byte, kind Kind) int64 {
 }
 
 // room reports whether key may be created (under mu): nil, errNoRoom when
-// the held totals leave no room and the shard's caller should reclaim and
+// the held totals leave no room and the stripe's caller should reclaim and
 // ask again, or, on that second asking (s.final), the limit's error.
-func (s *shard) room(key []byte, kind Kind) error {
+func (s *stripe) room(key []byte, kind Kind) error {
 	return s.roomExtra(key, kind, 0, 0)
 }
 
 // roomExtra is room with keys more keys and bytes more bytes about to be
 // added besides key (RL.ALL's earlier limits).
-func (s *shard) roomExtra(key []byte, kind Kind, keys, bytes int64) error {
+func (s *stripe) roomExtra(key []byte, kind Kind, keys, bytes int64) error {
 	t := s.tot
 	if t == nil || s.approved {
 		return nil
@@ -152,7 +152,7 @@ func (s *shard) roomExtra(key []byte, kind Kind, keys, bytes int64) error {
 }
 
 // logPrune drops a ring's timestamps <= cut, keeping the accounting.
-func (s *shard) logPrune(ring *logRing, cut int64) {
+func (s *stripe) logPrune(ring *logRing, cut int64) {
 	before := ring.n
 	ring.prune(cut)
 	if d := before - ring.n; d != 0 {
@@ -162,14 +162,14 @@ func (s *shard) logPrune(ring *logRing, cut int64) {
 }
 
 // logPush appends k timestamps t to a ring, keeping the accounting.
-func (s *shard) logPush(ring *logRing, t int64, k, limit int) {
+func (s *stripe) logPush(ring *logRing, t int64, k, limit int) {
 	ring.push(t, k, limit)
 	s.logs.ts += int64(k)
 	s.account()
 }
 
 // logPopNewest drops a ring's k newest timestamps, keeping the accounting.
-func (s *shard) logPopNewest(ring *logRing, k int) {
+func (s *stripe) logPopNewest(ring *logRing, k int) {
 	ring.popNewest(k)
 	s.logs.ts -= int64(k)
 	s.account()
@@ -184,11 +184,11 @@ func (e *Engine) countedAt(now int64) int64 {
 	return align(now, reclaimQuantum)
 }
 
-// reclaim makes the shard's accounting exact, what it holds being what
+// reclaim makes the stripe's accounting exact, what it holds being what
 // counts at now (under mu): it removes the keys that stopped counting and
-// drops the log timestamps that did. A shard reclaimed within the same
+// drops the log timestamps that did. A stripe reclaimed within the same
 // quantum already is.
-func (s *shard) reclaim(now int64) {
+func (s *stripe) reclaim(now int64) {
 	q := align(now, reclaimQuantum)
 	if s.reclaimedAt == q {
 		return
@@ -209,11 +209,11 @@ func (s *shard) reclaim(now int64) {
 }
 
 // decideFull is Decide once the held totals left no room for a new key:
-// it makes every shard's accounting exact at now, one shard lock at a time,
+// it makes every stripe's accounting exact at now, one stripe lock at a time,
 // then decides again on the exact figures.
 func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
 	e.reclaimAll(now)
-	s := e.shards[h&e.mask]
+	s := e.stripes[h&e.mask]
 	s.mu.Lock()
 	s.final = true
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
@@ -222,18 +222,18 @@ func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int
 	return res
 }
 
-// reclaimAll makes every shard's accounting exact at now, one shard lock at
+// reclaimAll makes every stripe's accounting exact at now, one stripe lock at
 // a time.
 func (e *Engine) reclaimAll(now int64) {
-	e.eachShard(func(s *shard) { s.reclaim(now) })
+	e.eachStripe(func(s *stripe) { s.reclaim(now) })
 }
 
 // MemoryBytes is the engine's accounted memory in bytes (see memory.go):
 // the figure Config.MaxBytes limits. Keys back at their initial state count
-// until they are reclaimed. It takes each shard's lock in turn.
+// until they are reclaimed. It takes each stripe's lock in turn.
 func (e *Engine) MemoryBytes() int64 {
 	n := int64(0)
-	e.eachShard(func(s *shard) { n += s.bytes() })
+	e.eachStripe(func(s *stripe) { n += s.bytes() })
 	return n
 }
 

@@ -9,10 +9,10 @@ import (
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
-// recount recomputes a shard's accounted bytes from scratch, walking its
+// recount recomputes a stripe's accounted bytes from scratch, walking its
 // keys: what account() must always agree with.
 func recount(e *Engine) (keys, bytes int64) {
-	for _, s := range e.shards {
+	for _, s := range e.stripes {
 		s.mu.Lock()
 		rules := map[Rule]bool{}
 		s.walk(0, int(s.slotsEnd())+1, func(_ uint32, ent *entry) {
@@ -48,7 +48,7 @@ func checkAccounting(t *testing.T, e *Engine, when string) {
 }
 
 func TestMaxKeys(t *testing.T) {
-	e := New(Config{Shards: 4, MaxKeys: 10})
+	e := New(Config{Stripes: 4, MaxKeys: 10})
 	rule := Rule{KindToken, 5, sec} // a taken token comes back in 1 s
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%d", i) }
 	for i := range 10 {
@@ -109,7 +109,7 @@ func TestMaxKeys(t *testing.T) {
 
 func TestMaxBytes(t *testing.T) {
 	// Room for three short keys (56 B each, one rule of 80 B: 248 B).
-	e := New(Config{Shards: 1, MaxBytes: 250})
+	e := New(Config{Stripes: 1, MaxBytes: 250})
 	rule := Rule{KindFixed, 10, min_}
 	for i := range 3 {
 		if r := e.Decide(t0, fmt.Appendf(nil, "k%d", i), rule, 1); r.Err != nil {
@@ -127,7 +127,7 @@ func TestMaxBytes(t *testing.T) {
 		t.Fatalf("existing key: %+v", r)
 	}
 	// A long key costs its bytes too.
-	e = New(Config{Shards: 1, MaxBytes: 56 + 80 + 56 + 40})
+	e = New(Config{Stripes: 1, MaxBytes: 56 + 80 + 56 + 40})
 	if r := e.Decide(t0, []byte("short"), rule, 1); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -139,7 +139,7 @@ func TestMaxBytes(t *testing.T) {
 		t.Fatalf("a 39-byte key (+1 length byte) in 40 bytes left: %+v", r)
 	}
 	// Log timestamps count, and their expiry makes room.
-	e = New(Config{Shards: 1, MaxBytes: 56 + 80 + 40 + 8*10 + 56 + 40 + 8})
+	e = New(Config{Stripes: 1, MaxBytes: 56 + 80 + 40 + 8*10 + 56 + 40 + 8})
 	logRule := Rule{KindLog, 20, sec}
 	for i := range 10 {
 		if r := e.Decide(t0+int64(i)*100*ms, []byte("log"), logRule, 1); r.Err != nil || !r.Allowed {
@@ -172,7 +172,7 @@ func TestLimitsDeterministic(t *testing.T) {
 func limitsDeterministic(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	maxStep := []int64{3 * ms, 30 * ms, 300 * ms, 3 * ms}[seed%4]
-	cfg := Config{Shards: 8, MaxLogLimit: 100, MaxKeys: 40, MaxBytes: 4000}
+	cfg := Config{Stripes: 8, MaxLogLimit: 100, MaxKeys: 40, MaxBytes: 4000}
 	if maxStep == 300*ms {
 		cfg.MaxKeys, cfg.MaxBytes = 4, 900
 	}
@@ -220,8 +220,8 @@ func limitsDeterministic(t *testing.T, seed uint64) {
 		}
 		if rng.IntN(200) == 0 {
 			var recs []Record
-			for i := range c.NumShards() {
-				recs = append(recs, c.ExportShard(i, now)...)
+			for i := range c.NumStripes() {
+				recs = append(recs, c.ExportStripe(i, now)...)
 			}
 			cs := c.ClockState()
 			c = New(cfg)
@@ -247,7 +247,7 @@ func limitsDeterministic(t *testing.T, seed uint64) {
 // TestAccountingFollowsKeys: the accounting returns to zero when the keys
 // go, by delete, expiry and sweep, or flush.
 func TestAccountingFollowsKeys(t *testing.T) {
-	e := New(Config{Shards: 4})
+	e := New(Config{Stripes: 4})
 	for i := range 300 {
 		k := fmt.Appendf(nil, "key-%d-%s", i, "some-long-suffix-making-it-an-arena-key"[:i%40])
 		e.Decide(t0, k, Rule{Kind([]Kind{KindToken, KindLog, KindSliding}[i%3]), 5, sec}, 2)
@@ -271,7 +271,7 @@ func TestAccountingFollowsKeys(t *testing.T) {
 // yet is absent: using it again is a creation, refused when full, as on a
 // replica that had reclaimed it.
 func TestReviveIsCreation(t *testing.T) {
-	cfg := Config{Shards: 1, MaxBytes: 330}
+	cfg := Config{Stripes: 1, MaxBytes: 330}
 	a, b := New(cfg), New(cfg)
 	bucket, logRule := Rule{KindToken, 5, sec}, Rule{KindLog, 30, 10 * sec}
 	for _, e := range []*Engine{a, b} {
@@ -303,7 +303,7 @@ func TestReviveIsCreation(t *testing.T) {
 // more keys than fit is refused whole, and a new concurrency key is
 // refused while existing ones keep deciding.
 func TestLimitsAllAndLeases(t *testing.T) {
-	e := New(Config{Shards: 4, MaxKeys: 3, MaxLogLimit: 1000})
+	e := New(Config{Stripes: 4, MaxKeys: 3, MaxLogLimit: 1000})
 	r := Rule{KindFixed, 5, min_}
 	at := func(op Op) Result {
 		res := make([]Result, 1)
@@ -334,7 +334,7 @@ func TestLimitsAllAndLeases(t *testing.T) {
 	if e.MemoryBytes() <= 0 {
 		t.Fatal("no memory accounted")
 	}
-	e2 := New(Config{Shards: 4, MaxKeys: 1, MaxLogLimit: 1000})
+	e2 := New(Config{Stripes: 4, MaxKeys: 1, MaxLogLimit: 1000})
 	res := make([]Result, 1)
 	e2.Apply(t0, []Op{lease}, res)
 	before := e2.MemoryBytes()

@@ -108,7 +108,7 @@ func TestDifferentialAll(t *testing.T) {
 			kind := kinds[rng.IntN(len(kinds))]
 			usual[k] = ruleVariants[kind][rng.IntN(3)] // the moderate variants
 		}
-		e := New(Config{Shards: 2, MaxLogLimit: 1000})
+		e := New(Config{Stripes: 2, MaxLogLimit: 1000})
 		m := newModel()
 		now := t0
 		for i := range steps {
@@ -255,7 +255,7 @@ func TestDifferentialConcurrency(t *testing.T) {
 	}
 	for _, seed := range []uint64{1, 2, 3} {
 		rng := rand.New(rand.NewPCG(seed, 99))
-		e := New(Config{Shards: 2, MaxLogLimit: 1000})
+		e := New(Config{Stripes: 2, MaxLogLimit: 1000})
 		cm := &concModel{keys: map[string]*mConc{}}
 		keys := []string{"a", "b"}
 		tokens := []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"}
@@ -336,8 +336,8 @@ func TestDifferentialConcurrency(t *testing.T) {
 
 // exportKey returns key's exported record at now (zero when absent).
 func exportKey(e *Engine, now int64, key string) Record {
-	for i := range e.NumShards() {
-		for _, r := range e.ExportShard(i, now) {
+	for i := range e.NumStripes() {
+		for _, r := range e.ExportStripe(i, now) {
 			if string(r.Key) == key {
 				return r
 			}
@@ -350,7 +350,7 @@ func exportKey(e *Engine, now int64, key string) Record {
 // another engine holds the same leases (same digest), keeps deciding the
 // same, and Import refuses lease sets the engine could not have made.
 func TestLeaseSnapshotDigest(t *testing.T) {
-	a := New(Config{Shards: 4, MaxLogLimit: 1000})
+	a := New(Config{Stripes: 4, MaxLogLimit: 1000})
 	r := Rule{KindConcurrency, 5, 10 * sec}
 	for i, tok := range []string{"x", "y", "z"} {
 		res := a.acquireOp(t0+int64(i)*sec, &Op{Code: OpAcquire, Key: []byte("c"), Rule: r, Cost: int64(i + 1), Token: []byte(tok)})
@@ -359,10 +359,10 @@ func TestLeaseSnapshotDigest(t *testing.T) {
 		}
 	}
 	a.Apply(t0+3*sec, []Op{{Code: OpTime}}, make([]Result, 1)) // the clock's Last, for the digest
-	b := New(Config{Shards: 8, MaxLogLimit: 1000})
+	b := New(Config{Stripes: 8, MaxLogLimit: 1000})
 	b.SetClockState(a.ClockState())
-	for i := range a.NumShards() {
-		for _, rec := range a.ExportShard(i, t0+3*sec) {
+	for i := range a.NumStripes() {
+		for _, rec := range a.ExportStripe(i, t0+3*sec) {
 			if err := b.Import(rec); err != nil {
 				t.Fatal(err)
 			}

@@ -431,7 +431,7 @@ func runDifferential(t *testing.T, kind Kind, seed uint64, steps int) {
 	if kind == KindFixed {
 		other = Rule{KindToken, 3, sec}
 	}
-	e := New(Config{Shards: 2, MaxLogLimit: 1000})
+	e := New(Config{Stripes: 2, MaxLogLimit: 1000})
 	m := newModel()
 	now := t0 + rng.Int64N(min_)
 	for i := range steps {

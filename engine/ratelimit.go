@@ -11,7 +11,7 @@ import (
 
 // OpRateLimit: one request of Envoy's rate limit service, decided at one
 // instant over all its descriptors (SPEC section 12). It is RL.ALL's
-// machinery (all.go: the locks of every shard its keys fall in, taken in
+// machinery (all.go: the locks of every stripe its keys fall in, taken in
 // ascending order and held while it evaluates and charges, the room for new
 // keys checked for the whole call before anything is charged) with three
 // differences that Envoy's requests need:
@@ -91,7 +91,7 @@ type rlScratch struct {
 
 const rlSmall = 4
 
-// rateLimitLocked is OpRateLimit with its shards locked.
+// rateLimitLocked is OpRateLimit with its stripes locked.
 func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allKeys, first *[MaxAll]uint8, room []Result, res *Result) {
 	var each []Result
 	if cap(room) >= len(lims) {
@@ -132,7 +132,7 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 			*res = Result{Err: err}
 			return
 		}
-		s := e.shards[k.h[i]&e.mask]
+		s := e.stripes[k.h[i]&e.mask]
 		if err := s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, c, &occ[i], &each[i]); err != nil {
 			*res = Result{Err: fmt.Errorf("rate limit key %q: %w", l.Key, err)}
 			return
@@ -154,7 +154,7 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 			if !each[i].Allowed || l.Rule.Limit == 0 {
 				continue
 			}
-			s := e.shards[k.h[i]&e.mask]
+			s := e.stripes[k.h[i]&e.mask]
 			_ = s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, 0, nil, &each[i])
 			each[i].Allowed, each[i].RetryAfter = true, 0
 		}
@@ -182,7 +182,7 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 		} else {
 			var tmp Result
 			commits[n] = commit{}
-			s := e.shards[k.h[i]&e.mask]
+			s := e.stripes[k.h[i]&e.mask]
 			if err := s.evalOnly(now, hiHash(k.h[i]), lims[i].Key, rule[i], cum[i], &commits[n], &tmp); err != nil {
 				*res = Result{Err: err}
 				return
@@ -198,7 +198,7 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 	defer e.setApproved(k, false)
 	for j := 0; j < n; j++ {
 		l := &charges[j]
-		s := e.shards[ck.h[j]&e.mask]
+		s := e.stripes[ck.h[j]&e.mask]
 		switch c := &commits[j]; {
 		case c.skip:
 			continue

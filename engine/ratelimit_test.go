@@ -105,7 +105,7 @@ func TestRateLimitOpErrors(t *testing.T) {
 // TestRateLimitOpKeyLimit: with room for one new key only, a request that
 // would create two is refused whole.
 func TestRateLimitOpKeyLimit(t *testing.T) {
-	e := New(Config{Shards: 4, MaxLogLimit: 1000, MaxKeys: 1})
+	e := New(Config{Stripes: 4, MaxLogLimit: 1000, MaxKeys: 1})
 	res := make([]Result, 1)
 	e.Apply(1, []Op{{Code: OpRateLimit, All: []Limit{fixedLim("a", 5, 1), fixedLim("b", 5, 1)}}}, res)
 	if !errors.Is(res[0].Err, ErrKeyLimit) {

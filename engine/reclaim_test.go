@@ -48,7 +48,7 @@ func TestInitialIsAbsent(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	e := New(Config{Shards: 16})
+	e := New(Config{Stripes: 16})
 	const n = 2000
 	for i := range n {
 		r := Rule{KindToken, 10, sec}
@@ -135,7 +135,7 @@ func TestMemoryFollowsLiveKeys(t *testing.T) {
 // TestChurnMemoryBounded: keys that come and go at a steady live count keep
 // memory bounded (page release, arena compaction, index shrink).
 func TestChurnMemoryBounded(t *testing.T) {
-	e := New(Config{Shards: 4})
+	e := New(Config{Stripes: 4})
 	r := Rule{KindFixed, 5, sec}
 	live := 2000
 	rounds := 40
@@ -163,8 +163,8 @@ func TestChurnMemoryBounded(t *testing.T) {
 	if end > base+2*(peak-base)+64<<10 {
 		t.Errorf("memory grew with churn: %d then %d", peak-base, end-base)
 	}
-	for _, s := range e.shards {
-		checkShard(t, s)
+	for _, s := range e.stripes {
+		checkStripe(t, s)
 	}
 }
 
@@ -189,16 +189,16 @@ func randomOps(rng *rand.Rand, now int64, nkeys, steps int) (ops []Op, times []i
 
 func TestExportImportRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	src := New(Config{Shards: 8})
+	src := New(Config{Stripes: 8})
 	ops, times := randomOps(rng, t0, 60, 3000)
 	for i, op := range ops {
 		src.Decide(times[i], op.Key, op.Rule, op.Cost)
 	}
 	now := times[len(times)-1]
-	dst := New(Config{Shards: 2})
+	dst := New(Config{Stripes: 2})
 	var recs []Record
-	for i := range src.NumShards() {
-		recs = append(recs, src.ExportShard(i, now)...)
+	for i := range src.NumStripes() {
+		recs = append(recs, src.ExportStripe(i, now)...)
 	}
 	if len(recs) == 0 || len(recs) > src.Len() {
 		t.Fatalf("%d records of %d keys", len(recs), src.Len())
@@ -212,8 +212,8 @@ func TestExportImportRoundTrip(t *testing.T) {
 		sort.Slice(rs, func(i, j int) bool { return bytes.Compare(rs[i].Key, rs[j].Key) < 0 })
 	}
 	var back []Record
-	for i := range dst.NumShards() {
-		back = append(back, dst.ExportShard(i, now)...)
+	for i := range dst.NumStripes() {
+		back = append(back, dst.ExportStripe(i, now)...)
 	}
 	sortRecs(recs)
 	sortRecs(back)
@@ -294,19 +294,19 @@ func TestImportRejectsGarbage(t *testing.T) {
 				e.Decide(t0+w()%sec, rec.Key, rec.Rule, n)
 			}
 			e.inspect(t0, OpTTL, rec.Key)
-			e.ExportShard(0, t0)
+			e.ExportStripe(0, t0)
 		}
 	}
 	e.Sweep(t0, 1000)
-	for _, s := range e.shards {
-		checkShard(t, s)
+	for _, s := range e.stripes {
+		checkStripe(t, s)
 	}
 }
 
 // TestScan: every key present for a whole SCAN is returned at least once,
 // while other keys come and go; MATCH and TYPE filter; KEYS and FLUSHALL.
 func TestScan(t *testing.T) {
-	e := New(Config{Shards: 8})
+	e := New(Config{Stripes: 8})
 	stay := map[string]int{}
 	for i := range 1500 {
 		k := fmt.Sprintf("stay:%d", i)

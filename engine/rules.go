@@ -1,14 +1,14 @@
 package engine
 
-// ruleTable interns a shard's rules so an entry stores a uint32. Rules are
+// ruleTable interns a stripe's rules so an entry stores a uint32. Rules are
 // reference counted by the entries using them, so the table never holds more
-// rules than the shard has keys, whatever parameters clients send. Id 0 is
+// rules than the stripe has keys, whatever parameters clients send. Id 0 is
 // never used (it marks a free entry).
 type ruleTable struct {
 	slots []ruleSlot
 	ids   map[Rule]uint32
 	free  []uint32
-	last  uint32 // the id acquire returned last: most keys of a shard share one rule
+	last  uint32 // the id acquire returned last: most keys of a stripe share one rule
 }
 
 type ruleSlot struct {

@@ -2,14 +2,14 @@ package engine
 
 import "sync/atomic"
 
-// SCAN, KEYS, FLUSHALL and Sweep walk the shards' slabs in index order, one
-// shard lock at a time. Entry indices never change while a key lives, so a
-// cursor (shard<<32 | entry index) stays meaningful between calls and every
+// SCAN, KEYS, FLUSHALL and Sweep walk the stripes' slabs in index order, one
+// stripe lock at a time. Entry indices never change while a key lives, so a
+// cursor (stripe<<32 | entry index) stays meaningful between calls and every
 // key present for a whole SCAN is returned at least once.
 
 const defaultScanCount = 10
 
-// sweepCursor is Sweep's round-robin position, shard<<32 | entry index.
+// sweepCursor is Sweep's round-robin position, stripe<<32 | entry index.
 type sweepCursor struct{ pos atomic.Uint64 }
 
 // scanWorkFactor bounds the entry slots one SCAN step examines to this
@@ -36,8 +36,8 @@ func (e *Engine) scan(now int64, op *Op) Result {
 	work := budget*scanWorkFactor + pageSize
 	si, idx := op.Cursor>>32, uint32(op.Cursor)
 	var keys [][]byte
-	for si < uint64(len(e.shards)) && work > 0 {
-		s := e.shards[si]
+	for si < uint64(len(e.stripes)) && work > 0 {
+		s := e.stripes[si]
 		if s.count.Load() == 0 {
 			// Nothing to return here; a key added to it now was not
 			// present for the whole scan.
@@ -60,7 +60,7 @@ func (e *Engine) scan(now int64, op *Op) Result {
 		}
 	}
 	var cursor uint64
-	if si < uint64(len(e.shards)) {
+	if si < uint64(len(e.stripes)) {
 		cursor = si<<32 | uint64(idx)
 	}
 	return Result{Keys: keys, Cursor: cursor}
@@ -69,9 +69,9 @@ func (e *Engine) scan(now int64, op *Op) Result {
 // scanWalk calls fn on the entries in use from index idx on until it has
 // called it keys times and then reached the next entry in use (which it does
 // not visit), or has examined work slots (a released page counts as one),
-// or reached the end of the shard. It returns where it stopped, whether the
-// shard is done, and the keys and work left.
-func (s *shard) scanWalk(idx uint32, keys, work int, fn func(ent *entry)) (uint32, bool, int, int) {
+// or reached the end of the stripe. It returns where it stopped, whether the
+// stripe is done, and the keys and work left.
+func (s *stripe) scanWalk(idx uint32, keys, work int, fn func(ent *entry)) (uint32, bool, int, int) {
 	end := s.slotsEnd()
 	for work > 0 {
 		if idx >= end {
@@ -96,7 +96,7 @@ func (s *shard) scanWalk(idx uint32, keys, work int, fn func(ent *entry)) (uint3
 
 // appendIfMatch appends a copy of ent's key if it has state at now and
 // matches pattern (empty matches all).
-func (s *shard) appendIfMatch(keys [][]byte, ent *entry, now int64, pattern []byte) [][]byte {
+func (s *stripe) appendIfMatch(keys [][]byte, ent *entry, now int64, pattern []byte) [][]byte {
 	key := s.keyOf(ent)
 	if len(pattern) > 0 && !globMatch(pattern, key) {
 		return keys
@@ -110,7 +110,7 @@ func (s *shard) appendIfMatch(keys [][]byte, ent *entry, now int64, pattern []by
 // pageUnused reports whether slot idx is on a released page or past the
 // slots its page has ever used, and returns the first slot of the next
 // page: a walk goes there next.
-func (s *shard) pageUnused(idx uint32) (uint32, bool) {
+func (s *stripe) pageUnused(idx uint32) (uint32, bool) {
 	pg := idx >> pageBits
 	if s.pages[pg] == nil || uint32(s.meta[pg].fresh) <= idx&(pageSize-1) {
 		return (pg + 1) << pageBits, true
@@ -120,8 +120,8 @@ func (s *shard) pageUnused(idx uint32) (uint32, bool) {
 
 // walk calls fn on the live entries from index idx on, examining up to budget
 // slots (a released page counts as one). It returns where it stopped, whether
-// the shard is done, and the budget left. fn may remove the entry it is given.
-func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (uint32, bool, int) {
+// the stripe is done, and the budget left. fn may remove the entry it is given.
+func (s *stripe) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (uint32, bool, int) {
 	for budget > 0 {
 		if idx >= s.slotsEnd() {
 			return 0, true, budget
@@ -140,14 +140,14 @@ func (s *shard) walk(idx uint32, budget int, fn func(idx uint32, ent *entry)) (u
 }
 
 // walkAll calls fn on every key of s. The caller holds s.mu.
-func (s *shard) walkAll(fn func(idx uint32, ent *entry)) {
+func (s *stripe) walkAll(fn func(idx uint32, ent *entry)) {
 	s.walk(0, int(s.slotsEnd())+1, fn)
 }
 
-// eachShard calls fn on every shard in turn, holding that shard's lock
-// (one shard lock at a time, never two).
-func (e *Engine) eachShard(fn func(s *shard)) {
-	for _, s := range e.shards {
+// eachStripe calls fn on every stripe in turn, holding that stripe's lock
+// (one stripe lock at a time, never two).
+func (e *Engine) eachStripe(fn func(s *stripe)) {
+	for _, s := range e.stripes {
 		s.mu.Lock()
 		fn(s)
 		s.mu.Unlock()
@@ -157,7 +157,7 @@ func (e *Engine) eachShard(fn func(s *shard)) {
 // keys returns every key with state at now matching pattern.
 func (e *Engine) keys(now int64, pattern []byte) [][]byte {
 	var keys [][]byte
-	e.eachShard(func(s *shard) {
+	e.eachStripe(func(s *stripe) {
 		s.walkAll(func(_ uint32, ent *entry) {
 			keys = s.appendIfMatch(keys, ent, now, pattern)
 		})
@@ -166,16 +166,16 @@ func (e *Engine) keys(now int64, pattern []byte) [][]byte {
 }
 
 // count returns how many keys have state at now (OpCount). It examines every
-// key, one shard lock at a time.
+// key, one stripe lock at a time.
 func (e *Engine) count(now int64) int64 {
 	n := int64(0)
-	e.eachShard(func(s *shard) { n += s.countLive(now) })
+	e.eachStripe(func(s *stripe) { n += s.countLive(now) })
 	return n
 }
 
 // countLive returns how many of s's keys have state at now. The caller
 // holds s.mu.
-func (s *shard) countLive(now int64) int64 {
+func (s *stripe) countLive(now int64) int64 {
 	n := int64(0)
 	s.walkAll(func(_ uint32, ent *entry) {
 		if _, _, _, live := s.liveState(ent, now); live {
@@ -188,39 +188,39 @@ func (s *shard) countLive(now int64) int64 {
 // flush forgets every key and returns how many had state at now.
 func (e *Engine) flush(now int64) int64 {
 	n := int64(0)
-	e.eachShard(func(s *shard) {
+	e.eachStripe(func(s *stripe) {
 		n += s.countLive(now)
 		s.reset()
 	})
 	return n
 }
 
-// sweepBatch bounds the slots examined under one shard lock.
+// sweepBatch bounds the slots examined under one stripe lock.
 const sweepBatch = 512
 
 // Sweep examines up to maxKeys entry slots (at most one round of the whole
-// engine), continuing round-robin across shards from where the last call
+// engine), continuing round-robin across stripes from where the last call
 // stopped, and removes the keys whose state is back at its initial state at
-// now (with limits set, at now down to the whole second: memory.go). It holds one shard lock at a time, for
+// now (with limits set, at now down to the whole second: memory.go). It holds one stripe lock at a time, for
 // at most sweepBatch slots, and returns how many keys it removed.
 func (e *Engine) Sweep(now int64, maxKeys int) int {
 	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
 	removed := e.drainExpired(now)
 	pos := e.sweep.pos.Load()
 	si, idx := pos>>32, uint32(pos)
-	if si >= uint64(len(e.shards)) {
+	if si >= uint64(len(e.stripes)) {
 		si, idx = 0, 0
 	}
 	start, visited := si, 0
 	for budget := maxKeys; budget > 0; {
-		if si >= uint64(len(e.shards)) {
+		if si >= uint64(len(e.stripes)) {
 			si, idx = 0, 0
 		}
 		if si == start && visited > 0 && idx == 0 {
 			break // one full round per call at most
 		}
 		visited++
-		s := e.shards[si]
+		s := e.stripes[si]
 		s.mu.Lock()
 		var done bool
 		var left int

@@ -10,8 +10,8 @@ import (
 // stripes are empty; also after deletions have left holes in the slabs.
 func TestScanCalls(t *testing.T) {
 	tests := []struct {
-		keys, count, shards int
-		deleteEvery         int // delete every n-th key first (0: none)
+		keys, count, stripes int
+		deleteEvery          int // delete every n-th key first (0: none)
 	}{
 		{0, 10, 256, 0},
 		{0, 10, 1 << 16, 0},
@@ -24,8 +24,8 @@ func TestScanCalls(t *testing.T) {
 		{10000, 10, 16, 3},
 	}
 	for _, tc := range tests {
-		t.Run(fmt.Sprintf("keys=%d,count=%d,shards=%d,del=%d", tc.keys, tc.count, tc.shards, tc.deleteEvery), func(t *testing.T) {
-			e := New(Config{Shards: tc.shards})
+		t.Run(fmt.Sprintf("keys=%d,count=%d,stripes=%d,del=%d", tc.keys, tc.count, tc.stripes, tc.deleteEvery), func(t *testing.T) {
+			e := New(Config{Stripes: tc.stripes})
 			want := map[string]int{}
 			for i := range tc.keys {
 				k := fmt.Sprintf("key:%d", i)

@@ -11,7 +11,7 @@ import (
 // collector does not scan the pages (they hold no pointers).
 //
 // Each page has its own free chain and live count; pages with a free slot
-// are on the shard's avail stack. A page whose last entry is freed is
+// are on the stripe's avail stack. A page whose last entry is freed is
 // released to the allocator (its number stays, on the avail stack), so memory
 // follows live keys up to page granularity.
 
@@ -24,7 +24,7 @@ const (
 // words (RL.LOG keeps its ring id in a). rule is the interned rule id; 0
 // marks a free slot, whose a then links the page's free chain as slot+1. A
 // key of up to inlineKey bytes is stored in the entry itself (klen bytes of
-// kbuf), sparing a cache miss per lookup; a longer one lives in the shard's
+// kbuf), sparing a cache miss per lookup; a longer one lives in the stripe's
 // arena (klen == arenaKey, reference in kbuf[:4]).
 type entry struct {
 	a, b, c int64
@@ -39,7 +39,7 @@ const (
 )
 
 // keyOf returns e's key bytes, aliasing the entry or the arena.
-func (s *shard) keyOf(e *entry) []byte {
+func (s *stripe) keyOf(e *entry) []byte {
 	if e.klen != arenaKey {
 		return e.kbuf[:e.klen]
 	}
@@ -49,7 +49,7 @@ func (s *shard) keyOf(e *entry) []byte {
 func (e *entry) arenaRef() uint32 { return binary.LittleEndian.Uint32(e.kbuf[:4]) }
 
 // setKey stores key in e, inline or in the arena.
-func (s *shard) setKey(e *entry, key []byte) {
+func (s *stripe) setKey(e *entry, key []byte) {
 	if len(key) <= inlineKey {
 		e.klen = uint8(copy(e.kbuf[:], key))
 		return
@@ -65,17 +65,17 @@ type pageMeta struct {
 	live  uint16 // live entries (<= pageSize)
 	fresh uint16 // slots [fresh, pageSize) were never handed out
 	free  uint16 // head of the free chain, slot+1 (0: empty)
-	avail bool   // on the shard's avail stack
+	avail bool   // on the stripe's avail stack
 }
 
 // entry returns the entry at idx, which must be allocated.
-func (s *shard) entry(idx uint32) *entry {
+func (s *stripe) entry(idx uint32) *entry {
 	return &s.pages[idx>>pageBits][idx&(pageSize-1)]
 }
 
 // allocEntry hands out a zeroed entry's index. It may add a page, and then
 // widen the index field of the hash slots (retag).
-func (s *shard) allocEntry() uint32 {
+func (s *stripe) allocEntry() uint32 {
 	for {
 		if n := len(s.avail); n > 0 {
 			pg := s.avail[n-1]
@@ -113,7 +113,7 @@ func (s *shard) allocEntry() uint32 {
 }
 
 // freeEntry returns idx to its page; a page left empty is released.
-func (s *shard) freeEntry(idx uint32) {
+func (s *stripe) freeEntry(idx uint32) {
 	pg, slot := idx>>pageBits, idx&(pageSize-1)
 	m := &s.meta[pg]
 	m.live--
@@ -131,4 +131,4 @@ func (s *shard) freeEntry(idx uint32) {
 }
 
 // slotsEnd is one past the largest entry index the slab can hold.
-func (s *shard) slotsEnd() uint32 { return uint32(len(s.pages)) << pageBits }
+func (s *stripe) slotsEnd() uint32 { return uint32(len(s.pages)) << pageBits }

@@ -18,11 +18,11 @@ import (
 // every replica applies the same ops at the same times.
 //
 // The entry's words: a is the expiry in ms (0: none), b the value's id in
-// the shard's strSlab, c the entry's position + 1 in the shard's expiry heap
+// the stripe's strSlab, c the entry's position + 1 in the stripe's expiry heap
 // (0: not in it). Expired keys are reclaimed without a scan of the
-// keyspace: each shard keeps a binary min-heap of its string keys with an
+// keyspace: each stripe keeps a binary min-heap of its string keys with an
 // expiry, ordered by expiry, and every string op drains the heap of its
-// shard at its own time (Sweep drains every shard's); a lookup treats an
+// stripe at its own time (Sweep drains every stripe's); a lookup treats an
 // expired key as absent and removes it. With limits set, the drain removes
 // only keys that stopped counting (memory.go), so the counted state is the
 // same on every replica.
@@ -113,7 +113,7 @@ var (
 	ErrBadExpire error = errcode.New(errcode.BadExpire)
 )
 
-// strSlab holds a shard's string values; free lists released ids; bytes
+// strSlab holds a stripe's string values; free lists released ids; bytes
 // sums the values' lengths (for the accounting); heap is the expiry heap
 // of entry indices.
 type strSlab struct {
@@ -162,20 +162,20 @@ func msToNs(ms int64) int64 {
 func strLive(e *entry, now int64) bool { return e.a == 0 || now < msToNs(e.a) }
 
 // heapLess orders the expiry heap by expiry, then entry index.
-func (s *shard) heapLess(i, j int) bool {
+func (s *stripe) heapLess(i, j int) bool {
 	h := s.strs.heap
 	a, b := s.entry(h[i]).a, s.entry(h[j]).a
 	return a < b || a == b && h[i] < h[j]
 }
 
-func (s *shard) heapSwap(i, j int) {
+func (s *stripe) heapSwap(i, j int) {
 	h := s.strs.heap
 	h[i], h[j] = h[j], h[i]
 	s.entry(h[i]).c = int64(i + 1)
 	s.entry(h[j]).c = int64(j + 1)
 }
 
-func (s *shard) heapUp(i int) {
+func (s *stripe) heapUp(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !s.heapLess(i, p) {
@@ -186,7 +186,7 @@ func (s *shard) heapUp(i int) {
 	}
 }
 
-func (s *shard) heapDown(i int) {
+func (s *stripe) heapDown(i int) {
 	n := len(s.strs.heap)
 	for {
 		l := 2*i + 1
@@ -206,7 +206,7 @@ func (s *shard) heapDown(i int) {
 }
 
 // heapRemove takes entry idx (in the heap) out of it.
-func (s *shard) heapRemove(idx uint32) {
+func (s *stripe) heapRemove(idx uint32) {
 	e := s.entry(idx)
 	i := int(e.c - 1)
 	last := len(s.strs.heap) - 1
@@ -222,7 +222,7 @@ func (s *shard) heapRemove(idx uint32) {
 }
 
 // setExpiry sets string entry idx's expiry (ms, 0: none), keeping the heap.
-func (s *shard) setExpiry(idx uint32, exp int64) {
+func (s *stripe) setExpiry(idx uint32, exp int64) {
 	e := s.entry(idx)
 	switch {
 	case exp == 0 && e.c != 0:
@@ -240,7 +240,7 @@ func (s *shard) setExpiry(idx uint32, exp int64) {
 }
 
 // strDrain removes the string keys expired at now, in expiry order.
-func (s *shard) strDrain(now int64) {
+func (s *stripe) strDrain(now int64) {
 	for len(s.strs.heap) > 0 {
 		idx := s.strs.heap[0]
 		if now < msToNs(s.entry(idx).a) {
@@ -256,7 +256,7 @@ func (s *shard) strDrain(now int64) {
 }
 
 // strInsert adds a string key at the miss position pos.
-func (s *shard) strInsert(pos, hi uint32, key, val []byte, exp int64) uint32 {
+func (s *stripe) strInsert(pos, hi uint32, key, val []byte, exp int64) uint32 {
 	id := s.strs.alloc(val)
 	idx := s.insert(pos, hi, key, Rule{Kind: KindString}, state{b: int64(id)})
 	if exp != 0 {
@@ -269,7 +269,7 @@ func (s *shard) strInsert(pos, hi uint32, key, val []byte, exp int64) uint32 {
 // strLookup finds key at now: its slot position, entry index and live kind
 // (KindNone when absent). An entry that is no longer live is removed first,
 // so pos is then the miss position.
-func (s *shard) strLookup(now int64, hi uint32, key []byte) (pos, idx uint32, kind Kind) {
+func (s *stripe) strLookup(now int64, hi uint32, key []byte) (pos, idx uint32, kind Kind) {
 	pos, idx, ok := s.find(hi, key)
 	if !ok {
 		return pos, 0, KindNone
@@ -284,9 +284,9 @@ func (s *shard) strLookup(now int64, hi uint32, key []byte) (pos, idx uint32, ki
 }
 
 // strValue returns string entry idx's value (aliasing the slab).
-func (s *shard) strValue(idx uint32) []byte { return s.strs.vals[s.entry(idx).b] }
+func (s *stripe) strValue(idx uint32) []byte { return s.strs.vals[s.entry(idx).b] }
 
-// strOp runs one string op on its key's shard. It returns errNoRoom in
+// strOp runs one string op on its key's stripe. It returns errNoRoom in
 // Result.Err when the op would create a key and only an exact count can
 // tell whether there is room (memory.go); it then changed nothing that
 // matters and is run again with s.final set.
@@ -297,7 +297,7 @@ func (e *Engine) strOp(now int64, op *Op) Result {
 	return e.strOpLocked(now, hi, s, op)
 }
 
-func (e *Engine) strOpLocked(now int64, hi uint32, s *shard, op *Op) Result {
+func (e *Engine) strOpLocked(now int64, hi uint32, s *stripe, op *Op) Result {
 	if op.Flags&^strFlagsAll != 0 {
 		return Result{Err: badRule("unknown string flags %#x", op.Flags)}
 	}
@@ -361,7 +361,7 @@ func (e *Engine) strOpLocked(now int64, hi uint32, s *shard, op *Op) Result {
 }
 
 // strRead is OpGet's result for the looked-up key.
-func (s *shard) strRead(idx uint32, kind Kind) Result {
+func (s *stripe) strRead(idx uint32, kind Kind) Result {
 	if kind != KindString {
 		return Result{Kind: kind}
 	}
@@ -393,7 +393,7 @@ func (e *Engine) valueTooLong(n int) error {
 }
 
 // strSet is OpSet.
-func (e *Engine) strSet(now int64, hi uint32, s *shard, op *Op) Result {
+func (e *Engine) strSet(now int64, hi uint32, s *stripe, op *Op) Result {
 	when, hasExp, err := expiryAt(op, now)
 	if err != nil {
 		return Result{Err: err}
@@ -450,7 +450,7 @@ func (e *Engine) strSet(now int64, hi uint32, s *shard, op *Op) Result {
 }
 
 // strIncr is OpIncrBy.
-func (e *Engine) strIncr(now int64, hi uint32, s *shard, op *Op) Result {
+func (e *Engine) strIncr(now int64, hi uint32, s *stripe, op *Op) Result {
 	pos, idx, kind := s.strLookup(now, hi, op.Key)
 	var v int64
 	switch kind {
@@ -486,7 +486,7 @@ func (e *Engine) strIncr(now int64, hi uint32, s *shard, op *Op) Result {
 }
 
 // strGetEx is OpGetEx.
-func (s *shard) strGetEx(now int64, hi uint32, op *Op) Result {
+func (s *stripe) strGetEx(now int64, hi uint32, op *Op) Result {
 	pos, idx, kind := s.strLookup(now, hi, op.Key)
 	switch {
 	case kind == KindNone:
@@ -515,7 +515,7 @@ func (s *shard) strGetEx(now int64, hi uint32, op *Op) Result {
 }
 
 // strExpire is OpExpire.
-func (s *shard) strExpire(now int64, hi uint32, op *Op) Result {
+func (s *stripe) strExpire(now int64, hi uint32, op *Op) Result {
 	when, _, err := expiryAt(op, now)
 	if err != nil {
 		return Result{Err: err}
@@ -592,7 +592,7 @@ func ParseInt(b []byte) (int64, bool) {
 }
 
 // strOpFull is strOp once the held totals left no room for a new key: it
-// makes every shard's accounting exact at now, then runs the op again on
+// makes every stripe's accounting exact at now, then runs the op again on
 // the exact figures (as decideFull).
 func (e *Engine) strOpFull(now int64, op *Op) Result {
 	e.reclaimAll(now)
@@ -604,12 +604,12 @@ func (e *Engine) strOpFull(now int64, op *Op) Result {
 	return res
 }
 
-// drainExpired removes every shard's string keys expired at now (with
-// limits, those that stopped counting), one shard lock at a time, for
-// Sweep: each shard's heap is looked at, not its keys.
+// drainExpired removes every stripe's string keys expired at now (with
+// limits, those that stopped counting), one stripe lock at a time, for
+// Sweep: each stripe's heap is looked at, not its keys.
 func (e *Engine) drainExpired(now int64) int {
 	n := 0
-	e.eachShard(func(s *shard) {
+	e.eachStripe(func(s *stripe) {
 		before := s.count.Load()
 		s.strDrain(now)
 		n += int(before - s.count.Load())

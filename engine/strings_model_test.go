@@ -114,7 +114,7 @@ func FuzzStringOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add(bytes.Repeat([]byte{3, 200, 7, 1, 9, 0, 2, 5}, 40))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e := New(Config{Shards: 2})
+		e := New(Config{Stripes: 2})
 		m := &strModel{vals: map[string]string{}, exp: map[string]int64{}}
 		fo := &fuzzOps{b: data}
 		now := align(t0, sec)
@@ -167,7 +167,7 @@ func FuzzStringOps(f *testing.F) {
 		if res[0].Count != int64(n) {
 			t.Fatalf("DBSIZE %d, model %d", res[0].Count, n)
 		}
-		for _, s := range e.shards {
+		for _, s := range e.stripes {
 			for i := 1; i < len(s.strs.heap); i++ {
 				if s.heapLess(i, (i-1)/2) {
 					t.Fatal("heap order broken")
@@ -179,10 +179,10 @@ func FuzzStringOps(f *testing.F) {
 				}
 			}
 		}
-		r := New(Config{Shards: 2})
+		r := New(Config{Stripes: 2})
 		r.SetClockState(e.ClockState())
-		for i := range e.NumShards() {
-			for _, rec := range e.ExportShard(i, e.ClockState().Last) {
+		for i := range e.NumStripes() {
+			for _, rec := range e.ExportStripe(i, e.ClockState().Last) {
 				if err := r.Import(rec); err != nil {
 					t.Fatal(err)
 				}

@@ -125,16 +125,16 @@ func TestStringOps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			runStrSteps(t, New(Config{Shards: 4}), c.steps)
+			runStrSteps(t, New(Config{Stripes: 4}), c.steps)
 		})
 	}
 }
 
 // TestStringExpiryHeap: expired keys are reclaimed by the drain of their
-// shard's heap (no scan), in any order of setting, and the accounting
+// stripe's heap (no scan), in any order of setting, and the accounting
 // goes back to nothing.
 func TestStringExpiryHeap(t *testing.T) {
-	e := New(Config{Shards: 1, MaxKeys: 1 << 20})
+	e := New(Config{Stripes: 1, MaxKeys: 1 << 20})
 	start := align(t0, sec)
 	const n = 500
 	ops := make([]Op, 0, n)
@@ -152,7 +152,7 @@ func TestStringExpiryHeap(t *testing.T) {
 	for ms := int64(1); ms <= 3000; ms += 250 {
 		var r [1]Result
 		e.Apply(start+ms*1e6+sec, []Op{{Code: OpGet, Key: []byte("zz")}}, r[:])
-		s := e.shards[0]
+		s := e.stripes[0]
 		for i := 1; i < len(s.strs.heap); i++ {
 			if s.heapLess(i, (i-1)/2) {
 				t.Fatalf("heap order broken at %d", i)
@@ -172,7 +172,7 @@ func TestStringExpiryHeap(t *testing.T) {
 // TestStringSnapshot: string keys export and import with their values and
 // expiries, and the digest sees values.
 func TestStringSnapshot(t *testing.T) {
-	a := New(Config{Shards: 4})
+	a := New(Config{Stripes: 4})
 	start := align(t0, sec)
 	var r [3]Result
 	a.Apply(start, []Op{
@@ -180,10 +180,10 @@ func TestStringSnapshot(t *testing.T) {
 		{Code: OpSet, Key: []byte("b"), Value: []byte("7"), Flags: StrExpireRel, Expire: 5000},
 		{Code: OpDecide, Key: []byte("c"), Rule: Rule{KindFixed, 5, sec}, Cost: 1},
 	}, r[:])
-	b := New(Config{Shards: 4})
+	b := New(Config{Stripes: 4})
 	b.SetClockState(a.ClockState())
-	for i := range a.NumShards() {
-		for _, rec := range a.ExportShard(i, start) {
+	for i := range a.NumStripes() {
+		for _, rec := range a.ExportStripe(i, start) {
 			if err := b.Import(rec); err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func TestStringSnapshot(t *testing.T) {
 // their values' bytes; existing keys keep working at the limit, and a key
 // that expired stops counting from the next whole second.
 func TestStringLimits(t *testing.T) {
-	e := New(Config{Shards: 4, MaxKeys: 2})
+	e := New(Config{Stripes: 4, MaxKeys: 2})
 	runStrSteps(t, e, []strStep{
 		{op: Op{Code: OpSet, Key: []byte("a"), Value: []byte("1"), Flags: StrExpireRel, Expire: 500}, count: 1},
 		{op: Op{Code: OpIncrBy, Key: []byte("b"), Cost: 1}, count: 1},
@@ -216,7 +216,7 @@ func TestStringLimits(t *testing.T) {
 		{at: 999, op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, err: errcode.KeyLimit},
 		{at: 1000, op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, count: 1},
 	})
-	m := New(Config{Shards: 1, MaxBytes: 1 << 20})
+	m := New(Config{Stripes: 1, MaxBytes: 1 << 20})
 	var r [1]Result
 	m.Apply(t0, []Op{{Code: OpSet, Key: []byte("k"), Value: []byte("v")}}, r[:])
 	small := m.MemoryBytes()

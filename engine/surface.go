@@ -9,16 +9,16 @@ package engine
 
 // Config sizes an Engine.
 type Config struct {
-	// Shards is the number of lock stripes, rounded up to a power of two
+	// Stripes is the number of lock stripes, rounded up to a power of two
 	// (default 256).
-	Shards int
+	Stripes int
 	// MaxLogLimit bounds RL.LOG's limit, and so the timestamps one key may
 	// hold (default 100000).
 	MaxLogLimit int64
 	// MaxKeys, when positive, bounds the keys with live state: a decision
 	// that would create one more fails with ErrKeyLimit. (A key back at
 	// its initial state stops counting at the next whole second of the
-	// clock, and Sweep and ExportShard keep it until then: memory.go.)
+	// clock, and Sweep and ExportStripe keep it until then: memory.go.)
 	MaxKeys int64
 	// MaxBytes, when positive, bounds the engine's accounted memory
 	// (MemoryBytes): a decision that would create a key beyond it fails
@@ -40,7 +40,7 @@ type Config struct {
 // told of a key that did not in fact change, and of one key more than once.
 //
 // The engine calls it on the goroutine that runs the operation, sometimes
-// with a shard lock held, so it must be cheap and take at most a leaf lock:
+// with a stripe lock held, so it must be cheap and take at most a leaf lock:
 // one never held while calling into the engine. It must not retain key.
 type Watcher interface {
 	KeyChanged(key []byte)

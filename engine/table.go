@@ -11,7 +11,7 @@ import (
 // 0.1.
 //
 // Let hi be the upper 32 bits of the key's xxhash (the lower bits chose the
-// shard). A slot holds hi's top 32-ib bits (the tag) above entry index + 1 in
+// stripe). A slot holds hi's top 32-ib bits (the tag) above entry index + 1 in
 // its low ib bits, 0 meaning empty; ib is wide enough for every index of the
 // slab and only grows. A key's home position is hi's top capBits bits. While
 // capBits+ib <= 32 the tag contains the home, so rehashing and deleting never
@@ -19,12 +19,12 @@ import (
 
 const minSlots = 16
 
-func (s *shard) tagMask() uint32 { return ^uint32(0) << s.ib }
+func (s *stripe) tagMask() uint32 { return ^uint32(0) << s.ib }
 
 // find looks key up. On a hit it returns the key's slot position and entry
 // index; on a miss, the empty position where it would be inserted (valid only
 // when the table is non-empty and does not need to grow).
-func (s *shard) find(hi uint32, key []byte) (pos, idx uint32, ok bool) {
+func (s *stripe) find(hi uint32, key []byte) (pos, idx uint32, ok bool) {
 	if len(s.slots) == 0 {
 		return 0, 0, false
 	}
@@ -49,7 +49,7 @@ func (s *shard) find(hi uint32, key []byte) (pos, idx uint32, ok bool) {
 
 // touchSlot loads and returns the index slot at hi's home position (see
 // Engine.decideRun). It changes nothing.
-func (s *shard) touchSlot(hi uint32) uint32 {
+func (s *stripe) touchSlot(hi uint32) uint32 {
 	if len(s.slots) == 0 {
 		return 0
 	}
@@ -64,7 +64,7 @@ func (s *shard) touchSlot(hi uint32) uint32 {
 // It compares tags, not keys: find's key comparison would branch on entry
 // bytes still on their way, and measured 20% slower in
 // BenchmarkEngineApplyParallel (a wrong guess only loads another entry).
-func (s *shard) touchEntry(hi uint32) uint32 {
+func (s *stripe) touchEntry(hi uint32) uint32 {
 	if len(s.slots) == 0 {
 		return 0
 	}
@@ -91,7 +91,7 @@ func (s *shard) touchEntry(hi uint32) uint32 {
 // touchFree loads the entry that allocEntry would hand out next, which a
 // key not found is likely to take, and returns what it loaded (0 when there
 // is none). It changes nothing.
-func (s *shard) touchFree() uint32 {
+func (s *stripe) touchFree() uint32 {
 	n := len(s.avail)
 	if n == 0 {
 		return 0
@@ -112,7 +112,7 @@ func (s *shard) touchFree() uint32 {
 }
 
 // home returns the home position of the key in slot value sl.
-func (s *shard) home(sl uint32) uint32 {
+func (s *stripe) home(sl uint32) uint32 {
 	if int(s.capBits)+int(s.ib) <= 32 {
 		return sl >> (32 - s.capBits)
 	}
@@ -122,12 +122,12 @@ func (s *shard) home(sl uint32) uint32 {
 }
 
 // needGrow reports whether one more key would pass the maximum load.
-func (s *shard) needGrow() bool {
+func (s *stripe) needGrow() bool {
 	return len(s.slots) == 0 || (s.count.Load()+1)*5 > int64(len(s.slots))*4
 }
 
 // resize rebuilds the slots with n (a power of two) positions.
-func (s *shard) resize(n int) {
+func (s *stripe) resize(n int) {
 	old := s.slots
 	s.slots = make([]uint32, n)
 	capBits := uint8(0)
@@ -149,7 +149,7 @@ func (s *shard) resize(n int) {
 }
 
 // retag widens the index field to ib bits; the tags lose their low bits.
-func (s *shard) retag(ib uint8) {
+func (s *stripe) retag(ib uint8) {
 	oldTag := s.tagMask()
 	s.ib = ib
 	newTag := s.tagMask()
@@ -161,7 +161,7 @@ func (s *shard) retag(ib uint8) {
 }
 
 // deleteSlot empties position pos, shifting back the probe run behind it.
-func (s *shard) deleteSlot(pos uint32) {
+func (s *stripe) deleteSlot(pos uint32) {
 	mask := uint32(len(s.slots) - 1)
 	i, j := pos, pos
 	for {

@@ -9,10 +9,10 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// checkShard verifies a shard's invariants: every slot reaches its entry from
+// checkStripe verifies a stripe's invariants: every slot reaches its entry from
 // its home without crossing an empty slot, entries and slots correspond one to
 // one, counts and arena accounting agree.
-func checkShard(t *testing.T, s *shard) {
+func checkStripe(t *testing.T, s *stripe) {
 	t.Helper()
 	mask := uint32(len(s.slots) - 1)
 	seen := map[uint32]bool{}
@@ -74,11 +74,11 @@ func checkShard(t *testing.T, s *shard) {
 }
 
 // TestIndexChurn inserts and removes random keys of many lengths in a single
-// shard and checks the invariants against a map.
+// stripe and checks the invariants against a map.
 func TestIndexChurn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	e := New(Config{Shards: 1})
-	s := e.shards[0]
+	e := New(Config{Stripes: 1})
+	s := e.stripes[0]
 	want := map[string]bool{}
 	var all []string
 	for i := range 3000 {
@@ -114,10 +114,10 @@ func TestIndexChurn(t *testing.T) {
 			want[k] = true
 		}
 		if step%3000 == 0 {
-			checkShard(t, s)
+			checkStripe(t, s)
 		}
 	}
-	checkShard(t, s)
+	checkStripe(t, s)
 	if e.Len() != len(want) {
 		t.Fatalf("Len %d, want %d", e.Len(), len(want))
 	}
@@ -127,24 +127,24 @@ func TestIndexChurn(t *testing.T) {
 			t.Fatalf("key present %v, want %v", ok, want[k])
 		}
 	}
-	// Remove everything: the shard gives its memory back.
+	// Remove everything: the stripe gives its memory back.
 	for k := range want {
 		e.delete(t0, []byte(k))
 	}
 	if s.pages != nil || s.slots != nil || len(s.arena.pages) != 0 || len(s.rules.slots) != 0 {
-		t.Fatal("an empty shard kept memory")
+		t.Fatal("an empty stripe kept memory")
 	}
 }
 
-// TestIndexWide fills one shard past the point where slot tags no longer hold
+// TestIndexWide fills one stripe past the point where slot tags no longer hold
 // the home position (capBits+ib > 32), where moves rehash keys.
 func TestIndexWide(t *testing.T) {
 	n := 140_000
 	if raceEnabled || testing.Short() {
 		n = 70_000
 	}
-	e := New(Config{Shards: 1})
-	s := e.shards[0]
+	e := New(Config{Stripes: 1})
+	s := e.stripes[0]
 	r := Rule{KindFixed, 5, min_}
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
 	for i := range n {
@@ -156,7 +156,7 @@ func TestIndexWide(t *testing.T) {
 	for i := 0; i < n; i += 2 {
 		e.delete(t0, key(i))
 	}
-	checkShard(t, s)
+	checkStripe(t, s)
 	for i := range n {
 		if got := e.inspect(t0, OpExists, key(i)).Count; got != int64(i%2) {
 			t.Fatalf("key %d exists %d", i, got)
@@ -179,7 +179,7 @@ func TestIndexWide(t *testing.T) {
 			e.delete(t0, key(i))
 		}
 	}
-	checkShard(t, s)
+	checkStripe(t, s)
 	pages := 0
 	for _, p := range s.pages {
 		if p != nil {

@@ -41,7 +41,7 @@ func (r *recorder) take() ([]string, int) {
 // FLUSHALL, Reset) and of nothing on reads or decisions at cost 0.
 func TestWatcher(t *testing.T) {
 	rec := &recorder{}
-	e := New(Config{Shards: 4, Watcher: rec})
+	e := New(Config{Stripes: 4, Watcher: rec})
 	fixed := Rule{KindFixed, 5, min_}
 	decide := func(key string, cost int64) Op { return Op{Code: OpDecide, Key: []byte(key), Rule: fixed, Cost: cost} }
 	key := func(code OpCode, k string) Op { return Op{Code: code, Key: []byte(k)} }
@@ -88,7 +88,7 @@ func TestWatcher(t *testing.T) {
 // and leases report acquires and releases but not peeks.
 func TestWatcherLayeredAndLeases(t *testing.T) {
 	rec := &recorder{}
-	e := New(Config{Shards: 4, Watcher: rec})
+	e := New(Config{Stripes: 4, Watcher: rec})
 	fixed := Rule{KindFixed, 5, min_}
 	limit := func(k string, cost int64) Limit { return Limit{Key: []byte(k), Rule: fixed, Cost: cost} }
 	all := func(ls ...Limit) Op { return Op{Code: OpAll, All: ls} }

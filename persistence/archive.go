@@ -332,7 +332,7 @@ func parseGroup(p []byte) (GroupBackup, uint64, [sha256.Size]byte, error) {
 // lock stripes and returns its clock, what engine.Digest gives for it (DEBUG
 // DIGEST's digest of that state) and its key count.
 func DigestSnapshot(snap []byte, lockStripes int) (engine.ClockState, [sha256.Size]byte, int, error) {
-	eng := engine.New(engine.Config{Shards: lockStripes, MaxLogLimit: MaxLogLen})
+	eng := engine.New(engine.Config{Stripes: lockStripes, MaxLogLimit: MaxLogLen})
 	h, err := Decode(bytes.NewReader(snap), eng.Import)
 	if err != nil {
 		return engine.ClockState{}, [sha256.Size]byte{}, 0, err

@@ -13,7 +13,7 @@ import (
 // liveState returns the state of an engine after a few decisions on
 // several kinds of limiter, as a snapshot holds it; seed varies it.
 func liveState(seed int) (Header, []engine.Record) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	now := int64(1_700_000_000_000_000_000)
 	for i, kind := range []engine.Kind{engine.KindToken, engine.KindFixed, engine.KindSliding, engine.KindLog, engine.KindGCRA} {
 		for j := range 3 + seed {
@@ -24,8 +24,8 @@ func liveState(seed int) (Header, []engine.Record) {
 	eng.Apply(now+1e9, []engine.Op{{Code: engine.OpTime}}, make([]engine.Result, 1))
 	cs := eng.ClockState()
 	var recs []engine.Record
-	for i := range eng.NumShards() {
-		recs = append(recs, eng.ExportShard(i, cs.Last)...)
+	for i := range eng.NumStripes() {
+		recs = append(recs, eng.ExportStripe(i, cs.Last)...)
 	}
 	return Header{Clock: cs}, recs
 }

@@ -64,7 +64,7 @@ var threeNodes = slots.Topology{
 // startCluster runs a server with cfg over a fakeCluster.
 func startCluster(t *testing.T, cfg Config, top slots.Topology, leaderAddr string, local bool) (*Server, *fakeCluster, string) {
 	t.Helper()
-	eng := engine.New(engine.Config{Shards: 16})
+	eng := engine.New(engine.Config{Stripes: 16})
 	cfg.Engine = eng
 	fake := &fakeCluster{LocalExecutor: NewLocalExecutor(eng, nil)}
 	fake.set(top, leaderAddr, local)

@@ -14,7 +14,7 @@ import (
 // flags no_auth, and that every other one answers NOAUTH.
 func TestNoAuthFlagDecides(t *testing.T) {
 	noAuth := map[string]bool{"auth": true, "hello": true, "quit": true, "reset": true}
-	srv, addr := serveEngine(t, Config{RequirePass: "pw", EnableDebug: true}, engine.New(engine.Config{Shards: 4}))
+	srv, addr := serveEngine(t, Config{RequirePass: "pw", EnableDebug: true}, engine.New(engine.Config{Stripes: 4}))
 	for _, name := range slices.Sorted(maps.Keys(srv.commands)) {
 		cmd := srv.commands[name]
 		c := rawDial(t, addr) // QUIT closes its connection

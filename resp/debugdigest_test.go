@@ -8,7 +8,7 @@ import (
 )
 
 func TestDebugDigest(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	_, addr := serveEngine(t, Config{EnableDebug: true}, eng)
 	c := rawDial(t, addr)
 	c.do(t, "DEBUG", "CLOCK", "FREEZE", "1893456000000").expect(t, "+OK")

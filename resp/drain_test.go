@@ -31,7 +31,7 @@ func (g *gatedExecutor) Execute(ctx context.Context, ops []engine.Op, results []
 // one that had sent half a command finish sending it and get its reply,
 // then ends them too, and returns once none is left.
 func TestDrain(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	exec := &gatedExecutor{next: NewLocalExecutor(eng, nil), entered: make(chan struct{}, 4), gate: make(chan struct{})}
 	srv := NewServer(Config{Engine: eng, Tracker: NewTracker(0)}, exec)
 	addr := servetest.Start(t, srv)

@@ -25,7 +25,7 @@ func startServer(t testing.TB, cfg Config) string {
 	if cfg.Tracker == nil {
 		cfg.Tracker = NewTracker(0)
 	}
-	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Shards: 16, MaxLogLimit: cfg.MaxLogLimit, Watcher: cfg.Tracker}))
+	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Stripes: 16, MaxLogLimit: cfg.MaxLogLimit, Watcher: cfg.Tracker}))
 	return addr
 }
 

@@ -27,7 +27,7 @@ func tlsServer(t *testing.T, certs testcerts.Set, clientCA bool) (srv *Server, p
 
 func tlsServerWith(t *testing.T, certs testcerts.Set, clientCA bool, scfg Config) (srv *Server, plain, secure string) {
 	t.Helper()
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	scfg.Engine = eng
 	srv = NewServer(scfg, NewLocalExecutor(eng, nil))
 	cfg := &tls.Config{Certificates: []tls.Certificate{testcerts.KeyPair(t, certs.Cert, certs.Key)}}
@@ -258,7 +258,7 @@ next:
 // TestMetricsAndInfo: decisions are counted by command and result, once per
 // pipeline, and INFO reports the same counts.
 func TestMetricsAndInfo(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4, MaxKeys: 2})
+	eng := engine.New(engine.Config{Stripes: 4, MaxKeys: 2})
 	srv, addr := serveEngine(t, Config{}, eng)
 	c := rawDial(t, addr)
 	// One pipeline: 3 allowed, 1 denied, 1 bad argument, 1 OOM (a third
@@ -318,7 +318,7 @@ func TestMetricsAndInfo(t *testing.T) {
 
 // TestMetricsNoAllocs: counting a pipeline's commands allocates nothing.
 func TestMetricsNoAllocs(t *testing.T) {
-	eng := engine.New(engine.Config{Shards: 4})
+	eng := engine.New(engine.Config{Stripes: 4})
 	srv := NewServer(Config{}, NewLocalExecutor(eng, nil))
 	c := &client{results: make([]engine.Result, 1)}
 	st := srv.commands["rl.token"].stats

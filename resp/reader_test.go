@@ -248,7 +248,7 @@ func TestPipelineNoAllocs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eng := engine.New(engine.Config{Shards: 4})
+			eng := engine.New(engine.Config{Stripes: 4})
 			srv := NewServer(Config{}, NewLocalExecutor(eng, nil))
 			lc := &loopConn{data: []byte(strings.Repeat(encode(tt.cmd...), 16))}
 			c := srv.accept(NewGuardConn(lc, DefaultLimits(), false))

@@ -24,7 +24,7 @@ func rlsServer(t *testing.T, dir string) (*rawConn, *rls.Service, *Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, addr := serveEngine(t, Config{EnableDebug: true, RLS: svc}, engine.New(engine.Config{Shards: 16}))
+	srv, addr := serveEngine(t, Config{EnableDebug: true, RLS: svc}, engine.New(engine.Config{Stripes: 16}))
 	c := rawDial(t, addr)
 	c.do(t, "DEBUG", "CLOCK", "FREEZE", fmt.Sprint(epoch2030+600_000)).expect(t, "+OK")
 	return c, svc, srv

@@ -54,7 +54,7 @@ func (d *downGroup) Execute(ctx context.Context, ops []engine.Op, results []engi
 
 func startThreeGroups(t *testing.T, cfg Config) (*downGroup, string) {
 	t.Helper()
-	eng := engine.New(engine.Config{Shards: 16})
+	eng := engine.New(engine.Config{Stripes: 16})
 	cfg.Engine = eng
 	table, _ := slots.Even(3)
 	d := &downGroup{fakeCluster: &fakeCluster{LocalExecutor: NewLocalExecutor(eng, nil)}, table: table, down: -1}

@@ -40,7 +40,7 @@ func newService(t *testing.T, dir string, shadow bool) (*Service, *memExec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, &memExec{e: engine.New(engine.Config{Shards: 8}), now: t0}
+	return s, &memExec{e: engine.New(engine.Config{Stripes: 8}), now: t0}
 }
 
 func d(pairs ...string) Descriptor {
@@ -355,7 +355,7 @@ func TestMetricSeriesBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := &memExec{e: engine.New(engine.Config{Shards: 8}), now: t0}
+	ex := &memExec{e: engine.New(engine.Config{Stripes: 8}), now: t0}
 	for _, u := range []string{"a", "b", "c", "d"} {
 		if _, err := s.Decide(context.Background(), ex, &Request{Domain: "api", Descriptors: []Descriptor{d("user", u)}}); err != nil {
 			t.Fatal(err)
@@ -377,7 +377,7 @@ func BenchmarkDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ex := &memExec{e: engine.New(engine.Config{Shards: 8}), now: t0}
+	ex := &memExec{e: engine.New(engine.Config{Stripes: 8}), now: t0}
 	req := &Request{Domain: "api", Descriptors: []Descriptor{
 		d("remote_address", "10.0.0.1"), d("tenant", "t", "plan", "free"), d("path", "/api/v1"),
 	}}

@@ -38,7 +38,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := server.ListenGRPC("127.0.0.1:0", server.Config{Service: svc, Exec: memExec{engine.New(engine.Config{Shards: 4})}, Log: log})
+	g, err := server.ListenGRPC("127.0.0.1:0", server.Config{Service: svc, Exec: memExec{engine.New(engine.Config{Stripes: 4})}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

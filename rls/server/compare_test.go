@@ -167,7 +167,7 @@ func sluiceRLS(t *testing.T, configDir string) (pb.RateLimitServiceClient, *rls.
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := ListenGRPC("127.0.0.1:0", Config{Service: svc, Exec: &memExec{e: engine.New(engine.Config{Shards: 16})}, Log: log})
+	g, err := ListenGRPC("127.0.0.1:0", Config{Service: svc, Exec: &memExec{e: engine.New(engine.Config{Stripes: 16})}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func newConfig(t *testing.T) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{Service: svc, Exec: &memExec{e: engine.New(engine.Config{Shards: 4})}, Log: log}
+	return Config{Service: svc, Exec: &memExec{e: engine.New(engine.Config{Stripes: 4})}, Log: log}
 }
 
 func entries(kv ...string) []*pbstruct.RateLimitDescriptor_Entry {

@@ -9,16 +9,16 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// shard is one lock stripe: the keys whose hash's low bits select it, with
+// stripe is one lock stripe: the keys whose hash's low bits select it, with
 // their entries, hash index, key arena, interned rules, RL.LOG rings and lease sets. Every
 // field but count is guarded by mu; count is also read without it.
-type shard struct {
+type stripe struct {
 	mu sync.Mutex
 
 	count atomic.Int64 // keys with state (written under mu)
 
 	// Limits (memory.go): tot is the engine's totals, nil without limits;
-	// accKeys and accBytes are what the shard last added to them;
+	// accKeys and accBytes are what the stripe last added to them;
 	// reclaimedAt is the quantum in which the held state was last made
 	// exactly the counted state; final marks the second asking of room.
 	tot         *totals
@@ -45,11 +45,11 @@ type shard struct {
 	leases leaseSlab // concurrency.go
 	strs   strSlab   // strings.go
 
-	_ [64]byte // keep neighbouring shards' locks off this cache line
+	_ [64]byte // keep neighbouring stripes' locks off this cache line
 }
 
-func newShard(tot *totals) *shard {
-	s := &shard{tot: tot}
+func newStripe(tot *totals) *stripe {
+	s := &stripe{tot: tot}
 	s.reset()
 	return s
 }
@@ -58,7 +58,7 @@ func newShard(tot *totals) *shard {
 type state struct{ a, b, c int64 }
 
 // insert adds key with rule and state. pos is find's miss position for hi.
-func (s *shard) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
+func (s *stripe) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
 	if s.needGrow() {
 		s.resize(max(minSlots, 2*len(s.slots)))
 		pos, _, _ = s.find(hi, key)
@@ -75,7 +75,7 @@ func (s *shard) insert(pos, hi uint32, key []byte, rule Rule, st state) uint32 {
 }
 
 // remove forgets the key at slot position pos and entry idx.
-func (s *shard) remove(pos, idx uint32) {
+func (s *stripe) remove(pos, idx uint32) {
 	s.deleteSlot(pos)
 	e := s.entry(idx)
 	if s.watch != nil {
@@ -116,7 +116,7 @@ func (s *shard) remove(pos, idx uint32) {
 }
 
 // removeIdx removes the live entry idx, finding its slot by its key.
-func (s *shard) removeIdx(idx uint32) {
+func (s *stripe) removeIdx(idx uint32) {
 	key := s.keyOf(s.entry(idx))
 	pos, found, ok := s.find(hiHash(xxhash.Sum64(key)), key)
 	if ok && found == idx {
@@ -124,12 +124,12 @@ func (s *shard) removeIdx(idx uint32) {
 	}
 }
 
-// hiHash is the part of a key's hash the shard's index uses (the low bits
-// chose the shard).
+// hiHash is the part of a key's hash the stripe's index uses (the low bits
+// chose the stripe).
 func hiHash(h uint64) uint32 { return uint32(h >> 32) }
 
 // setRule replaces the rule of entry e.
-func (s *shard) setRule(e *entry, r Rule) {
+func (s *stripe) setRule(e *entry, r Rule) {
 	if s.rules.get(e.rule) == r {
 		return
 	}
@@ -139,8 +139,8 @@ func (s *shard) setRule(e *entry, r Rule) {
 	s.account()
 }
 
-// reset forgets every key of the shard and releases its memory.
-func (s *shard) reset() {
+// reset forgets every key of the stripe and releases its memory.
+func (s *stripe) reset() {
 	s.pages, s.meta, s.avail = nil, nil, nil
 	s.slots, s.capBits, s.ib = nil, 0, 0
 	s.arena.reset()
@@ -154,7 +154,7 @@ func (s *shard) reset() {
 }
 
 // compactArena copies the live arena keys into a fresh arena.
-func (s *shard) compactArena() {
+func (s *stripe) compactArena() {
 	var na arena
 	na.reset()
 	end := s.slotsEnd()
