@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -154,6 +155,7 @@ type Service struct {
 	log     *slog.Logger
 	set     atomic.Pointer[rules.Set]
 	metrics *metrics
+	plans   sync.Pool // *Plan: Decide's, reused once its response is built
 
 	reloadMu   sync.Mutex // one reload at a time
 	loads      atomic.Uint64
@@ -259,6 +261,39 @@ type Plan struct {
 	each   []engine.Result
 	mask   uint64
 	keyBuf []byte
+	// Decide's operation and result, kept here so that a reused plan
+	// carries them too.
+	ops     [1]engine.Op
+	results [1]engine.Result
+}
+
+// maxPooledKeys is the largest key buffer a plan keeps when reused: a
+// request of many long descriptors does not pin its buffer.
+const maxPooledKeys = 4 << 10
+
+// newPlan returns an empty plan for n descriptors, reused when one is free.
+func (s *Service) newPlan(n int) *Plan {
+	p, _ := s.plans.Get().(*Plan)
+	if p == nil {
+		return &Plan{desc: make([]planned, n)}
+	}
+	p.desc = slices.Grow(p.desc[:0], n)[:n]
+	return p
+}
+
+// release returns p for reuse, once nothing refers to its keys or results
+// (Decide calls it after Finish, and only when the executor returned: an
+// executor that gave up may still hold the operation).
+func (s *Service) release(p *Plan) {
+	if cap(p.keyBuf) > maxPooledKeys || cap(p.desc) > engine.MaxAll {
+		return
+	}
+	clear(p.desc)
+	clear(p.limits)
+	clear(p.each)
+	p.ops, p.results = [1]engine.Op{}, [1]engine.Result{}
+	p.limits, p.each, p.keyBuf, p.mask = p.limits[:0], p.each[:0], p.keyBuf[:0], 0
+	s.plans.Put(p)
 }
 
 // HasOp reports whether the plan needs the engine.
@@ -278,7 +313,8 @@ func (s *Service) Prepare(req *Request) (*Plan, error) {
 		return nil, badRequest("rate limit descriptor list must not be empty")
 	}
 	set := s.set.Load()
-	p := &Plan{shadow: s.cfg.Shadow, desc: make([]planned, len(req.Descriptors))}
+	p := s.newPlan(len(req.Descriptors))
+	p.shadow = s.cfg.Shadow
 	known := set.Domain(req.Domain) != nil
 	var replaced map[string]bool
 	for i := range req.Descriptors {
@@ -337,8 +373,8 @@ func (s *Service) Prepare(req *Request) (*Plan, error) {
 	if n > engine.MaxAll {
 		return nil, badRequest("%d descriptors with a limit: at most %d per request", n, engine.MaxAll)
 	}
-	p.limits = make([]engine.Limit, 0, n)
-	p.each = make([]engine.Result, n)
+	p.limits = slices.Grow(p.limits[:0], n)
+	p.each = slices.Grow(p.each[:0], n)[:n]
 	for i := range p.desc {
 		pd := &p.desc[i]
 		if pd.kind != dLimit {
@@ -408,14 +444,15 @@ func (s *Service) Decide(ctx context.Context, exec Executor, req *Request) (*Res
 	}
 	var res engine.Result
 	if p.HasOp() {
-		ops := [1]engine.Op{p.Op()}
-		var results [1]engine.Result
-		if err := exec.Execute(ctx, ops[:], results[:]); err != nil {
-			return nil, err
+		p.ops[0] = p.Op()
+		if err := exec.Execute(ctx, p.ops[:], p.results[:]); err != nil {
+			return nil, err // p is not reused: the executor may still hold its keys
 		}
-		res = results[0]
+		res = p.results[0]
 	}
-	return s.Finish(p, &res)
+	out, err := s.Finish(p, &res)
+	s.release(p) // the response refers to nothing of p
+	return out, err
 }
 
 // ErrNoTime is returned by Finish when a result lacks the decision time.

@@ -449,3 +449,88 @@ func TestPlanKeysShareSlot(t *testing.T) {
 		}
 	}
 }
+
+// failingExec keeps the operations it was given and fails, as an executor
+// that gave up waiting for a cluster which may still apply them.
+type failingExec struct{ kept [][]byte }
+
+func (f *failingExec) Execute(_ context.Context, ops []engine.Op, _ []engine.Result) error {
+	for _, l := range ops[0].All {
+		f.kept = append(f.kept, l.Key)
+	}
+	return errors.New("gave up")
+}
+
+// TestPlansReused: Decide reuses its plans, and a reused plan answers as a
+// fresh one: the same requests (three descriptors, one, three, one, ...)
+// through Decide and through Prepare/Execute/Finish on a second service and
+// engine, which never reuses a plan, get equal responses at every step. A
+// plan whose executor failed is not reused, so the keys that executor may
+// still hold are never overwritten.
+func TestPlansReused(t *testing.T) {
+	s, ex := newService(t, "testdata/config", false)
+	f, fex := newService(t, "testdata/config", false)
+	three := req("api", d("shadowed", "x"), d("remote_address", "10.0.0.1"), d("user", "u1"))
+	one := req("api", d("path", "/login"), d("remote_address", "10.0.0.2")) // /login: 5 a minute, denied from its 6th
+	for i := range 14 {
+		r := three
+		if i%2 == 1 {
+			r = one
+		}
+		got, err := s.Decide(context.Background(), ex, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.Prepare(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res engine.Result
+		if p.HasOp() {
+			rs := make([]engine.Result, 1)
+			if err := fex.Execute(context.Background(), []engine.Op{p.Op()}, rs); err != nil {
+				t.Fatal(err)
+			}
+			res = rs[0]
+		}
+		want, err := f.Finish(p, &res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalResponses(got, want) {
+			t.Fatalf("step %d: Decide answered %+v, a fresh plan %+v", i, got, want)
+		}
+	}
+
+	fail := &failingExec{}
+	if _, err := s.Decide(context.Background(), fail, &three); err == nil {
+		t.Fatal("a failing executor's error was lost")
+	}
+	held := make([]string, len(fail.kept))
+	for i, k := range fail.kept {
+		held[i] = string(k)
+	}
+	for range 3 {
+		if _, err := s.Decide(context.Background(), ex, &one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, k := range fail.kept {
+		if string(k) != held[i] {
+			t.Fatalf("a key held by a failed executor changed from %q to %q: its plan was reused", held[i], k)
+		}
+	}
+}
+
+func equalResponses(a, b *Response) bool {
+	if a.Overall != b.Overall || len(a.Statuses) != len(b.Statuses) {
+		return false
+	}
+	for i := range a.Statuses {
+		x, y := a.Statuses[i], b.Statuses[i]
+		if x.Code != y.Code || x.Remaining != y.Remaining || x.ResetSeconds != y.ResetSeconds || (x.Limit == nil) != (y.Limit == nil) || x.Limit != nil && *x.Limit != *y.Limit {
+			return false
+		}
+	}
+	return true
+}

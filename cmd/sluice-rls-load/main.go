@@ -22,6 +22,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +56,10 @@ type result struct {
 	P50Micros   float64 `json:"p50_us"`
 	P99Micros   float64 `json:"p99_us"`
 	CPUMicros   float64 `json:"cpu_us_per_request"`
+	// LoadCPUMicros is this load generator's own CPU time per request:
+	// on a machine it shares with the servers it is the CPU the servers
+	// could not have.
+	LoadCPUMicros float64 `json:"load_cpu_us_per_request"`
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -67,15 +73,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", time.Second, "unmeasured load first")
 	pids := fs.String("pids", "", "process ids whose CPU time is charged to the requests (comma-separated)")
 	label := fs.String("label", "", "label of the printed line")
+	gogc := fs.Int("gogc", 400, "the load generator's own GOGC: its garbage collector's work is CPU the servers on the same machine cannot have (the servers are not affected)")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile of the measured phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *descriptors < 1 || *descriptors > 10 || *callers < 1 || *values < 1 {
 		return errors.New("-descriptors 1..10, -callers and -values at least 1")
 	}
+	debug.SetGCPercent(*gogc)
+	// The values, rendered once: the callers draw from them.
+	vals := make([]string, *values)
+	for i := range vals {
+		vals[i] = strconv.Itoa(i)
+	}
 	var clients []pb.RateLimitServiceClient
 	for _, a := range strings.Split(*addrs, ",") {
-		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithSharedWriteBuffer(true))
 		if err != nil {
 			return err
 		}
@@ -106,6 +120,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		go func() {
 			defer wg.Done()
 			c := &cs[i]
+			c.lat = make([]time.Duration, 0, 1<<14)
 			cl := clients[i%len(clients)]
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			req := &pb.RateLimitRequest{Domain: "bench"}
@@ -122,7 +137,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 				default:
 				}
 				for _, d := range req.Descriptors {
-					d.Entries[0].Value = strconv.Itoa(rng.IntN(*values))
+					d.Entries[0].Value = vals[rng.IntN(len(vals))]
 				}
 				t := time.Now()
 				r, err := cl.ShouldRateLimit(context.Background(), req)
@@ -141,16 +156,38 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	time.Sleep(*warmup)
+	self := []int{os.Getpid()}
 	cpu0, err := cpuTime(procs)
 	if err != nil {
 		return err
+	}
+	own0, err := cpuTime(self)
+	if err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
 	}
 	start := time.Now()
 	close(startCh)
 	time.Sleep(*duration)
 	close(endCh)
 	elapsed := time.Since(start)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	cpu1, err := cpuTime(procs)
+	if err != nil {
+		return err
+	}
+	own1, err := cpuTime(self)
 	if err != nil {
 		return err
 	}
@@ -171,6 +208,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	res.PerSecond = float64(res.Requests) / elapsed.Seconds()
 	if res.Requests > 0 && len(procs) > 0 {
 		res.CPUMicros = float64((cpu1 - cpu0).Microseconds()) / float64(res.Requests)
+	}
+	if res.Requests > 0 {
+		res.LoadCPUMicros = float64((own1 - own0).Microseconds()) / float64(res.Requests)
 	}
 	return json.NewEncoder(stdout).Encode(res)
 }

@@ -124,6 +124,8 @@ func startRLS(ctx context.Context, cfg *config, svc *rls.Service, exec rls.Execu
 	scfg := server.Config{Service: svc, Exec: exec, TLS: tlsCfg, Timeout: cfg.ClusterTimeout + cfg.ClusterTimeout/2, Log: log}
 	if host, ok := exec.(*cluster.Host); ok {
 		scfg.Ready = host.Ready // as /readyz
+	} else {
+		scfg.Timeout = -1 // in memory: a decision never waits, so no timer per call
 	}
 	var closers []func(context.Context)
 	stop := func(ctx context.Context) {

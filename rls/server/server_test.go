@@ -8,6 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -224,5 +227,113 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if _, err := post(&tls.Config{RootCAs: testcerts.Pool(t, certs.CA), ServerName: "127.0.0.1"}); err == nil {
 		t.Fatal("HTTPS without a client certificate was served")
+	}
+}
+
+// BenchmarkHandler: one ShouldRateLimit call past gRPC's transport, as the
+// server runs it on an in-memory engine: Envoy's request converted, matched,
+// decided and turned into Envoy's response. Requests of 1 and 3
+// descriptors under the rules cmd/sluice-rls-load/compare.sh serves (one
+// key per descriptor, limits never reached); the values vary over 1024, so
+// keys are found and made as in that load test.
+func BenchmarkHandler(b *testing.B) {
+	dir := b.TempDir()
+	yaml := "domain: bench\ndescriptors:\n"
+	for d := range 3 {
+		yaml += "  - key: d" + strconv.Itoa(d) + "\n    rate_limit: {unit: hour, requests_per_unit: 1000000000}\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.yaml"), []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			log := slog.New(slog.DiscardHandler)
+			svc, err := rls.New(rls.Config{Dir: dir, Log: log})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := &handler{cfg: withDefaults(Config{Service: svc, Exec: &memExec{e: engine.New(engine.Config{Stripes: 16})}, Timeout: -1, Log: log})} // as cmd/sluice runs it in memory
+			req := &pb.RateLimitRequest{Domain: "bench"}
+			for d := range n {
+				k := "d" + strconv.Itoa(d)
+				req.Descriptors = append(req.Descriptors, &pbstruct.RateLimitDescriptor{Entries: entries(k, "")})
+			}
+			values := make([]string, 1024)
+			for i := range values {
+				values[i] = "v" + strconv.Itoa(i)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				for _, d := range req.Descriptors {
+					d.Entries[0].Value = values[i&1023]
+				}
+				i++
+				if _, err := h.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// deadlineExec records the deadline of the context it runs under.
+type deadlineExec struct {
+	memExec
+	deadline time.Time
+	has      bool
+}
+
+func (d *deadlineExec) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
+	d.deadline, d.has = ctx.Deadline()
+	return d.memExec.Execute(ctx, ops, results)
+}
+
+// TestDecisionDeadline: a decision runs under the server's Timeout, unless
+// the caller's deadline ends sooner, and under none when the Timeout is
+// negative (the in-memory executor, which never waits).
+func TestDecisionDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		caller  time.Duration // 0: no deadline
+		want    time.Duration // 0: no deadline
+	}{
+		{"server's", time.Minute, 0, time.Minute},
+		{"caller's sooner", time.Minute, time.Second, time.Second},
+		{"caller's later", time.Second, time.Minute, time.Second},
+		{"none in memory", -1, 0, 0},
+		{"caller's in memory", -1, time.Minute, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := newConfig(t)
+			ex := &deadlineExec{memExec: memExec{e: engine.New(engine.Config{Stripes: 4})}}
+			cfg.Exec, cfg.Timeout = ex, tc.timeout
+			h := &handler{cfg: withDefaults(cfg)}
+			ctx := context.Background()
+			if tc.caller > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.caller)
+				defer cancel()
+			}
+			start := time.Now()
+			req := &pb.RateLimitRequest{Domain: "api", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: entries("remote_address", "10.0.0.1")}}}
+			if _, err := h.ShouldRateLimit(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == 0 {
+				if ex.has {
+					t.Fatalf("a deadline %v ahead, want none", ex.deadline.Sub(start))
+				}
+				return
+			}
+			if !ex.has {
+				t.Fatalf("no deadline, want one %v ahead", tc.want)
+			}
+			if d := ex.deadline.Sub(start); d > tc.want+time.Second/4 || d < tc.want-time.Second/4 {
+				t.Fatalf("deadline %v ahead, want %v", d, tc.want)
+			}
+		})
 	}
 }
