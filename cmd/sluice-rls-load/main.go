@@ -73,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", time.Second, "unmeasured load first")
 	pids := fs.String("pids", "", "process ids whose CPU time is charged to the requests (comma-separated)")
 	label := fs.String("label", "", "label of the printed line")
+	codec := fs.String("codec", "raw", "raw: requests assembled from pre-encoded parts, responses read for their overall code only (raw.go); proto: the stubs' messages, marshalled per call")
 	gogc := fs.Int("gogc", 400, "the load generator's own GOGC: its garbage collector's work is CPU the servers on the same machine cannot have (the servers are not affected)")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile of the measured phase to this file")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +82,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *descriptors < 1 || *descriptors > 10 || *callers < 1 || *values < 1 {
 		return errors.New("-descriptors 1..10, -callers and -values at least 1")
 	}
+	if *codec != "raw" && *codec != "proto" {
+		return errors.New("-codec raw or proto")
+	}
 	debug.SetGCPercent(*gogc)
 	// The values, rendered once: the callers draw from them.
 	vals := make([]string, *values)
@@ -88,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		vals[i] = strconv.Itoa(i)
 	}
 	var clients []pb.RateLimitServiceClient
+	var conns []*grpc.ClientConn
 	for _, a := range strings.Split(*addrs, ",") {
 		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithSharedWriteBuffer(true))
 		if err != nil {
@@ -95,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer conn.Close()
 		clients = append(clients, pb.NewRateLimitServiceClient(conn))
+		conns = append(conns, conn)
 	}
 	var procs []int
 	for _, p := range strings.Split(*pids, ",") {
@@ -112,6 +118,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		lat                []time.Duration
 		n, errs, overLimit int64
 	}
+	enc, err := newRequestEncoder("bench", *descriptors, vals)
+	if err != nil {
+		return err
+	}
 	cs := make([]caller, *callers)
 	startCh, endCh := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
@@ -121,11 +131,33 @@ func run(args []string, stdout, stderr io.Writer) error {
 			defer wg.Done()
 			c := &cs[i]
 			c.lat = make([]time.Duration, 0, 1<<14)
-			cl := clients[i%len(clients)]
+			cl, conn := clients[i%len(clients)], conns[i%len(conns)]
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			req := &pb.RateLimitRequest{Domain: "bench"}
 			for d := 0; d < *descriptors; d++ {
 				req.Descriptors = append(req.Descriptors, &pbstruct.RateLimitDescriptor{Entries: []*pbstruct.RateLimitDescriptor_Entry{{Key: "d" + strconv.Itoa(d)}}})
+			}
+			picks := make([]int, *descriptors)
+			var raw, rawResp rawMsg
+			call := func() (bool, error) {
+				for d := range picks {
+					picks[d] = rng.IntN(len(vals))
+				}
+				if *codec == "proto" {
+					for d, r := range req.Descriptors {
+						r.Entries[0].Value = vals[picks[d]]
+					}
+					r, err := cl.ShouldRateLimit(context.Background(), req)
+					return err == nil && r.OverallCode == pb.RateLimitResponse_OVER_LIMIT, err
+				}
+				raw.b = enc.append(raw.b[:0], picks)
+				err := conn.Invoke(context.Background(), pb.RateLimitService_ShouldRateLimit_FullMethodName, &raw, &rawResp, grpc.ForceCodec(rawCodec{}))
+				if err != nil {
+					raw.b = nil // gRPC may still hold the bytes it was sending
+					return false, err
+				}
+				code, err := overallCode(rawResp.b)
+				return code == pb.RateLimitResponse_OVER_LIMIT, err
 			}
 			measured := false
 			for {
@@ -136,11 +168,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 					measured = true
 				default:
 				}
-				for _, d := range req.Descriptors {
-					d.Entries[0].Value = vals[rng.IntN(len(vals))]
-				}
 				t := time.Now()
-				r, err := cl.ShouldRateLimit(context.Background(), req)
+				over, err := call()
 				if !measured {
 					continue
 				}
@@ -149,7 +178,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 				switch {
 				case err != nil:
 					c.errs++
-				case r.OverallCode == pb.RateLimitResponse_OVER_LIMIT:
+				case over:
 					c.overLimit++
 				}
 			}

@@ -43,20 +43,22 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close(context.Background())
-	var out bytes.Buffer
-	err = run([]string{"-addr", g.Addr(), "-callers", "4", "-descriptors", "3", "-values", "10", "-duration", "300ms", "-warmup", "50ms",
-		"-pids", strconv.Itoa(os.Getpid()), "-label", "t", "-cpuprofile", filepath.Join(dir, "cpu.pprof")}, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r result
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	if r.Requests < 10 || r.Errors != 0 || r.OverLimit == 0 || r.PerSecond <= 0 || r.P99Micros < r.P50Micros || r.CPUMicros <= 0 || r.LoadCPUMicros <= 0 || r.Label != "t" {
-		t.Fatalf("result %+v", r)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "cpu.pprof")); err != nil || fi.Size() == 0 {
-		t.Fatalf("-cpuprofile wrote no profile: %v", err)
+	for _, codec := range []string{"raw", "proto"} {
+		var out bytes.Buffer
+		err = run([]string{"-addr", g.Addr(), "-callers", "4", "-descriptors", "3", "-values", "10", "-duration", "300ms", "-warmup", "50ms",
+			"-pids", strconv.Itoa(os.Getpid()), "-label", "t", "-codec", codec, "-cpuprofile", filepath.Join(dir, "cpu.pprof")}, &out, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		if r.Requests < 10 || r.Errors != 0 || r.OverLimit == 0 || r.PerSecond <= 0 || r.P99Micros < r.P50Micros || r.CPUMicros <= 0 || r.LoadCPUMicros <= 0 || r.Label != "t" {
+			t.Fatalf("-codec %s: result %+v", codec, r)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "cpu.pprof")); err != nil || fi.Size() == 0 {
+			t.Fatalf("-cpuprofile wrote no profile: %v", err)
+		}
 	}
 }
