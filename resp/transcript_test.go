@@ -26,9 +26,14 @@ import (
 //
 // A line starting with "!" is a directive to the runner, not a command:
 //
-//	!server [debug=off] [max-log-limit=N] [requirepass=P]
+//	!server [debug=off] [max-log-limit=N] [requirepass=P] [cluster=R] [redirect=on]
 //	    the cases after it run on a new connection to a new server with
-//	    these settings (by default DEBUG on, the rest Config's defaults)
+//	    these settings (by default DEBUG on, the rest Config's defaults);
+//	    cluster=R makes it node n2 of the fake three-node cluster
+//	    threeNodes speaking the cluster protocol, R its role: follower
+//	    (n1 at 127.0.0.1:7001 leads every slot), leader (n2 leads) or
+//	    no-leader (no leader known), or raft-only: the same Raft node
+//	    without the cluster protocol (Cluster off, n2 leading)
 //	!clients
 //	    TestTranscriptClients also plays the file with go-redis (RESP2 and
 //	    RESP3) and redis-cli, each on servers of its own, and checks that
@@ -131,41 +136,79 @@ func replyText(v respwire.Value) string {
 // isDirective reports whether a case is a directive to the runner.
 func (c *transcriptCase) isDirective() bool { return strings.HasPrefix(c.command, "!") }
 
-// serverDirective reads a "!server" directive's settings into the Config
-// of the server the cases after it run on; ok is false for another
-// directive.
-func serverDirective(t testing.TB, line string) (cfg Config, ok bool) {
+// transcriptServer is the server a "!server" directive asks for.
+type transcriptServer struct {
+	cfg     Config
+	cluster string // "", or the role of a fake cluster node
+}
+
+// start starts the server and returns its address.
+func (ts transcriptServer) start(t testing.TB) string {
+	t.Helper()
+	if ts.cluster == "" {
+		return startServer(t, ts.cfg)
+	}
+	// Route's answer for each role: the leader's address, whether n2 leads.
+	role := map[string]struct {
+		leader string
+		local  bool
+	}{
+		"follower":  {"127.0.0.1:7001", false},
+		"leader":    {"", true},
+		"no-leader": {"", false},
+		"raft-only": {"", true},
+	}[ts.cluster]
+	cfg := ts.cfg
+	cfg.Cluster = ts.cluster != "raft-only"
+	_, _, addr := startCluster(t, cfg, threeNodes, role.leader, role.local)
+	return addr
+}
+
+// serverDirective reads a "!server" directive's settings; ok is false for
+// another directive.
+func serverDirective(t testing.TB, line string) (ts transcriptServer, ok bool) {
 	t.Helper()
 	words := strings.Fields(line)
 	switch words[0] {
 	case "!server":
 	case "!clients":
-		return Config{}, false
+		return ts, false
 	default:
 		t.Fatalf("unknown directive %q", line)
 	}
-	cfg.EnableDebug = true
+	ts.cfg.EnableDebug = true
 	for _, w := range words[1:] {
 		name, val, _ := strings.Cut(w, "=")
 		switch name {
-		case "debug":
+		case "debug", "redirect":
 			if val != "on" && val != "off" {
-				t.Fatalf("directive %q: debug is on or off", line)
+				t.Fatalf("directive %q: %s is on or off", line, name)
 			}
-			cfg.EnableDebug = val == "on"
+			if name == "debug" {
+				ts.cfg.EnableDebug = val == "on"
+			} else {
+				ts.cfg.Redirect = val == "on"
+			}
 		case "max-log-limit":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n < 1 {
 				t.Fatalf("directive %q: bad max-log-limit", line)
 			}
-			cfg.MaxLogLimit = n
+			ts.cfg.MaxLogLimit = n
 		case "requirepass":
-			cfg.RequirePass = val
+			ts.cfg.RequirePass = val
+		case "cluster":
+			switch val {
+			case "follower", "leader", "no-leader", "raft-only":
+			default:
+				t.Fatalf("directive %q: cluster is follower, leader, no-leader or raft-only", line)
+			}
+			ts.cluster = val
 		default:
 			t.Fatalf("directive %q: unknown setting %q", line, name)
 		}
 	}
-	return cfg, true
+	return ts, true
 }
 
 // hasDirective reports whether a transcript holds the directive name.
@@ -187,8 +230,8 @@ func playTranscript(t testing.TB, cases []*transcriptCase, dial func(addr string
 	var do func(args []string) (respwire.Value, string)
 	for _, c := range cases {
 		if c.isDirective() {
-			if cfg, ok := serverDirective(t, c.command); ok {
-				do = dial(startServer(t, cfg))
+			if ts, ok := serverDirective(t, c.command); ok {
+				do = dial(ts.start(t))
 			}
 			continue
 		}
