@@ -146,23 +146,6 @@ func TestInfoClusterSection(t *testing.T) {
 	}
 }
 
-// With several groups a command whose keys span two is refused, whatever
-// the routing; keys of one group are not.
-func TestClusterCrossSlot(t *testing.T) {
-	srv, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
-	three, err := slots.Even(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.slotTable = three // before any client connects
-	c := rawDial(t, addr)
-	// foo is in group 2 (slot 12182), bar in group 0 (5061), hello in 0 (866).
-	c.do(t, "DEL", "foo", "bar").expect(t, "-CROSSSLOT Keys in request don't hash to the same slot")
-	c.do(t, "EXISTS", "bar", "hello").expect(t, ":0")
-	c.do(t, "DEL", "{t}a", "{t}b").expect(t, ":0")
-	c.do(t, "RL.ALL", "2", "TOKEN", "foo", "10", "1/s", "1", "TOKEN", "bar", "10", "1/s", "1").expect(t, "-CROSSSLOT Keys in request don't hash to the same slot")
-}
-
 // COMMAND reports key positions for every command that takes keys, which
 // cluster clients route by (testdata/transcripts/cluster_commands.txt
 // shows those of RL.ALL, RL.TOKEN and DEL).

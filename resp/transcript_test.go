@@ -32,8 +32,10 @@ import (
 //	    cluster=R makes it node n2 of the fake three-node cluster
 //	    threeNodes speaking the cluster protocol, R its role: follower
 //	    (n1 at 127.0.0.1:7001 leads every slot), leader (n2 leads) or
-//	    no-leader (no leader known), or raft-only: the same Raft node
-//	    without the cluster protocol (Cluster off, n2 leading)
+//	    no-leader (no leader known), raft-only: the same Raft node
+//	    without the cluster protocol (Cluster off, n2 leading), or
+//	    three-groups: n2 of threeGroups, three Raft groups over the slots
+//	    (foo's in group 2, bar's and hello's in group 0), run here
 //	!clients
 //	    TestTranscriptClients also plays the file with go-redis (RESP2 and
 //	    RESP3) and redis-cli, each on servers of its own, and checks that
@@ -145,8 +147,14 @@ type transcriptServer struct {
 // start starts the server and returns its address.
 func (ts transcriptServer) start(t testing.TB) string {
 	t.Helper()
-	if ts.cluster == "" {
+	switch ts.cluster {
+	case "":
 		return startServer(t, ts.cfg)
+	case "three-groups":
+		cfg := ts.cfg
+		cfg.Cluster = true
+		_, addr := startThreeGroups(t, cfg)
+		return addr
 	}
 	// Route's answer for each role: the leader's address, whether n2 leads.
 	role := map[string]struct {
@@ -199,9 +207,9 @@ func serverDirective(t testing.TB, line string) (ts transcriptServer, ok bool) {
 			ts.cfg.RequirePass = val
 		case "cluster":
 			switch val {
-			case "follower", "leader", "no-leader", "raft-only":
+			case "follower", "leader", "no-leader", "raft-only", "three-groups":
 			default:
-				t.Fatalf("directive %q: cluster is follower, leader, no-leader or raft-only", line)
+				t.Fatalf("directive %q: cluster is follower, leader, no-leader, raft-only or three-groups", line)
 			}
 			ts.cluster = val
 		default:
