@@ -3,6 +3,7 @@ package resp
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // Transcript tests, in the style of pebble's datadriven files: each file
@@ -26,9 +28,11 @@ import (
 //
 // A line starting with "!" is a directive to the runner, not a command:
 //
-//	!server [debug=off] [max-log-limit=N] [requirepass=P] [cluster=R] [redirect=on]
+//	!server [debug=off] [max-log-limit=N] [requirepass=P] [rls=DIR] [cluster=R] [redirect=on]
 //	    the cases after it run on a new connection to a new server with
 //	    these settings (by default DEBUG on, the rest Config's defaults);
+//	    rls=DIR serves the rate limit service over the rules in DIR
+//	    (relative to resp/);
 //	    cluster=R makes it node n2 of the fake three-node cluster
 //	    threeNodes speaking the cluster protocol, R its role: follower
 //	    (n1 at 127.0.0.1:7001 leads every slot), leader (n2 leads) or
@@ -141,17 +145,25 @@ func (c *transcriptCase) isDirective() bool { return strings.HasPrefix(c.command
 // transcriptServer is the server a "!server" directive asks for.
 type transcriptServer struct {
 	cfg     Config
+	rlsDir  string // the rate limit service's rules, "" for none
 	cluster string // "", or the role of a fake cluster node
 }
 
 // start starts the server and returns its address.
 func (ts transcriptServer) start(t testing.TB) string {
 	t.Helper()
+	cfg := ts.cfg
+	if ts.rlsDir != "" {
+		svc, err := rls.New(rls.Config{Dir: ts.rlsDir, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RLS = svc
+	}
 	switch ts.cluster {
 	case "":
-		return startServer(t, ts.cfg)
+		return startServer(t, cfg)
 	case "three-groups":
-		cfg := ts.cfg
 		cfg.Cluster = true
 		_, addr := startThreeGroups(t, cfg)
 		return addr
@@ -166,7 +178,6 @@ func (ts transcriptServer) start(t testing.TB) string {
 		"no-leader": {"", false},
 		"raft-only": {"", true},
 	}[ts.cluster]
-	cfg := ts.cfg
 	cfg.Cluster = ts.cluster != "raft-only"
 	_, _, addr := startCluster(t, cfg, threeNodes, role.leader, role.local)
 	return addr
@@ -205,6 +216,8 @@ func serverDirective(t testing.TB, line string) (ts transcriptServer, ok bool) {
 			ts.cfg.MaxLogLimit = n
 		case "requirepass":
 			ts.cfg.RequirePass = val
+		case "rls":
+			ts.rlsDir = val
 		case "cluster":
 			switch val {
 			case "follower", "leader", "no-leader", "raft-only", "three-groups":
