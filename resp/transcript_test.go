@@ -242,10 +242,11 @@ func hasDirective(cases []*transcriptCase, name string) bool {
 	return false
 }
 
-// playTranscript sends a transcript's commands with a client dial returns
-// for each server the transcript asks for (one before the first case
-// unless a "!server" directive comes first), calling check with each case
-// and the reply.
+// playTranscript plays a transcript: for each server it asks for (one with
+// the default settings before the first case, unless a "!server" directive
+// comes first) it calls dial with the server's address, sends the cases'
+// commands with the function dial returned, and calls check with each case
+// and its reply (the value read raw, or the text a client library shows).
 func playTranscript(t testing.TB, cases []*transcriptCase, dial func(addr string) func(args []string) (respwire.Value, string), check func(c *transcriptCase, raw respwire.Value, shown string)) {
 	t.Helper()
 	var do func(args []string) (respwire.Value, string)
