@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,7 +61,7 @@ var threeNodes = slots.Topology{
 }
 
 // startCluster runs a server with cfg over a fakeCluster.
-func startCluster(t *testing.T, cfg Config, top slots.Topology, leaderAddr string, local bool) (*Server, *fakeCluster, string) {
+func startCluster(t testing.TB, cfg Config, top slots.Topology, leaderAddr string, local bool) (*Server, *fakeCluster, string) {
 	t.Helper()
 	eng := engine.New(engine.Config{Stripes: 16})
 	cfg.Engine = eng
@@ -85,54 +84,6 @@ func TestClusterNodeID(t *testing.T) {
 	if id != clusterNodeID("node1") || id == clusterNodeID("node2") {
 		t.Fatal("node ids must be stable and distinct")
 	}
-}
-
-func TestClusterSlotsShape(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
-	entry := func(port, id string) string {
-		return "*4 [$9 127.0.0.1 :" + port + " $40 " + nodeID(id) + " %s]"
-	}
-	want := "*1 [*5 [:0 :16383 " + entry("7001", "n1") + " " + entry("7002", "n2") + " " + entry("7003", "n3") + "]]"
-	for _, proto := range []struct {
-		hello    string
-		emptyMap string
-	}{{"2", "*0 []"}, {"3", "%0 []"}} {
-		c := rawDial(t, addr)
-		c.do(t, "HELLO", proto.hello)
-		got := string(c.do(t, "CLUSTER", "SLOTS"))
-		if w := strings.ReplaceAll(want, "%s", proto.emptyMap); got != w {
-			t.Errorf("RESP%s CLUSTER SLOTS:\n got %s\nwant %s", proto.hello, got, w)
-		}
-	}
-}
-
-func TestClusterNodesShape(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
-	c := rawDial(t, addr)
-	got := string(c.do(t, "CLUSTER", "NODES"))
-	text := nodeID("n1") + " 127.0.0.1:7001@0 master - 0 0 7 connected 0-16383\n" +
-		nodeID("n2") + " 127.0.0.1:7002@0 myself,slave " + nodeID("n1") + " 0 0 0 connected\n" +
-		nodeID("n3") + " 127.0.0.1:7003@0 slave " + nodeID("n1") + " 0 0 0 connected\n"
-	if want := "$" + strconv.Itoa(len(text)) + " " + text; got != want {
-		t.Fatalf("CLUSTER NODES:\n got %q\nwant %q", got, want)
-	}
-	c.do(t, "CLUSTER", "MYID").expect(t, "$40 "+nodeID("n2"))
-	if hello := string(c.do(t, "HELLO", "2")); !strings.Contains(hello, "$4 mode $7 cluster") {
-		t.Errorf("HELLO on a cluster node: %s", hello)
-	}
-}
-
-func TestClusterShardsShape(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
-	c := rawDial(t, addr)
-	c.do(t, "HELLO", "3")
-	node := func(id, port, role string) string {
-		return "%7 [$2 id $40 " + nodeID(id) + " $4 port :" + port + " $2 ip $9 127.0.0.1 $8 endpoint $9 127.0.0.1 $4 role $" +
-			strconv.Itoa(len(role)) + " " + role + " $18 replication-offset :0 $6 health $6 online]"
-	}
-	want := "*1 [%2 [$5 slots *2 [:0 :16383] $5 nodes *3 [" + node("n1", "7001", "master") + " " +
-		node("n2", "7002", "replica") + " " + node("n3", "7003", "replica") + "]]]"
-	c.do(t, "CLUSTER", "SHARDS").expect(t, want)
 }
 
 func TestClusterInfoShape(t *testing.T) {
@@ -170,27 +121,6 @@ func TestClusterInfoShape(t *testing.T) {
 	}
 }
 
-func TestClusterCommandsSmall(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
-	c := rawDial(t, addr)
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"CLUSTER", "KEYSLOT", ""}, ":0"},
-		{[]string{"CLUSTER", "KEYSLOT", "foo"}, ":12182"},
-		{[]string{"cluster", "keyslot", "{user1000}.following"}, ":" + strconv.Itoa(slots.Of([]byte("user1000")))},
-		{[]string{"READONLY"}, "+OK"},
-		{[]string{"READWRITE"}, "+OK"},
-		{[]string{"ASKING"}, "+OK"},
-		{[]string{"CLUSTER", "ADDSLOTS", "1"}, "-ERR CLUSTER ADDSLOTS is not supported: Raft assigns slots and members"},
-		{[]string{"CLUSTER", "FOO"}, "-ERR unknown subcommand 'FOO'. Try CLUSTER HELP."},
-		{[]string{"CLUSTER", "KEYSLOT"}, "-ERR wrong number of arguments for 'cluster|keyslot' command"},
-	} {
-		c.do(t, tc.args...).expect(t, tc.want)
-	}
-}
-
 // INFO's Cluster section says whether the node speaks the cluster protocol.
 func TestInfoClusterSection(t *testing.T) {
 	_, _, clusterAddr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
@@ -214,67 +144,12 @@ func TestInfoClusterSection(t *testing.T) {
 			t.Errorf("INFO server: no %q in\n%s", tc.mode, got)
 		}
 	}
-	c := rawDial(t, singleAddr)
-	c.do(t, "CLUSTER", "SLOTS").expect(t, "-ERR This instance has cluster support disabled")
-}
-
-func TestClusterRedirect(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		redirect bool
-		local    bool
-		leader   string
-		want     string
-	}{
-		{"follower redirects", true, false, "127.0.0.1:7001", "-MOVED 12182 127.0.0.1:7001"},
-		{"leader runs", true, true, "", "*4 [:1 :10 :9 :0]"},
-		{"leader unknown: run (forward)", true, false, "", "*4 [:1 :10 :9 :0]"},
-		{"no --redirect: run (forward)", false, false, "127.0.0.1:7001", "*4 [:1 :10 :9 :0]"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, addr := startCluster(t, Config{Cluster: true, Redirect: tc.redirect}, threeNodes, tc.leader, tc.local)
-			c := rawDial(t, addr)
-			got := string(c.do(t, "RL.TOKEN", "foo", "10", "1"))
-			if tc.want[0] == '-' {
-				reply(got).expect(t, tc.want)
-			} else if !strings.HasPrefix(got, "*") {
-				t.Fatalf("RL.TOKEN: %s, want it run", got)
-			}
-			// Keyless commands always run here.
-			c.do(t, "PING").expect(t, "+PONG")
-			c.do(t, "CLUSTER", "KEYSLOT", "foo").expect(t, ":12182")
-		})
-	}
-}
-
-// With several groups a command whose keys span two is refused, whatever
-// the routing; keys of one group are not.
-func TestClusterCrossSlot(t *testing.T) {
-	srv, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
-	three, err := slots.Even(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.slotTable = three // before any client connects
-	c := rawDial(t, addr)
-	// foo is in group 2 (slot 12182), bar in group 0 (5061), hello in 0 (866).
-	c.do(t, "DEL", "foo", "bar").expect(t, "-CROSSSLOT Keys in request don't hash to the same slot")
-	c.do(t, "EXISTS", "bar", "hello").expect(t, ":0")
-	c.do(t, "DEL", "{t}a", "{t}b").expect(t, ":0")
-	c.do(t, "RL.ALL", "2", "TOKEN", "foo", "10", "1/s", "1", "TOKEN", "bar", "10", "1/s", "1").expect(t, "-CROSSSLOT Keys in request don't hash to the same slot")
 }
 
 // COMMAND reports key positions for every command that takes keys, which
-// cluster clients route by: RL.ALL's keys are every fifth argument from 3.
+// cluster clients route by (testdata/transcripts/cluster_commands.txt
+// shows those of RL.ALL, RL.TOKEN and DEL).
 func TestCommandKeyPositionsForClusterClients(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
-	c := rawDial(t, addr)
-	got := string(c.do(t, "COMMAND", "INFO", "rl.all", "rl.token", "del", "cluster"))
-	for _, want := range []string{"$6 rl.all :-7", ":3 :-4 :5", "$8 rl.token", "$3 del :-2"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("COMMAND INFO lacks %q:\n%s", want, got)
-		}
-	}
 	srv, _, _ := startCluster(t, Config{Cluster: true}, threeNodes, "", true)
 	var takesKey func(args []argDoc) bool
 	takesKey = func(args []argDoc) bool {
@@ -299,44 +174,4 @@ func TestCommandKeyPositionsForClusterClients(t *testing.T) {
 	if checked < 10 {
 		t.Fatalf("only %d commands take keys: the argument docs are not what this test expects", checked)
 	}
-}
-
-// Inside MULTI a keyed command for a slot led elsewhere gets MOVED when it
-// is queued, and EXEC aborts, as in Redis Cluster; keyless ones queue.
-func TestClusterRedirectInMulti(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "127.0.0.1:7001", false)
-	c := rawDial(t, addr)
-	c.do(t, "MULTI").expect(t, "+OK")
-	c.do(t, "PING").expect(t, "+QUEUED")
-	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "-MOVED 12182 127.0.0.1:7001")
-	c.do(t, "EXEC").expect(t, "-EXECABORT Transaction discarded because of previous errors.")
-	// On the leader the same transaction runs.
-	_, _, leaderAddr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "", true)
-	l := rawDial(t, leaderAddr)
-	l.do(t, "MULTI").expect(t, "+OK")
-	l.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "+QUEUED")
-	if got := string(l.do(t, "EXEC")); !strings.HasPrefix(got, "*1 [*5 [:1 :10 :9") {
-		t.Fatalf("EXEC on the leader: %s", got)
-	}
-}
-
-// After READONLY a follower serves read-only commands instead of
-// redirecting them, as a Redis Cluster replica does; writes still get
-// MOVED; READWRITE and RESET end it.
-func TestClusterReadOnlyFollower(t *testing.T) {
-	_, _, addr := startCluster(t, Config{Cluster: true, Redirect: true}, threeNodes, "127.0.0.1:7001", false)
-	c := rawDial(t, addr)
-	moved := "-MOVED 12182 127.0.0.1:7001"
-	c.do(t, "RL.PEEK", "foo").expect(t, moved)
-	c.do(t, "READONLY").expect(t, "+OK")
-	c.do(t, "RL.PEEK", "foo").expect(t, "$-1")
-	c.do(t, "EXISTS", "foo").expect(t, ":0")
-	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, moved)
-	c.do(t, "ASKING").expect(t, "+OK")
-	c.do(t, "RL.PEEK", "foo").expect(t, "$-1")
-	c.do(t, "READWRITE").expect(t, "+OK")
-	c.do(t, "RL.PEEK", "foo").expect(t, moved)
-	c.do(t, "READONLY").expect(t, "+OK")
-	c.do(t, "RESET").expect(t, "+RESET")
-	c.do(t, "RL.PEEK", "foo").expect(t, moved)
 }

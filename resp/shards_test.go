@@ -52,7 +52,7 @@ func (d *downGroup) Execute(ctx context.Context, ops []engine.Op, results []engi
 	return nil
 }
 
-func startThreeGroups(t *testing.T, cfg Config) (*downGroup, string) {
+func startThreeGroups(t testing.TB, cfg Config) (*downGroup, string) {
 	t.Helper()
 	eng := engine.New(engine.Config{Stripes: 16})
 	cfg.Engine = eng
@@ -96,61 +96,15 @@ func TestOneGroupFailingFailsOnlyItsCommands(t *testing.T) {
 	}
 }
 
-// TestMultiStaysInOneGroup: with several groups, a transaction's keyed
-// commands must all be in the first one's group, as Redis Cluster keeps a
-// transaction in one slot: another group's command is refused with
-// CROSSSLOT and EXEC aborts; keyless commands may join.
-func TestMultiStaysInOneGroup(t *testing.T) {
-	_, addr := startThreeGroups(t, Config{Cluster: true})
-	c := rawDial(t, addr)
-	c.do(t, "MULTI").expect(t, "+OK")
-	c.do(t, "RL.TOKEN", "bar", "10", "1/s").expect(t, "+QUEUED")
-	c.do(t, "RL.TOKEN", "hello", "10", "1/s").expect(t, "+QUEUED") // group 0 too (slot 866)
-	c.do(t, "PING").expect(t, "+QUEUED")
-	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "-CROSSSLOT Keys in request don't hash to the same slot")
-	c.do(t, "EXEC").expect(t, "-EXECABORT Transaction discarded because of previous errors.")
-
-	c.do(t, "MULTI").expect(t, "+OK")
-	c.do(t, "RL.TOKEN", "foo", "10", "1/s").expect(t, "+QUEUED")
-	c.do(t, "DBSIZE").expect(t, "+QUEUED")
-	if got := string(c.do(t, "EXEC")); !strings.HasPrefix(got, "*2 [*5 [:1 :10 :9") {
-		t.Fatalf("EXEC in one group: %s", got)
-	}
-}
-
-// TestRaftStatusGroups: RAFT.STATUS names a group (0 by default) and
-// refuses one the node does not run; INFO raft lists every group.
+// TestRaftStatusGroups: INFO raft lists every group (RAFT.STATUS and
+// RAFT.TRANSFER's groups are in testdata/transcripts/cluster_groups.txt).
 func TestRaftStatusGroups(t *testing.T) {
 	_, addr := startThreeGroups(t, Config{Cluster: true})
 	c := rawDial(t, addr)
-	c.do(t, "RAFT.STATUS").expect(t, "*2 [$2 id $2 n2]")
-	c.do(t, "RAFT.STATUS", "2").expect(t, "*2 [$2 id $2 n2]")
-	for _, bad := range []string{"3", "-1", "x"} {
-		if got := string(c.do(t, "RAFT.STATUS", bad)); !strings.HasPrefix(got, "-ERR invalid group '"+bad+"'") {
-			t.Errorf("RAFT.STATUS %s: %s", bad, got)
-		}
-	}
-	c.do(t, "RAFT.STATUS", "1", "2").expect(t, "-ERR syntax error")
-	c.do(t, "RAFT.TRANSFER", "n1", "GROUP", "2").expect(t, "+OK")
-	if got := string(c.do(t, "RAFT.TRANSFER", "n1", "GROUP", "7")); !strings.HasPrefix(got, "-ERR invalid group '7'") {
-		t.Errorf("RAFT.TRANSFER to a group the node does not run: %s", got)
-	}
 	info := string(c.do(t, "INFO", "raft"))
 	for _, want := range []string{"raft_groups:3", "raft_group0:", "raft_group2:"} {
 		if !strings.Contains(info, want) {
 			t.Errorf("INFO raft lacks %q:\n%s", want, info)
 		}
 	}
-}
-
-// TestMGetCrossSlot: MGET names several keys, which must be in one group:
-// keys of two groups reply CROSSSLOT, keys of one group (a hash tag) their
-// values.
-func TestMGetCrossSlot(t *testing.T) {
-	_, addr := startThreeGroups(t, Config{Cluster: true})
-	c := rawDial(t, addr)
-	c.do(t, "SET", "bar", "1").expect(t, "+OK") // group 0 (slot 5061)
-	c.do(t, "SET", "{bar}x", "2").expect(t, "+OK")
-	c.do(t, "MGET", "bar", "foo").expect(t, "-"+msgCrossSlot.Text()) // foo: group 2
-	c.do(t, "MGET", "bar", "{bar}x", "{bar}y").expect(t, "*3 [$1 1 $1 2 $-1]")
 }

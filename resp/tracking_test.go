@@ -40,48 +40,6 @@ func (c *rawConn) expectQuiet(t *testing.T) {
 	c.do(t, "PING").expect(t, "+PONG")
 }
 
-// TestTrackingReplies checks CLIENT TRACKING and CLIENT CACHING's replies
-// against redis-server 7.0.15's, and sluice's refusals.
-func TestTrackingReplies(t *testing.T) {
-	addr := startServer(t, Config{})
-	c := rawDial(t, addr)
-	steps := []struct {
-		args []string
-		want string
-	}{
-		// RESP2: refused (Redis accepts, then never delivers a push).
-		{[]string{"CLIENT", "TRACKING", "ON"}, "-ERR CLIENT TRACKING needs RESP3 (HELLO 3): invalidations are RESP3 pushes, and REDIRECT is not supported"},
-		{[]string{"CLIENT", "CACHING", "YES"}, "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"},
-		{[]string{"CLIENT", "TRACKING"}, "-ERR wrong number of arguments for 'client|tracking' command"},
-		{[]string{"CLIENT", "TRACKING", "MAYBE"}, "-ERR syntax error"},
-		{[]string{"CLIENT", "TRACKING", "ON", "FOO"}, "-ERR syntax error"},
-		{[]string{"CLIENT", "TRACKING", "OFF"}, "+OK"},
-		{[]string{"HELLO", "3"}, ""},
-		{[]string{"CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"}, "-ERR You can't specify both OPTIN mode and OPTOUT mode"},
-		{[]string{"CLIENT", "TRACKING", "ON", "PREFIX", "a"}, "-ERR PREFIX option requires BCAST mode to be enabled"},
-		{[]string{"CLIENT", "TRACKING", "ON", "BCAST"}, "-ERR BCAST is not supported: track the keys read instead"},
-		{[]string{"CLIENT", "TRACKING", "ON", "REDIRECT", "1"}, "-ERR REDIRECT is not supported: use HELLO 3 and receive the invalidations on this connection"},
-		{[]string{"CLIENT", "TRACKING", "ON"}, "+OK"},
-		{[]string{"CLIENT", "CACHING", "YES"}, "-ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."},
-		{[]string{"CLIENT", "TRACKING", "ON", "OPTIN"}, "+OK"},
-		{[]string{"CLIENT", "CACHING", "YES"}, "+OK"},
-		{[]string{"CLIENT", "CACHING", "NO"}, "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."},
-		{[]string{"CLIENT", "CACHING", "maybe"}, "-ERR syntax error"},
-		{[]string{"CLIENT", "TRACKING", "ON", "OPTOUT"}, "-ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."},
-		{[]string{"CLIENT", "TRACKING", "OFF"}, "+OK"},
-		{[]string{"CLIENT", "TRACKING", "ON", "OPTOUT"}, "+OK"},
-		{[]string{"CLIENT", "CACHING", "YES"}, "-ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."},
-		{[]string{"CLIENT", "CACHING", "NO"}, "+OK"},
-		{[]string{"CLIENT", "TRACKING", "OFF", "OPTIN"}, "+OK"},
-	}
-	for _, st := range steps {
-		r := c.do(t, st.args...)
-		if st.want != "" && string(r) != st.want {
-			t.Fatalf("%q: reply %q, want %q", st.args, r, st.want)
-		}
-	}
-}
-
 // TestTrackingInvalidates: a key read by a tracking connection with each
 // tracked read is invalidated by a push, sent to the idle connection without
 // it sending anything, when another connection changes it in any way; then

@@ -3,6 +3,7 @@ package resp
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // Transcript tests, in the style of pebble's datadriven files: each file
@@ -23,6 +25,29 @@ import (
 // after the command are its note in README.md (in a transcript README.md
 // does not render as a block, "> shown" asks that README.md or docs/ show
 // the reply in backquotes). A blank line ends a case.
+//
+// A line starting with "!" is a directive to the runner, not a command:
+//
+//	!server [debug=off] [max-log-limit=N] [requirepass=P] [rls=DIR] [cluster=R] [redirect=on]
+//	    the cases after it run on a new connection to a new server with
+//	    these settings (by default DEBUG on, the rest Config's defaults);
+//	    rls=DIR serves the rate limit service over the rules in DIR
+//	    (relative to resp/);
+//	    cluster=R makes it node n2 of the fake three-node cluster
+//	    threeNodes speaking the cluster protocol, R its role: follower
+//	    (n1 at 127.0.0.1:7001 leads every slot), leader (n2 leads) or
+//	    no-leader (no leader known), raft-only: the same Raft node
+//	    without the cluster protocol (Cluster off, n2 leading), or
+//	    three-groups: n2 of threeGroups, three Raft groups over the slots
+//	    (foo's in group 2, bar's and hello's in group 0), run here
+//	!clients
+//	    TestTranscriptClients also plays the file with go-redis (RESP2 and
+//	    RESP3) and redis-cli, each on servers of its own, and checks that
+//	    each shows the reply the raw connection read (for files whose
+//	    replies are integers, strings, errors, nulls and arrays of them)
+//
+// A word of a command in double quotes is a Go string literal; "s"*N is
+// that string N times (a long key or token).
 //
 //	go test ./resp -run TestTranscripts -rewrite
 //
@@ -56,10 +81,16 @@ func parseTranscript(t *testing.T, path string) []*transcriptCase {
 		case inReply:
 			cur.want = line
 			inReply = false
+			if line == "" { // no reply written yet: -rewrite records it
+				cur = nil
+			}
 		case line == "":
 			cur = nil
 		case strings.HasPrefix(line, "#"):
 			comments = append(comments, line)
+		case cur == nil && strings.HasPrefix(line, "!"):
+			cases = append(cases, &transcriptCase{comments: comments, command: line})
+			comments = nil
 		case cur == nil:
 			cur = &transcriptCase{comments: comments, command: line}
 			comments = nil
@@ -76,17 +107,26 @@ func parseTranscript(t *testing.T, path string) []*transcriptCase {
 }
 
 // splitCommand splits a transcript command into arguments: words separated
-// by spaces, a word in double quotes taken as a Go string literal.
-func splitCommand(t *testing.T, cmd string) []string {
+// by spaces, a word in double quotes taken as a Go string literal, "s"*N
+// as that string N times.
+func splitCommand(t testing.TB, cmd string) []string {
 	t.Helper()
 	var args []string
 	for _, w := range strings.Fields(cmd) {
 		if strings.HasPrefix(w, `"`) {
-			u, err := strconv.Unquote(w)
+			lit, times := w, 1
+			if i := strings.LastIndex(w, `"*`); i > 0 {
+				n, err := strconv.Atoi(w[i+2:])
+				if err != nil || n < 0 || n > 1<<20 {
+					t.Fatalf("command %q: bad repeat count in %s", cmd, w)
+				}
+				lit, times = w[:i+1], n
+			}
+			u, err := strconv.Unquote(lit)
 			if err != nil {
 				t.Fatalf("command %q: bad quoted word %s: %v", cmd, w, err)
 			}
-			w = u
+			w = strings.Repeat(u, times)
 		}
 		args = append(args, w)
 	}
@@ -99,23 +139,150 @@ func replyText(v respwire.Value) string {
 	return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(s)
 }
 
-// runTranscript runs a transcript's commands on one connection to a fresh
-// server and records the replies.
-func runTranscript(t *testing.T, cases []*transcriptCase) {
+// isDirective reports whether a case is a directive to the runner.
+func (c *transcriptCase) isDirective() bool { return strings.HasPrefix(c.command, "!") }
+
+// transcriptServer is the server a "!server" directive asks for.
+type transcriptServer struct {
+	cfg     Config
+	rlsDir  string // the rate limit service's rules, "" for none
+	cluster string // "", or the role of a fake cluster node
+}
+
+// start starts the server and returns its address.
+func (ts transcriptServer) start(t testing.TB) string {
 	t.Helper()
-	addr := startServer(t, Config{EnableDebug: true})
-	conn, err := respwire.Dial(addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, c := range cases {
-		v, err := conn.Do(5*time.Second, splitCommand(t, c.command)...)
+	cfg := ts.cfg
+	if ts.rlsDir != "" {
+		svc, err := rls.New(rls.Config{Dir: ts.rlsDir, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
-			t.Fatalf("%s: %v", c.command, err)
+			t.Fatal(err)
 		}
-		c.got = v
+		cfg.RLS = svc
 	}
+	switch ts.cluster {
+	case "":
+		return startServer(t, cfg)
+	case "three-groups":
+		cfg.Cluster = true
+		_, addr := startThreeGroups(t, cfg)
+		return addr
+	}
+	// Route's answer for each role: the leader's address, whether n2 leads.
+	role := map[string]struct {
+		leader string
+		local  bool
+	}{
+		"follower":  {"127.0.0.1:7001", false},
+		"leader":    {"", true},
+		"no-leader": {"", false},
+		"raft-only": {"", true},
+	}[ts.cluster]
+	cfg.Cluster = ts.cluster != "raft-only"
+	_, _, addr := startCluster(t, cfg, threeNodes, role.leader, role.local)
+	return addr
+}
+
+// serverDirective reads a "!server" directive's settings; ok is false for
+// another directive.
+func serverDirective(t testing.TB, line string) (ts transcriptServer, ok bool) {
+	t.Helper()
+	words := strings.Fields(line)
+	switch words[0] {
+	case "!server":
+	case "!clients":
+		return ts, false
+	default:
+		t.Fatalf("unknown directive %q", line)
+	}
+	ts.cfg.EnableDebug = true
+	for _, w := range words[1:] {
+		name, val, _ := strings.Cut(w, "=")
+		switch name {
+		case "debug", "redirect":
+			if val != "on" && val != "off" {
+				t.Fatalf("directive %q: %s is on or off", line, name)
+			}
+			if name == "debug" {
+				ts.cfg.EnableDebug = val == "on"
+			} else {
+				ts.cfg.Redirect = val == "on"
+			}
+		case "max-log-limit":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 1 {
+				t.Fatalf("directive %q: bad max-log-limit", line)
+			}
+			ts.cfg.MaxLogLimit = n
+		case "requirepass":
+			ts.cfg.RequirePass = val
+		case "rls":
+			ts.rlsDir = val
+		case "cluster":
+			switch val {
+			case "follower", "leader", "no-leader", "raft-only", "three-groups":
+			default:
+				t.Fatalf("directive %q: cluster is follower, leader, no-leader, raft-only or three-groups", line)
+			}
+			ts.cluster = val
+		default:
+			t.Fatalf("directive %q: unknown setting %q", line, name)
+		}
+	}
+	return ts, true
+}
+
+// hasDirective reports whether a transcript holds the directive name.
+func hasDirective(cases []*transcriptCase, name string) bool {
+	for _, c := range cases {
+		if c.isDirective() && strings.Fields(c.command)[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// playTranscript plays a transcript: for each server it asks for (one with
+// the default settings before the first case, unless a "!server" directive
+// comes first) it calls dial with the server's address, sends the cases'
+// commands with the function dial returned, and calls check with each case
+// and its reply (the value read raw, or the text a client library shows).
+func playTranscript(t testing.TB, cases []*transcriptCase, dial func(addr string) func(args []string) (respwire.Value, string), check func(c *transcriptCase, raw respwire.Value, shown string)) {
+	t.Helper()
+	var do func(args []string) (respwire.Value, string)
+	for _, c := range cases {
+		if c.isDirective() {
+			if ts, ok := serverDirective(t, c.command); ok {
+				do = dial(ts.start(t))
+			}
+			continue
+		}
+		if do == nil {
+			do = dial(startServer(t, Config{EnableDebug: true}))
+		}
+		v, shown := do(splitCommand(t, c.command))
+		check(c, v, shown)
+	}
+}
+
+// runTranscript runs a transcript's commands on one connection per server
+// and records the replies.
+func runTranscript(t testing.TB, cases []*transcriptCase) {
+	t.Helper()
+	playTranscript(t, cases, func(addr string) func([]string) (respwire.Value, string) {
+		conn, err := respwire.Dial(addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return func(args []string) (respwire.Value, string) {
+			v, err := conn.Do(5*time.Second, args...)
+			if err != nil {
+				t.Fatalf("%.60q: %v", args, err)
+			}
+			return v, ""
+		}
+	}, func(c *transcriptCase, v respwire.Value, _ string) { c.got = v })
 }
 
 // writeTranscript renders a transcript file with the replies recorded.
@@ -129,6 +296,9 @@ func writeTranscript(cases []*transcriptCase) string {
 			b.WriteString(l + "\n")
 		}
 		b.WriteString(c.command + "\n")
+		if c.isDirective() {
+			continue
+		}
 		for _, n := range c.notes {
 			b.WriteString("> " + n + "\n")
 		}
@@ -160,6 +330,9 @@ func TestTranscripts(t *testing.T) {
 				return
 			}
 			for _, c := range cases {
+				if c.isDirective() {
+					continue
+				}
 				if got := replyText(c.got); got != c.want {
 					t.Errorf("%s\n  got:  %s\n  want: %s", c.command, got, c.want)
 				}
@@ -230,6 +403,9 @@ func renderReadme(l readmeLayout, cases []*transcriptCase) string {
 		return s
 	}
 	for _, c := range cases {
+		if c.isDirective() {
+			continue
+		}
 		line := c.command
 		if len(line) >= l.arrowCol {
 			b.WriteString(line + "\n")
@@ -373,4 +549,60 @@ func lineDiff(got, want string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestTranscriptRunner checks the runner's own features: "s"*N repeats a
+// quoted word, a "!server" directive starts a new server with its settings
+// (nothing of the first server's keys, the directive's DEBUG and
+// max-log-limit), and -rewrite writes a transcript back as it was read.
+func TestTranscriptRunner(t *testing.T) {
+	got := splitCommand(t, `RL.RELEASE "x"*3 "\x01"*2 ""*5 "a*2" plain`)
+	if want := []string{"RL.RELEASE", "xxx", "\x01\x01", "", "a*2", "plain"}; !slices.Equal(got, want) {
+		t.Fatalf("splitCommand: %q, want %q", got, want)
+	}
+	const text = `# The default server: DEBUG on.
+SET k 1
+----
++OK
+
+DEBUG TIMEWARP 1
+----
++OK
+
+RL.LOG k2 6 1m
+----
+*5 [:1 :6 :5 :0 :60000]
+
+# A new server, DEBUG off, RL.LOG's limit at most 5.
+!server debug=off max-log-limit=5
+
+EXISTS k
+----
+:0
+
+RL.LOG k2 6 1m
+----
+-ERR invalid limit '6': exceeds max-log-limit 5
+
+DEBUG TIMEWARP 1
+----
+-ERR DEBUG command not allowed. Start sluice with --enable-debug-command to use it.
+`
+	path := filepath.Join(t.TempDir(), "runner.txt")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := parseTranscript(t, path)
+	if len(cases) != 7 || !cases[3].isDirective() {
+		t.Fatalf("parsed %d cases, the 4th a directive: %v", len(cases), cases[3].isDirective())
+	}
+	runTranscript(t, cases)
+	for _, c := range cases {
+		if !c.isDirective() && replyText(c.got) != c.want {
+			t.Errorf("%s: reply %s, want %s", c.command, replyText(c.got), c.want)
+		}
+	}
+	if got := writeTranscript(cases); got != text {
+		t.Errorf("writeTranscript:\n%s\nwant:\n%s", got, text)
+	}
 }
