@@ -499,7 +499,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		}
 		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
 			// This try was not applied, but an earlier one may have been.
-			return commitTimeoutError(n.cfg.ClusterTimeout)
+			return giveUpError(true, stopDeadline, err, n.cfg.ClusterTimeout)
 		}
 		if errors.Is(err, ErrOutcomeUnknown) {
 			return n.awaitLeaderAfterLoss(ctx, deadline.C)
@@ -517,20 +517,15 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		select {
 		case <-pause.C:
 		case <-deadline.C:
-			if sent {
-				return commitTimeoutError(n.cfg.ClusterTimeout)
-			}
+			notApplied := clusterDownError(n.cfg.ClusterTimeout)
 			if loading {
-				return ErrLoading
+				notApplied = ErrLoading
 			}
-			return clusterDownError(n.cfg.ClusterTimeout)
+			return giveUpError(sent, stopDeadline, notApplied, n.cfg.ClusterTimeout)
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: execute: %w", ctx.Err())
+			return giveUpError(sent, stopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
 		case <-n.closing:
-			if sent {
-				return ErrOutcomeUnknown
-			}
-			return ErrShuttingDown
+			return giveUpError(sent, stopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
 		}
 	}
 }
