@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -145,7 +146,8 @@ type batcher struct {
 	ops     atomic.Uint64 // ops in those entries
 
 	// storeFault returns the MISCONF error while this node's log store
-	// cannot be written (faultstore.go); nil when in memory.
+	// cannot be written (cluster/logstore/faultstore.go); nil when in
+	// memory.
 	storeFault func() error
 	// awaiting counts the entries handed to Raft whose callers are not
 	// answered yet (Handover waits for none).
@@ -667,12 +669,13 @@ func classifyApplyError(err error) error {
 }
 
 // logWriteError returns the MISCONF error when err is Raft's answer to an
-// entry whose local append failed (faultstore.go), else nil. Raft's log
-// cache flattens the store's error into text, hence the match on it. Such
+// entry whose local append failed (cluster/logstore/faultstore.go), else
+// nil. Raft's log cache flattens the store's error into text, hence the
+// match on it (logstore.FaultedText). Such
 // an entry was not stored, so not replicated, and the store deletes any
 // part of it a failed write left before it takes another: not applied.
 func (b *batcher) logWriteError(err error) error {
-	if b.storeFault == nil || !strings.Contains(err.Error(), errStoreFaultedText) {
+	if b.storeFault == nil || !strings.Contains(err.Error(), logstore.FaultedText) {
 		return nil
 	}
 	if f := b.storeFault(); f != nil {
