@@ -99,7 +99,12 @@ type fwdConn struct {
 	dead     chan struct{}
 	lastRecv atomic.Int64 // when a frame last arrived (or the dial), Unix ns
 
-	mu       sync.Mutex // guards pending, nextID, err, retiring
+	mu sync.Mutex // guards pending, nextID, err, retiring
+	// pending is the connection's waiter list, keyed by call id (etcd's
+	// pkg/wait): register before the call is handed to the writer, the
+	// reader takes the call its response names. One list per connection,
+	// not one per client: die fails exactly the calls written on it and
+	// retire counts them, and the pool's connections share no lock.
 	pending  map[uint64]*fwdCall
 	nextID   uint64
 	err      error // why the connection died
