@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
@@ -87,5 +88,35 @@ func TestOutcomeRace(t *testing.T) {
 				t.Fatalf("gave up in %d, claimed %v: want exactly one winner", st, claimed)
 			}
 		}
+	}
+}
+
+// TestBatcherRoundTripAllocs: a request's way through the batcher's side
+// of the outcome (enqueue, hand-over, finish, wait, back to the pool)
+// allocates nothing once the pool holds a request.
+func TestBatcherRoundTripAllocs(t *testing.T) {
+	b := &batcher{timeout: time.Second, closing: make(chan struct{}), reqs: make(chan *request, 1)}
+	ops := []engine.Op{{Code: engine.OpDecide, Key: []byte("k"), Rule: tokenRule, Cost: 1}}
+	results := make([]engine.Result, 1)
+	answer := []engine.Result{{Allowed: true}}
+	deadline := make(chan time.Time)
+	round := func() {
+		req, err := b.enqueue(context.Background(), deadline, batchID{}, ops, results)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-b.reqs
+		r.state.Store(outHandedOver)
+		finish(r, answer, nil)
+		if err := b.wait(context.Background(), deadline, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round() // fills the pool
+	if n := testing.AllocsPerRun(200, round); n > 0.1 {
+		t.Fatalf("%.2f allocations per request, want 0", n)
+	}
+	if !results[0].Allowed {
+		t.Fatal("the result was not delivered")
 	}
 }
