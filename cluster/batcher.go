@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -78,13 +78,20 @@ import (
 // batcher took it is certainly not applied: CLUSTERDOWN, which clients such
 // as go-redis retry. One that times out after is in an entry Raft may yet
 // commit: UNCERTAIN, which they do not retry, since a retry could charge
-// twice. The request's state word decides, with one
-// compare-and-swap, whether the caller gave up first (the late result is
-// dropped) or the waiter claimed it (the caller takes the result), and
-// which of the two errors fits; so the results slice is never written
-// after the caller returned; and while the
-// batcher reads a request's ops, the caller waits before it gives up, so
-// the ops' memory is never read after the caller returned either.
+// twice. The request's outcome (outcome.go, shared with forwarded calls)
+// decides, with one compare-and-swap on its state word, whether the caller
+// gave up first (the late result is dropped) or the waiter claimed it (the
+// caller takes the result), and giveUpError which of the two errors fits;
+// so the results slice is never written after the caller returned; and
+// while the batcher reads a request's ops, the caller waits before it
+// gives up, so the ops' memory is never read after the caller returned
+// either.
+//
+// The waiter list is the entry's slice of requests, not a list keyed by
+// ID (etcd's pkg/wait, which the follower's connections follow: fwdConn's
+// pending): an entry's requests are answered together, in order, each
+// with its run of the entry's results, so a slice walked once needs no
+// lock, no map and no ID per request on the leader's hot path.
 //
 // Forwarded requests carry their follower's batch ID: an entry holding one
 // is a batch entry (codec.go), and the FSM applies each ID at most once
@@ -103,16 +110,8 @@ import (
 // goroutines through channels and their state word; the engine is touched
 // only by the FSM goroutine, never while raft.Apply is being called.
 
-// Request states.
-const (
-	reqQueued    int32 = iota // on the channel
-	reqEncoding               // the batcher is reading its ops
-	reqSubmitted              // in an entry handed to Raft
-	reqClaimed                // a waiter is writing the outcome
-	reqAbandoned              // the caller gave up
-)
-
-// request is one Execute call's batch on its way through the pipeline.
+// request is one Execute call's batch on its way through the pipeline:
+// its ops and the outcome its caller waits for (outcome.go).
 //
 // Requests are recycled (batcher.reqPool): a request goes back to the pool
 // only from wait, once its caller received the outcome on done, which
@@ -120,13 +119,10 @@ const (
 // request its caller abandoned is never recycled, since a waiter may still
 // try to claim it.
 type request struct {
-	id      batchID // a forwarded batch's ID, or zero
-	ops     []engine.Op
-	results []engine.Result
-	size    int // encoded size estimate
-	state   atomic.Int32
-	err     error         // set before done is signalled
-	done    chan struct{} // capacity 1: finish sends once per use
+	outcome
+	id   batchID // a forwarded batch's ID, or zero
+	ops  []engine.Op
+	size int // encoded size estimate
 }
 
 // batcher is the group commit pipeline's single gathering goroutine.
@@ -150,7 +146,8 @@ type batcher struct {
 	ops     atomic.Uint64 // ops in those entries
 
 	// storeFault returns the MISCONF error while this node's log store
-	// cannot be written (faultstore.go); nil when in memory.
+	// cannot be written (cluster/logstore/faultstore.go); nil when in
+	// memory.
 	storeFault func() error
 	// awaiting counts the entries handed to Raft whose callers are not
 	// answered yet (Handover waits for none).
@@ -197,10 +194,10 @@ func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id ba
 func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, error) {
 	req, _ := b.reqPool.Get().(*request)
 	if req == nil {
-		req = &request{done: make(chan struct{}, 1)}
+		req = &request{outcome: outcome{done: make(chan struct{}, 1)}}
 	}
 	req.id, req.ops, req.results, req.size = id, ops, results, opsSize(ops)
-	req.state.Store(reqQueued)
+	req.state.Store(outQueued)
 	select {
 	case b.reqs <- req:
 		return req, nil
@@ -225,37 +222,31 @@ func (b *batcher) release(req *request) {
 
 // wait waits for a queued request's outcome.
 func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) error {
-	var giveUp error
+	var notApplied error
+	var why stopCause
 	closing := b.closing
-	timedOut := false
-	for giveUp == nil {
+	for notApplied == nil {
 		select {
 		case <-req.done:
 			err := req.err
 			b.release(req)
 			return err
 		case <-deadline:
-			timedOut = true
-			giveUp = clusterDownError(b.timeout)
+			why, notApplied = stopDeadline, clusterDownError(b.timeout)
 		case <-ctx.Done():
-			giveUp = fmt.Errorf("cluster: execute: %w", ctx.Err())
+			why, notApplied = stopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-closing:
 			// Still queued: the batcher is gone and will never take it.
 			// Already in an entry: its outcome still comes from Raft.
 			closing = nil
-			if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			if req.state.CompareAndSwap(outQueued, outAbandoned) {
 				return ErrShuttingDown
 			}
 		}
 	}
-	switch abandon(&req.state) {
-	case reqQueued:
-		return giveUp // never reached the log
-	case reqSubmitted:
-		if timedOut {
-			return commitTimeoutError(b.timeout)
-		}
-		return giveUp // ctx ended: the caller is gone, no reply is read
+	switch st := req.giveUp(); st {
+	case outQueued, outHandedOver:
+		return giveUpError(st == outHandedOver, why, notApplied, b.timeout)
 	}
 	<-req.done // a waiter claimed it first and is writing the outcome
 	err := req.err
@@ -263,43 +254,22 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 	return err
 }
 
-// abandon marks a request given up by its caller, waiting out a batcher
-// that is reading its ops. It returns the state it abandoned the request
-// in: reqQueued (certainly not applied) or reqSubmitted (handed over: may
-// be applied); reqClaimed when the outcome was claimed first (the caller
-// must then wait for it); reqAbandoned if it was abandoned already.
-func abandon(state *atomic.Int32) int32 {
-	for {
-		switch s := state.Load(); s {
-		case reqQueued, reqSubmitted:
-			if state.CompareAndSwap(s, reqAbandoned) {
-				return s
-			}
-		case reqClaimed, reqAbandoned:
-			return s
-		default: // reqEncoding: a few microseconds
-			runtime.Gosched()
-		}
-	}
-}
-
 // finish hands a request its outcome, unless its caller gave up.
 func finish(req *request, results []engine.Result, err error) {
-	if !req.state.CompareAndSwap(reqSubmitted, reqClaimed) && !req.state.CompareAndSwap(reqQueued, reqClaimed) {
+	if !req.claim(outHandedOver) && !req.claim(outQueued) {
 		return
 	}
 	if err == nil {
 		copy(req.results, results)
 	}
-	req.err = err
-	req.done <- struct{}{} // the last touch: the caller may recycle req now
+	req.deliver(err) // the last touch: the caller may recycle req now
 }
 
 // run is the batcher goroutine.
 func (b *batcher) run() {
 	defer close(b.stopped)
 	var (
-		pending      []*request // gathered for the next entry, still reqQueued
+		pending      []*request // gathered for the next entry, still outQueued
 		nops, nbytes int
 		over         *request  // did not fit in pending: opens the entry after
 		firstAt      time.Time // when pending's first request joined it
@@ -511,8 +481,8 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 	}
 	for _, r := range pending {
 		// The caller may give up at any moment and reuse its ops' memory:
-		// encode them under reqEncoding, which the caller waits out.
-		if !r.state.CompareAndSwap(reqQueued, reqEncoding) {
+		// encode them under outEncoding, which the caller waits out.
+		if !r.state.CompareAndSwap(outQueued, outEncoding) {
 			continue // abandoned before it reached the log: not applied
 		}
 		if withIDs {
@@ -521,7 +491,7 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 		for i := range r.ops {
 			*body = appendOp(*body, &r.ops[i])
 		}
-		r.state.Store(reqSubmitted)
+		r.state.Store(outHandedOver)
 		batch = append(batch, r)
 		n += len(r.ops)
 	}
@@ -699,12 +669,13 @@ func classifyApplyError(err error) error {
 }
 
 // logWriteError returns the MISCONF error when err is Raft's answer to an
-// entry whose local append failed (faultstore.go), else nil. Raft's log
-// cache flattens the store's error into text, hence the match on it. Such
+// entry whose local append failed (cluster/logstore/faultstore.go), else
+// nil. Raft's log cache flattens the store's error into text, hence the
+// match on it (logstore.FaultedText). Such
 // an entry was not stored, so not replicated, and the store deletes any
 // part of it a failed write left before it takes another: not applied.
 func (b *batcher) logWriteError(err error) error {
-	if b.storeFault == nil || !strings.Contains(err.Error(), errStoreFaultedText) {
+	if b.storeFault == nil || !strings.Contains(err.Error(), logstore.FaultedText) {
 		return nil
 	}
 	if f := b.storeFault(); f != nil {

@@ -591,7 +591,7 @@ func testRestartRecoveryCompacted(t *testing.T, ds diskSetup) {
 	}
 	compacted := func(i int) func() error {
 		return func() error {
-			first, err := tc.nodes[i].stores.logs.FirstIndex()
+			first, err := tc.nodes[i].stores.Logs.FirstIndex()
 			if err != nil || first <= 1 {
 				return fmt.Errorf("node %d: first index %d (%v): not compacted yet", i+1, first, err)
 			}

@@ -49,7 +49,7 @@ type Config struct {
 	// holds, or DefaultLogStore for a new one (ResolveLogStore).
 	LogStore string
 	// Fsync is the durability mode: FsyncAlways (the default),
-	// FsyncEverysec or FsyncNo; logstore.go says what each risks.
+	// FsyncEverysec or FsyncNo; cluster/logstore says what each risks.
 	Fsync string
 	// Peers maps every voter's ID to its Raft address, this node included.
 	// All nodes given the same Peers bootstrap one cluster; empty means a

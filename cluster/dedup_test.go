@@ -286,10 +286,10 @@ func TestBatcherTimeoutClass(t *testing.T) {
 	for _, tt := range []struct {
 		state int32
 		want  error
-	}{{reqQueued, ErrClusterDown}, {reqSubmitted, ErrUncertain}} {
+	}{{outQueued, ErrClusterDown}, {outHandedOver, ErrUncertain}} {
 		t.Run(fmt.Sprint(tt.state), func(t *testing.T) {
 			b := &batcher{timeout: time.Second, closing: make(chan struct{})}
-			req := &request{done: make(chan struct{}, 1)}
+			req := &request{outcome: outcome{done: make(chan struct{}, 1)}}
 			req.state.Store(tt.state)
 			deadline := make(chan time.Time, 1)
 			deadline <- time.Now()
@@ -297,7 +297,7 @@ func TestBatcherTimeoutClass(t *testing.T) {
 			if !errors.Is(err, tt.want) || errors.Is(err, ErrClusterDown) == errors.Is(err, ErrUncertain) {
 				t.Fatalf("err = %v, want %v's class only", err, tt.want)
 			}
-			if req.state.Load() != reqAbandoned {
+			if req.state.Load() != outAbandoned {
 				t.Fatalf("state %d, want abandoned", req.state.Load())
 			}
 		})

@@ -7,7 +7,7 @@ import (
 )
 
 // handOffAfterFault runs when this node, as leader, failed to append to
-// its log (faultstore.go): Raft steps down, and the others would elect a
+// its log (cluster/logstore/faultstore.go): Raft steps down, and the others would elect a
 // leader only after their heartbeat timeout (a second or more, while
 // clients get CLUSTERDOWN). Instead it asks a voter to start an election
 // at once, with the TimeoutNow request Raft's own leadership transfer

@@ -77,19 +77,18 @@ func (c *fwdClient) newBatchID() batchID {
 	return id
 }
 
-// fwdCall is one forwarded Execute call (or a ping: no ops).
+// fwdCall is one forwarded Execute call (or a ping: no ops): the request
+// frame and the outcome its caller waits for (outcome.go), outQueued until
+// the writer hands it over by writing it.
 type fwdCall struct {
+	outcome
 	id      uint64
 	payload []byte // the request frame's payload (writeFrame adds the length)
-	results []engine.Result
-	state   atomic.Int32 // reqQueued (unsent), reqSubmitted (written), reqClaimed, reqAbandoned
-	err     error
-	done    chan struct{}
 }
 
-func (c *fwdCall) finish(err error) {
-	c.err = err
-	close(c.done)
+// newFwdCall is a call whose results go to results (nil for a ping).
+func newFwdCall(results []engine.Result) *fwdCall {
+	return &fwdCall{outcome: outcome{done: make(chan struct{}, 1), results: results}}
 }
 
 // fwdConn is one pooled connection.
@@ -100,7 +99,12 @@ type fwdConn struct {
 	dead     chan struct{}
 	lastRecv atomic.Int64 // when a frame last arrived (or the dial), Unix ns
 
-	mu       sync.Mutex // guards pending, nextID, err, retiring
+	mu sync.Mutex // guards pending, nextID, err, retiring
+	// pending is the connection's waiter list, keyed by call id (etcd's
+	// pkg/wait): register before the call is handed to the writer, the
+	// reader takes the call its response names. One list per connection,
+	// not one per client: die fails exactly the calls written on it and
+	// retire counts them, and the pool's connections share no lock.
 	pending  map[uint64]*fwdCall
 	nextID   uint64
 	err      error // why the connection died
@@ -121,7 +125,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 	if err != nil {
 		return errRetry
 	}
-	call := &fwdCall{results: results, done: make(chan struct{})}
+	call := newFwdCall(results)
 	if !conn.register(call) {
 		return errRetry
 	}
@@ -145,31 +149,26 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		conn.forget(call.id)
 		return fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
-	var giveUp error
-	timedOut := false
+	var notApplied error
+	var why stopCause
 	select {
 	case <-call.done:
 		return call.err
 	case <-deadline:
-		timedOut = true
-		giveUp = clusterDownError(c.timeout)
+		why, notApplied = stopDeadline, clusterDownError(c.timeout)
 	case <-ctx.Done():
-		giveUp = fmt.Errorf("cluster: forward: %w", ctx.Err())
+		why, notApplied = stopCanceled, fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
-	switch abandon(&call.state) {
-	case reqQueued:
+	switch st := call.giveUp(); st {
+	case outQueued, outHandedOver:
 		conn.forget(call.id)
-		return giveUp // never written: not applied
-	case reqSubmitted:
-		conn.forget(call.id)
-		if timedOut {
+		if st == outHandedOver && why == stopDeadline {
 			// Written, unanswered: the leader may have applied it, and the
 			// connection may be stuck (a dead network): drop it, so that
 			// the next call dials afresh.
 			conn.die(errCallTimeout)
-			return commitTimeoutError(c.timeout)
 		}
-		return giveUp
+		return giveUpError(st == outHandedOver, why, notApplied, c.timeout)
 	}
 	<-call.done
 	return call.err
@@ -360,7 +359,7 @@ func (conn *fwdConn) healthy() bool {
 
 // ping sends a request without ops, which the leader answers at once.
 func (conn *fwdConn) ping(timeout time.Duration) error {
-	call := &fwdCall{done: make(chan struct{})}
+	call := newFwdCall(nil)
 	if !conn.register(call) {
 		return errors.New("connection closed")
 	}
@@ -385,7 +384,7 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 		return call.err
 	case <-t.C:
 	}
-	if abandon(&call.state) != reqClaimed {
+	if call.giveUp() != outClaimed {
 		conn.forget(call.id)
 		return fmt.Errorf("no answer to a ping within %v", timeout)
 	}
@@ -411,7 +410,7 @@ func (conn *fwdConn) writer() {
 		for call != nil {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
-			if call.state.CompareAndSwap(reqQueued, reqSubmitted) {
+			if call.handOver() {
 				if err := writeFrame(bw, call.payload); err != nil {
 					conn.die(err)
 					conn.failQueued()
@@ -448,8 +447,8 @@ func (conn *fwdConn) failQueued() {
 		select {
 		case call := <-conn.wq:
 			conn.forget(call.id)
-			if call.state.CompareAndSwap(reqQueued, reqClaimed) {
-				call.finish(errRetry)
+			if call.claim(outQueued) {
+				call.deliver(errRetry)
 			}
 		default:
 			return
@@ -485,7 +484,7 @@ func (conn *fwdConn) reader() {
 		delete(conn.pending, id)
 		retired := conn.retiring && len(conn.pending) == 0
 		conn.mu.Unlock()
-		if call == nil || !call.state.CompareAndSwap(reqSubmitted, reqClaimed) {
+		if call == nil || !call.claim(outHandedOver) {
 			if retired {
 				conn.die(errRetired)
 				return
@@ -495,21 +494,21 @@ func (conn *fwdConn) reader() {
 		switch status {
 		case fwdStatusOK:
 			if err := decodeResults(d.B, call.results); err != nil {
-				call.finish(errBadReply)
+				call.deliver(errBadReply)
 				conn.die(err)
 				return
 			}
-			call.finish(nil)
+			call.deliver(nil)
 		case fwdStatusRetry:
-			call.finish(errRetry)
+			call.deliver(errRetry)
 		default:
 			err := d.codedError()
 			if d.Err != nil {
-				call.finish(errBadReply)
+				call.deliver(errBadReply)
 				conn.die(d.Err)
 				return
 			}
-			call.finish(err)
+			call.deliver(err)
 		}
 		if retired {
 			conn.die(errRetired) // the last call of a former leader's connection
@@ -544,10 +543,10 @@ func (conn *fwdConn) die(err error) {
 	}
 	c.mu.Unlock()
 	for _, call := range pending {
-		if call.state.CompareAndSwap(reqQueued, reqClaimed) {
-			call.finish(errRetry)
-		} else if call.state.CompareAndSwap(reqSubmitted, reqClaimed) {
-			call.finish(errResend)
+		if call.claim(outQueued) {
+			call.deliver(errRetry)
+		} else if call.claim(outHandedOver) {
+			call.deliver(errResend)
 		}
 	}
 }

@@ -17,8 +17,9 @@
 // takes its own shard locks only inside the FSM's calls (apply, snapshot,
 // restore) and the sweeper's, which hold no lock of this package; so Raft
 // is never called with an engine lock held. The log store's locks
-// (logstore.go: lazySyncVFS.mu, lazyFile.mu) are leaves too, taken inside
-// raft-wal's calls and the flusher's, never with one of the others held.
+// (cluster/logstore: lazySyncVFS.mu, lazyFile.mu) are leaves too, taken
+// inside raft-wal's calls and the flusher's, never with one of the others
+// held.
 package cluster
 
 import (
@@ -35,6 +36,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -64,7 +66,7 @@ type Node struct {
 	metrics *nodeMetrics // metrics.go
 	timers  timerPool    // deadline timers of Execute and forwarded requests
 
-	stores    *logStores // nil in memory
+	stores    *logstore.Stores // nil in memory
 	transport raft.Transport
 	ownTrans  bool // the transport is ours to close
 
@@ -198,16 +200,16 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		n.dataDir = &dir
-		if n.stores, err = openLogStore(&cfg, dir, hlog); err != nil {
+		if n.stores, err = logstore.Open(logstore.Options{Store: cfg.LogStore, Fsync: cfg.Fsync, Logger: cfg.Logger}, dir, hlog); err != nil {
 			return nil, err
 		}
 		// Raft reads back the entries it just appended (to replicate and
 		// apply them): the cache answers those from memory, whichever
 		// store is below.
-		if logs, err = raft.NewLogCache(512, n.stores.logs); err != nil {
+		if logs, err = raft.NewLogCache(512, n.stores.Logs); err != nil {
 			return nil, fmt.Errorf("cluster: log cache: %w", err)
 		}
-		stable = n.stores.stable
+		stable = n.stores.Stable
 		if snaps, err = raft.NewFileSnapshotStoreWithLogger(dir.SnapshotBase(), cfg.SnapshotRetain, hlog); err != nil {
 			return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 		}
@@ -294,8 +296,8 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 	if n.stores != nil {
 		r := n.raft
-		n.stores.fault.setLeading(func() bool { return r.State() == raft.Leader })
-		n.stores.fault.setOnLeaderFault(n.handOffAfterFault)
+		n.stores.SetLeading(func() bool { return r.State() == raft.Leader })
+		n.stores.SetOnLeaderFault(n.handOffAfterFault)
 	}
 
 	n.health = newPeerHealth(cfg.ID)
@@ -488,8 +490,9 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		}
 		if errors.Is(err, errRetry) && !sent && time.Since(start) >= misconfWait {
 			// No leader to take it, and this node's own log cannot be
-			// written: say so (disk faults, faultstore.go), or answer reads
-			// from the state when no other node can have moved on.
+			// written: say so (disk faults, cluster/logstore/faultstore.go),
+			// or answer reads from the state when no other node can have
+			// moved on.
 			if f := n.storeFault(); f != nil {
 				if n.readLocally(ops, results) {
 					return nil
@@ -499,7 +502,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		}
 		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
 			// This try was not applied, but an earlier one may have been.
-			return commitTimeoutError(n.cfg.ClusterTimeout)
+			return giveUpError(true, stopDeadline, err, n.cfg.ClusterTimeout)
 		}
 		if errors.Is(err, ErrOutcomeUnknown) {
 			return n.awaitLeaderAfterLoss(ctx, deadline.C)
@@ -517,20 +520,15 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		select {
 		case <-pause.C:
 		case <-deadline.C:
-			if sent {
-				return commitTimeoutError(n.cfg.ClusterTimeout)
-			}
+			notApplied := clusterDownError(n.cfg.ClusterTimeout)
 			if loading {
-				return ErrLoading
+				notApplied = ErrLoading
 			}
-			return clusterDownError(n.cfg.ClusterTimeout)
+			return giveUpError(sent, stopDeadline, notApplied, n.cfg.ClusterTimeout)
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: execute: %w", ctx.Err())
+			return giveUpError(sent, stopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
 		case <-n.closing:
-			if sent {
-				return ErrOutcomeUnknown
-			}
-			return ErrShuttingDown
+			return giveUpError(sent, stopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
 		}
 	}
 }
@@ -833,7 +831,7 @@ func (n *Node) Close(ctx context.Context) error {
 		<-n.batcher.stopped
 		n.bg.Wait()
 		if n.stores != nil {
-			n.stores.fault.releaseHolds() // a follower's append held by a disk fault
+			n.stores.ReleaseHolds() // a follower's append held by a disk fault
 		}
 		done := make(chan error, 1)
 		go func() { done <- n.raft.Shutdown().Error() }()
@@ -864,7 +862,7 @@ func (n *Node) cleanup() {
 		}
 	}
 	if n.stores != nil {
-		if err := n.stores.close(); err != nil {
+		if err := n.stores.Close(); err != nil {
 			n.log.Warn("closing the raft log store", "store", n.cfg.LogStore, "err", err)
 		}
 	}
@@ -885,10 +883,10 @@ const misconfWait = 500 * time.Millisecond
 // storeFault returns the MISCONF error while this node's log store cannot
 // be written, else nil.
 func (n *Node) storeFault() error {
-	if n.stores == nil || n.stores.fault == nil {
+	if n.stores == nil {
 		return nil
 	}
-	return n.stores.fault.Fault()
+	return n.stores.Fault()
 }
 
 // readLocally answers ops from this node's engine when they are all reads
@@ -904,7 +902,8 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 		}
 	}
 	// Raft's main loop may be held in a write of its term (the disk is
-	// full: faultstore.go): then the configuration last seen stands.
+	// full: cluster/logstore/faultstore.go): then the configuration last
+	// seen stands.
 	n.noteSoloVoter()
 	if !n.soloVoter.Load() {
 		return false

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cluster
+package logstore
 
 // lockDir is a no-op where flock is missing: the store's own lock, which
 // waits, is all there is.

@@ -1,4 +1,4 @@
-package cluster
+package logstore
 
 import (
 	"errors"
@@ -84,11 +84,13 @@ func (f *diskFault) coded() error {
 // errStoreFaulted is what a faulted store's appends return.
 type errStoreFaulted struct{ f *diskFault }
 
-// errStoreFaultedText opens errStoreFaulted's text.
-const errStoreFaultedText = "the raft log cannot be written: "
+// FaultedText opens the text of the error a faulted store's appends
+// return. Raft's log cache flattens a store's error into text, so the
+// batcher recognises this one by it.
+const FaultedText = "the raft log cannot be written: "
 
 func (e errStoreFaulted) Error() string {
-	return fmt.Sprintf("%s%s in %s failed: %v", errStoreFaultedText, e.f.op, e.f.dir, e.f.err)
+	return fmt.Sprintf("%s%s in %s failed: %v", FaultedText, e.f.op, e.f.dir, e.f.err)
 }
 
 // faultStore is a raft.LogStore and raft.StableStore over a storeImpl that

@@ -1,10 +1,11 @@
-package cluster
+package logstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,7 @@ import (
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
 
-	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -79,21 +80,21 @@ func TestWALSyncsPerMode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := dir.ClaimLogStore(LogStoreWAL); err != nil {
+			if err := dir.ClaimLogStore(WAL); err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{LogStore: LogStoreWAL, Fsync: tc.fsync, Logger: testLogger(t)}
+			opts := Options{Store: WAL, Fsync: tc.fsync, Logger: testLogger(t)}
 			var tick chan time.Time
 			if tc.fsync == FsyncEverysec {
 				tick = make(chan time.Time)
 			}
 			fs := &countingVFS{VFS: walfs.New()}
-			st, err := openStore(&cfg, dir, hclog.NewNullLogger(), tick, fs)
+			st, err := openStore(opts, dir, hclog.NewNullLogger(), tick, fs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			base := fs.syncs.Load() // opening may sync a new segment
-			appendN(t, st.logs, 1, 10)
+			appendN(t, st.Logs, 1, 10)
 			if got := fs.syncs.Load() - base; got != tc.afterAppends {
 				t.Fatalf("%d segment syncs after 10 appends, want %d", got, tc.afterAppends)
 			}
@@ -117,25 +118,25 @@ func TestWALSyncsPerMode(t *testing.T) {
 			if got := fs.syncs.Load() - base; got != tc.afterTick {
 				t.Fatalf("%d segment syncs after the flusher ran, want %d", got, tc.afterTick)
 			}
-			if err := st.stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+			if err := st.Stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.close(); err != nil {
+			if err := st.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if got := fs.syncs.Load() - base; got != tc.closed {
 				t.Fatalf("%d segment syncs after close, want %d", got, tc.closed)
 			}
 
-			st, err = openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+			st, err = openStore(opts, dir, hclog.NewNullLogger(), nil, walfs.New())
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.close()
-			if last, err := st.logs.LastIndex(); err != nil || last != 10 {
+			defer st.Close()
+			if last, err := st.Logs.LastIndex(); err != nil || last != 10 {
 				t.Fatalf("after reopen: last index %d, %v; want 10", last, err)
 			}
-			if term, err := st.stable.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
+			if term, err := st.Stable.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
 				t.Fatalf("after reopen: term %d, %v; want 7", term, err)
 			}
 		})
@@ -198,16 +199,16 @@ func TestBoltEverysecFlushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{LogStore: LogStoreBolt, Fsync: FsyncEverysec, Logger: testLogger(t)}
+	opts := Options{Store: Bolt, Fsync: FsyncEverysec, Logger: testLogger(t)}
 	tick := make(chan time.Time)
-	st, err := openStore(&cfg, dir, hclog.NewNullLogger(), tick, nil)
+	st, err := openStore(opts, dir, hclog.NewNullLogger(), tick, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := st.fault.cur.stable.(syncedStable); !ok {
 		t.Fatalf("bolt everysec: the stable store %T does not sync its writes", st.fault.cur.stable)
 	}
-	appendN(t, st.logs, 1, 5)
+	appendN(t, st.Logs, 1, 5)
 	tick <- time.Time{}
 	tick <- time.Time{}
 	if err := st.flusher.stop(); err != nil {
@@ -216,54 +217,16 @@ func TestBoltEverysecFlushes(t *testing.T) {
 	if n, f := st.flusher.flushes.Load(), st.flusher.failed.Load(); n != 2 || f != 0 {
 		t.Fatalf("%d flushes, %d failed; want 2, 0", n, f)
 	}
-	if err := st.close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err = openStore(&cfg, dir, hclog.NewNullLogger(), nil, nil)
+	st, err = openStore(opts, dir, hclog.NewNullLogger(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.close()
-	if last, err := st.logs.LastIndex(); err != nil || last != 5 {
+	defer st.Close()
+	if last, err := st.Logs.LastIndex(); err != nil || last != 5 {
 		t.Fatalf("after reopen: last index %d, %v; want 5", last, err)
-	}
-}
-
-// TestLogStoreMismatchRefused: a node restarted on its data dir with the
-// other log store refuses to start, naming both stores, and the data dir
-// still serves its own store afterwards.
-func TestLogStoreMismatchRefused(t *testing.T) {
-	for _, tc := range []struct{ first, second string }{
-		{LogStoreBolt, LogStoreWAL},
-		{LogStoreWAL, LogStoreBolt},
-	} {
-		t.Run(tc.first+"-then-"+tc.second, func(t *testing.T) {
-			dir := t.TempDir()
-			tcl := newTestCluster(t, 1, func(_ int, c *Config) {
-				diskSetup{tc.first, FsyncAlways}.apply(c, dir)
-			})
-			exec(t, tcl.nodes[0], decide("m", tokenRule, 5)) // the whole bucket
-			tcl.stop(0)
-
-			cfg := tcl.cfgs[0]
-			cfg.LogStore = tc.second
-			_, tr := raft.NewInmemTransportWithTimeout(cfg.Transport.LocalAddr(), 200*time.Millisecond)
-			cfg.Transport = tr
-			n, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 16}))
-			if err == nil {
-				n.Close(context.Background())
-				t.Fatalf("started with %s on a %s data dir", tc.second, tc.first)
-			}
-			if msg := err.Error(); !strings.Contains(msg, `"`+tc.first+`"`) || !strings.Contains(msg, `"`+tc.second+`"`) {
-				t.Fatalf("the error does not name both stores: %v", err)
-			}
-
-			tcl.start(0)
-			tcl.waitReady()
-			if got := allowed(exec(t, tcl.nodes[0], decide("m", tokenRule, 1))); got != "0" {
-				t.Fatalf("after the refused start: %s, want 0 (the decision was kept)", got)
-			}
-		})
 	}
 }
 
@@ -341,30 +304,30 @@ func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := dir.ClaimLogStore(LogStoreWAL); err != nil {
+			if err := dir.ClaimLogStore(WAL); err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{LogStore: LogStoreWAL, Fsync: fsync, Logger: testLogger(t)}
-			st, err := openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+			opts := Options{Store: WAL, Fsync: fsync, Logger: testLogger(t)}
+			st, err := openStore(opts, dir, hclog.NewNullLogger(), nil, walfs.New())
 			if err != nil {
 				t.Fatal(err)
 			}
-			appendN(t, st.logs, 1, 10)
-			if err := st.logs.DeleteRange(9, 10); err != nil { // the conflicting suffix
+			appendN(t, st.Logs, 1, 10)
+			if err := st.Logs.DeleteRange(9, 10); err != nil { // the conflicting suffix
 				t.Fatal(err)
 			}
-			appendN(t, st.logs, 9, 4)
-			if err := st.close(); err != nil {
+			appendN(t, st.Logs, 9, 4)
+			if err := st.Close(); err != nil {
 				t.Fatal(err)
 			}
-			st, err = openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+			st, err = openStore(opts, dir, hclog.NewNullLogger(), nil, walfs.New())
 			if err != nil {
 				t.Fatalf("reopen after a tail truncation: %v", err)
 			}
-			defer st.close()
+			defer st.Close()
 			for i := uint64(1); i <= 12; i++ {
 				var l raft.Log
-				if err := st.logs.GetLog(i, &l); err != nil || l.Index != i || string(l.Data) != fmt.Sprint(i) {
+				if err := st.Logs.GetLog(i, &l); err != nil || l.Index != i || string(l.Data) != fmt.Sprint(i) {
 					t.Fatalf("entry %d after reopen: %+v, %v", i, l, err)
 				}
 			}
@@ -372,30 +335,16 @@ func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 	}
 }
 
-// TestResolveLogStore: a node that asks for no log store gets the one its
-// data dir holds, whatever the default, and a new data dir gets the
-// default (wal); New starts on it and keeps its decisions either way.
-func TestResolveLogStore(t *testing.T) {
-	if got, err := ResolveLogStore(filepath.Join(t.TempDir(), "new")); err != nil || got != LogStoreWAL {
-		t.Fatalf("a new data dir: %q, %v; want %q", got, err, LogStoreWAL)
+// testLogger discards the log unless SLUICE_TEST_LOG is set.
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	for _, made := range []string{LogStoreBolt, LogStoreWAL} {
-		t.Run(made, func(t *testing.T) {
-			dir := t.TempDir()
-			tcl := newTestCluster(t, 1, func(_ int, c *Config) {
-				diskSetup{made, FsyncAlways}.apply(c, dir)
-			})
-			exec(t, tcl.nodes[0], decide("m", tokenRule, 5)) // the whole bucket
-			tcl.stop(0)
-			if got, err := ResolveLogStore(tcl.cfgs[0].DataDir); err != nil || got != made {
-				t.Fatalf("ResolveLogStore = %q, %v; want %q", got, err, made)
-			}
-			tcl.cfgs[0].LogStore = "" // the default settings
-			tcl.start(0)
-			tcl.waitReady()
-			if got := allowed(exec(t, tcl.nodes[0], decide("m", tokenRule, 1))); got != "0" {
-				t.Fatalf("restarted with no store named: %s, want 0 (the decision was kept)", got)
-			}
-		})
-	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// waitFor polls fn until it returns nil, failing the test after timeout.
+func waitFor(t testing.TB, timeout time.Duration, fn func() error) {
+	t.Helper()
+	testkit.Eventually(t, timeout, 5*time.Millisecond, fn)
 }

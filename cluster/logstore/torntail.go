@@ -1,4 +1,4 @@
-package cluster
+package logstore
 
 import (
 	"encoding/binary"

@@ -1,4 +1,15 @@
-package cluster
+// Package logstore opens the stores under a node's Raft log: raft-wal or
+// raft-boltdb in a data directory, with the durability mode (--fsync) and
+// the everysec flusher (logstore.go), the fault store that survives a full
+// or failing disk (faultstore.go), the torn-tail check of the wal
+// (torntail.go) and the data directory's lock (dirlock_*.go). It knows
+// nothing of Raft groups, the FSM or forwarding: cluster opens one Stores
+// per node and hands its Logs and Stable to Raft.
+//
+// Lock order: lazySyncVFS.mu, lazyFile.mu and faultStore.mu are leaves,
+// taken inside raft-wal's calls, Raft's and the flusher's, never with a
+// lock of cluster held.
+package logstore
 
 import (
 	"errors"
@@ -21,20 +32,21 @@ import (
 	"github.com/sluice-rl/sluice/persistence"
 )
 
-// The log stores (Config.LogStore).
+// The log stores (cluster.Config.LogStore).
 const (
-	// LogStoreBolt keeps Raft's log and stable state in one bolt B+tree
-	// file (raft-boltdb/v2). Each append is a bolt transaction: two
-	// fdatasyncs (the pages, then the meta page) plus freelist work.
-	LogStoreBolt = persistence.LogStoreBolt
-	// LogStoreWAL keeps Raft's log in append-only segment files
+	// Bolt keeps Raft's log and stable state in one bolt B+tree file
+	// (raft-boltdb/v2). Each append is a bolt transaction: two fdatasyncs
+	// (the pages, then the meta page) plus freelist work.
+	Bolt = persistence.LogStoreBolt
+	// WAL keeps Raft's log in append-only segment files
 	// (hashicorp/raft-wal): one fsync per append, and compaction deletes
 	// whole segments. Its stable state (term, vote) and the segment list
 	// live in a small bolt file beside them.
-	LogStoreWAL = persistence.LogStoreWAL
+	WAL = persistence.LogStoreWAL
 )
 
-// The durability modes (Config.Fsync), named after Redis's appendfsync.
+// The durability modes (cluster.Config.Fsync), named after Redis's
+// appendfsync.
 //
 // What each risks:
 //   - FsyncAlways: nothing. An entry is on disk on a majority before it
@@ -68,48 +80,61 @@ const (
 	FsyncNo       = "no"
 )
 
-// ResolveLogStore names the log store of a node on dataDir that asks for
-// none: the one the data dir already holds (a data dir keeps the store it
-// was created with, so a node restarted with default settings keeps its
-// log, whichever store the default was when it was made), or
-// DefaultLogStore for a new data dir.
-func ResolveLogStore(dataDir string) (string, error) {
-	has, err := persistence.StoredLogStore(dataDir)
-	if err != nil {
-		return "", fmt.Errorf("cluster: log store: %w", err)
-	}
-	if has != "" {
-		return has, nil
-	}
-	return DefaultLogStore, nil
-}
-
 // flushInterval is how often the everysec flusher syncs the log.
 const flushInterval = time.Second
 
-// logStores is what openLogStore opened: the log (without the cache), the
-// stable store, and how to close them.
-type logStores struct {
-	logs    raft.LogStore
-	stable  raft.StableStore
-	fault   *faultStore // logs and stable, which watches their writes
+// Options says which store Open opens and how durably.
+type Options struct {
+	Store  string       // Bolt or WAL
+	Fsync  string       // FsyncAlways, FsyncEverysec or FsyncNo
+	Logger *slog.Logger // the flusher's and the fault store's log
+}
+
+// Stores is what Open opened: the log (without Raft's log cache) and the
+// stable store, both watched for write faults (faultstore.go).
+type Stores struct {
+	// Logs is Raft's log store.
+	Logs raft.LogStore
+	// Stable is Raft's stable store (term, vote).
+	Stable raft.StableStore
+
+	fault   *faultStore // Logs and Stable, which watches their writes
 	flusher *flusher    // nil unless everysec
 	close   func() error
 }
 
-// openLogStore opens the log store cfg names in dir, with cfg's
-// durability mode.
-func openLogStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger) (*logStores, error) {
-	if err := dir.ClaimLogStore(cfg.LogStore); err != nil {
+// Close stops the flusher and the fault store's recovery, syncs a lazy
+// store and closes it.
+func (s *Stores) Close() error { return s.close() }
+
+// Fault returns the MISCONF error (errcode.LogWriteFailed) while the store
+// cannot be written, else nil.
+func (s *Stores) Fault() error { return s.fault.Fault() }
+
+// SetLeading tells the store how to know whether its node leads: a
+// leader's writes fail at once while the store is faulted, a follower's
+// are held until it recovers.
+func (s *Stores) SetLeading(lead func() bool) { s.fault.setLeading(lead) }
+
+// SetOnLeaderFault sets what runs when a write fails on a leader.
+func (s *Stores) SetOnLeaderFault(f func()) { s.fault.setOnLeaderFault(f) }
+
+// ReleaseHolds makes held and later follower writes fail instead of
+// waiting (the node is closing: Raft's shutdown waits for its loop).
+func (s *Stores) ReleaseHolds() { s.fault.releaseHolds() }
+
+// Open opens the log store opts names in dir, with opts' durability mode.
+func Open(opts Options, dir persistence.DataDir, hlog hclog.Logger) (*Stores, error) {
+	if err := dir.ClaimLogStore(opts.Store); err != nil {
 		return nil, fmt.Errorf("cluster: log store: %w", err)
 	}
 	var tick <-chan time.Time
 	var ticker *time.Ticker
-	if cfg.Fsync == FsyncEverysec {
+	if opts.Fsync == FsyncEverysec {
 		ticker = time.NewTicker(flushInterval)
 		tick = ticker.C
 	}
-	st, err := openStore(cfg, dir, hlog, tick, walfs.New())
+	st, err := openStore(opts, dir, hlog, tick, walfs.New())
 	if err != nil {
 		if ticker != nil {
 			ticker.Stop()
@@ -131,16 +156,16 @@ func openLogStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger) (*log
 // The store is wrapped in a faultStore (faultstore.go), which notices a
 // write that fails, refuses writes until the disk takes them again, and
 // then reopens the store below it.
-func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-chan time.Time, fs types.VFS) (*logStores, error) {
-	lazy := cfg.Fsync != FsyncAlways
+func openStore(opts Options, dir persistence.DataDir, hlog hclog.Logger, tick <-chan time.Time, fs types.VFS) (*Stores, error) {
+	lazy := opts.Fsync != FsyncAlways
 	var (
 		open     func() (storeImpl, error)
 		unlock   = func() error { return nil }
 		probeDir string
 		probeLen int64
 	)
-	switch cfg.LogStore {
-	case LogStoreWAL:
+	switch opts.Store {
+	case WAL:
 		var err error
 		if unlock, err = lockDir(dir.WALDir()); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
@@ -155,7 +180,7 @@ func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-c
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		if dropped > 0 {
-			cfg.Logger.Warn("dropped the torn last batch of the raft log: a crash cut its write short, before the append returned (--fsync always), so it was never acknowledged",
+			opts.Logger.Warn("dropped the torn last batch of the raft log: a crash cut its write short, before the append returned (--fsync always), so it was never acknowledged",
 				"dir", dir.WALDir(), "entries", dropped)
 		}
 		open = func() (storeImpl, error) {
@@ -188,7 +213,7 @@ func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-c
 				return errors.Join(err, w.Close(), meta.Close())
 			}}, nil
 		}
-	case LogStoreBolt:
+	case Bolt:
 		var err error
 		if unlock, err = lockDir(dir.Root()); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
@@ -225,23 +250,23 @@ func openStore(cfg *Config, dir persistence.DataDir, hlog hclog.Logger, tick <-c
 			return impl, nil
 		}
 	default:
-		return nil, fmt.Errorf("cluster: unknown log store %q", cfg.LogStore)
+		return nil, fmt.Errorf("cluster: unknown log store %q", opts.Store)
 	}
 	impl, err := open()
 	if err != nil {
 		_ = unlock()
 		return nil, err
 	}
-	fst, err := newFaultStore(impl, open, func() error { return probeWrite(probeDir, probeLen) }, cfg.Logger, probeDir)
+	fst, err := newFaultStore(impl, open, func() error { return probeWrite(probeDir, probeLen) }, opts.Logger, probeDir)
 	if err != nil {
 		_ = impl.close()
 		_ = unlock()
 		return nil, err
 	}
-	st := &logStores{logs: fst, stable: fst, fault: fst}
+	st := &Stores{Logs: fst, Stable: fst, fault: fst}
 	var fl *flusher
 	if tick != nil {
-		fl = startFlusher(fst.flush, tick, cfg.Logger)
+		fl = startFlusher(fst.flush, tick, opts.Logger)
 		st.flusher = fl
 	}
 	st.close = func() error {

@@ -1,4 +1,4 @@
-package cluster
+package logstore
 
 import (
 	"errors"
@@ -24,24 +24,24 @@ func walWith10(t *testing.T) (persistence.DataDir, string) {
 	t.Helper()
 	dir, err := persistence.OpenDataDir(t.TempDir())
 	if err == nil {
-		err = dir.ClaimLogStore(LogStoreWAL)
+		err = dir.ClaimLogStore(WAL)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{LogStore: LogStoreWAL, Fsync: FsyncAlways, Logger: testLogger(t)}
-	st, err := openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+	opts := Options{Store: WAL, Fsync: FsyncAlways, Logger: testLogger(t)}
+	st, err := openStore(opts, dir, hclog.NewNullLogger(), nil, walfs.New())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 10; i += 2 {
 		logs := []*raft.Log{{Index: uint64(i), Term: 1, Type: raft.LogCommand, Data: []byte("entry")},
 			{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: []byte("entry")}}
-		if err := st.logs.StoreLogs(logs); err != nil {
+		if err := st.Logs.StoreLogs(logs); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	segs, _ := filepath.Glob(filepath.Join(dir.WALDir(), "*.wal"))
@@ -55,13 +55,13 @@ func walWith10(t *testing.T) (persistence.DataDir, string) {
 // index, or the open's error.
 func lastIndexAfterOpen(t *testing.T, dir persistence.DataDir, fsync string) (uint64, error) {
 	t.Helper()
-	cfg := Config{LogStore: LogStoreWAL, Fsync: fsync, Logger: testLogger(t)}
-	st, err := openStore(&cfg, dir, hclog.NewNullLogger(), nil, walfs.New())
+	opts := Options{Store: WAL, Fsync: fsync, Logger: testLogger(t)}
+	st, err := openStore(opts, dir, hclog.NewNullLogger(), nil, walfs.New())
 	if err != nil {
 		return 0, err
 	}
-	defer st.close()
-	return st.logs.LastIndex()
+	defer st.Close()
+	return st.Logs.LastIndex()
 }
 
 // TestTornTail: a last batch cut short (its commit frame gone) is dropped
@@ -183,7 +183,7 @@ func TestFaultStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail.Store(true)
-	if err := s.StoreLogs(entry(2)); err == nil || !strings.Contains(err.Error(), errStoreFaultedText) {
+	if err := s.StoreLogs(entry(2)); err == nil || !strings.Contains(err.Error(), FaultedText) {
 		t.Fatalf("failed append: %v", err)
 	}
 	fail.Store(false) // the disk has room again, but the store is not trusted yet
