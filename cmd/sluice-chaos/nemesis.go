@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // faultKind is one kind of fault the nemesis injects.
@@ -281,16 +283,13 @@ func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, fun
 		return "", nil, err
 	}
 	// It listens once its Raft and forward listeners are bound.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if r, err := command(victim.RESP, time.Second, "PING"); err == nil && r.err == "" {
-			break
+	if err := testkit.PollContext(ctx, 10*time.Second, 20*time.Millisecond, func() error {
+		if r, err := command(victim.RESP, time.Second, "PING"); err != nil || r.err != "" {
+			return fmt.Errorf("the replacement %s never answered PING", victim.ID)
 		}
-		if time.Now().After(deadline) {
-			return "", nil, fmt.Errorf("the replacement %s never answered PING", victim.ID)
-		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return "", nil, err
-		}
+		return nil
+	}); err != nil {
+		return "", nil, err
 	}
 	desc := fmt.Sprintf("replace %s by %s:", old, victim.ID)
 	for _, step := range [][]string{{"RAFT.JOIN", victim.ID, victim.Raft}, {"RAFT.REMOVE", old}} {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/freeport"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // node is one sluice process of the cluster. Its addresses, data
@@ -297,24 +298,21 @@ func (c *cluster) healLinks() error {
 // leader returns a running node that says it leads Raft group g
 // (RAFT.STATUS g), polling until timeout.
 func (c *cluster) leader(ctx context.Context, g int, timeout time.Duration) (*node, error) {
-	deadline := time.Now().Add(timeout)
-	for {
+	var leader *node
+	err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
 		for _, nd := range c.nodes {
 			if !nd.running() {
 				continue
 			}
 			st, err := raftStatus(nd.RESP, g, 500*time.Millisecond)
 			if err == nil && st["role"] == "leader" {
-				return nd, nil
+				leader = nd
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no leader of group %d within %v", g, timeout)
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return nil, err
-		}
-	}
+		return fmt.Errorf("no leader of group %d", g)
+	})
+	return leader, err
 }
 
 // waitServing polls until every running node answers a read through the
@@ -322,22 +320,19 @@ func (c *cluster) leader(ctx context.Context, g int, timeout time.Duration) (*no
 // which runs in every Raft group: a node answers it only once every group
 // has a ready leader with a quorum.
 func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for _, nd := range c.nodes {
-		for nd.running() {
-			err := sluiceproc.Serving(nd.RESP, time.Second)
-			if err == nil {
-				break
+	next := 0 // c.nodes[:next] serve or are down
+	return testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
+		for ; next < len(c.nodes); next++ {
+			nd := c.nodes[next]
+			if !nd.running() {
+				continue
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s not serving within %v: %w", nd.ID, timeout, err)
-			}
-			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-				return err
+			if err := sluiceproc.Serving(nd.RESP, time.Second); err != nil {
+				return fmt.Errorf("%s not serving: %w", nd.ID, err)
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // stop kills every node and closes the proxies.

@@ -71,10 +71,13 @@ func TestBackupRestoreProcesses(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for acked.Load() < 300 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Up to 20s for 300 acknowledged calls; the backup runs either way.
+	_ = testkit.Poll(20*time.Second, 20*time.Millisecond, func() error {
+		if n := acked.Load(); n < 300 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
 	archive := filepath.Join(t.TempDir(), "cluster.bk")
 	start := time.Now()
 	out, err := runSluice(t, "backup", "--addr", c.nodes[2].RESP, "--out", archive)
@@ -244,14 +247,12 @@ func TestBackupAuthTLS(t *testing.T) {
 	addr, tlsAddr := freeAddr(t), freeAddr(t)
 	n := startSolo(t, addr, filepath.Join(t.TempDir(), "data"), "--requirepass", "s3cret",
 		"--tls-addr", tlsAddr, "--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--tls-ca-cert-file", certs.CA)
-	deadline := time.Now().Add(20 * time.Second)
 	r := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", Protocol: 2, MaxRetries: -1})
 	defer r.Close()
-	for r.Do(context.Background(), "RL.FIXED", "k", "10", "30d").Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("node not serving; log:\n%s", n.logText())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testkit.Poll(20*time.Second, 50*time.Millisecond, func() error {
+		return r.Do(context.Background(), "RL.FIXED", "k", "10", "30d").Err()
+	}); err != nil {
+		t.Fatalf("node not serving: %v; log:\n%s", err, n.logText())
 	}
 	dir := t.TempDir()
 	if out, err := runSluice(t, "backup", "--addr", addr, "--out", filepath.Join(dir, "x.bk")); err == nil || !strings.Contains(out, "NOAUTH") {
@@ -326,16 +327,14 @@ func TestRestoredClusterJoin(t *testing.T) {
 	}
 	c2 := redis.NewClient(&redis.Options{Addr: r2.addr, Protocol: 2, MaxRetries: -1})
 	defer c2.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := testkit.Poll(30*time.Second, 100*time.Millisecond, func() error {
 		want, err1 := c1.Do(ctx, "DEBUG", "DIGEST").Text()
 		got, err2 := c2.Do(ctx, "DEBUG", "DIGEST").Text()
 		if err1 == nil && err2 == nil && got == want && !strings.HasSuffix(got, " 0") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the joined node's digest %s (%v), the member's %s (%v); its log:\n%s", got, err2, want, err1, r2.logText())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return fmt.Errorf("the joined node's digest %s (%v), the member's %s (%v)", got, err2, want, err1)
+	}); err != nil {
+		t.Fatalf("%v; its log:\n%s", err, r2.logText())
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // The process tests of planned handovers (docs/operations.md, "Stopping a
@@ -239,10 +240,13 @@ func (l *handoverLoad) early(i int) (stop func()) {
 	l.wg.Add(1)
 	go l.client(context.Background(), -1, i, 1, ch) // -1: not in homes (it never moves)
 	start := time.Now()
-	deadline := start.Add(30 * time.Second)
-	for l.earlyCalls.Load() == calls && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// Up to 30s for its first answer; the log line says how long it took.
+	_ = testkit.Poll(30*time.Second, time.Millisecond, func() error {
+		if l.earlyCalls.Load() == calls {
+			return errors.New("no call answered")
+		}
+		return nil
+	})
 	l.hc.t.Logf("%s: the first call of a client on it was answered %s after it started (%d decisions meanwhile)",
 		l.hc.nodes[i].ID, time.Since(start).Round(time.Millisecond), l.decided.Load()-base)
 	return func() { close(ch) }

@@ -147,19 +147,18 @@ func (c *testCluster) client(p *proc) *redis.Client {
 // waitServing polls until every given node answers a read through the log.
 func (c *testCluster) waitServing(nodes ...*proc) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, p := range nodes {
-		for {
-			err := sluiceproc.Serving(p.RESP, 5*time.Second)
-			if err == nil {
-				break
+	next := 0 // nodes[:next] serve
+	err := testkit.Poll(30*time.Second, 50*time.Millisecond, func() error {
+		for ; next < len(nodes); next++ {
+			if err := sluiceproc.Serving(nodes[next].RESP, 5*time.Second); err != nil {
+				return fmt.Errorf("node %s not serving: %w", nodes[next].ID, err)
 			}
-			if time.Now().After(deadline) {
-				c.dumpLogs()
-				c.t.Fatalf("node %s not serving: %v", p.ID, err)
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
+		return nil
+	})
+	if err != nil {
+		c.dumpLogs()
+		c.t.Fatal(err)
 	}
 }
 
@@ -182,21 +181,21 @@ func (c *testCluster) settle(timeout, interval time.Duration, what string, probl
 
 func (c *testCluster) leader() *proc {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *proc
+	testkit.Eventually(c.t, 20*time.Second, 50*time.Millisecond, func() error {
 		for _, p := range c.nodes {
 			if p.run == nil {
 				continue
 			}
 			st, err := c.client(p).Do(context.Background(), "RAFT.STATUS").StringSlice()
 			if err == nil && len(st) >= 4 && st[3] == "leader" {
-				return p
+				leader = p
+				return nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	c.t.Fatal("no leader")
-	return nil
+		return errors.New("no leader")
+	})
+	return leader
 }
 
 func (c *testCluster) dumpLogs() {
@@ -325,16 +324,13 @@ func testClusterProcessesFailover(t *testing.T, flags []string) {
 	c.kill(c.nodes[0])
 	c.kill(c.nodes[1])
 	lone := c.client(c.nodes[2])
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		st, err := lone.Do(ctx, "RAFT.STATUS").StringSlice()
 		if err == nil && len(st) >= 4 && st[3] != "leader" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lone node still leads: %v %v", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the lone node still leads: %v %v", st, err)
+	})
 	start := time.Now()
 	err := c.client(c.nodes[2]).Do(ctx, "RL.TOKEN", "lone", 10, "1/s").Err()
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {
