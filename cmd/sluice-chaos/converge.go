@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // finalReads reads every zero-refill key through every node with RL.PEEK
@@ -104,7 +105,7 @@ func (c *cluster) appliedIndexes() ([]uint64, bool, error) {
 	for g := range c.shards {
 		var first, leader string
 		for i, nd := range c.nodes {
-			st, err := raftStatus(nd.RESP, g, 2*time.Second)
+			st, err := proccluster.RaftStatus(nd, g, 2*time.Second)
 			if err != nil {
 				return nil, false, fmt.Errorf("RAFT.STATUS %d on %s: %w", g, nd.ID, err)
 			}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -149,33 +149,22 @@ func TestBackupRestoreProcesses(t *testing.T) {
 	// cluster's third node, which is stopped first: the old leader keeps
 	// trying to replicate to that address, and the restored node must
 	// refuse it (the new cluster's identity).
-	layout, err := sluiceproc.Layout(3, t.TempDir(), sluiceproc.FreeAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.kill(c.nodes[2])
-	layout[2].RESP, layout[2].Raft, layout[2].Fwd = c.nodes[2].RESP, c.nodes[2].Raft, c.nodes[2].Fwd
-	nc := &testCluster{t: t, peers: sluiceproc.Peers(layout)}
-	for _, nd := range layout {
-		out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nd.Dir, "--id", nd.ID, "--peers", nc.peers)
+	nc := layoutTestCluster(t, proccluster.Config{Nodes: 3, Setup: func(ns []*proc) {
+		ns[2].RESP, ns[2].Raft, ns[2].Fwd = c.nodes[2].RESP, c.nodes[2].Raft, c.nodes[2].Fwd
+	}})
+	for _, nd := range nc.nodes {
+		out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nd.Dir, "--id", nd.ID, "--peers", nc.Peers)
 		if err != nil {
 			t.Fatalf("sluice restore: %v\n%s", err, out)
 		}
 		nd.Extra = []string{"--shards", strconv.Itoa(shardCount)}
-		nc.nodes = append(nc.nodes, &proc{Node: nd})
 	}
-	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", layout[0].Dir, "--id", "n1", "--peers", nc.peers); err == nil ||
+	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nc.nodes[0].Dir, "--id", "n1", "--peers", nc.Peers); err == nil ||
 		!strings.Contains(out, "not empty") {
 		t.Errorf("restore over a data dir that is not empty: %v\n%s", err, out)
 	}
-	for _, p := range nc.nodes {
-		nc.start(p)
-	}
-	t.Cleanup(func() {
-		for _, p := range nc.nodes {
-			nc.kill(p)
-		}
-	})
+	nc.startAll()
 	// Before any command goes through the new cluster's log (which would
 	// move its clock), every node holds exactly the backup's state.
 	for _, p := range nc.nodes {

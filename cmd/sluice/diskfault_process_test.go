@@ -384,10 +384,9 @@ func TestTornTailFollower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := follower.run.Stop(10 * time.Second); err != nil {
+	if err := c.Stop(follower, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	follower.run = nil
 	tearTail(t, follower.Dir)
 	for i := 50; i < 80; i++ {
 		if err := r.Do(ctx, "RL.FIXED", "k"+strconv.Itoa(i), "100", "30d").Err(); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/slots"
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
@@ -181,30 +180,19 @@ func (l *memberLoad) check(p *proc) {
 // and the cluster's --shards: it waits to be joined.
 func (c *testCluster) newJoiner(id string) *proc {
 	c.t.Helper()
-	nd := &sluiceproc.Node{ID: id, Dir: c.t.TempDir() + "/" + id}
-	for _, a := range []*string{&nd.RESP, &nd.Raft, &nd.Fwd} {
-		*a = freeAddr(c.t)
+	p, err := c.Joiner(id, c.t.TempDir()+"/"+id)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	p := &proc{Node: nd}
+	p.Extra = []string{"--shards", strconv.Itoa(shardCount)}
 	c.startJoiner(p)
-	c.t.Cleanup(func() { c.kill(p) })
 	return p
 }
 
 // startJoiner starts p without --peers, with --no-bootstrap.
 func (c *testCluster) startJoiner(p *proc) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	p.log = logf
-	args := []string{"--id", p.ID, "--addr", p.RESP, "--raft-addr", p.Raft, "--forward-addr", p.Fwd, "--data-dir", p.Dir,
-		"--no-bootstrap", "--shards", strconv.Itoa(shardCount),
-		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn"}
-	if p.run, err = sluiceproc.Start(p.ID, binary, args, sluiceproc.Options{Output: logf}); err != nil {
-		c.t.Fatal(err)
-	}
+	c.start(p)
 	// It serves no command yet (no group knows a leader): it answers PING
 	// once it listens.
 	testkit.Eventually(c.t, 10*time.Second, 20*time.Millisecond, func() error {

@@ -756,15 +756,14 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 // stop sends SIGTERM and waits for a clean exit.
 func (c *testCluster) stop(p *proc) {
 	c.t.Helper()
-	if p.run == nil {
+	run := p.Process()
+	if run == nil {
 		return
 	}
-	err := p.run.Stop(30 * time.Second)
+	err := c.Stop(p, 30*time.Second)
 	if err == nil {
-		err = p.run.Err()
+		err = run.Err()
 	}
-	p.run = nil
-	p.log.Close()
 	if err != nil {
 		c.dumpLogs()
 		c.t.Fatalf("stopping %s: %v", p.ID, err)
@@ -844,7 +843,7 @@ func TestShardedClusterRestart(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, binary, nd.Args(c.peers, "--log-level", "warn")...)
+	cmd := exec.CommandContext(cctx, binary, nd.Args(c.Peers, "--log-level", "warn")...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exit *exec.ExitError
