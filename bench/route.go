@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/slots"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // SlotRoute sends each request to the node serving its key's hash slot, as
@@ -64,18 +65,16 @@ func ClusterRoute(ctx context.Context, addr string) (*SlotRoute, error) {
 // waitClusterRoute polls ClusterRoute until its masters are want distinct
 // nodes (a cluster whose groups' leaders have spread), or until timeout.
 func waitClusterRoute(ctx context.Context, addr string, want int, timeout time.Duration) (*SlotRoute, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		r, err := ClusterRoute(ctx, addr)
-		if err == nil && len(r.Addrs) == want {
-			return r, nil
+	var r *SlotRoute
+	err := testkit.PollContext(ctx, timeout, 100*time.Millisecond, func() error {
+		var err error
+		if r, err = ClusterRoute(ctx, addr); err == nil && len(r.Addrs) != want {
+			err = fmt.Errorf("%d distinct masters, want %d", len(r.Addrs), want)
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = fmt.Errorf("%d distinct masters, want %d", len(r.Addrs), want)
-			}
-			return nil, fmt.Errorf("cluster route: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster route: %w", err)
 	}
+	return r, nil
 }

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestComposeFile parses compose.yaml and checks that it describes a
@@ -162,21 +164,17 @@ func TestComposeClusterRuns(t *testing.T) {
 		t.Cleanup(p.Kill)
 	}
 	for name, n := range nodes {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
 			c := &http.Client{Timeout: 2 * time.Second}
 			resp, err := c.Get("http://" + n.metrics + "/readyz")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					break
+					return nil
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never ready", name)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("%s never ready", name)
+		})
 		decide(t, n.resp)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestGrafanaDashboard checks grafana/sluice.json against a running node:
@@ -200,13 +201,12 @@ func scrapeNode(t *testing.T) map[string]*dto.MetricFamily {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for code, _ := get("/readyz"); code != http.StatusOK; code, _ = get("/readyz") {
-		if time.Now().After(deadline) {
-			t.Fatal("node not ready")
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if code, _ := get("/readyz"); code != http.StatusOK {
+			return fmt.Errorf("node not ready: /readyz %d", code)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	c, err := respwire.Dial(addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)

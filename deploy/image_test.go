@@ -3,6 +3,7 @@ package deploy
 import (
 	"archive/tar"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestImage checks the image make image built ($SLUICE_IMAGE; make
@@ -148,17 +150,12 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Kill()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		hc := exec.Command(bin, "healthcheck", "--addr", addr, "--timeout", "1s")
-		if err := hc.Run(); err == nil {
-			break
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if err := exec.Command(bin, "healthcheck", "--addr", addr, "--timeout", "1s").Run(); err != nil {
+			return fmt.Errorf("sluice healthcheck never passed: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("sluice healthcheck never passed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	c, err := respwire.Dial(addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)

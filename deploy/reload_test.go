@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestReloadOnSIGHUP: the unit's ExecReload sends SIGHUP. The node keeps
@@ -65,13 +67,12 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+			if !ok() {
+				return fmt.Errorf("timed out waiting for %s", what)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	var first []byte
 	waitFor("the TLS listener", func() bool { first = presented(); return first != nil })

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestHelmScalingSteps runs the chart's pods as local processes and walks
@@ -107,13 +109,12 @@ func TestHelmScalingSteps(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+		testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+			if !ok() {
+				return fmt.Errorf("timed out waiting for %s", what)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	for _, p := range pods[:3] {
 		waitFor(p.name+" ready", func() bool { return readyz(p) == http.StatusOK })

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestVersionAndInfo: sluice version prints the release, commit and Go
@@ -37,22 +39,20 @@ func TestVersionAndInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Kill()
-	deadline := time.Now().Add(20 * time.Second)
 	var info string
-	for {
-		if c, err := respwire.Dial(addr, time.Second); err == nil {
-			v, err := c.Do(2*time.Second, "INFO", "server")
-			c.Close()
-			if err == nil {
-				info = v.Str
-				break
-			}
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+		c, err := respwire.Dial(addr, time.Second)
+		if err != nil {
+			return fmt.Errorf("no INFO server: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no INFO server")
+		defer c.Close()
+		v, err := c.Do(2*time.Second, "INFO", "server")
+		if err != nil {
+			return fmt.Errorf("no INFO server: %w", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		info = v.Str
+		return nil
+	})
 	for _, want := range []string{"redis_version:7.2.0\r\n", "sluice_version:" + release + "\r\n", "sluice_git_sha1:" + commit + "\r\n", "sluice_git_dirty:"} {
 		if !strings.Contains(info, want) {
 			t.Errorf("INFO server lacks %q:\n%s", want, info)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/servetest"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // gatedExecutor runs ops on a LocalExecutor once the gate opens.
@@ -56,17 +57,14 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("the idle connection: %v, want it closed", err)
 	}
 	half.send(t, cmd[len(cmd)/2:]) // within drainPartialGrace
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
-			break // the listener is closed
+			return nil // the listener is closed
 		}
 		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("Drain left the listener open")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("Drain left the listener open")
+	})
 	select {
 	case err := <-drained:
 		t.Fatalf("Drain returned (%v) while a command was running", err)

@@ -1,10 +1,13 @@
 package resp
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestHostileFramingThroughServer sends framings that crash or spin a bare
@@ -50,15 +53,12 @@ func TestMaxClients(t *testing.T) {
 	c.read(t).expect(t, "-ERR max number of clients reached")
 	_ = a.conn.Close()
 	// The slot frees once the server notices the close.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	testkit.Eventually(t, 2*time.Second, 10*time.Millisecond, func() error {
 		d := rawDial(t, addr)
 		d.send(t, encode("PING"))
-		if got := d.read(t); got == "+PONG" {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("slot never freed: %q", got)
+		if got := d.read(t); got != "+PONG" {
+			return fmt.Errorf("slot never freed: %q", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

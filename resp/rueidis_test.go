@@ -2,10 +2,13 @@ package resp
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestRueidisDefaults: rueidis with its default options (client-side
@@ -64,17 +67,12 @@ func TestRueidisDefaults(t *testing.T) {
 	if err := other.Do(ctx, "RL.FIXED", "k", 100, "1h").Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		v, _ := cached()
-		if v[2] == 96 {
-			break
+	testkit.Eventually(t, 5*time.Second, time.Millisecond, func() error {
+		if v, _ := cached(); v[2] != 96 {
+			return fmt.Errorf("cached RL.PEEK still %v after another connection's RL.FIXED", v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cached RL.PEEK still %v after another connection's RL.FIXED", v)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if v, hit := cached(); !hit || v[2] != 96 {
 		t.Fatalf("after the refill: %v, hit %v", v, hit)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/freeport"
 	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // startRedisServer starts a redis-server on a free port of 127.0.0.1 with
@@ -38,21 +39,19 @@ func startRedisServer(t testing.TB) string {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
 		c, err := respwire.Dial(addr, time.Second)
-		if err == nil {
-			v, err := c.Do(time.Second, "PING")
-			c.Close()
-			if err == nil && v.Text(respwire.WithLengths) == "+PONG" {
-				return addr
-			}
+		if err != nil {
+			return fmt.Errorf("redis-server at %s did not answer PING: %w", addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server at %s did not answer PING: %v", addr, err)
+		defer c.Close()
+		v, err := c.Do(time.Second, "PING")
+		if err != nil || v.Text(respwire.WithLengths) != "+PONG" {
+			return fmt.Errorf("redis-server at %s did not answer PING: %v %v", addr, v.Text(respwire.WithLengths), err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return addr
 }
 
 // rawReplyConn sends commands and reads each reply as its exact bytes.

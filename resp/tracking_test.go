@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // push is the flattened invalidation push for keys (none: every key).
@@ -196,13 +197,12 @@ func TestTrackingBounded(t *testing.T) {
 		t.Fatalf("%d evictions, %d pairs left", len(seen), tr.Keys())
 	}
 	a.conn.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for tr.Keys() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pairs left after the connection closed", tr.Keys())
+	testkit.Eventually(t, 5*time.Second, time.Millisecond, func() error {
+		if n := tr.Keys(); n != 0 {
+			return fmt.Errorf("%d pairs left after the connection closed", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	tr.connsMu.Lock()
 	conns := len(tr.conns)
 	tr.connsMu.Unlock()
@@ -274,13 +274,12 @@ func TestTrackingConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for tr.Keys() != 0 || tr.active.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pairs and %d tracking connections left", tr.Keys(), tr.active.Load())
+	testkit.Eventually(t, 5*time.Second, time.Millisecond, func() error {
+		if tr.Keys() != 0 || tr.active.Load() != 0 {
+			return fmt.Errorf("%d pairs and %d tracking connections left", tr.Keys(), tr.active.Load())
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestTrackingStrings: GET, MGET, STRLEN, TTL, PTTL, EXISTS and TYPE of a

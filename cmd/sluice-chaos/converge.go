@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // finalReads reads every zero-refill key through every node with RL.PEEK
@@ -51,12 +55,17 @@ func (c *cluster) finalReads(keys []*keySpec) []finalRead {
 // DEBUG DIGEST: a hash of its own engine state, all groups' engines
 // together, and the applied index of each group.
 func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string, []uint64, error) {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		idx, same, err := c.appliedIndexes()
+	var (
+		ds   []string
+		idx  []uint64
+		last error // the last error seen: a try that only saw indexes move keeps it
+	)
+	err := testkit.PollContext(ctx, timeout, 100*time.Millisecond, func() error {
+		var same bool
+		var err error
+		ds = nil
+		idx, same, err = c.appliedIndexes()
 		if err == nil && same {
-			var ds []string
 			for _, nd := range c.nodes {
 				r, derr := command(nd.RESP, 5*time.Second, "DEBUG", "DIGEST")
 				if derr != nil || r.err != "" {
@@ -68,20 +77,22 @@ func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string,
 			if err == nil {
 				idx2, same2, err2 := c.appliedIndexes()
 				if err2 == nil && same2 && slices.Equal(idx2, idx) {
-					return ds, idx, nil
+					return nil
 				}
 			}
 		}
 		if err != nil {
-			last = err.Error()
+			last = err
 		}
-		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("replicas did not reach the same applied index within %v (%s)", timeout, last)
+		if last == nil {
+			return errors.New("replicas did not reach the same applied index")
 		}
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-			return nil, nil, err
-		}
+		return fmt.Errorf("replicas did not reach the same applied index (%w)", last)
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return ds, idx, nil
 }
 
 // appliedIndexes reports whether every Raft group has a leader and every
@@ -94,7 +105,7 @@ func (c *cluster) appliedIndexes() ([]uint64, bool, error) {
 	for g := range c.shards {
 		var first, leader string
 		for i, nd := range c.nodes {
-			st, err := raftStatus(nd.RESP, g, 2*time.Second)
+			st, err := proccluster.RaftStatus(nd, g, 2*time.Second)
 			if err != nil {
 				return nil, false, fmt.Errorf("RAFT.STATUS %d on %s: %w", g, nd.ID, err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // groupStatus is what a fake node reports for one Raft group.
@@ -35,9 +36,8 @@ func (f *fakeNode) set(g int, st groupStatus) {
 	f.mu.Unlock()
 }
 
-// startFakeNode serves f on 127.0.0.1 and returns a running node of the
-// chaos cluster pointing at it.
-func startFakeNode(t *testing.T, id string, idx int, f *fakeNode) *node {
+// startFakeNode serves f on 127.0.0.1 and returns a node pointing at it.
+func startFakeNode(t *testing.T, id string, f *fakeNode) *sluiceproc.Node {
 	t.Helper()
 	ln := testkit.Listen(t)
 	go func() {
@@ -65,7 +65,7 @@ func startFakeNode(t *testing.T, id string, idx int, f *fakeNode) *node {
 			}
 		}, nil, nil)
 	}()
-	return &node{Node: &sluiceproc.Node{ID: id, RESP: ln.Addr().String()}, idx: idx, proc: &sluiceproc.Process{}}
+	return &sluiceproc.Node{ID: id, RESP: ln.Addr().String()}
 }
 
 // TestGroupLeadersAndConvergence: the nemesis finds the leader of the group
@@ -74,11 +74,14 @@ func startFakeNode(t *testing.T, id string, idx int, f *fakeNode) *node {
 func TestGroupLeadersAndConvergence(t *testing.T) {
 	const groups = 3
 	fakes := make([]*fakeNode, 3)
-	c := &cluster{shards: groups}
+	var nodes []*sluiceproc.Node
 	for i := range fakes {
 		fakes[i] = &fakeNode{groups: make([]groupStatus, groups)}
-		c.nodes = append(c.nodes, startFakeNode(t, fmt.Sprintf("n%d", i+1), i, fakes[i]))
+		nodes = append(nodes, startFakeNode(t, fmt.Sprintf("n%d", i+1), fakes[i]))
 	}
+	// The fakes run already: the chaos cluster attaches to them.
+	c := &cluster{Cluster: proccluster.Attach(nodes), shards: groups}
+	c.nodes = c.Cluster.Nodes
 	// Node i leads group i; every group has applied all it committed.
 	converged := func() {
 		for i, f := range fakes {
@@ -94,7 +97,7 @@ func TestGroupLeadersAndConvergence(t *testing.T) {
 	converged()
 	ctx := context.Background()
 	for g := range groups {
-		nd, err := c.leader(ctx, g, time.Second)
+		nd, err := c.Leader(ctx, g, time.Second)
 		if err != nil || nd != c.nodes[g] {
 			t.Fatalf("leader of group %d: %v %v, want %s", g, nd, err, c.nodes[g].ID)
 		}
@@ -125,7 +128,7 @@ func TestGroupLeadersAndConvergence(t *testing.T) {
 	}
 	converged()
 	fakes[1].set(1, groupStatus{role: "follower", applied: 101, commit: 101})
-	if nd, err := c.leader(ctx, 1, 200*time.Millisecond); err == nil {
+	if nd, err := c.Leader(ctx, 1, 200*time.Millisecond); err == nil {
 		t.Fatalf("leader of a leaderless group: %s, want an error", nd.ID)
 	}
 }

@@ -224,9 +224,9 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.stop()
-	log.Info("cluster starting", "peers", c.peers, "shards", o.shards, "skewed", c.nodes[skewed].ID, "skew", skew)
-	if err := c.waitServing(ctx, 60*time.Second); err != nil {
+	defer c.Close()
+	log.Info("cluster starting", "peers", c.Peers, "shards", o.shards, "skewed", c.nodes[skewed].ID, "skew", skew)
+	if err := c.WaitServing(ctx, 60*time.Second, time.Second); err != nil {
 		return nil, fmt.Errorf("cluster never served: %w", err)
 	}
 
@@ -243,7 +243,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	pace := time.Duration(int64(time.Second) * int64(o.workers*len(c.nodes)) / int64(o.rate))
 	for i := range o.workers * len(c.nodes) {
 		nd := c.nodes[i%len(c.nodes)]
-		w := &worker{id: i, node: nd.idx, addr: nd.RESP, pace: pace, timeout: o.requestTimeout,
+		w := &worker{id: i, node: nd.Index, addr: nd.RESP, pace: pace, timeout: o.requestTimeout,
 			rng: rand.New(rand.NewPCG(o.seed, uint64(i+1))), wl: wl, rec: rec, start: startMono}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(wctx) }()
@@ -278,7 +278,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 			// A replacement that failed halfway leaves a member missing.
 			rep.violations = append(rep.violations, violation{Check: "membership", Msg: err.Error()})
 			log.Error("replace failed", "err", err)
-			_ = c.healAll()
+			_ = c.HealAll()
 			continue
 		} else if err != nil {
 			log.Warn("fault not injected", "kind", kind, "err", err)
@@ -291,12 +291,12 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 			log.Error("heal failed", "n", ev.N, "err", err)
 		}
 		healed := time.Now()
-		if err := c.waitServing(ctx, 30*time.Second); err != nil {
+		if err := c.WaitServing(ctx, 30*time.Second, time.Second); err != nil {
 			ev.Recovered = -1
 			rep.violations = append(rep.violations, violation{Check: "recovery",
 				Msg: fmt.Sprintf("fault %d (%s): %v", ev.N, desc, err)})
 			log.Error("no recovery", "n", ev.N, "err", err)
-			_ = c.healAll()
+			_ = c.HealAll()
 		} else {
 			ev.Recovered = time.Since(healed)
 			log.Info("healed", "n", ev.N, "recovered_in", ev.Recovered.Round(time.Millisecond))
@@ -315,10 +315,10 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	}
 
 	// Heal everything, let the clients see a calm cluster, then stop them.
-	if err := c.healAll(); err != nil {
+	if err := c.HealAll(); err != nil {
 		log.Error("final heal", "err", err)
 	}
-	if err := c.waitServing(ctx, 60*time.Second); err != nil {
+	if err := c.WaitServing(ctx, 60*time.Second, time.Second); err != nil {
 		rep.violations = append(rep.violations, violation{Check: "recovery", Msg: "after the final heal: " + err.Error()})
 	}
 	_ = sleepCtx(ctx, 3*time.Second)
@@ -344,7 +344,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (*report, error) {
 	}
 	reads := c.finalReads(rep.keys)
 	for _, nd := range c.nodes {
-		for _, msg := range nd.crashes() {
+		for _, msg := range nd.Crashes() {
 			rep.violations = append(rep.violations, violation{Check: "process", Msg: msg})
 		}
 	}
@@ -487,4 +487,16 @@ func (r *report) perGroup(groups int) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

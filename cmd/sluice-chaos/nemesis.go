@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // faultKind is one kind of fault the nemesis injects.
@@ -93,7 +95,7 @@ func (n *nemesis) nextKind() faultKind {
 func (n *nemesis) follower(leader *node) *node {
 	var fs []*node
 	for _, nd := range n.c.nodes {
-		if nd != leader && nd.running() {
+		if nd != leader && nd.Running() {
 			fs = append(fs, nd)
 		}
 	}
@@ -126,7 +128,7 @@ func (n *nemesis) group() int {
 // it.
 func (n *nemesis) inject(ctx context.Context, k faultKind) (string, func() error, error) {
 	g := n.group()
-	leader, err := n.c.leader(ctx, g, 10*time.Second)
+	leader, err := n.c.Leader(ctx, g, 10*time.Second)
 	if err != nil {
 		return "", nil, err
 	}
@@ -155,8 +157,8 @@ func (n *nemesis) injectAt(k faultKind, leader *node) (string, func() error, err
 				return "", nil, fmt.Errorf("no follower to kill")
 			}
 		}
-		c.kill(victim)
-		return "kill -9 " + victim.ID, func() error { return c.start(victim) }, nil
+		c.Kill(victim)
+		return "kill -9 " + victim.ID, func() error { return c.Start(victim) }, nil
 	case faultPauseLeader, faultPauseFollower:
 		victim := leader
 		if k == faultPauseFollower {
@@ -164,10 +166,10 @@ func (n *nemesis) injectAt(k faultKind, leader *node) (string, func() error, err
 				return "", nil, fmt.Errorf("no follower to pause")
 			}
 		}
-		if err := c.signal(victim, syscall.SIGSTOP); err != nil {
+		if err := c.Signal(victim, syscall.SIGSTOP); err != nil {
 			return "", nil, err
 		}
-		return "SIGSTOP " + victim.ID, func() error { return c.signal(victim, syscall.SIGCONT) }, nil
+		return "SIGSTOP " + victim.ID, func() error { return c.Signal(victim, syscall.SIGCONT) }, nil
 	case faultIsolateLeader, faultIsolateFollower:
 		victim := leader
 		if k == faultIsolateFollower {
@@ -176,40 +178,36 @@ func (n *nemesis) injectAt(k faultKind, leader *node) (string, func() error, err
 			}
 		}
 		m := n.mode()
-		for _, other := range c.nodes {
-			if other != victim {
-				if err := c.cut(victim.idx, other.idx, m); err != nil {
-					return "", nil, errors.Join(err, c.healLinks())
-				}
-			}
+		if err := c.Isolate(victim.Index, m); err != nil {
+			return "", nil, errors.Join(err, c.Heal())
 		}
-		return fmt.Sprintf("isolate %s (%s)", victim.ID, m), c.healLinks, nil
+		return fmt.Sprintf("isolate %s (%s)", victim.ID, m), c.Heal, nil
 	case faultCutLink:
 		f := n.follower(leader)
 		if f == nil {
 			return "", nil, fmt.Errorf("no follower to cut off")
 		}
 		m := n.mode()
-		if err := c.cut(leader.idx, f.idx, m); err != nil {
-			return "", nil, errors.Join(err, c.healLinks())
+		if err := c.Cut(leader.Index, f.Index, m); err != nil {
+			return "", nil, errors.Join(err, c.Heal())
 		}
-		return fmt.Sprintf("cut link %s-%s (%s)", leader.ID, f.ID, m), c.healLinks, nil
+		return fmt.Sprintf("cut link %s-%s (%s)", leader.ID, f.ID, m), c.Heal, nil
 	case faultStallLink:
 		f := n.follower(leader)
 		if f == nil {
 			return "", nil, fmt.Errorf("no follower to stall")
 		}
-		if err := c.stall(leader.idx, f.idx); err != nil {
-			return "", nil, errors.Join(err, c.healLinks())
+		if err := c.Stall(leader.Index, f.Index); err != nil {
+			return "", nil, errors.Join(err, c.Heal())
 		}
-		return fmt.Sprintf("stall link %s-%s", leader.ID, f.ID), c.healLinks, nil
+		return fmt.Sprintf("stall link %s-%s", leader.ID, f.ID), c.Heal, nil
 	case faultRestartAll:
 		for _, i := range n.rng.Perm(len(c.nodes)) {
-			c.kill(c.nodes[i])
+			c.Kill(c.nodes[i])
 		}
 		return "kill -9 every node, then start them all", func() error {
 			for _, nd := range c.nodes {
-				if err := c.start(nd); err != nil {
+				if err := c.Start(nd); err != nil {
 					return err
 				}
 			}
@@ -231,14 +229,14 @@ func (n *nemesis) skewedLeader(ctx context.Context, g int, leader *node) (string
 	target := c.nodes[n.skewed]
 	for i := 1; target == leader && i < c.shards; i++ {
 		next := (g + 1) % c.shards
-		l, err := c.leader(ctx, next, 10*time.Second)
+		l, err := c.Leader(ctx, next, 10*time.Second)
 		if err != nil {
 			return "", nil, err
 		}
 		g, leader = next, l
 	}
 	if target == leader {
-		return fmt.Sprintf("%s (clock %+v) leads already", target.ID, target.skew), noop, nil
+		return fmt.Sprintf("%s (clock %+v) leads already", target.ID, c.skew[target.Index]), noop, nil
 	}
 	group := ""
 	args := []string{"RAFT.TRANSFER", target.ID}
@@ -253,7 +251,7 @@ func (n *nemesis) skewedLeader(ctx context.Context, g int, leader *node) (string
 	if r.err != "" {
 		return "", nil, fmt.Errorf("%s: %s", strings.Join(args, " "), r.err)
 	}
-	return fmt.Sprintf("leadership%s %s -> %s (clock %+v)", group, leader.ID, target.ID, target.skew), noop, nil
+	return fmt.Sprintf("leadership%s %s -> %s (clock %+v)", group, leader.ID, target.ID, c.skew[target.Index]), noop, nil
 }
 
 // replace replaces a machine, as an operator would (docs/operations.md,
@@ -272,25 +270,22 @@ func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, fun
 			return "", nil, fmt.Errorf("no follower to replace")
 		}
 	}
-	c.kill(victim)
-	old, err := c.replaceNode(victim)
+	c.Kill(victim)
+	old, err := c.Replace(victim)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := c.start(victim); err != nil {
+	if err := c.Start(victim); err != nil {
 		return "", nil, err
 	}
 	// It listens once its Raft and forward listeners are bound.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if r, err := command(victim.RESP, time.Second, "PING"); err == nil && r.err == "" {
-			break
+	if err := testkit.PollContext(ctx, 10*time.Second, 20*time.Millisecond, func() error {
+		if r, err := command(victim.RESP, time.Second, "PING"); err != nil || r.err != "" {
+			return fmt.Errorf("the replacement %s never answered PING", victim.ID)
 		}
-		if time.Now().After(deadline) {
-			return "", nil, fmt.Errorf("the replacement %s never answered PING", victim.ID)
-		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return "", nil, err
-		}
+		return nil
+	}); err != nil {
+		return "", nil, err
 	}
 	desc := fmt.Sprintf("replace %s by %s:", old, victim.ID)
 	for _, step := range [][]string{{"RAFT.JOIN", victim.ID, victim.Raft}, {"RAFT.REMOVE", old}} {
@@ -309,28 +304,4 @@ func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, fun
 		desc += fmt.Sprintf(" %s via %s (%s)", strings.ToLower(step[0]), via.ID, time.Since(start).Round(time.Millisecond))
 	}
 	return desc, noop, nil
-}
-
-// healAll undoes whatever may still be broken: links up, paused nodes
-// resumed, stopped nodes started.
-func (c *cluster) healAll() error {
-	if err := c.healLinks(); err != nil {
-		return err
-	}
-	for _, nd := range c.nodes {
-		nd.mu.Lock()
-		paused, down := nd.paused, nd.proc == nil
-		nd.mu.Unlock()
-		if paused {
-			if err := c.signal(nd, syscall.SIGCONT); err != nil {
-				return err
-			}
-		}
-		if down {
-			if err := c.start(nd); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

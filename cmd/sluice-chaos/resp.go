@@ -132,26 +132,3 @@ func command(addr string, timeout time.Duration, args ...string) (reply, error) 
 	defer c.Close()
 	return c.do(timeout, args...)
 }
-
-// raftStatus returns a node's RAFT.STATUS fields for Raft group g (the
-// group is named only when it is not 0, so that a node of one group is
-// asked exactly as before).
-func raftStatus(addr string, g int, timeout time.Duration) (map[string]string, error) {
-	args := []string{"RAFT.STATUS"}
-	if g != 0 {
-		args = append(args, strconv.Itoa(g))
-	}
-	r, err := command(addr, timeout, args...)
-	if err != nil {
-		return nil, err
-	}
-	if r.err != "" {
-		return nil, fmt.Errorf("RAFT.STATUS: %s", r.err)
-	}
-	s := r.strings()
-	m := make(map[string]string, len(s)/2)
-	for i := 0; i+1 < len(s); i += 2 {
-		m[s[i]] = s[i+1]
-	}
-	return m, nil
-}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -71,10 +71,13 @@ func TestBackupRestoreProcesses(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for acked.Load() < 300 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Up to 20s for 300 acknowledged calls; the backup runs either way.
+	_ = testkit.Poll(20*time.Second, 20*time.Millisecond, func() error {
+		if n := acked.Load(); n < 300 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
 	archive := filepath.Join(t.TempDir(), "cluster.bk")
 	start := time.Now()
 	out, err := runSluice(t, "backup", "--addr", c.nodes[2].RESP, "--out", archive)
@@ -146,33 +149,22 @@ func TestBackupRestoreProcesses(t *testing.T) {
 	// cluster's third node, which is stopped first: the old leader keeps
 	// trying to replicate to that address, and the restored node must
 	// refuse it (the new cluster's identity).
-	layout, err := sluiceproc.Layout(3, t.TempDir(), sluiceproc.FreeAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.kill(c.nodes[2])
-	layout[2].RESP, layout[2].Raft, layout[2].Fwd = c.nodes[2].RESP, c.nodes[2].Raft, c.nodes[2].Fwd
-	nc := &testCluster{t: t, peers: sluiceproc.Peers(layout)}
-	for _, nd := range layout {
-		out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nd.Dir, "--id", nd.ID, "--peers", nc.peers)
+	nc := layoutTestCluster(t, proccluster.Config{Nodes: 3, Setup: func(ns []*proc) {
+		ns[2].RESP, ns[2].Raft, ns[2].Fwd = c.nodes[2].RESP, c.nodes[2].Raft, c.nodes[2].Fwd
+	}})
+	for _, nd := range nc.nodes {
+		out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nd.Dir, "--id", nd.ID, "--peers", nc.Peers)
 		if err != nil {
 			t.Fatalf("sluice restore: %v\n%s", err, out)
 		}
 		nd.Extra = []string{"--shards", strconv.Itoa(shardCount)}
-		nc.nodes = append(nc.nodes, &proc{Node: nd})
 	}
-	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", layout[0].Dir, "--id", "n1", "--peers", nc.peers); err == nil ||
+	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", nc.nodes[0].Dir, "--id", "n1", "--peers", nc.Peers); err == nil ||
 		!strings.Contains(out, "not empty") {
 		t.Errorf("restore over a data dir that is not empty: %v\n%s", err, out)
 	}
-	for _, p := range nc.nodes {
-		nc.start(p)
-	}
-	t.Cleanup(func() {
-		for _, p := range nc.nodes {
-			nc.kill(p)
-		}
-	})
+	nc.startAll()
 	// Before any command goes through the new cluster's log (which would
 	// move its clock), every node holds exactly the backup's state.
 	for _, p := range nc.nodes {
@@ -244,14 +236,12 @@ func TestBackupAuthTLS(t *testing.T) {
 	addr, tlsAddr := freeAddr(t), freeAddr(t)
 	n := startSolo(t, addr, filepath.Join(t.TempDir(), "data"), "--requirepass", "s3cret",
 		"--tls-addr", tlsAddr, "--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--tls-ca-cert-file", certs.CA)
-	deadline := time.Now().Add(20 * time.Second)
 	r := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", Protocol: 2, MaxRetries: -1})
 	defer r.Close()
-	for r.Do(context.Background(), "RL.FIXED", "k", "10", "30d").Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("node not serving; log:\n%s", n.logText())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testkit.Poll(20*time.Second, 50*time.Millisecond, func() error {
+		return r.Do(context.Background(), "RL.FIXED", "k", "10", "30d").Err()
+	}); err != nil {
+		t.Fatalf("node not serving: %v; log:\n%s", err, n.logText())
 	}
 	dir := t.TempDir()
 	if out, err := runSluice(t, "backup", "--addr", addr, "--out", filepath.Join(dir, "x.bk")); err == nil || !strings.Contains(out, "NOAUTH") {
@@ -326,16 +316,14 @@ func TestRestoredClusterJoin(t *testing.T) {
 	}
 	c2 := redis.NewClient(&redis.Options{Addr: r2.addr, Protocol: 2, MaxRetries: -1})
 	defer c2.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := testkit.Poll(30*time.Second, 100*time.Millisecond, func() error {
 		want, err1 := c1.Do(ctx, "DEBUG", "DIGEST").Text()
 		got, err2 := c2.Do(ctx, "DEBUG", "DIGEST").Text()
 		if err1 == nil && err2 == nil && got == want && !strings.HasSuffix(got, " 0") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the joined node's digest %s (%v), the member's %s (%v); its log:\n%s", got, err2, want, err1, r2.logText())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return fmt.Errorf("the joined node's digest %s (%v), the member's %s (%v)", got, err2, want, err1)
+	}); err != nil {
+		t.Fatalf("%v; its log:\n%s", err, r2.logText())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // The disk fault tests (docs/operations.md, "Disk faults"). The full-disk
@@ -79,12 +80,10 @@ func (n *soloNode) logText() string {
 // waitServing polls the node until it serves.
 func (n *soloNode) waitServing(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for sluiceproc.Serving(n.addr, 2*time.Second) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("node on %s not serving; log:\n%s", n.addr, n.logText())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testkit.Poll(30*time.Second, 50*time.Millisecond, func() error {
+		return sluiceproc.Serving(n.addr, 2*time.Second)
+	}); err != nil {
+		t.Fatalf("node on %s not serving: %v; log:\n%s", n.addr, err, n.logText())
 	}
 }
 
@@ -171,15 +170,10 @@ func testDiskFullSingleNode(t *testing.T, store string) {
 	// Space returns: the node serves again by itself.
 	remount(t, mnt, "size=400m")
 	t0 = time.Now()
-	for {
-		err := r.Do(ctx, "RL.FIXED", "after-grow", "10", "30d").Err()
-		if err == nil {
-			break
-		}
-		if time.Since(t0) > 15*time.Second {
-			t.Fatalf("still failing %s after the file system grew: %v; log:\n%s", time.Since(t0), err, n.logText())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := testkit.Poll(15*time.Second, 100*time.Millisecond, func() error {
+		return r.Do(ctx, "RL.FIXED", "after-grow", "10", "30d").Err()
+	}); err != nil {
+		t.Fatalf("still failing %s after the file system grew: %v; log:\n%s", time.Since(t0), err, n.logText())
 	}
 	t.Logf("serving again %s after the file system grew", time.Since(t0).Round(time.Millisecond))
 	if got, err := r.DBSize(ctx).Result(); err != nil || got != int64(acked)+1 {
@@ -390,10 +384,9 @@ func TestTornTailFollower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := follower.run.Stop(10 * time.Second); err != nil {
+	if err := c.Stop(follower, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	follower.run = nil
 	tearTail(t, follower.Dir)
 	for i := 50; i < 80; i++ {
 		if err := r.Do(ctx, "RL.FIXED", "k"+strconv.Itoa(i), "100", "30d").Err(); err != nil {
@@ -434,10 +427,13 @@ func TestDiskFullLeader(t *testing.T) {
 	c.waitServing(c.nodes...)
 	small := c.nodes[0]
 	ctx := context.Background()
-	for c.leader() != small {
-		_ = c.client(c.leader()).Do(ctx, "RAFT.TRANSFER", small.ID).Err()
-		time.Sleep(200 * time.Millisecond)
-	}
+	testkit.Eventually(t, 60*time.Second, 200*time.Millisecond, func() error {
+		if l := c.leader(); l != small {
+			_ = c.client(l).Do(ctx, "RAFT.TRANSFER", small.ID).Err()
+			return fmt.Errorf("%s leads, not %s", l.ID, small.ID)
+		}
+		return nil
+	})
 	faulted := func() bool {
 		b, _ := os.ReadFile(small.Dir + ".log")
 		return strings.Contains(string(b), "the raft log cannot be written")

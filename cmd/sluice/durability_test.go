@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestDurabilityAtStartup: a durable node started with --raft-log wal
@@ -43,18 +45,14 @@ func TestDurabilityAtStartup(t *testing.T) {
 	admitted := func() int64 {
 		t.Helper()
 		var res []int64
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 			var err error
-			res, err = client.Do(ctx, "RL.TOKEN", "k", 3, "1/d").Int64Slice()
-			if err == nil {
-				return res[0]
+			if res, err = client.Do(ctx, "RL.TOKEN", "k", 3, "1/d").Int64Slice(); err != nil {
+				return fmt.Errorf("RL.TOKEN: %w", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("RL.TOKEN: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
+		return res[0]
 	}
 
 	stop := start("--raft-log", "wal", "--fsync", "everysec")

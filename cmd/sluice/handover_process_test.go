@@ -19,7 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/slots"
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // The process tests of planned handovers (docs/operations.md, "Stopping a
@@ -57,24 +58,10 @@ func newHandoverCluster(t *testing.T) *handoverCluster {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	layout, err := sluiceproc.Layout(3, t.TempDir(), sluiceproc.FreeAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &handoverCluster{testCluster: &testCluster{t: t, peers: sluiceproc.Peers(layout)}, bin: handoverBinary(t),
-		up: make([]atomic.Bool, len(layout))}
-	for _, nd := range layout {
-		nd.Extra = append(nd.Extra, "--shards", strconv.Itoa(shardCount))
-		hc.nodes = append(hc.nodes, &proc{Node: nd})
-	}
-	for i := range hc.nodes {
-		hc.start(i)
-	}
-	t.Cleanup(func() {
-		for _, p := range hc.nodes {
-			hc.kill(p)
-		}
-	})
+	bin := handoverBinary(t)
+	hc := &handoverCluster{bin: bin, up: make([]atomic.Bool, 3)}
+	hc.testCluster = layoutTestCluster(t, proccluster.Config{Bin: bin, Nodes: 3, Shards: shardCount, Flags: testFlags("info")})
+	hc.startAll()
 	hc.waitServing(hc.nodes...)
 	hc.waitBalanced(60 * time.Second)
 	for i := range hc.up {
@@ -83,19 +70,10 @@ func newHandoverCluster(t *testing.T) *handoverCluster {
 	return hc
 }
 
-// start starts node i (testCluster.start, with hc.bin).
+// start starts node i (again).
 func (hc *handoverCluster) start(i int) {
 	hc.t.Helper()
-	p := hc.nodes[i]
-	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		hc.t.Fatal(err)
-	}
-	p.log = logf
-	args := p.Args(hc.peers, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "info")
-	if p.run, err = sluiceproc.Start(p.ID, hc.bin, args, sluiceproc.Options{Output: logf}); err != nil {
-		hc.t.Fatal(err)
-	}
+	hc.testCluster.start(hc.nodes[i])
 }
 
 // handoverLimit and handoverCalls: each limit gets handoverCalls calls (half
@@ -239,10 +217,13 @@ func (l *handoverLoad) early(i int) (stop func()) {
 	l.wg.Add(1)
 	go l.client(context.Background(), -1, i, 1, ch) // -1: not in homes (it never moves)
 	start := time.Now()
-	deadline := start.Add(30 * time.Second)
-	for l.earlyCalls.Load() == calls && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// Up to 30s for its first answer; the log line says how long it took.
+	_ = testkit.Poll(30*time.Second, time.Millisecond, func() error {
+		if l.earlyCalls.Load() == calls {
+			return errors.New("no call answered")
+		}
+		return nil
+	})
 	l.hc.t.Logf("%s: the first call of a client on it was answered %s after it started (%d decisions meanwhile)",
 		l.hc.nodes[i].ID, time.Since(start).Round(time.Millisecond), l.decided.Load()-base)
 	return func() { close(ch) }
@@ -600,28 +581,28 @@ func TestShutdownBounded(t *testing.T) {
 			go func() { done <- r.Do(context.Background(), "RL.TOKEN", "k", "5", "1/s").Err() }()
 			time.Sleep(300 * time.Millisecond) // the command is taken in, waiting for a majority
 			start := time.Now()
-			if err := p.run.Signal(syscall.SIGTERM); err != nil {
+			run := p.Process()
+			if err := c.Signal(p, syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			if tc.second {
 				time.Sleep(300 * time.Millisecond)
 				select {
-				case <-p.run.Exited():
+				case <-run.Exited():
 					t.Fatal("the node stopped before the command it took in was answered")
 				default:
 				}
-				if err := p.run.Signal(syscall.SIGTERM); err != nil {
+				if err := c.Signal(p, syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
 			}
 			select {
-			case <-p.run.Exited():
+			case <-run.Exited():
 			case <-time.After(10 * time.Second):
 				t.Fatalf("still running %s after the signal", time.Since(start).Round(time.Millisecond))
 			}
 			took := time.Since(start)
-			exitErr := p.run.Err()
-			p.run = nil
+			exitErr := run.Err()
 			if exitErr != nil {
 				t.Fatalf("exit: %v, want a clean one", exitErr)
 			}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // The hostile-input suite (docs/commands.md, "Protocol limits": nothing a
@@ -77,30 +79,24 @@ func startHostileNode(t *testing.T) *hostileNode {
 	n.cmd = startProcess(t, plainBinary(t), "--addr", n.addr, "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--enable-debug-command", "--maxclients", fmt.Sprint(hostileMaxClients),
 		"--proto-max-bulk-len", fmt.Sprint(int64(4)<<30), "--log-level", "warn")
+	// One deadline for both waits.
 	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, time.Until(deadline), 20*time.Millisecond, func() error {
 		conn, err := net.DialTimeout("tcp", n.addr, time.Second)
-		if err == nil {
-			conn.Close()
-			break
+		if err != nil {
+			return fmt.Errorf("sluice never listened on %s: %w", n.addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice never listened on %s: %v", n.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		conn.Close()
+		return nil
+	})
 	n.check = dialRaw(t, n.addr)
-	for {
+	testkit.Eventually(t, time.Until(deadline), 20*time.Millisecond, func() error {
 		// The single voter elects itself: until then, CLUSTERDOWN.
-		r := n.check.do(t, 5*time.Second, "DEBUG", "CLOCK", "FREEZE", frozenAt)
-		if r == "+OK" {
-			break
+		if r := n.check.do(t, 5*time.Second, "DEBUG", "CLOCK", "FREEZE", frozenAt); r != "+OK" {
+			return fmt.Errorf("DEBUG CLOCK FREEZE: %s", r)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("DEBUG CLOCK FREEZE: %s", r)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Warm up the paths the checks use before taking the baseline.
 	n.decisionsCorrect(t, "warmup")
 	var err error
@@ -210,17 +206,13 @@ func (n *hostileNode) healthy(t *testing.T, key string) {
 // waitClients polls INFO until the server counts want connected clients.
 func (n *hostileNode) waitClients(t *testing.T, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		info := n.check.do(t, 5*time.Second, "INFO", "clients")
-		if strings.Contains(info, fmt.Sprintf("connected_clients:%d\r\n", want)) {
-			return
+		if !strings.Contains(info, fmt.Sprintf("connected_clients:%d\r\n", want)) {
+			return fmt.Errorf("connected clients never fell to %d:\n%s", want, info)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connected clients never fell to %d:\n%s", want, info)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // expectClosed reads until the server closes the connection (at most max

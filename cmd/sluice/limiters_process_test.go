@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // End-to-end tests with rate limiters people already run, which speak the
@@ -77,13 +78,12 @@ func flushRedis(t *testing.T, addr string) {
 // waitFor polls ok until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+	testkit.Eventually(t, timeout, 25*time.Millisecond, func() error {
+		if !ok() {
+			return fmt.Errorf("timed out waiting until %s", what)
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // startSingleNode starts one in-memory sluice node and returns its address.

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/slots"
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // The process tests of membership changes with several groups
@@ -125,18 +125,15 @@ func (l *memberLoad) waitDecided(what string, n int64) {
 	for g := range base {
 		base[g] = l.decided[g].Load()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for g := 0; g < shardCount; {
-		if l.decided[g].Load() >= base[g]+n {
-			g++
-			continue
+	g := 0 // groups below g have decided
+	l.c.settle(20*time.Second, 20*time.Millisecond, what, func() string {
+		for ; g < shardCount; g++ {
+			if l.decided[g].Load() < base[g]+n {
+				return fmt.Sprintf("group %d decided %d calls in 20s", g, l.decided[g].Load()-base[g])
+			}
 		}
-		if time.Now().After(deadline) {
-			l.c.dumpLogs()
-			l.t.Fatalf("%s: group %d decided %d calls in 20s", what, g, l.decided[g].Load()-base[g])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	// The errors clients saw since the last phase, for the log.
 	l.mu.Lock()
 	l.t.Logf("%s: errors since the last phase: %v", what, l.errs)
@@ -183,43 +180,29 @@ func (l *memberLoad) check(p *proc) {
 // and the cluster's --shards: it waits to be joined.
 func (c *testCluster) newJoiner(id string) *proc {
 	c.t.Helper()
-	nd := &sluiceproc.Node{ID: id, Dir: c.t.TempDir() + "/" + id}
-	for _, a := range []*string{&nd.RESP, &nd.Raft, &nd.Fwd} {
-		*a = freeAddr(c.t)
+	p, err := c.Joiner(id, c.t.TempDir()+"/"+id)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	p := &proc{Node: nd}
+	p.Extra = []string{"--shards", strconv.Itoa(shardCount)}
 	c.startJoiner(p)
-	c.t.Cleanup(func() { c.kill(p) })
 	return p
 }
 
 // startJoiner starts p without --peers, with --no-bootstrap.
 func (c *testCluster) startJoiner(p *proc) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	p.log = logf
-	args := []string{"--id", p.ID, "--addr", p.RESP, "--raft-addr", p.Raft, "--forward-addr", p.Fwd, "--data-dir", p.Dir,
-		"--no-bootstrap", "--shards", strconv.Itoa(shardCount),
-		"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn"}
-	if p.run, err = sluiceproc.Start(p.ID, binary, args, sluiceproc.Options{Output: logf}); err != nil {
-		c.t.Fatal(err)
-	}
+	c.start(p)
 	// It serves no command yet (no group knows a leader): it answers PING
 	// once it listens.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(c.t, 10*time.Second, 20*time.Millisecond, func() error {
 		r := c.probe(p)
-		err := r.Ping(context.Background()).Err()
-		r.Close()
-		if err == nil {
-			return
+		defer r.Close()
+		if err := r.Ping(context.Background()).Err(); err != nil {
+			return fmt.Errorf("%s does not answer PING: %w", p.ID, err)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s does not answer PING: %v", p.ID, err)
-		}
-	}
+		return nil
+	})
 }
 
 // admin sends a membership command to node p and returns its error.

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // TestOpsConfigFileClientCerts starts a real process from a configuration
@@ -90,17 +91,12 @@ func TestOpsNotReadyWithoutLeader(t *testing.T) {
 	startProcess(t, binary, "--id", "n1", "--peers", peers, "--in-memory",
 		"--addr", freeAddr(t), "--forward-addr", freeAddr(t),
 		"--metrics-addr", metrics, "--log-level", "warn")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, _ := httpGet(metrics + "/healthz")
-		if code == http.StatusOK {
-			break
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if code, _ := httpGet(metrics + "/healthz"); code != http.StatusOK {
+			return fmt.Errorf("/healthz never answered: %d", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz never answered: %d", code)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	code, body := httpGet(metrics + "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no leader") {
 		t.Fatalf("/readyz without a leader: %d %q, want 503 naming the missing leader", code, body)

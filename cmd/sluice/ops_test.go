@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -196,17 +197,13 @@ func startOpsNode(t *testing.T, args ...string) *opsNode {
 	args = append([]string{"--addr", n.resp, "--metrics-addr", n.metrics, "--log-level", "warn"}, args...)
 	n.cmd = startProcess(t, binary, args...)
 	// Ready when /readyz says so.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, _ := httpGet(n.metrics + "/readyz")
-		if code == http.StatusOK {
-			return n
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if code, _ := httpGet(n.metrics + "/readyz"); code != http.StatusOK {
+			return fmt.Errorf("not ready: %d", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %d", code)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return n
 }
 
 func httpGet(addr string) (int, string) {

@@ -2,104 +2,52 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
-// stallProxy is a link the test can stall (internal/testkit's LinkProxy):
-// a stalled link goes silent (bytes wait in the proxy, nothing is closed),
-// which is what a dead network looks like to both ends. On heal, a link
-// either resumes every connection intact (as TCP does when its next
-// retransmission comes soon), or, with stuckOld, keeps the connections that
-// lived through the stall silent for good (as TCP does for tens of seconds
-// when a long cut pushed it deep into its retransmission backoff) while new
-// connections pass.
-type stallProxy struct {
-	*testkit.LinkProxy
-	stall testkit.LinkMode // LinkStall with stuckOld, else LinkDrop
-}
-
-func newStallProxy(t *testing.T, target string, stuckOld bool) *stallProxy {
-	t.Helper()
-	p, err := testkit.NewLinkProxy(target, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	sp := &stallProxy{LinkProxy: p, stall: testkit.LinkDrop}
-	if stuckOld {
-		sp.stall = testkit.LinkStall
-	}
-	return sp
-}
-
-func (p *stallProxy) addr() string { return p.Addr() }
-
-func (p *stallProxy) set(stalled bool) {
-	mode := testkit.LinkUp
-	if stalled {
-		mode = p.stall
-	}
-	_ = p.Set(mode) // only LinkReject and TargetUp listen again, and can fail
-}
-
 // proxiedCluster is a cluster whose every node dials each peer's Raft and
-// forward ports through a proxy of its own: links[i][j] are node i's
-// proxies to node j.
+// forward ports through a proxy of its own (internal/testkit's LinkProxy,
+// proccluster's Config.Proxies), so that a node can be cut off. A cut
+// link goes silent (bytes wait in the proxy, nothing is closed), which is
+// what a dead network looks like to both ends. On heal, a link either
+// resumes every connection intact (as TCP does when its next
+// retransmission comes soon), or, for the forward links with stuckFwd,
+// keeps the connections that lived through the cut silent for good (as
+// TCP does for tens of seconds when a long cut pushed it deep into its
+// retransmission backoff) while new connections pass.
 type proxiedCluster struct {
 	*testCluster
-	links [][][]*stallProxy
+	stuckFwd bool
 }
 
 // newProxiedCluster starts three nodes behind proxies; forward links keep
 // the connections of a stall stuck after the heal when stuckFwd is set.
 func newProxiedCluster(t *testing.T, stuckFwd bool) *proxiedCluster {
-	pc := &proxiedCluster{}
-	pc.testCluster = newTestClusterWith(t, 3, func(nodes []*proc) {
-		pc.links = make([][][]*stallProxy, len(nodes))
-		for i, a := range nodes {
-			pc.links[i] = make([][]*stallProxy, len(nodes))
-			var m []string
-			for j, b := range nodes {
-				if i == j {
-					continue
-				}
-				raft := newStallProxy(t, b.Raft, false)
-				fwd := newStallProxy(t, b.Fwd, stuckFwd)
-				pc.links[i][j] = []*stallProxy{raft, fwd}
-				m = append(m, b.Raft+"="+raft.addr(), b.Fwd+"="+fwd.addr())
-			}
-			a.Extra = append(a.Extra, "--debug-dial-map", strings.Join(m, ","))
-		}
-	})
+	t.Helper()
+	pc := &proxiedCluster{testCluster: layoutTestCluster(t, proccluster.Config{Nodes: 3, Proxies: true}), stuckFwd: stuckFwd}
+	pc.startAll()
 	return pc
 }
 
 // cut stalls (or heals) every link between node i and the others, both
 // ways.
 func (pc *proxiedCluster) cut(i int, stalled bool) {
-	for j := range pc.links {
-		for _, p := range pc.links[i][j] {
-			p.set(stalled)
-		}
-		for _, p := range pc.links[j][i] {
-			p.set(stalled)
-		}
+	mode := testkit.LinkUp
+	switch {
+	case stalled && pc.stuckFwd:
+		mode = testkit.LinkStall // Raft's links drop, forwarding's stall
+	case stalled:
+		mode = testkit.LinkDrop
 	}
+	_ = pc.Isolate(i, mode) // only LinkReject and TargetUp listen again, and can fail
 }
 
-func (pc *proxiedCluster) index(p *proc) int {
-	for i, q := range pc.nodes {
-		if q == p {
-			return i
-		}
-	}
-	return -1
-}
+func (pc *proxiedCluster) index(p *proc) int { return p.Index }
 
 // replyClass sorts a command's outcome: "ok", "clusterdown" (certainly not
 // applied), "uncertain" (may have been), or the error.

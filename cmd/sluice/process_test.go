@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // binary is the sluice binary built once for the process tests.
@@ -68,16 +69,19 @@ func freeAddr(t *testing.T) string {
 }
 
 // proc is one sluice process of a test cluster.
-type proc struct {
-	*sluiceproc.Node
-	run *sluiceproc.Process // nil while stopped
-	log *os.File
-}
+type proc = proccluster.Node
 
+// testCluster is a cluster of sluice processes (internal/testkit/proccluster)
+// whose errors fail the test.
 type testCluster struct {
+	*proccluster.Cluster
 	t     *testing.T
 	nodes []*proc
-	peers string
+}
+
+// testFlags are every test node's flags after its own addresses and peers.
+func testFlags(logLevel string) []string {
+	return []string{"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", logLevel}
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
@@ -87,55 +91,53 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 // newTestClusterWith is newTestCluster with setup called on the nodes
 // before they start (to give them more flags).
 func newTestClusterWith(t *testing.T, n int, setup func([]*proc)) *testCluster {
-	c := &testCluster{t: t}
-	// Ports below the ephemeral range (internal/freeport), so that no
-	// node's outgoing connection takes one before its node binds it.
-	layout, err := sluiceproc.Layout(n, t.TempDir(), sluiceproc.FreeAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, nd := range layout {
-		c.nodes = append(c.nodes, &proc{Node: nd})
-	}
-	c.peers = sluiceproc.Peers(layout)
-	if setup != nil {
-		setup(c.nodes)
-	}
-	for _, p := range c.nodes {
-		c.start(p)
-	}
-	t.Cleanup(func() {
-		for _, p := range c.nodes {
-			c.kill(p)
-		}
-	})
+	t.Helper()
+	c := layoutTestCluster(t, proccluster.Config{Nodes: n, Setup: setup})
+	c.startAll()
 	return c
 }
 
+// layoutTestCluster lays out the cluster cfg describes without starting
+// it, with the tests' defaults for what cfg leaves empty (binary, a
+// temporary data dir, testFlags at warn); every node is killed when the
+// test ends.
+func layoutTestCluster(t *testing.T, cfg proccluster.Config) *testCluster {
+	t.Helper()
+	if cfg.Bin == "" {
+		cfg.Bin = binary
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.Flags == nil {
+		cfg.Flags = testFlags("warn")
+	}
+	pc, err := proccluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	return &testCluster{Cluster: pc, t: t, nodes: pc.Nodes}
+}
+
+// startAll starts every node.
+func (c *testCluster) startAll() {
+	c.t.Helper()
+	for _, p := range c.nodes {
+		c.start(p)
+	}
+}
+
+// start starts p (again, on its data dir).
 func (c *testCluster) start(p *proc) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	p.log = logf
-	args := p.Args(c.peers, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
-	if p.run, err = sluiceproc.Start(p.ID, binary, args, sluiceproc.Options{Output: logf}); err != nil {
+	if err := c.Start(p); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // kill sends SIGKILL and reaps the process.
-func (c *testCluster) kill(p *proc) {
-	if p.run == nil {
-		return
-	}
-	p.run.Kill()
-	p.run = nil
-	if p.log != nil {
-		p.log.Close()
-	}
-}
+func (c *testCluster) kill(p *proc) { c.Kill(p) }
 
 func (c *testCluster) client(p *proc) *redis.Client {
 	r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
@@ -147,19 +149,14 @@ func (c *testCluster) client(p *proc) *redis.Client {
 // waitServing polls until every given node answers a read through the log.
 func (c *testCluster) waitServing(nodes ...*proc) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range nodes {
-		for {
-			err := sluiceproc.Serving(p.RESP, 5*time.Second)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.dumpLogs()
-				c.t.Fatalf("node %s not serving: %v", p.ID, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !p.Running() {
+			c.t.Fatalf("node %s not serving: it is down", p.ID)
 		}
+	}
+	if err := c.WaitServing(context.Background(), 30*time.Second, 5*time.Second, nodes...); err != nil {
+		c.dumpLogs()
+		c.t.Fatal(err)
 	}
 }
 
@@ -182,26 +179,16 @@ func (c *testCluster) settle(timeout, interval time.Duration, what string, probl
 
 func (c *testCluster) leader() *proc {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, p := range c.nodes {
-			if p.run == nil {
-				continue
-			}
-			st, err := c.client(p).Do(context.Background(), "RAFT.STATUS").StringSlice()
-			if err == nil && len(st) >= 4 && st[3] == "leader" {
-				return p
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	p, err := c.Leader(context.Background(), 0, 20*time.Second)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	c.t.Fatal("no leader")
-	return nil
+	return p
 }
 
 func (c *testCluster) dumpLogs() {
 	for _, p := range c.nodes {
-		b, _ := os.ReadFile(p.Dir + ".log")
+		b, _ := os.ReadFile(p.LogPath)
 		c.t.Logf("--- %s log:\n%s", p.ID, b)
 	}
 }
@@ -325,16 +312,13 @@ func testClusterProcessesFailover(t *testing.T, flags []string) {
 	c.kill(c.nodes[0])
 	c.kill(c.nodes[1])
 	lone := c.client(c.nodes[2])
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		st, err := lone.Do(ctx, "RAFT.STATUS").StringSlice()
 		if err == nil && len(st) >= 4 && st[3] != "leader" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lone node still leads: %v %v", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the lone node still leads: %v %v", st, err)
+	})
 	start := time.Now()
 	err := c.client(c.nodes[2]).Do(ctx, "RL.TOKEN", "lone", 10, "1/s").Err()
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // The process tests of Envoy's rate limit service: three nodes with
@@ -204,17 +207,14 @@ func TestRLSNodeReloadMetrics(t *testing.T) {
 	v1 := version()
 	waitFor := func(what string, cond func(m map[string]float64) bool) map[string]float64 {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			m := n.scrape(t)
-			if cond(m) {
-				return m
+		var m map[string]float64
+		testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+			if m = n.scrape(t); !cond(m) {
+				return fmt.Errorf("%s: %v", what, m)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, m)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
+		return m
 	}
 	write("bad.yaml", "domain: bad\ndescriptors: [{key: k, quota_mode: true}]\n")
 	if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -660,18 +660,15 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 		for g := range base {
 			base[g] = decided[g].Load()
 		}
-		deadline := time.Now().Add(timeout)
-		for g := 0; g < shardCount; {
-			if decided[g].Load() >= base[g]+n && lastOK[g].Load() > since {
-				g++
-				continue
+		g := 0 // groups below g have decided
+		c.settle(timeout, 20*time.Millisecond, what, func() string {
+			for ; g < shardCount; g++ {
+				if decided[g].Load() < base[g]+n || lastOK[g].Load() <= since {
+					return fmt.Sprintf("group %d decided %d calls in %s", g, decided[g].Load()-base[g], timeout)
+				}
 			}
-			if time.Now().After(deadline) {
-				c.dumpLogs()
-				t.Fatalf("%s: group %d decided %d calls in %s", what, g, decided[g].Load()-base[g], timeout)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return ""
+		})
 	}
 	waitDecided("before the kill", 100, 0, 30*time.Second)
 
@@ -690,13 +687,12 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 		if g == 1 {
 			continue
 		}
-		for deadline := time.Now().Add(10 * time.Second); lastOK[g].Load() <= killed.UnixNano(); {
-			if time.Now().After(deadline) {
-				c.dumpLogs()
-				t.Fatalf("group %d, led by %s, not served for 10s after %s was killed", g, c.preferred(g).ID, victim.ID)
+		c.settle(10*time.Second, 20*time.Millisecond, fmt.Sprintf("group %d's service", g), func() string {
+			if lastOK[g].Load() <= killed.UnixNano() {
+				return fmt.Sprintf("group %d, led by %s, not served for 10s after %s was killed", g, c.preferred(g).ID, victim.ID)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return ""
+		})
 		t.Logf("group %d served %s after the kill", g, time.Duration(lastOK[g].Load()-killed.UnixNano()).Round(time.Millisecond))
 	}
 	// Group 1 elects a leader among the survivors, which say so, and
@@ -760,15 +756,14 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 // stop sends SIGTERM and waits for a clean exit.
 func (c *testCluster) stop(p *proc) {
 	c.t.Helper()
-	if p.run == nil {
+	run := p.Process()
+	if run == nil {
 		return
 	}
-	err := p.run.Stop(30 * time.Second)
+	err := c.Stop(p, 30*time.Second)
 	if err == nil {
-		err = p.run.Err()
+		err = run.Err()
 	}
-	p.run = nil
-	p.log.Close()
 	if err != nil {
 		c.dumpLogs()
 		c.t.Fatalf("stopping %s: %v", p.ID, err)
@@ -848,7 +843,7 @@ func TestShardedClusterRestart(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, binary, nd.Args(c.peers, "--log-level", "warn")...)
+	cmd := exec.CommandContext(cctx, binary, nd.Args(c.Peers, "--log-level", "warn")...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exit *exec.ExitError

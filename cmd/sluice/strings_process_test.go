@@ -50,7 +50,7 @@ func TestClusterStringExpiry(t *testing.T) {
 		c.settle(10*time.Second, 50*time.Millisecond, what, func() string {
 			var seen []string
 			for _, p := range c.nodes {
-				if p.run == nil {
+				if p.Process() == nil {
 					continue
 				}
 				d, err := c.client(p).Do(ctx, "DEBUG", "DIGEST").Text()

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // releaseV010 is the commit of sluice v0.1.0, the last release without
@@ -83,17 +83,13 @@ func releaseBinary(t *testing.T, commit string) string {
 // startWith starts node p with the binary bin (the cluster's flags).
 func (c *testCluster) startWith(p *proc, bin string) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.Dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	fmt.Fprintf(logf, "=== started with %s\n", bin)
-	p.log = logf
-	args := p.Args(c.peers, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn")
-	if p.run, err = sluiceproc.Start(p.ID, bin, args, sluiceproc.Options{Output: logf}); err != nil {
-		c.t.Fatal(err)
-	}
+	p.Bin = bin
+	c.start(p)
 }
+
+// startedWith is the line the upgrade tests' nodes write to their logs
+// at each start.
+func startedWith(p *proc) string { return "=== started with " + p.Bin }
 
 // upgradeLoad is clients on every node deciding on shared limits until
 // stopped, tallying what each call told of its charge.
@@ -248,21 +244,11 @@ func TestRollingUpgradeFromV010(t *testing.T) {
 
 func testRollingUpgrade(t *testing.T, old string, shards int) {
 	ctx := context.Background()
-	c := &testCluster{t: t}
-	layout, err := sluiceproc.Layout(3, t.TempDir(), sluiceproc.FreeAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, nd := range layout {
-		nd.Extra = []string{"--shards", strconv.Itoa(shards)}
-		c.nodes = append(c.nodes, &proc{Node: nd})
-	}
-	c.peers = sluiceproc.Peers(layout)
-	t.Cleanup(func() {
-		for _, p := range c.nodes {
-			c.kill(p)
+	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
+		for _, p := range ns {
+			p.Extra = []string{"--shards", strconv.Itoa(shards)}
 		}
-	})
+	}})
 	for _, p := range c.nodes {
 		c.startWith(p, old)
 	}
@@ -351,9 +337,9 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	var stdout, stderr bytes.Buffer
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, old, n1.Args(c.peers, "--log-level", "warn")...)
+	cmd := exec.CommandContext(cctx, old, n1.Args(c.Peers, "--log-level", "warn")...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 || cctx.Err() != nil {
 		t.Fatalf("v0.1.0 on a cluster version 2 data dir: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())

@@ -2,12 +2,16 @@ package gctune
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 func TestPercent(t *testing.T) {
@@ -72,14 +76,13 @@ func keepGCPercent(t *testing.T) {
 // waitPercent collects until the GC percent is want.
 func waitPercent(t *testing.T, want int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		runtime.GC()
-		if gcPercent() == want {
-			return
+		if got := gcPercent(); got != want {
+			return fmt.Errorf("GC percent %d, want %d", got, want)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("GC percent %d, want %d", gcPercent(), want)
+		return nil
+	})
 }
 
 // checkStopped: a stopped Tuner has restored base and no longer sets the
@@ -169,14 +172,16 @@ func TestTunerFollowsLiveHeap(t *testing.T) {
 	defer tu.Stop()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	want := -1
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	// Up to 10s for the tuner to catch up; the check below says what it set.
+	_ = testkit.Poll(10*time.Second, 0, func() error {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 		metrics.Read(s)
-		if want = Percent(25, 64*mib, int64(s[0].Value.Uint64()), DefaultMax); gcPercent() == want {
-			break
+		if want = Percent(25, 64*mib, int64(s[0].Value.Uint64()), DefaultMax); gcPercent() != want {
+			return errors.New("not yet")
 		}
-	}
+		return nil
+	})
 	if p := gcPercent(); p != want || p <= 200 || p > 400 {
 		t.Errorf("GC percent %d with a live heap of %d bytes, want %d (about 400)", p, s[0].Value.Uint64(), want)
 	}

@@ -5,9 +5,10 @@
 // started process that can be stopped (SIGTERM, then SIGKILL), killed or
 // signalled, and started again on the same layout.
 //
-// What is particular to one user stays with it: the chaos suite's link
-// proxies and nemesis, the benchmark's probes and CPU accounting, the
-// tests' clients.
+// A whole cluster of them (restarts, partitions through link proxies,
+// replacements) is internal/testkit/proccluster, built on this package.
+// What is particular to one user stays with it: the chaos suite's nemesis,
+// the benchmark's probes and CPU accounting, the tests' clients.
 package sluiceproc
 
 import (

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -27,6 +28,27 @@ func TestPoll(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed < 20*time.Millisecond || calls < 2 {
 		t.Fatalf("Poll gave up after %v and %d calls", elapsed, calls)
+	}
+}
+
+func TestPollContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	start := time.Now()
+	err := PollContext(ctx, time.Minute, time.Millisecond, func() error {
+		if calls++; calls == 3 {
+			cancel()
+		}
+		return errors.New("not yet")
+	})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "not yet") || calls != 3 {
+		t.Fatalf("PollContext after its context ended = %v after %d calls, want the context's error and the last one after 3", err, calls)
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Fatalf("PollContext took %v to see its context end", elapsed)
+	}
+	if err := PollContext(context.Background(), time.Second, time.Millisecond, func() error { return nil }); err != nil {
+		t.Fatalf("PollContext of a true condition = %v", err)
 	}
 }
 

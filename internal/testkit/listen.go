@@ -2,12 +2,11 @@ package testkit
 
 import (
 	"net"
-	"testing"
 )
 
 // Listen listens on a free port of 127.0.0.1 for the length of the test:
 // the listener is closed when the test ends.
-func Listen(t testing.TB) net.Listener {
+func Listen(t TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -20,7 +19,7 @@ func Listen(t testing.TB) net.Listener {
 // Serve listens as Listen does and runs handle on every connection it
 // accepts, each in its own goroutine, until the test ends. handle owns its
 // connection (it closes it).
-func Serve(t testing.TB, handle func(c net.Conn)) net.Listener {
+func Serve(t TB, handle func(c net.Conn)) net.Listener {
 	t.Helper()
 	ln := Listen(t)
 	go func() {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/freeport"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/rls"
 )
 
@@ -101,10 +102,8 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 		"--save", "", "--appendonly", "no", "--dir", dir)
 	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", ports[0])})
 	t.Cleanup(func() { rc.Close() })
-	for deadline := time.Now().Add(10 * time.Second); rc.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server not answering")
-		}
+	if err := testkit.Poll(10*time.Second, 20*time.Millisecond, func() error { return rc.Ping(context.Background()).Err() }); err != nil {
+		t.Fatalf("redis-server not answering: %v", err)
 	}
 	// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config holds the rules.
 	rt := filepath.Join(dir, "runtime")
@@ -138,24 +137,20 @@ func envoyRatelimit(t *testing.T, configDir string) (pb.RateLimitServiceClient, 
 	c := pb.NewRateLimitServiceClient(conn)
 	// Ready once it answers (rules loaded, Redis reachable): ask about a
 	// descriptor no rule matches, which charges nothing.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		select {
 		case <-exited:
 			t.Fatal("envoyproxy/ratelimit exited")
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "cmp", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: entries("no_rule", "x")}}})
-		cancel()
-		if err == nil {
-			return c, rc
+		defer cancel()
+		if _, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "cmp", Descriptors: []*pbstruct.RateLimitDescriptor{{Entries: entries("no_rule", "x")}}}); err != nil {
+			return fmt.Errorf("envoyproxy/ratelimit not serving: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("envoyproxy/ratelimit not serving: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return c, rc
 }
 
 // sluiceRLS starts sluice's gRPC front end over an in-memory engine (the
