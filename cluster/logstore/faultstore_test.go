@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	walfs "github.com/hashicorp/raft-wal/fs"
 
 	"github.com/sluice-rl/sluice/internal/errcode"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -198,11 +200,12 @@ func TestFaultStore(t *testing.T) {
 	// An entry a failed append left behind (written, then its fsync failed).
 	_ = mem.StoreLogs(entry(2))
 	probeFails.Store(false)
-	for deadline := time.Now().Add(5 * time.Second); s.Fault() != nil; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the store never recovered")
+	testkit.Eventually(t, 5*time.Second, time.Millisecond, func() error {
+		if err := s.Fault(); err != nil {
+			return fmt.Errorf("the store never recovered: %w", err)
 		}
-	}
+		return nil
+	})
 	if last, _ := s.LastIndex(); last != 1 {
 		t.Fatalf("after the recovery the log ends at %d, want 1 (the failed append's entry deleted)", last)
 	}
