@@ -38,34 +38,14 @@ const (
 	KindString Kind = 8
 )
 
-// String returns the name TYPE replies for the kind ("none" for KindNone).
-func (k Kind) String() string {
-	switch k {
-	case KindToken:
-		return "token"
-	case KindLeaky:
-		return "leaky"
-	case KindFixed:
-		return "fixed"
-	case KindSliding:
-		return "sliding"
-	case KindLog:
-		return "log"
-	case KindGCRA:
-		return "gcra"
-	case KindConcurrency:
-		return "concurrency"
-	case KindString:
-		return "string"
-	}
-	return "none"
-}
+// String returns the name TYPE replies for the kind, its row's in the
+// table of kinds (kinds.go); "none" for KindNone and a Kind beyond it.
+func (k Kind) String() string { return kindOf(k).name }
 
-// ParseKind is the inverse of Kind.String for the seven limiter kinds and
-// KindString.
+// ParseKind is the inverse of Kind.String for every kind but KindNone.
 func ParseKind(name string) (Kind, bool) {
-	for k := KindToken; k <= KindString; k++ {
-		if k.String() == name {
+	for k := KindNone + 1; k < NumKinds; k++ {
+		if kinds[k].name == name {
 			return k, true
 		}
 	}
