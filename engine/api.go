@@ -20,7 +20,8 @@ type Kind uint8
 
 // The limiter kinds, in the order docs/commands.md lists the limiter
 // commands. Their numeric values are part of the snapshot format and of the
-// replicated log: never renumber them.
+// replicated log: never renumber them. Each has its row in the table of
+// kinds (kinds.go), which says what the engine does with it.
 const (
 	KindNone    Kind = 0
 	KindToken   Kind = 1 // RL.TOKEN: token bucket
