@@ -73,9 +73,7 @@ func (e *Engine) allHashed(now int64, lims []Limit, hashes []uint64, room []Resu
 	k.touched = touched
 	for i := range lims {
 		l := &lims[i]
-		switch l.Rule.Kind {
-		case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
-		default:
+		if !l.Rule.Kind.Layerable() {
 			*res = Result{Err: badRule("RL.ALL takes no %s limit", l.Rule.Kind)}
 			return
 		}
@@ -306,7 +304,7 @@ func (e *Engine) allRoom(now int64, lims []Limit, k *allKeys, commits []commit) 
 			continue
 		}
 		s := e.stripes[k.h[i]&e.mask]
-		if l.Rule.Kind == KindLog {
+		if kinds[l.Rule.Kind].shape == inLog {
 			bytes += l.Cost * tsCost
 		}
 		if commits[i].live {
@@ -356,7 +354,7 @@ func (s *stripe) evalOnly(now int64, hi uint32, key []byte, rule Rule, n int64, 
 			_, _, _, c.live = s.liveState(e, now)
 		}
 	}
-	if rule.Kind == KindLog {
+	if kinds[rule.Kind].shape == inLog {
 		var ring *logRing
 		if found {
 			ring = &s.logs.rings[e.a]

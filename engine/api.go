@@ -20,7 +20,8 @@ type Kind uint8
 
 // The limiter kinds, in the order docs/commands.md lists the limiter
 // commands. Their numeric values are part of the snapshot format and of the
-// replicated log: never renumber them.
+// replicated log: never renumber them. Each has its row in the table of
+// kinds (kinds.go), which says what the engine does with it.
 const (
 	KindNone    Kind = 0
 	KindToken   Kind = 1 // RL.TOKEN: token bucket
@@ -38,34 +39,14 @@ const (
 	KindString Kind = 8
 )
 
-// String returns the name TYPE replies for the kind ("none" for KindNone).
-func (k Kind) String() string {
-	switch k {
-	case KindToken:
-		return "token"
-	case KindLeaky:
-		return "leaky"
-	case KindFixed:
-		return "fixed"
-	case KindSliding:
-		return "sliding"
-	case KindLog:
-		return "log"
-	case KindGCRA:
-		return "gcra"
-	case KindConcurrency:
-		return "concurrency"
-	case KindString:
-		return "string"
-	}
-	return "none"
-}
+// String returns the name TYPE replies for the kind, its row's in the
+// table of kinds (kinds.go); "none" for KindNone and a Kind beyond it.
+func (k Kind) String() string { return kindOf(k).name }
 
-// ParseKind is the inverse of Kind.String for the seven limiter kinds and
-// KindString.
+// ParseKind is the inverse of Kind.String for every kind but KindNone.
 func ParseKind(name string) (Kind, bool) {
-	for k := KindToken; k <= KindString; k++ {
-		if k.String() == name {
+	for k := KindNone + 1; k < NumKinds; k++ {
+		if kinds[k].name == name {
 			return k, true
 		}
 	}

@@ -10,6 +10,15 @@ package engine
 // resulting state, even when denied. A refund (negative cost) commits like a
 // charge; on an absent key it leaves the initial state, so nothing is stored.
 
+// The steps of that flow, for the kinds whose state is three words (shape
+// inWords in the table of kinds, kinds.go), are switches on the kind rather
+// than function fields of its row: a state passed by pointer to a call
+// through a function value escapes to the heap, and these run on every
+// decision. Each switch names every inWords kind, and its default is
+// unreachable (checkRule refuses a kind without a row, the other shapes
+// take their own paths): TestDecisionSwitches fails for an inWords kind a
+// switch lacks.
+
 // normalize brings st forward to now under rule r and returns the effective
 // time (now, or the later time the state already saw).
 func normalize(st *state, r Rule, now int64) int64 {
@@ -20,8 +29,10 @@ func normalize(st *state, r Rule, now int64) int64 {
 		return fixedNormalize(st, r.Period, now)
 	case KindSliding:
 		return slidingNormalize(st, r.Period, now)
+	case KindGCRA:
+		return now
 	}
-	return now
+	panic(noDecisions(r.Kind))
 }
 
 // initial reports whether a normalized state is the initial state.
@@ -36,7 +47,7 @@ func initial(st *state, k Kind, now int64) bool {
 	case KindGCRA:
 		return st.a <= now
 	}
-	return true
+	panic(noDecisions(k))
 }
 
 // fresh is the initial state of rule r at now.
@@ -46,8 +57,10 @@ func fresh(r Rule, now int64) state {
 		return state{c: now}
 	case KindFixed, KindSliding:
 		return state{a: align(now, r.Period)}
+	case KindGCRA:
+		return state{a: now} // tat = now
 	}
-	return state{a: now} // GCRA: tat = now
+	panic(noDecisions(r.Kind))
 }
 
 // change applies rule r in place of old to a normalized, non-initial state.
@@ -59,6 +72,9 @@ func change(st *state, old, r Rule, now int64) {
 		fixedChange(st, old, r, now)
 	case KindSliding:
 		slidingChange(st, old, r, now)
+	case KindGCRA: // the new rule applies to the stored tat as it is
+	default:
+		panic(noDecisions(r.Kind))
 	}
 }
 
@@ -71,8 +87,10 @@ func eval(st *state, r Rule, n, now int64) Result {
 		return fixedEval(st, r, n, now)
 	case KindSliding:
 		return slidingEval(st, r, n, now)
+	case KindGCRA:
+		return gcraEval(st, r, n, now)
 	}
-	return gcraEval(st, r, n, now)
+	panic(noDecisions(r.Kind))
 }
 
 // ttl is the nanoseconds until a normalized state is initial.
@@ -84,8 +102,17 @@ func ttl(st *state, r Rule, now int64) int64 {
 		return fixedTTL(st, r, now)
 	case KindSliding:
 		return slidingTTL(st, r, now)
+	case KindGCRA:
+		return gcraTTL(st, now)
 	}
-	return gcraTTL(st, now)
+	panic(noDecisions(r.Kind))
+}
+
+// noDecisions is the unreachable default of the switches above.
+type noDecisions Kind
+
+func (k noDecisions) Error() string {
+	return "engine: no decisions for kind " + Kind(k).String() + " (decide.go)"
 }
 
 // decide runs one decision on the stripe (locked) and reports whether the key
@@ -106,10 +133,10 @@ func (s *stripe) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (R
 			e = nil
 		}
 	}
-	switch rule.Kind {
-	case KindLog:
+	switch kinds[rule.Kind].shape {
+	case inLog:
 		return s.decideLog(now, hi, key, rule, n, pos, idx, found)
-	case KindConcurrency: // only peeks come here (RL.PEEK)
+	case inLeases: // only peeks come here (RL.PEEK)
 		return s.acquire(now, hi, key, rule, 0, nil)
 	}
 	stored := false
@@ -167,13 +194,13 @@ func (s *stripe) decide(now int64, hi uint32, key []byte, rule Rule, n int64) (R
 // RL.LOG the ring is consulted and st is left zero.
 func (s *stripe) liveState(e *entry, now int64) (st state, r Rule, t int64, live bool) {
 	r = s.rules.get(e.rule)
-	switch r.Kind {
-	case KindLog:
+	switch kinds[r.Kind].shape {
+	case inLog:
 		ring := &s.logs.rings[e.a]
 		return st, r, now, ring.n > 0 && ring.newest() > now-r.Period
-	case KindConcurrency:
+	case inLeases:
 		return st, r, now, s.leaseLive(e, now)
-	case KindString:
+	case inValue:
 		return st, r, now, strLive(e, now)
 	}
 	st = state{e.a, e.b, e.c}

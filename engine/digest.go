@@ -44,11 +44,11 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 			for _, ts := range r.Log {
 				word(ts)
 			}
-			if r.Rule.Kind == KindString {
+			if kindOf(r.Rule.Kind).shape == inValue {
 				word(int64(len(r.Value)))
 				buf = append(buf, r.Value...)
 			}
-			if r.Rule.Kind == KindConcurrency {
+			if kindOf(r.Rule.Kind).shape == inLeases {
 				word(int64(len(r.Leases)))
 				for _, l := range r.Leases {
 					word(int64(len(l.Token)))

@@ -356,15 +356,15 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 		r.Kind = rule.Kind
 	case code == OpTTL && !live:
 		r.Count = -2
-	case code == OpTTL && rule.Kind == KindLog:
+	case code == OpTTL && kinds[rule.Kind].shape == inLog:
 		r.Count = s.logTTL(ent, rule, now)
-	case code == OpTTL && rule.Kind == KindString && ent.a == 0:
+	case code == OpTTL && kinds[rule.Kind].shape == inValue && ent.a == 0:
 		r.Count = -1
-	case code == OpTTL && rule.Kind == KindString:
+	case code == OpTTL && kinds[rule.Kind].shape == inValue:
 		// In milliseconds, as Redis counts (an expiry may lie beyond
 		// what nanoseconds hold): Result.Kind says so.
-		r.Kind, r.Count = KindString, ent.a-now/1e6
-	case code == OpTTL && rule.Kind == KindConcurrency:
+		r.Kind, r.Count = rule.Kind, ent.a-now/1e6
+	case code == OpTTL && kinds[rule.Kind].shape == inLeases:
 		r.Count = s.leaseTTL(ent, now)
 	case code == OpTTL:
 		r.Count = satAdd(ttl(&st, rule, t), t-now)

@@ -28,14 +28,14 @@ func (e *Engine) ExportStripe(i int, now int64) []Record {
 			return
 		}
 		rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
-		switch rule.Kind {
-		case KindLog:
+		switch kinds[rule.Kind].shape {
+		case inLog:
 			ring := &s.logs.rings[ent.a]
 			rec.Log = make([]int64, ring.n)
 			for j := range rec.Log {
 				rec.Log[j] = ring.at(j)
 			}
-		case KindConcurrency:
+		case inLeases:
 			ls := &s.leases.sets[ent.a]
 			rec.Leases = make([]Lease, 0, ls.n)
 			ls.each(ls.root, func(l *lease) {
@@ -43,7 +43,7 @@ func (e *Engine) ExportStripe(i int, now int64) []Record {
 					rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
 				}
 			})
-		case KindString:
+		case inValue:
 			rec.A = ent.a
 			rec.Value = slices.Clone(s.strValue(idx))
 		default:
@@ -60,7 +60,8 @@ func (e *Engine) ExportStripe(i int, now int64) []Record {
 // not have produced; it never panics. A record at its initial state is
 // accepted and simply adds nothing.
 func (e *Engine) Import(rec Record) error {
-	if rec.Rule.Kind == KindString {
+	shape := kindOf(rec.Rule.Kind).shape
+	if shape == inValue {
 		return e.importString(rec)
 	}
 	if len(rec.Value) != 0 {
@@ -81,7 +82,7 @@ func (e *Engine) Import(rec Record) error {
 		s.remove(pos, idx)
 	}
 	st := state{rec.A, rec.B, rec.C}
-	if rec.Rule.Kind == KindConcurrency {
+	if shape == inLeases {
 		if len(rec.Leases) == 0 {
 			return nil
 		}
@@ -98,7 +99,7 @@ func (e *Engine) Import(rec Record) error {
 		s.account()
 		return nil
 	}
-	if rec.Rule.Kind == KindLog {
+	if shape == inLog {
 		if len(rec.Log) == 0 {
 			return nil
 		}
@@ -121,43 +122,25 @@ func (e *Engine) Import(rec Record) error {
 	return nil
 }
 
-// checkRecord validates a record's state words against its (valid) rule. A
-// log may hold more timestamps than a lowered limit, never more than maxLog.
+// checkRecord validates a record's state against its (valid) rule: the
+// record's shape is its kind's (kinds.go), and the state words are checked
+// by the kind's checkState. A log may hold more timestamps than a lowered
+// limit, never more than maxLog.
 func checkRecord(rec *Record, maxLog int64) error {
 	r := rec.Rule
-	bad := func(what string) error {
-		return badRule("%s state (%d, %d, %d): %s", r.Kind, rec.A, rec.B, rec.C, what)
+	k := kindOf(r.Kind)
+	if k.shape != inLog && len(rec.Log) != 0 {
+		return badState(rec, "timestamps given for a kind without a log")
 	}
-	if r.Kind != KindLog && len(rec.Log) != 0 {
-		return bad("timestamps given for a kind without a log")
+	if k.shape != inLeases && len(rec.Leases) != 0 {
+		return badState(rec, "leases given for a kind without leases")
 	}
-	if r.Kind != KindConcurrency && len(rec.Leases) != 0 {
-		return bad("leases given for a kind without leases")
-	}
-	switch r.Kind {
-	case KindToken, KindLeaky:
-		switch {
-		case rec.A < 0 || rec.A > r.Limit:
-			return bad("level outside [0, capacity]")
-		case rec.B < 0 || rec.B >= r.Period:
-			return bad("progress outside [0, interval)")
-		case rec.A == 0 && rec.B != 0:
-			return bad("progress on an empty level")
-		}
-	case KindFixed, KindSliding:
-		switch {
-		case align(rec.A, r.Period) != rec.A:
-			return bad("window start not aligned to the window")
-		case rec.B < 0 || rec.B > maxCount:
-			return bad("count outside [0, 2^53]")
-		case r.Kind == KindFixed && rec.C != 0:
-			return bad("third word set")
-		case rec.C < 0 || rec.C > maxCount:
-			return bad("previous count outside [0, 2^53]")
-		}
-	case KindLog:
+	switch k.shape {
+	case inWords:
+		return k.checkState(rec)
+	case inLog:
 		if rec.A != 0 || rec.B != 0 || rec.C != 0 {
-			return bad("state words set for a log")
+			return badState(rec, "state words set for a log")
 		}
 		if int64(len(rec.Log)) > maxLog {
 			return badRule("log of %d timestamps", len(rec.Log))
@@ -167,40 +150,105 @@ func checkRecord(rec *Record, maxLog int64) error {
 				return badRule("log timestamps out of order at %d", j)
 			}
 		}
-	case KindConcurrency:
-		if rec.A != 0 || rec.B != 0 || rec.C != 0 {
-			return bad("state words set for a concurrency key")
+	case inLeases:
+		return checkLeases(rec, maxLog)
+	}
+	return nil
+}
+
+// badState is checkRecord's error for a record's state.
+func badState(rec *Record, what string) error {
+	return badRule("%s state (%d, %d, %d): %s", rec.Rule.Kind, rec.A, rec.B, rec.C, what)
+}
+
+// checkBucketState: a level within the capacity, a progress within the
+// interval (bucket.go).
+func checkBucketState(rec *Record) error {
+	r := rec.Rule
+	switch {
+	case rec.A < 0 || rec.A > r.Limit:
+		return badState(rec, "level outside [0, capacity]")
+	case rec.B < 0 || rec.B >= r.Period:
+		return badState(rec, "progress outside [0, interval)")
+	case rec.A == 0 && rec.B != 0:
+		return badState(rec, "progress on an empty level")
+	}
+	return nil
+}
+
+// checkWindowState: an aligned window start and a count within 2^53
+// (window.go).
+func checkWindowState(rec *Record) error {
+	switch {
+	case align(rec.A, rec.Rule.Period) != rec.A:
+		return badState(rec, "window start not aligned to the window")
+	case rec.B < 0 || rec.B > maxCount:
+		return badState(rec, "count outside [0, 2^53]")
+	}
+	return nil
+}
+
+// checkFixedState: a window and no third word.
+func checkFixedState(rec *Record) error {
+	if err := checkWindowState(rec); err != nil {
+		return err
+	}
+	if rec.C != 0 {
+		return badState(rec, "third word set")
+	}
+	return nil
+}
+
+// checkSlidingState: a window and a previous count within 2^53.
+func checkSlidingState(rec *Record) error {
+	if err := checkWindowState(rec); err != nil {
+		return err
+	}
+	if rec.C < 0 || rec.C > maxCount {
+		return badState(rec, "previous count outside [0, 2^53]")
+	}
+	return nil
+}
+
+// checkGCRAState: the tat alone.
+func checkGCRAState(rec *Record) error {
+	if rec.B != 0 || rec.C != 0 {
+		return badState(rec, "words beyond tat set")
+	}
+	return nil
+}
+
+// checkLeases: at most maxLog leases, each with a token and units, in
+// (expiry, token) order, no token twice, at most 2^53 units held.
+func checkLeases(rec *Record, maxLog int64) error {
+	if rec.A != 0 || rec.B != 0 || rec.C != 0 {
+		return badState(rec, "state words set for a concurrency key")
+	}
+	if int64(len(rec.Leases)) > maxLog {
+		return badRule("%d leases", len(rec.Leases))
+	}
+	held := int64(0)
+	for j, l := range rec.Leases {
+		if len(l.Token) < 1 || len(l.Token) > MaxToken {
+			return badRule("lease %d: token of %d bytes", j, len(l.Token))
 		}
-		if int64(len(rec.Leases)) > maxLog {
-			return badRule("%d leases", len(rec.Leases))
+		if l.Units < 1 || l.Units > maxCount-held {
+			return badRule("lease %d: %d units", j, l.Units)
 		}
-		held := int64(0)
-		for j, l := range rec.Leases {
-			if len(l.Token) < 1 || len(l.Token) > MaxToken {
-				return badRule("lease %d: token of %d bytes", j, len(l.Token))
+		held += l.Units
+		if j > 0 {
+			p := rec.Leases[j-1]
+			if p.Expiry > l.Expiry || p.Expiry == l.Expiry && string(p.Token) >= string(l.Token) {
+				return badRule("leases out of (expiry, token) order at %d", j)
 			}
-			if l.Units < 1 || l.Units > maxCount-held {
-				return badRule("lease %d: %d units", j, l.Units)
-			}
-			held += l.Units
-			if j > 0 {
-				p := rec.Leases[j-1]
-				if p.Expiry > l.Expiry || p.Expiry == l.Expiry && string(p.Token) >= string(l.Token) {
-					return badRule("leases out of (expiry, token) order at %d", j)
-				}
-			}
 		}
-		seen := make(map[string]struct{}, len(rec.Leases))
-		for j, l := range rec.Leases {
-			if _, dup := seen[string(l.Token)]; dup {
-				return badRule("lease %d: token repeated", j)
-			}
-			seen[string(l.Token)] = struct{}{}
+	}
+	seen := make(map[string]struct{}, len(rec.Leases))
+	for j, l := range rec.Leases {
+		if _, dup := seen[string(l.Token)]; dup {
+			return badRule("lease %d: token repeated", j)
 		}
-	case KindGCRA:
-		if rec.B != 0 || rec.C != 0 {
-			return bad("words beyond tat set")
-		}
+		seen[string(l.Token)] = struct{}{}
 	}
 	return nil
 }

@@ -111,15 +111,7 @@ func newKeyCost(key []byte, kind Kind) int64 {
 	if len(key) > inlineKey {
 		c += int64(len(key) + uvarintLen(uint64(len(key))))
 	}
-	switch kind {
-	case KindLog:
-		c += ringCost + tsCost
-	case KindConcurrency:
-		c += leaseSetCost + leaseCost
-	case KindString:
-		c += strCost // the value's bytes come as roomExtra's bytes
-	}
-	return c
+	return c + kindOf(kind).keyBytes
 }
 
 // room reports whether key may be created (under mu): nil, errNoRoom when
@@ -198,9 +190,9 @@ func (s *stripe) reclaim(now int64) {
 		switch {
 		case !live:
 			s.removeIdx(i)
-		case r.Kind == KindLog:
+		case kinds[r.Kind].shape == inLog:
 			s.logPrune(&s.logs.rings[ent.a], q-r.Period)
-		case r.Kind == KindConcurrency:
+		case kinds[r.Kind].shape == inLeases:
 			s.leasePrune(&s.leases.sets[ent.a], q)
 		}
 	})

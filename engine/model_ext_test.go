@@ -99,13 +99,18 @@ func TestDifferentialAll(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		seeds, steps = seeds[:1], 600
 	}
-	kinds := []Kind{KindToken, KindLeaky, KindFixed, KindSliding, KindLog}
+	var layered []Kind // RL.ALL's kinds, from the table of kinds
+	for k := KindNone + 1; k < NumKinds; k++ {
+		if k.Layerable() {
+			layered = append(layered, k)
+		}
+	}
 	for _, seed := range seeds {
 		rng := rand.New(rand.NewPCG(seed, 77))
 		keys := []string{"a", "b", "c", "d"}
 		usual := map[string]Rule{}
 		for _, k := range keys {
-			kind := kinds[rng.IntN(len(kinds))]
+			kind := layered[rng.IntN(len(layered))]
 			usual[k] = ruleVariants[kind][rng.IntN(3)] // the moderate variants
 		}
 		e := New(Config{Stripes: 2, MaxLogLimit: 1000})
@@ -115,7 +120,7 @@ func TestDifferentialAll(t *testing.T) {
 			now += rng.Int64N(3 * sec)
 			if rng.IntN(30) == 0 {
 				k := keys[rng.IntN(len(keys))]
-				kind := kinds[rng.IntN(len(kinds))]
+				kind := layered[rng.IntN(len(layered))]
 				usual[k] = ruleVariants[kind][rng.IntN(3)]
 			}
 			cost := func(r Rule) int64 {
@@ -249,6 +254,7 @@ func (cm *concModel) release(now int64, key, token string) int64 {
 // peeks, costs above the limit, lowered limits), releases, peeks and
 // sweeps on the engine and the model.
 func TestDifferentialConcurrency(t *testing.T) {
+	kind := leaseKind(t) // the lease kind, from the table of kinds
 	steps := 4000
 	if testing.Short() || raceEnabled {
 		steps = 1500
@@ -271,7 +277,7 @@ func TestDifferentialConcurrency(t *testing.T) {
 			var got, want Result
 			switch p := rng.IntN(10); {
 			case p < 6:
-				r := Rule{KindConcurrency, []int64{3, 5, 8}[rng.IntN(3)], []int64{sec, 3 * sec, 7*sec + 3}[rng.IntN(3)]}
+				r := Rule{kind, []int64{3, 5, 8}[rng.IntN(3)], []int64{sec, 3 * sec, 7*sec + 3}[rng.IntN(3)]}
 				n := 1 + rng.Int64N(3)
 				switch rng.IntN(8) {
 				case 0:
@@ -293,7 +299,7 @@ func TestDifferentialConcurrency(t *testing.T) {
 				what = "peek " + key
 				got = e.peek(now, []byte(key))
 				if c := cm.prune(now, key); c != nil {
-					want = cm.acquire(now, key, Rule{KindConcurrency, c.limit, sec}, 0, "")
+					want = cm.acquire(now, key, Rule{kind, c.limit, sec}, 0, "")
 				}
 			}
 			if !sameResult(got, want) || got.Count != want.Count {

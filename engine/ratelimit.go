@@ -40,9 +40,7 @@ func (e *Engine) rateLimit(now int64, lims []Limit, shadow uint64, room []Result
 	var first [MaxAll]uint8 // first[i]: the index of the first limit with lims[i]'s key
 	for i := range lims {
 		l := &lims[i]
-		switch l.Rule.Kind {
-		case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
-		default:
+		if !l.Rule.Kind.Layerable() {
 			return Result{Err: badRule("a rate limit request takes no %s limit", l.Rule.Kind)}
 		}
 		r := l.Rule

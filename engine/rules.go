@@ -60,49 +60,111 @@ func (t *ruleTable) release(id uint32) {
 	}
 }
 
-// checkRule validates a rule and a cost against the engine's bounds. The
-// server validates arguments first with nicer messages; this guards the
-// replicated path and snapshots.
+// checkRule validates a rule and a cost against the engine's bounds, by
+// the rule's kind's row (kinds.go). The server validates arguments first
+// with nicer messages; this guards the replicated path and snapshots.
+//
+// It runs on every decision: the checks below keep their error paths out
+// of line, so that what a valid rule runs is inlined into the row's
+// function.
 func (e *Engine) checkRule(r Rule, cost int64) error {
-	if cost < 0 && (r.Kind == KindGCRA || r.Kind == KindConcurrency) {
-		return badRule("negative cost %d", cost)
+	return kindOf(r.Kind).checkRule(r, cost, e.maxLog)
+}
+
+// positive reports every kind's first check: a limit and a period of at
+// least 1.
+func positive(r Rule) bool { return r.Limit >= 1 && r.Period >= 1 }
+
+// notPositive is the error of a rule that is not positive.
+func notPositive(r Rule) error {
+	return badRule("%s limit %d period %d ns: both must be >= 1", r.Kind, r.Limit, r.Period)
+}
+
+// refuseRule is the check of KindNone, KindString and of a Kind beyond the
+// table: no rule of theirs is valid.
+func refuseRule(r Rule, _, _ int64) error {
+	if !positive(r) {
+		return notPositive(r)
 	}
-	if r.Limit < 1 || r.Period < 1 {
-		return badRule("%s limit %d period %d ns: both must be >= 1", r.Kind, r.Limit, r.Period)
+	return badRule("unknown limiter kind %d", r.Kind)
+}
+
+// countBounds reports whether the kinds that count units (the bucket,
+// window and log kinds) take r and cost: limit, period and a signed cost
+// within 2^53 and 366 days. countError says which bound failed.
+func countBounds(r Rule, cost int64) bool {
+	return positive(r) && r.Limit <= maxCount && r.Period <= maxPeriod && cost <= maxCount && cost >= -maxCount
+}
+
+func countError(r Rule, cost int64) error {
+	switch {
+	case !positive(r):
+		return notPositive(r)
+	case r.Limit > maxCount:
+		return badRule("%s limit %d exceeds 2^53", r.Kind, r.Limit)
+	case r.Period > maxPeriod:
+		return badRule("%s period %d ns exceeds 366 days", r.Kind, r.Period)
 	}
-	switch r.Kind {
-	case KindToken, KindLeaky, KindFixed, KindSliding, KindLog:
-		if r.Limit > maxCount {
-			return badRule("%s limit %d exceeds 2^53", r.Kind, r.Limit)
-		}
-		if r.Period > maxPeriod {
-			return badRule("%s period %d ns exceeds 366 days", r.Kind, r.Period)
-		}
-		if cost > maxCount || cost < -maxCount {
-			return badRule("cost %d exceeds 2^53", cost)
-		}
-		if r.Kind == KindLog && r.Limit > e.maxLog {
-			return badRule("log limit %d exceeds max-log-limit %d", r.Limit, e.maxLog)
-		}
-	case KindConcurrency:
-		if r.Limit > e.maxLog {
-			return badRule("concurrency limit %d exceeds max-log-limit %d", r.Limit, e.maxLog)
-		}
-		if r.Period > maxPeriod {
-			return badRule("lease ttl %d ns exceeds 366 days", r.Period)
-		}
-		if cost > maxCount {
-			return badRule("cost %d exceeds 2^53", cost)
-		}
-	case KindGCRA:
-		if r.Limit > maxGCRASpan/r.Period {
-			return badRule("gcra burst %d times interval %d ns exceeds 2^62", r.Limit, r.Period)
-		}
-		if cost > maxGCRASpan/r.Period {
-			return badRule("gcra quantity %d times interval %d ns exceeds 2^62", cost, r.Period)
-		}
-	default:
-		return badRule("unknown limiter kind %d", r.Kind)
+	return badRule("cost %d exceeds 2^53", cost)
+}
+
+// checkCountRule is the check of the bucket and window kinds.
+func checkCountRule(r Rule, cost, _ int64) error {
+	if !countBounds(r, cost) {
+		return countError(r, cost)
 	}
 	return nil
+}
+
+// checkLogRule is checkCountRule with the log's limit within maxLog.
+func checkLogRule(r Rule, cost, maxLog int64) error {
+	if !countBounds(r, cost) {
+		return countError(r, cost)
+	}
+	if r.Limit > maxLog {
+		return badRule("log limit %d exceeds max-log-limit %d", r.Limit, maxLog)
+	}
+	return nil
+}
+
+// checkConcurrencyRule: no refunds, at most maxLog units held, a lease ttl
+// within 366 days.
+func checkConcurrencyRule(r Rule, cost, maxLog int64) error {
+	if cost < 0 {
+		return badRule("negative cost %d", cost)
+	}
+	if !positive(r) {
+		return notPositive(r)
+	}
+	if r.Limit > maxLog {
+		return badRule("concurrency limit %d exceeds max-log-limit %d", r.Limit, maxLog)
+	}
+	if r.Period > maxPeriod {
+		return badRule("lease ttl %d ns exceeds 366 days", r.Period)
+	}
+	if cost > maxCount {
+		return badRule("cost %d exceeds 2^53", cost)
+	}
+	return nil
+}
+
+// checkGCRARule: no refunds, and the burst and the quantity times the
+// interval within 2^62 (gcra.go).
+func checkGCRARule(r Rule, cost, _ int64) error {
+	if cost < 0 || !positive(r) || r.Limit > maxGCRASpan/r.Period || cost > maxGCRASpan/r.Period {
+		return gcraError(r, cost)
+	}
+	return nil
+}
+
+func gcraError(r Rule, cost int64) error {
+	switch {
+	case cost < 0:
+		return badRule("negative cost %d", cost)
+	case !positive(r):
+		return notPositive(r)
+	case r.Limit > maxGCRASpan/r.Period:
+		return badRule("gcra burst %d times interval %d ns exceeds 2^62", r.Limit, r.Period)
+	}
+	return badRule("gcra quantity %d times interval %d ns exceeds 2^62", cost, r.Period)
 }

@@ -81,12 +81,12 @@ func (s *stripe) remove(pos, idx uint32) {
 	if s.watch != nil {
 		s.watch.KeyChanged(s.keyOf(e))
 	}
-	switch s.rules.get(e.rule).Kind {
-	case KindLog:
+	switch kinds[s.rules.get(e.rule).Kind].shape {
+	case inLog:
 		s.logs.release(uint32(e.a))
-	case KindConcurrency:
+	case inLeases:
 		s.leases.release(uint32(e.a))
-	case KindString:
+	case inValue:
 		if e.c != 0 {
 			s.heapRemove(idx)
 		}

@@ -5,7 +5,7 @@ package engine
 // state a snapshot carries (ClockState, Record, Lease). The Engine and its
 // methods live in engine.go (New, Apply, Decide, the locking) and beside it
 // in all.go, concurrency.go, digest.go, export.go, memory.go, rules.go and
-// scan.go.
+// scan.go; what differs by kind is the table of kinds.go.
 
 // Config sizes an Engine.
 type Config struct {

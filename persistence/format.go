@@ -89,13 +89,21 @@ const (
 	flagLog      = 1 << 7
 )
 
-// maxKind is the highest engine.Kind a record may carry; maxKindV1 and
-// maxKindV2 the highest in a version 1 and 2 stream.
+// maxKind is the highest engine.Kind a record may carry, the engine's
+// last (its table of kinds, engine/kinds.go); maxKindV1 and maxKindV2 the
+// highest in a version 1 and 2 stream. A build of a format version refuses
+// a kind above that version's bound ("unknown limiter kind"), so a new kind
+// comes with a new format version (cluster/version.go's snapshotFormats
+// then keeps a mixed cluster on the old one): the old version gets its
+// maxKindVn, and TestKindBounds fails until it does.
 const (
-	maxKind   = 8
+	maxKind   = engine.NumKinds - 1
 	maxKindV1 = 6
 	maxKindV2 = 7
 )
+
+// A record's kind is 4 bits of its flags.
+const _ = uint(flagKindMask - maxKind)
 
 // MaxValueLen is the longest string value a snapshot may hold.
 const MaxValueLen = 16 << 20
@@ -139,5 +147,5 @@ func maxKindIn(v uint64) byte {
 	case 2:
 		return maxKindV2 // version 2 knew no string keys
 	}
-	return maxKind
+	return byte(maxKind)
 }

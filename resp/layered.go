@@ -12,14 +12,22 @@ import (
 // and concurrency leases. Each parses into one engine op, so it goes
 // through the Executor (and the replicated log) as one unit.
 
-// allAlgorithms maps RL.ALL's ALGO argument (case-insensitive) to its kind.
-var allAlgorithms = [...]struct {
-	name string
-	kind engine.Kind
-}{
-	{"token", engine.KindToken}, {"leaky", engine.KindLeaky}, {"fixed", engine.KindFixed},
-	{"sliding", engine.KindSliding}, {"log", engine.KindLog},
+// allAlgorithm is the kind RL.ALL's ALGO argument names (case-insensitive):
+// a layerable kind of the engine's table of kinds, by its name; KindNone
+// for any other. allAlgorithmsText and rlAllCommand's algorithm argument
+// list the same kinds (TestAllAlgorithmsFromTable).
+func allAlgorithm(name []byte) engine.Kind {
+	for k := engine.KindNone + 1; k < engine.NumKinds; k++ {
+		if k.Layerable() && len(name) == len(k.String()) && bytes.EqualFold(name, []byte(k.String())) {
+			return k
+		}
+	}
+	return engine.KindNone
 }
+
+// allAlgorithmsText is the error detail of an ALGO argument that names no
+// layerable kind.
+const allAlgorithmsText = "must be TOKEN, LEAKY, FIXED, SLIDING or LOG"
 
 func rlAllCommand() *command {
 	algo := argDoc{name: "algorithm", typ: "oneof", subargs: []argDoc{
@@ -92,15 +100,9 @@ func runAll(s *Server, c *client, args [][]byte, p *pending) {
 	start := len(c.limits)
 	for i := int64(0); i < n; i++ {
 		a := args[2+5*i : 7+5*i]
-		kind := engine.KindNone
-		for _, al := range allAlgorithms {
-			if len(a[0]) == len(al.name) && bytes.EqualFold(a[0], []byte(al.name)) {
-				kind = al.kind
-				break
-			}
-		}
+		kind := allAlgorithm(a[0])
 		if kind == engine.KindNone {
-			c.local.Error(NewArgError("algorithm", a[0], "must be TOKEN, LEAKY, FIXED, SLIDING or LOG").Error())
+			c.local.Error(NewArgError("algorithm", a[0], allAlgorithmsText).Error())
 			c.limits = c.limits[:start]
 			return
 		}

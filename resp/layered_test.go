@@ -35,12 +35,7 @@ func TestRuleCache(t *testing.T) {
 	}
 	var rc ruleCache
 	for i, st := range seq {
-		var kind engine.Kind
-		for _, al := range allAlgorithms {
-			if al.name == st.kind {
-				kind = al.kind
-			}
-		}
+		kind := allAlgorithm([]byte(st.kind))
 		// Twice: a miss, then what the cache now holds.
 		for range 2 {
 			want, werr := s.parseRule(kind, []byte(st.a), []byte(st.b))
@@ -103,5 +98,41 @@ func TestRenderAll(t *testing.T) {
 		if !bytes.Equal(got.b, want.b) {
 			t.Fatalf("round %d: %+v\ngot  %q\nwant %q", round, res, got.b, want.b)
 		}
+	}
+}
+
+// TestAllAlgorithmsFromTable: RL.ALL's algorithms are the layerable kinds
+// of the engine's table of kinds, and its COMMAND DOCS argument and its
+// error text list those same kinds.
+func TestAllAlgorithmsFromTable(t *testing.T) {
+	var names, tokens []string
+	for k := engine.KindNone + 1; k < engine.NumKinds; k++ {
+		if !k.Layerable() {
+			if got := allAlgorithm([]byte(k.String())); got != engine.KindNone {
+				t.Errorf("RL.ALL takes %q, a kind that cannot be layered", k)
+			}
+			continue
+		}
+		names = append(names, k.String())
+		tokens = append(tokens, strings.ToUpper(k.String()))
+		for _, n := range []string{k.String(), strings.ToUpper(k.String())} {
+			if got := allAlgorithm([]byte(n)); got != k {
+				t.Errorf("allAlgorithm(%q) = %v, want %v", n, got, k)
+			}
+		}
+	}
+	want := "must be " + strings.Join(tokens[:len(tokens)-1], ", ") + " or " + tokens[len(tokens)-1]
+	if allAlgorithmsText != want {
+		t.Errorf("allAlgorithmsText = %q, want %q", allAlgorithmsText, want)
+	}
+	var docs []string
+	for _, a := range rlAllCommand().args[1].subargs[0].subargs {
+		docs = append(docs, a.name)
+		if a.token != strings.ToUpper(a.name) {
+			t.Errorf("RL.ALL's algorithm %q has token %q", a.name, a.token)
+		}
+	}
+	if fmt.Sprint(docs) != fmt.Sprint(names) {
+		t.Errorf("RL.ALL's documented algorithms are %v, the layerable kinds %v", docs, names)
 	}
 }
