@@ -156,19 +156,6 @@ const (
 	OpRateLimit OpCode = 40
 )
 
-// Mutates reports whether the operation can change state and so must go
-// through the replicated log; the others are reads.
-func (c OpCode) Mutates() bool {
-	switch c {
-	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume, OpAll, OpAcquire, OpRelease,
-		OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist:
-		return true
-	case OpRateLimit:
-		return true
-	}
-	return false
-}
-
 // Op is one engine operation. Key, Pattern, Token and All are not retained
 // by the engine after the call returns, except that a new key's or lease's
 // bytes are copied.

@@ -82,6 +82,7 @@ func keyspaceCommands() []*command {
 		},
 		{
 			name: "keys", arity: 2, flags: flagReadonly,
+			op:    engine.OpKeys,
 			group: "keyspace", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Every key matching a glob pattern",
 			args:    []argDoc{{name: "pattern", typ: "pattern"}},
@@ -97,6 +98,7 @@ func keyspaceCommands() []*command {
 		},
 		{
 			name: "scan", arity: -2, flags: flagReadonly,
+			op:    engine.OpScan,
 			group: "keyspace", since: "2.8.0", complexity: "O(1) per call",
 			summary: "Iterate over the keys",
 			args: []argDoc{intArg("cursor"), optional(tokenArg("MATCH", "pattern", "pattern")),
