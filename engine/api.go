@@ -111,16 +111,16 @@ const (
 	OpCount OpCode = 7
 	// OpScan runs one SCAN step from Cursor, matching Pattern (a Redis glob,
 	// empty matches all) and, unless Rule.Kind is KindNone, only that kind,
-	// examining about Cost keys. Result.Keys and Result.Cursor are set.
+	// examining about Count keys. Result.Keys and Result.Cursor are set.
 	OpScan OpCode = 8
 	// OpKeys sets Result.Keys to every key matching Pattern (KEYS).
 	OpKeys OpCode = 9
 	// OpFlush forgets every key (FLUSHALL); Result.Count is how many existed.
 	OpFlush OpCode = 10
-	// OpTimeWarp advances the clock by Cost nanoseconds (DEBUG TIMEWARP).
+	// OpTimeWarp advances the clock by Clock nanoseconds (DEBUG TIMEWARP).
 	OpTimeWarp OpCode = 11
-	// OpClockFreeze freezes the clock at Cost nanoseconds since the epoch,
-	// or at the current time when Cost is 0 (DEBUG CLOCK FREEZE).
+	// OpClockFreeze freezes the clock at Clock nanoseconds since the epoch,
+	// or at the current time when Clock is 0 (DEBUG CLOCK FREEZE).
 	OpClockFreeze OpCode = 12
 	// OpClockResume lets a frozen clock run again (DEBUG CLOCK RESUME).
 	OpClockResume OpCode = 13
@@ -162,10 +162,20 @@ const (
 //
 // Cost is signed: a negative Cost on the RL.* kinds (not GCRA, not
 // concurrency) is a refund of up to -Cost units.
+//
+// Count and Clock replicate in the place of Cost (cluster/codec.go chooses
+// the field by Code): an op has at most one of the three.
 type Op struct {
-	Code    OpCode
-	Rule    Rule
-	Cost    int64
+	Code OpCode
+	Rule Rule
+	// Cost is what a decision charges (OpDecide, OpAcquire) or OpIncrBy's
+	// increment.
+	Cost int64
+	// Count is OpScan's COUNT: about how many keys the step examines.
+	Count int64
+	// Clock is the clock ops' argument, in nanoseconds: OpTimeWarp's jump,
+	// OpClockFreeze's instant since the epoch (0: the current time).
+	Clock   int64
 	Cursor  uint64
 	Key     []byte
 	Pattern []byte

@@ -230,12 +230,12 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpFlush:
 			r.Count = e.flush(now)
 		case OpTimeWarp:
-			r.Err = e.clock.warp(wall, op.Cost)
+			r.Err = e.clock.warp(wall, op.Clock)
 			now = e.clock.now(wall)
 			// The string keys the jump expired go now (strings.go).
 			e.drainExpired(e.countedAt(now))
 		case OpClockFreeze:
-			r.Err = e.clock.freeze(wall, op.Cost)
+			r.Err = e.clock.freeze(wall, op.Clock)
 			now = e.clock.now(wall)
 			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
 		case OpClockResume:

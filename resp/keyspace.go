@@ -166,7 +166,7 @@ func runScan(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error(msgInvalidCursor.Text())
 		return
 	}
-	op := engine.Op{Code: engine.OpScan, Cursor: cursor, Cost: 10}
+	op := engine.Op{Code: engine.OpScan, Cursor: cursor, Count: 10}
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			c.local.Error(msgSyntax.Text())
@@ -182,7 +182,7 @@ func runScan(s *Server, c *client, args [][]byte, p *pending) {
 				c.local.Error(msgCountRange.Text())
 				return
 			}
-			op.Cost = min(n, 100000)
+			op.Count = min(n, 100000)
 		case bytes.EqualFold(args[i], []byte("type")):
 			kind, ok := engine.ParseKind(string(bytes.ToLower(val)))
 			if !ok {

@@ -122,7 +122,7 @@ func runDebugTimewarp(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error(NewArgError("milliseconds", args[1], "at most "+strconv.FormatInt(maxTimewarpMillis, 10)+" ("+strconv.Itoa(engine.MaxPeriodDays)+"d) per call").Error())
 		return
 	}
-	c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})
+	c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Clock: ms * 1e6})
 }
 
 // runDebugClock implements DEBUG CLOCK FREEZE [unix-ms] and DEBUG CLOCK
@@ -143,7 +143,7 @@ func runDebugClock(s *Server, c *client, args [][]byte, p *pending) {
 			}
 			at = ms * 1e6
 		}
-		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Cost: at})
+		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Clock: at})
 	case strings.EqualFold(string(args[1]), "resume") && len(args) == 2:
 		c.enqueue(p, engine.Op{Code: engine.OpClockResume})
 	default:
