@@ -322,7 +322,7 @@ func scanCursor(g, groups int, c uint64) uint64 {
 }
 
 // mergeResult folds one more group's result r of an operation run in
-// every group into acc. A write that failed in some group and ran in
+// every group into acc, as the op's Merge says. A write that failed in some group and ran in
 // another may have been partly applied: UNCERTAIN, whatever the failure
 // said.
 func mergeResult(code engine.OpCode, acc, r *engine.Result) {

@@ -85,11 +85,14 @@ type Rule struct {
 	Period int64
 }
 
-// OpCode says what an Op does.
+// OpCode says what an Op does. What the rest of sluice must know about an
+// operation (whether it mutates, how it is routed and its results merge,
+// which fields name its keys) is its row in the table of operations
+// (ops.go), read through OpCode's methods.
 type OpCode uint8
 
 // Operation codes. Their numeric values are part of the replicated log: never
-// renumber them.
+// renumber them. Each has its row in the table of operations (ops.go).
 const (
 	// OpDecide runs the rule's algorithm on Key with Cost (Cost 0 peeks).
 	OpDecide OpCode = 1
