@@ -105,9 +105,9 @@ const (
 	OpExists OpCode = 4
 	// OpType sets Result.Kind to the key's kind (KindNone when absent).
 	OpType OpCode = 5
-	// OpTTL sets Result.Count to the nanoseconds until the key's state is
+	// OpTTL sets Result.TTL() to the nanoseconds until the key's state is
 	// back at its initial state (-2 when absent, as PTTL). For a string key
-	// with an expiry, Result.Kind is KindString and Count is in
+	// with an expiry, Result.Kind is KindString and the TTL is in
 	// milliseconds (expiry - now, as Redis's PTTL); -1 without one.
 	OpTTL OpCode = 6
 	// OpCount sets Result.Count to the number of keys with state (DBSIZE).
@@ -127,7 +127,7 @@ const (
 	OpClockFreeze OpCode = 12
 	// OpClockResume lets a frozen clock run again (DEBUG CLOCK RESUME).
 	OpClockResume OpCode = 13
-	// OpTime sets Result.Count to the clock's time in nanoseconds (TIME).
+	// OpTime sets Result.Time() to the clock's time in nanoseconds (TIME).
 	OpTime OpCode = 14
 	// OpAll decides every limit of All at one instant, all charged or none
 	// (RL.ALL): Result holds the combined reply and Result.Each one result
@@ -153,7 +153,7 @@ const (
 	// key. Cursor is the shadow mask: bit i set makes All[i] a shadow
 	// limit, which never denies the request and, without room, is left
 	// uncharged. The request is allowed unless an enforced limit denies;
-	// then nothing changes. Result.Allowed is that outcome, Result.Count
+	// then nothing changes. Result.Allowed is that outcome, Result.Time()
 	// the decision time in nanoseconds, Result.Each one result per limit
 	// (Allowed: that limit had room). Rule, Cost and Key are unused.
 	OpRateLimit OpCode = 40
@@ -218,6 +218,11 @@ const (
 // RetryAfter and ResetAfter are milliseconds (RetryAfter is 0 when allowed
 // and -1 when the cost can never be allowed); for KindGCRA they are
 // redis-cell's whole seconds (RetryAfter -1 when allowed).
+//
+// Count is the op's number: a count (keys, a string op's outcome), or a
+// TTL or a time, which Result.TTL and Result.Time read. One field, not
+// three, so that a Result, returned by value on the hot path, stays small
+// (docs/design.md, "A new operation").
 type Result struct {
 	Err        error // nil, or one of the errors below
 	Kind       Kind
@@ -236,6 +241,15 @@ type Result struct {
 	// StrGet), set when Kind is KindString; the result owns it.
 	Value []byte
 }
+
+// TTL returns OpTTL's time to live (see OpTTL for its unit), which the
+// result holds in Count.
+func (r *Result) TTL() int64 { return r.Count }
+
+// Time returns the time a result holds in Count: OpTime's clock and
+// OpRateLimit's decision instant in nanoseconds since the epoch,
+// OpExpireTime's expiry in milliseconds (or -1, -2).
+func (r *Result) Time() int64 { return r.Count }
 
 // Errors an operation can report in Result.Err. Each is an
 // *errcode.Error: the error returned carries the same code (errors.Is
