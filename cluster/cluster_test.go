@@ -183,7 +183,7 @@ func TestLeadershipChangeKeepsDecisions(t *testing.T) {
 			}
 		}
 		// Also warp the replicated clock: it must survive the change too.
-		exec(t, tc.nodes[l], engine.Op{Code: engine.OpTimeWarp, Cost: int64(time.Second)})
+		exec(t, tc.nodes[l], engine.Op{Code: engine.OpTimeWarp, Clock: int64(time.Second)})
 		before := exec(t, tc.nodes[l], engine.Op{Code: engine.OpTime})[0].Count
 		if err := tc.nodes[l].Transfer(context.Background(), ""); err != nil {
 			t.Fatalf("round %d: transfer: %v", round, err)
@@ -274,7 +274,7 @@ func testSnapshotRestore(t *testing.T, ds diskSetup) {
 	for i := 0; i < 20; i++ {
 		exec(t, n, decide(fmt.Sprintf("a%d", i), tokenRule, 3))
 	}
-	exec(t, n, engine.Op{Code: engine.OpTimeWarp, Cost: int64(time.Hour)})
+	exec(t, n, engine.Op{Code: engine.OpTimeWarp, Clock: int64(time.Hour)})
 	if err := n.Snapshot(context.Background()); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}

@@ -79,7 +79,7 @@ type batchSpan struct {
 // Field mask bits of an encoded op.
 const (
 	fieldRule = 1 << iota
-	fieldCost
+	fieldCost // Op.Cost, or OpScan's Op.Count, or the clock ops' Op.Clock (costField)
 	fieldCursor
 	fieldKey
 	fieldPattern
@@ -166,12 +166,27 @@ func appendOps(b []byte, ops []engine.Op) []byte {
 	return b
 }
 
+// costField returns the field of op that travels in the wire's cost field:
+// Cost, or the typed field that took its place in engine.Op for some ops
+// (OpScan's Count, the clock ops' Clock) while the wire kept one field, so
+// older entries and members decode and encode them alike.
+func costField(op *engine.Op) *int64 {
+	switch op.Code {
+	case engine.OpScan:
+		return &op.Count
+	case engine.OpTimeWarp, engine.OpClockFreeze:
+		return &op.Clock
+	}
+	return &op.Cost
+}
+
 func appendOp(b []byte, op *engine.Op) []byte {
 	var mask byte
 	if op.Rule != (engine.Rule{}) {
 		mask |= fieldRule
 	}
-	if op.Cost != 0 {
+	cost := *costField(op)
+	if cost != 0 {
 		mask |= fieldCost
 	}
 	if op.Cursor != 0 {
@@ -209,7 +224,7 @@ func appendOp(b []byte, op *engine.Op) []byte {
 		b = binary.AppendVarint(b, op.Rule.Period)
 	}
 	if mask&fieldCost != 0 {
-		b = binary.AppendVarint(b, op.Cost)
+		b = binary.AppendVarint(b, cost)
 	}
 	if mask&fieldCursor != 0 {
 		b = binary.AppendUvarint(b, op.Cursor)
@@ -644,7 +659,7 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 			op.Rule.Period = d.Varint()
 		}
 		if mask&fieldCost != 0 {
-			op.Cost = d.Varint()
+			*costField(op) = d.Varint()
 		}
 		if mask&fieldCursor != 0 {
 			op.Cursor = d.Uvarint()

@@ -19,10 +19,10 @@ func sampleOps() []engine.Op {
 		decide("k", tokenRule, 1),
 		{Code: engine.OpDecide, Key: []byte{0, '\r', '\n', 0xff}, Rule: engine.Rule{Kind: engine.KindGCRA, Limit: math.MaxInt64, Period: math.MinInt64}, Cost: -1},
 		{Code: engine.OpPeek, Key: []byte("p")},
-		{Code: engine.OpScan, Cursor: math.MaxUint64, Pattern: []byte("user:*"), Rule: engine.Rule{Kind: engine.KindLog}, Cost: 10},
+		{Code: engine.OpScan, Cursor: math.MaxUint64, Pattern: []byte("user:*"), Rule: engine.Rule{Kind: engine.KindLog}, Count: 10},
 		{Code: engine.OpKeys, Pattern: []byte("*")},
 		{Code: engine.OpCount},
-		{Code: engine.OpTimeWarp, Cost: int64(time.Hour)},
+		{Code: engine.OpTimeWarp, Clock: int64(time.Hour)},
 		{Code: engine.OpClockFreeze},
 		{Code: 200}, // unknown codes travel; the engine refuses them
 		{Code: engine.OpAll, All: []engine.Limit{

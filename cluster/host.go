@@ -169,32 +169,35 @@ const (
 	toScan                  // the group its cursor names
 )
 
-// routeOp returns the group an operation runs in and how.
+// routeOp returns the group an operation runs in and how, by its row in
+// the engine's table of operations (engine/ops.go).
 func (h *Host) routeOp(op *engine.Op) (int, opRouting) {
-	switch op.Code {
-	case engine.OpCount, engine.OpKeys, engine.OpFlush,
-		engine.OpTimeWarp, engine.OpClockFreeze, engine.OpClockResume:
+	switch op.Code.Route() {
+	case engine.RouteEvery:
 		return 0, toAll
-	case engine.OpScan:
+	case engine.RouteCursor:
 		return int(op.Cursor >> scanGroupShift), toScan
-	case engine.OpTime:
+	case engine.RouteGroup0:
 		return 0, toOne
-	case engine.OpAll, engine.OpRateLimit:
+	}
+	key := op.Key
+	if op.Code.Keys() == engine.KeysAll {
 		if len(op.All) == 0 {
 			return 0, toOne
 		}
 		// The RESP server checked that every limit of RL.ALL is in one
 		// group; every key of a rate limit request carries its domain as
 		// the hash tag (rls/decision), so they share one slot.
-		return h.table.Group(slots.Of(op.All[0].Key)), toOne
+		key = op.All[0].Key
 	}
-	return h.table.Group(slots.Of(op.Key)), toOne
+	return h.table.Group(slots.Of(key)), toOne
 }
 
 // Execute implements resp.Executor: every operation runs in the group
 // owning its key, each group's share as one batch of that group, the
 // groups in parallel; DBSIZE, KEYS, FLUSHALL and the clock commands run in
-// every group, SCAN in the group its cursor names. A group that fails
+// every group, SCAN in the group its cursor names (each op's Route in the
+// engine's table of operations). A group that fails
 // fails its own operations (Result.Err), not the others'; the error is
 // returned only when every group failed.
 func (h *Host) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
@@ -292,7 +295,7 @@ func (h *Host) executeSplit(ctx context.Context, ops []engine.Op, results []engi
 			if !seen[i] {
 				seen[i] = true
 				results[i] = r
-				if ops[i].Code == engine.OpScan {
+				if ops[i].Code.Route() == engine.RouteCursor {
 					results[i].Cursor = scanCursor(g, len(parts), r.Cursor)
 				}
 				continue
@@ -319,7 +322,7 @@ func scanCursor(g, groups int, c uint64) uint64 {
 }
 
 // mergeResult folds one more group's result r of an operation run in
-// every group into acc. A write that failed in some group and ran in
+// every group into acc, as the op's Merge says. A write that failed in some group and ran in
 // another may have been partly applied: UNCERTAIN, whatever the failure
 // said.
 func mergeResult(code engine.OpCode, acc, r *engine.Result) {
@@ -331,13 +334,14 @@ func mergeResult(code engine.OpCode, acc, r *engine.Result) {
 		}
 		return
 	}
-	switch code {
-	case engine.OpCount, engine.OpFlush:
+	switch code.Merge() {
+	case engine.MergeSum:
 		acc.Count += r.Count
-	case engine.OpKeys:
+	case engine.MergeConcat:
 		acc.Keys = append(acc.Keys, r.Keys...)
 	}
-	// The clock commands: group 0's reply (each group's clock moved alike).
+	// MergeFirst, the clock commands: group 0's reply (each group's clock
+	// moved alike).
 }
 
 func mayHaveApplied(err error) bool {

@@ -226,7 +226,7 @@ func TestHostGroupsBalanceAndRoute(t *testing.T) {
 	var scanned []string
 	cursor, steps := uint64(0), 0
 	for {
-		r := hostExec(t, h, engine.Op{Code: engine.OpScan, Cursor: cursor, Cost: 1})
+		r := hostExec(t, h, engine.Op{Code: engine.OpScan, Cursor: cursor, Count: 1})
 		for _, k := range r[0].Keys {
 			scanned = append(scanned, string(k))
 		}

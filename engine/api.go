@@ -66,11 +66,14 @@ type Rule struct {
 	Period int64
 }
 
-// OpCode says what an Op does.
+// OpCode says what an Op does. What the rest of sluice must know about an
+// operation (whether it mutates, how it is routed and its results merge,
+// which fields name its keys) is its row in the table of operations
+// (ops.go), read through OpCode's methods.
 type OpCode uint8
 
 // Operation codes. Their numeric values are part of the replicated log: never
-// renumber them.
+// renumber them. Each has its row in the table of operations (ops.go).
 const (
 	// OpDecide runs the rule's algorithm on Key with Cost (Cost 0 peeks).
 	OpDecide OpCode = 1
@@ -83,29 +86,29 @@ const (
 	OpExists OpCode = 4
 	// OpType sets Result.Kind to the key's kind (KindNone when absent).
 	OpType OpCode = 5
-	// OpTTL sets Result.Count to the nanoseconds until the key's state is
+	// OpTTL sets Result.TTL() to the nanoseconds until the key's state is
 	// back at its initial state (-2 when absent, as PTTL). For a string key
-	// with an expiry, Result.Kind is KindString and Count is in
+	// with an expiry, Result.Kind is KindString and the TTL is in
 	// milliseconds (expiry - now, as Redis's PTTL); -1 without one.
 	OpTTL OpCode = 6
 	// OpCount sets Result.Count to the number of keys with state (DBSIZE).
 	OpCount OpCode = 7
 	// OpScan runs one SCAN step from Cursor, matching Pattern (a Redis glob,
 	// empty matches all) and, unless Rule.Kind is KindNone, only that kind,
-	// examining about Cost keys. Result.Keys and Result.Cursor are set.
+	// examining about Count keys. Result.Keys and Result.Cursor are set.
 	OpScan OpCode = 8
 	// OpKeys sets Result.Keys to every key matching Pattern (KEYS).
 	OpKeys OpCode = 9
 	// OpFlush forgets every key (FLUSHALL); Result.Count is how many existed.
 	OpFlush OpCode = 10
-	// OpTimeWarp advances the clock by Cost nanoseconds (DEBUG TIMEWARP).
+	// OpTimeWarp advances the clock by Clock nanoseconds (DEBUG TIMEWARP).
 	OpTimeWarp OpCode = 11
-	// OpClockFreeze freezes the clock at Cost nanoseconds since the epoch,
-	// or at the current time when Cost is 0 (DEBUG CLOCK FREEZE).
+	// OpClockFreeze freezes the clock at Clock nanoseconds since the epoch,
+	// or at the current time when Clock is 0 (DEBUG CLOCK FREEZE).
 	OpClockFreeze OpCode = 12
 	// OpClockResume lets a frozen clock run again (DEBUG CLOCK RESUME).
 	OpClockResume OpCode = 13
-	// OpTime sets Result.Count to the clock's time in nanoseconds (TIME).
+	// OpTime sets Result.Time() to the clock's time in nanoseconds (TIME).
 	OpTime OpCode = 14
 	// OpAll decides every limit of All at one instant, all charged or none
 	// (RL.ALL): Result holds the combined reply and Result.Each one result
@@ -131,24 +134,11 @@ const (
 	// key. Cursor is the shadow mask: bit i set makes All[i] a shadow
 	// limit, which never denies the request and, without room, is left
 	// uncharged. The request is allowed unless an enforced limit denies;
-	// then nothing changes. Result.Allowed is that outcome, Result.Count
+	// then nothing changes. Result.Allowed is that outcome, Result.Time()
 	// the decision time in nanoseconds, Result.Each one result per limit
 	// (Allowed: that limit had room). Rule, Cost and Key are unused.
 	OpRateLimit OpCode = 40
 )
-
-// Mutates reports whether the operation can change state and so must go
-// through the replicated log; the others are reads.
-func (c OpCode) Mutates() bool {
-	switch c {
-	case OpDecide, OpDelete, OpFlush, OpTimeWarp, OpClockFreeze, OpClockResume, OpAll, OpAcquire, OpRelease,
-		OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist:
-		return true
-	case OpRateLimit:
-		return true
-	}
-	return false
-}
 
 // Op is one engine operation. Key, Pattern, Token and All are not retained
 // by the engine after the call returns, except that a new key's or lease's
@@ -156,10 +146,20 @@ func (c OpCode) Mutates() bool {
 //
 // Cost is signed: a negative Cost on the RL.* kinds (not GCRA, not
 // concurrency) is a refund of up to -Cost units.
+//
+// Count and Clock replicate in the place of Cost (cluster/codec.go chooses
+// the field by Code): an op has at most one of the three.
 type Op struct {
-	Code    OpCode
-	Rule    Rule
-	Cost    int64
+	Code OpCode
+	Rule Rule
+	// Cost is what a decision charges (OpDecide, OpAcquire) or OpIncrBy's
+	// increment.
+	Cost int64
+	// Count is OpScan's COUNT: about how many keys the step examines.
+	Count int64
+	// Clock is the clock ops' argument, in nanoseconds: OpTimeWarp's jump,
+	// OpClockFreeze's instant since the epoch (0: the current time).
+	Clock   int64
 	Cursor  uint64
 	Key     []byte
 	Pattern []byte
@@ -199,6 +199,11 @@ const (
 // RetryAfter and ResetAfter are milliseconds (RetryAfter is 0 when allowed
 // and -1 when the cost can never be allowed); for KindGCRA they are
 // redis-cell's whole seconds (RetryAfter -1 when allowed).
+//
+// Count is the op's number: a count (keys, a string op's outcome), or a
+// TTL or a time, which Result.TTL and Result.Time read. One field, not
+// three, so that a Result, returned by value on the hot path, stays small
+// (docs/design.md, "A new operation").
 type Result struct {
 	Err        error // nil, or one of the errors below
 	Kind       Kind
@@ -217,6 +222,15 @@ type Result struct {
 	// StrGet), set when Kind is KindString; the result owns it.
 	Value []byte
 }
+
+// TTL returns OpTTL's time to live (see OpTTL for its unit), which the
+// result holds in Count.
+func (r *Result) TTL() int64 { return r.Count }
+
+// Time returns the time a result holds in Count: OpTime's clock and
+// OpRateLimit's decision instant in nanoseconds since the epoch,
+// OpExpireTime's expiry in milliseconds (or -1, -2).
+func (r *Result) Time() int64 { return r.Count }
 
 // Errors an operation can report in Result.Err. Each is an
 // *errcode.Error: the error returned carries the same code (errors.Is

@@ -230,12 +230,12 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpFlush:
 			r.Count = e.flush(now)
 		case OpTimeWarp:
-			r.Err = e.clock.warp(wall, op.Cost)
+			r.Err = e.clock.warp(wall, op.Clock)
 			now = e.clock.now(wall)
 			// The string keys the jump expired go now (strings.go).
 			e.drainExpired(e.countedAt(now))
 		case OpClockFreeze:
-			r.Err = e.clock.freeze(wall, op.Cost)
+			r.Err = e.clock.freeze(wall, op.Clock)
 			now = e.clock.now(wall)
 			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
 		case OpClockResume:
@@ -266,26 +266,30 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 	}
 }
 
-// notify tells the watcher of the keys ops may have changed. Any mutating
-// operation with a key counts, and every limit of an RL.ALL with a cost,
-// except a decision or acquire at cost 0 (which changes nothing; a reclaim
-// it makes is reported by stripe.remove).
+// notify tells the watcher of the keys ops may have changed: those of a
+// mutating operation, in the fields its row's Keys names (ops.go), except
+// a decision or acquire at cost 0 (which changes nothing; a reclaim it
+// makes is reported by stripe.remove) and a limit of RL.ALL or a rate limit
+// request with cost 0 (which never stores anything).
 func (e *Engine) notify(ops []Op) {
 	for i := range ops {
 		op := &ops[i]
-		switch {
-		case op.Code == OpFlush:
+		if !op.Code.Mutates() {
+			continue
+		}
+		switch op.Code.Keys() {
+		case KeysEvery:
 			e.watch.AllChanged()
-		case op.Code == OpDecide && op.Cost == 0, op.Code == OpAcquire && op.Cost == 0:
-		case op.Code == OpAll || op.Code == OpRateLimit:
-			// A cost-0 limit never stores anything.
+		case KeysAll:
 			for j := range op.All {
 				if op.All[j].Cost != 0 {
 					e.watch.KeyChanged(op.All[j].Key)
 				}
 			}
-		case op.Code.Mutates() && op.Key != nil:
-			e.watch.KeyChanged(op.Key)
+		case KeysKey:
+			if op.Key != nil && (op.Cost != 0 || op.Code != OpDecide && op.Code != OpAcquire) {
+				e.watch.KeyChanged(op.Key)
+			}
 		}
 	}
 }

@@ -286,7 +286,7 @@ func TestClockOps(t *testing.T) {
 	if r := do(Op{Code: OpTime}); r[0].Count != wall {
 		t.Fatalf("time %d, want wall %d", r[0].Count, wall)
 	}
-	r := do(Op{Code: OpTimeWarp, Cost: 5 * sec}, Op{Code: OpTime})
+	r := do(Op{Code: OpTimeWarp, Clock: 5 * sec}, Op{Code: OpTime})
 	if r[0].Err != nil || r[1].Count != wall+5*sec {
 		t.Fatalf("timewarp: %+v", r)
 	}
@@ -302,11 +302,11 @@ func TestClockOps(t *testing.T) {
 	if got := e.Now(wall); got != t0+5*sec {
 		t.Fatalf("Now on a frozen clock: %d", got-t0)
 	}
-	r = do(Op{Code: OpClockFreeze, Cost: t0}, Op{Code: OpTimeWarp, Cost: sec}, Op{Code: OpTime})
+	r = do(Op{Code: OpClockFreeze, Clock: t0}, Op{Code: OpTimeWarp, Clock: sec}, Op{Code: OpTime})
 	if !errors.Is(r[0].Err, ErrClockBackwards) || r[2].Count != t0+6*sec {
 		t.Fatalf("freeze backwards / warp while frozen: %+v", r)
 	}
-	r = do(Op{Code: OpClockFreeze, Cost: t0 + 100*sec}, Op{Code: OpTime})
+	r = do(Op{Code: OpClockFreeze, Clock: t0 + 100*sec}, Op{Code: OpTime})
 	if r[0].Err != nil || r[1].Count != t0+100*sec {
 		t.Fatalf("freeze forward: %+v", r)
 	}
@@ -323,7 +323,7 @@ func TestClockOps(t *testing.T) {
 	if r := do(Op{Code: OpTime}); r[0].Count != t0+101*sec {
 		t.Fatal("moved")
 	}
-	if r := do(Op{Code: OpTimeWarp, Cost: -1}); !errors.Is(r[0].Err, ErrBadRule) {
+	if r := do(Op{Code: OpTimeWarp, Clock: -1}); !errors.Is(r[0].Err, ErrBadRule) {
 		t.Fatal("negative warp accepted")
 	}
 	cs := e.ClockState()
@@ -338,7 +338,7 @@ func TestClockOps(t *testing.T) {
 	}
 	// Ops after a clock op in the same batch see the new time.
 	r = do(Op{Code: OpDecide, Key: []byte("k"), Rule: Rule{KindFixed, 1, min_}, Cost: 1},
-		Op{Code: OpTimeWarp, Cost: min_},
+		Op{Code: OpTimeWarp, Clock: min_},
 		Op{Code: OpDecide, Key: []byte("k"), Rule: Rule{KindFixed, 1, min_}, Cost: 1})
 	if !r[0].Allowed || !r[2].Allowed {
 		t.Fatalf("warp inside a batch: %+v", r)

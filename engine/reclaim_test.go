@@ -321,7 +321,7 @@ func TestScan(t *testing.T) {
 	var cursor uint64
 	calls := 0
 	for {
-		r := e.scan(t0, &Op{Code: OpScan, Cursor: cursor, Cost: int64(1 + rng.IntN(40))})
+		r := e.scan(t0, &Op{Code: OpScan, Cursor: cursor, Count: int64(1 + rng.IntN(40))})
 		for _, k := range r.Keys {
 			if _, ok := stay[string(k)]; ok {
 				stay[string(k)]++
@@ -354,7 +354,7 @@ func TestScan(t *testing.T) {
 	n := 0
 	cursor = 0
 	for {
-		r := e.scan(t0, &Op{Code: OpScan, Cursor: cursor, Cost: 100, Pattern: []byte("stay:1?"), Rule: Rule{Kind: KindLog}})
+		r := e.scan(t0, &Op{Code: OpScan, Cursor: cursor, Count: 100, Pattern: []byte("stay:1?"), Rule: Rule{Kind: KindLog}})
 		for _, k := range r.Keys {
 			if !globMatch([]byte("stay:1?"), k) {
 				t.Fatalf("%s does not match", k)

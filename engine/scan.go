@@ -17,19 +17,19 @@ type sweepCursor struct{ pos atomic.Uint64 }
 // full of holes left by deleted keys still ends quickly.
 const scanWorkFactor = 16
 
-// scan runs one SCAN step: it examines up to COUNT (op.Cost) keys, live or
+// scan runs one SCAN step: it examines up to COUNT (op.Count) keys, live or
 // not, from the cursor on, and returns those with state at now that match.
-// Cost is counted in keys, as Redis counts its COUNT, not in lock stripes
+// COUNT is counted in keys, as Redis counts its COUNT, not in lock stripes
 // or slots: an empty stripe is skipped without taking its lock, and a step
 // that has used its COUNT looks ahead for the next key so that the cursor
 // it returns is 0 when none is left. A keyspace of n keys that does not
 // change is thus scanned in max(1, ceil(n/COUNT)) steps, unless holes left
 // by deleted keys exhaust a step's work bound (scanWorkFactor) first.
 func (e *Engine) scan(now int64, op *Op) Result {
-	budget := int(op.Cost)
-	if op.Cost <= 0 || op.Cost > 1<<20 {
+	budget := int(op.Count)
+	if op.Count <= 0 || op.Count > 1<<20 {
 		budget = defaultScanCount
-		if op.Cost > 1<<20 {
+		if op.Count > 1<<20 {
 			budget = 1 << 20
 		}
 	}

@@ -42,7 +42,7 @@ func TestScanCalls(t *testing.T) {
 			calls := 0
 			var cursor uint64
 			for {
-				r := e.scan(t0, &Op{Code: OpScan, Cursor: cursor, Cost: int64(tc.count)})
+				r := e.scan(t0, &Op{Code: OpScan, Cursor: cursor, Count: int64(tc.count)})
 				calls++
 				for _, k := range r.Keys {
 					if _, ok := want[string(k)]; !ok {

@@ -59,7 +59,7 @@ const (
 	OpPersist OpCode = 26
 	// OpStrlen sets Result.Count to the length of Key's value (0 absent).
 	OpStrlen OpCode = 27
-	// OpExpireTime sets Result.Count to Key's expiry as a Unix time in ms,
+	// OpExpireTime sets Result.Time() to Key's expiry as a Unix time in ms,
 	// -1 when it has none, -2 when absent.
 	OpExpireTime OpCode = 28
 )

@@ -27,6 +27,10 @@ type command struct {
 	// or a subcommand's wrong number of arguments (DEBUG's own text);
 	// otherwise Redis's errors are used.
 	subErr string
+	// op is the engine operation the command always enqueues, when its
+	// reply grows with the keyspace (the op's GrowsReply: KEYS, SCAN):
+	// MULTI refuses such a command (multi.go). 0 for the others.
+	op engine.OpCode
 
 	// run parses the arguments and either renders a reply into c.local or
 	// enqueues engine operations (c.enqueue) to be rendered by render.

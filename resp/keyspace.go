@@ -82,6 +82,7 @@ func keyspaceCommands() []*command {
 		},
 		{
 			name: "keys", arity: 2, flags: flagReadonly,
+			op:    engine.OpKeys,
 			group: "keyspace", since: "1.0.0", complexity: "O(N) keys",
 			summary: "Every key matching a glob pattern",
 			args:    []argDoc{{name: "pattern", typ: "pattern"}},
@@ -97,6 +98,7 @@ func keyspaceCommands() []*command {
 		},
 		{
 			name: "scan", arity: -2, flags: flagReadonly,
+			op:    engine.OpScan,
 			group: "keyspace", since: "2.8.0", complexity: "O(1) per call",
 			summary: "Iterate over the keys",
 			args: []argDoc{intArg("cursor"), optional(tokenArg("MATCH", "pattern", "pattern")),
@@ -133,7 +135,7 @@ func ttlCommand(name string, unit int64, summary string) *command {
 // up, so a live key never shows 0) or TTL's seconds (rounded to nearest, as
 // Redis does).
 func renderTTL(s *Server, r *replyBuf, p *pending, results []engine.Result) {
-	ns := results[0].Count
+	ns := results[0].TTL()
 	if results[0].Err != nil {
 		r.Error(errorText(results[0].Err))
 		return
@@ -164,7 +166,7 @@ func runScan(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error(msgInvalidCursor.Text())
 		return
 	}
-	op := engine.Op{Code: engine.OpScan, Cursor: cursor, Cost: 10}
+	op := engine.Op{Code: engine.OpScan, Cursor: cursor, Count: 10}
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			c.local.Error(msgSyntax.Text())
@@ -180,7 +182,7 @@ func runScan(s *Server, c *client, args [][]byte, p *pending) {
 				c.local.Error(msgCountRange.Text())
 				return
 			}
-			op.Cost = min(n, 100000)
+			op.Count = min(n, 100000)
 		case bytes.EqualFold(args[i], []byte("type")):
 			kind, ok := engine.ParseKind(string(bytes.ToLower(val)))
 			if !ok {

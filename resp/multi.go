@@ -15,8 +15,8 @@ import (
 // Redis: there is no WATCH, and the batch is not isolated from other
 // connections' commands running at the same time (each key's operations
 // are atomic, as always). KEYS and SCAN are refused inside a transaction:
-// their replies grow with the keyspace, and a transaction's replies are
-// rendered at once.
+// their replies grow with the keyspace (their command's op GrowsReply), and
+// a transaction's replies are rendered at once.
 
 // maxMultiQueue bounds the commands one transaction may queue.
 const maxMultiQueue = 4096
@@ -124,7 +124,7 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 	case cmd == nil || !c.authed && !cmd.flags.has(flagNoAuth) || !cmd.arityOK(len(args)):
 		m.dirty = true
 		s.dispatch(c, args, c.newPending()) // renders the error
-	case name == "keys" || name == "scan":
+	case cmd.op.GrowsReply():
 		m.dirty = true
 		c.localReply(cmd, func(r *replyBuf) {
 			r.Error(msgNotInMulti.Text(strings.ToUpper(name)))

@@ -104,13 +104,14 @@ func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
 }
 
 // segmentFull reports whether the segment being parsed must end before the
-// next command.
+// next command: its replies are large, or its last operation's reply grows
+// with the keyspace (engine.OpCode.GrowsReply).
 func segmentFull(c *client) bool {
 	if len(c.local.b) >= maxSegmentReply {
 		return true
 	}
 	n := len(c.ops)
-	return n > 0 && (c.ops[n-1].Code == engine.OpKeys || c.ops[n-1].Code == engine.OpScan)
+	return n > 0 && c.ops[n-1].Code.GrowsReply()
 }
 
 // runSegment runs the commands of cmds up to the end of a segment and
@@ -263,19 +264,24 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 }
 
 // ownChange reports whether the segment just run has an operation that may
-// change key (NOLOOP's filter).
+// change key (NOLOOP's filter): a mutating op naming it in the fields its
+// row of the engine's table of operations says name keys.
 func (c *client) ownChange(key string) bool {
 	for i := range c.ops {
 		op := &c.ops[i]
 		if !op.Code.Mutates() {
 			continue
 		}
-		if string(op.Key) == key {
-			return true
-		}
-		for j := range op.All {
-			if string(op.All[j].Key) == key {
+		switch op.Code.Keys() {
+		case engine.KeysKey:
+			if string(op.Key) == key {
 				return true
+			}
+		case engine.KeysAll:
+			for j := range op.All {
+				if string(op.All[j].Key) == key {
+					return true
+				}
 			}
 		}
 	}

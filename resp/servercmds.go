@@ -83,7 +83,7 @@ func serverCommands() []*command {
 				c.enqueue(p, engine.Op{Code: engine.OpTime})
 			},
 			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
-				ns := results[0].Count
+				ns := results[0].Time()
 				r.Array(2)
 				r.BulkInt(ns / 1e9)
 				r.BulkInt(ns % 1e9 / 1e3)
@@ -120,7 +120,7 @@ func runDebugTimewarp(s *Server, c *client, args [][]byte, p *pending) {
 		c.local.Error(NewArgError("milliseconds", args[1], "at most "+strconv.FormatInt(maxTimewarpMillis, 10)+" ("+strconv.Itoa(engine.MaxPeriodDays)+"d) per call").Error())
 		return
 	}
-	c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Cost: ms * 1e6})
+	c.enqueue(p, engine.Op{Code: engine.OpTimeWarp, Clock: ms * 1e6})
 }
 
 // runDebugClock implements DEBUG CLOCK FREEZE [unix-ms] and DEBUG CLOCK
@@ -141,7 +141,7 @@ func runDebugClock(s *Server, c *client, args [][]byte, p *pending) {
 			}
 			at = ms * 1e6
 		}
-		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Cost: at})
+		c.enqueue(p, engine.Op{Code: engine.OpClockFreeze, Clock: at})
 	case strings.EqualFold(string(args[1]), "resume") && len(args) == 2:
 		c.enqueue(p, engine.Op{Code: engine.OpClockResume})
 	default:

@@ -56,12 +56,13 @@ func stringCommands() []*command {
 				switch {
 				case res.Err != nil:
 					r.Error(strErrorText(p, res.Err))
-				case res.Count >= 0 && p.arg&strReplySecs != 0:
+				case res.Time() >= 0 && p.arg&strReplySecs != 0:
 					// (ms+500)/1000 without overflowing, as Redis's
 					// compiled arithmetic gives it.
-					r.Int(res.Count/1000 + (res.Count%1000+500)/1000)
+					at := res.Time()
+					r.Int(at/1000 + (at%1000+500)/1000)
 				default:
-					r.Int(res.Count)
+					r.Int(res.Time())
 				}
 			},
 		}

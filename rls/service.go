@@ -470,7 +470,7 @@ func (s *Service) Finish(p *Plan, res *engine.Result) (*Response, error) {
 			return nil, fmt.Errorf("rls: %d results for %d limits", len(res.Each), len(p.limits))
 		}
 	}
-	nowSec := res.Count / 1e9
+	nowSec := res.Time() / 1e9
 	out := &Response{Overall: CodeOK, Statuses: make([]Status, len(p.desc))}
 	for i := range p.desc {
 		pd := &p.desc[i]
