@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/constscan"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
@@ -224,50 +221,17 @@ func TestOpVersionsCoverEveryOpCode(t *testing.T) {
 	}
 }
 
-// engineOpCodes parses the engine package's non-test files for constants
-// declared as OpCode with a literal value.
+// engineOpCodes lists the OpCode constants the engine package's non-test
+// sources declare.
 func engineOpCodes(t *testing.T) map[string]engine.OpCode {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "engine", "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("engine sources: %v", err)
+	lits, err := constscan.Literals(filepath.Join("..", "engine"), "OpCode")
+	if err != nil {
+		t.Fatal(err)
 	}
-	codes := map[string]engine.OpCode{}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "OpCode" {
-					continue
-				}
-				for i, name := range vs.Names {
-					if i >= len(vs.Values) {
-						t.Fatalf("%s: OpCode %s has no literal value", path, name.Name)
-					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("%s: OpCode %s is not a literal: give it its number", path, name.Name)
-					}
-					n, err := strconv.ParseUint(lit.Value, 0, 8)
-					if err != nil {
-						t.Fatalf("%s: OpCode %s = %s: %v", path, name.Name, lit.Value, err)
-					}
-					codes[name.Name] = engine.OpCode(n)
-				}
-			}
-		}
+	codes := make(map[string]engine.OpCode, len(lits))
+	for name, n := range lits {
+		codes[name] = engine.OpCode(n)
 	}
 	return codes
 }

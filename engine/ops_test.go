@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/constscan"
 )
 
 // TestOpTableComplete: every OpCode constant of the engine's sources is
@@ -105,50 +102,17 @@ func opApplies(code OpCode) bool {
 	return res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "unknown operation code")
 }
 
-// opCodeConstants parses the package's non-test sources for constants
-// declared as OpCode with a literal value.
+// opCodeConstants lists the OpCode constants the package's non-test
+// sources declare, whether or not the table has their rows.
 func opCodeConstants(t *testing.T) map[string]OpCode {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("engine sources: %v", err)
+	lits, err := constscan.Literals(".", "OpCode")
+	if err != nil {
+		t.Fatal(err)
 	}
-	codes := map[string]OpCode{}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "OpCode" {
-					continue
-				}
-				for i, name := range vs.Names {
-					if i >= len(vs.Values) {
-						t.Fatalf("%s: OpCode %s has no literal value", path, name.Name)
-					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("%s: OpCode %s is not a literal: give it its number", path, name.Name)
-					}
-					n, err := strconv.ParseUint(lit.Value, 0, 8)
-					if err != nil {
-						t.Fatalf("%s: OpCode %s = %s: %v", path, name.Name, lit.Value, err)
-					}
-					codes[name.Name] = OpCode(n)
-				}
-			}
-		}
+	codes := make(map[string]OpCode, len(lits))
+	for name, n := range lits {
+		codes[name] = OpCode(n)
 	}
 	return codes
 }
