@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/testkit"
@@ -26,7 +27,7 @@ type fakeLeader struct {
 
 type fakeRequest struct {
 	id    uint64
-	batch batchID
+	batch codec.BatchID
 	ops   []engine.Op
 	c     net.Conn
 }
@@ -47,14 +48,14 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 				c.Close()
 				return
 			}
-			d := newDecoder(p)
+			d := codec.NewDecoder(p)
 			r := fakeRequest{id: d.Uvarint(), c: c}
 			d.Uvarint()
 			copy(r.batch[:], d.B)
 			d.B = d.B[len(r.batch):]
-			r.ops = d.ops()
+			r.ops = d.Ops()
 			if len(r.ops) == 0 { // a ping
-				r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
+				r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil))
 				continue
 			}
 			f.reqs <- r
@@ -81,16 +82,16 @@ func TestForwardClient(t *testing.T) {
 		check  func(err error, res []engine.Result) bool
 	}{
 		{"results", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id+100, fwdStatusOK, appendResults(nil, make([]engine.Result, 2))) // not ours: ignored
-			r.reply(t, r.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
+			r.reply(t, r.id+100, fwdStatusOK, codec.AppendResults(nil, make([]engine.Result, 2))) // not ours: ignored
+			r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
 		}, func(err error, res []engine.Result) bool {
 			return err == nil && res[0].Allowed && res[0].Limit == 5 && res[1].Err == engine.ErrWrongType
 		}},
 		{"error reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendError(nil, ErrLoading))
+			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, ErrLoading))
 		}, func(err error, _ []engine.Result) bool { return err == ErrLoading }},
 		{"route again", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusRetry, appendBytes(nil, []byte("not the leader")))
+			r.reply(t, r.id, fwdStatusRetry, codec.AppendStr(nil, []byte("not the leader")))
 		}, func(err error, _ []engine.Result) bool { return err == errRetry }},
 		{"connection lost after sending: send again", func(t *testing.T, r fakeRequest) {
 			r.c.Close()
@@ -101,12 +102,12 @@ func TestForwardClient(t *testing.T) {
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"uncertain reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendError(nil, commitTimeoutError(time.Second)))
+			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, commitTimeoutError(time.Second)))
 		}, func(err error, _ []engine.Result) bool {
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendError(nil, clusterDownError(time.Minute)))
+			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, clusterDownError(time.Minute)))
 		}, func(err error, _ []engine.Result) bool {
 			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
 		}},
@@ -190,7 +191,7 @@ func TestForwardClientTimeout(t *testing.T) {
 	if r.c == stuck.c {
 		t.Fatal("the second call used the connection whose call timed out")
 	}
-	r.reply(t, r.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true}}))
+	r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true}}))
 	if err := <-errc; err != nil {
 		t.Fatalf("second call: %v", err)
 	}
@@ -242,17 +243,17 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					if fc.mute.Load() {
 						continue
 					}
-					d := newDecoder(p)
+					d := codec.NewDecoder(p)
 					id := d.Uvarint()
 					d.Uvarint()
-					d.B = d.B[len(batchID{}):]
-					ops := d.ops()
+					d.B = d.B[len(codec.BatchID{}):]
+					ops := d.Ops()
 					if len(ops) == 0 {
 						fc.pings.Add(1)
 					}
 					q := binary.AppendUvarint(nil, id)
 					q = append(q, fwdStatusOK)
-					q = appendResults(q, make([]engine.Result, len(ops)))
+					q = codec.AppendResults(q, make([]engine.Result, len(ops)))
 					if _, err := nc.Write(frame(q)); err != nil {
 						return
 					}

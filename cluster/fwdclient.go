@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -70,8 +71,8 @@ func newFwdClient(group, size int, timeout time.Duration, t peerTimeouts, tlsCfg
 
 // newBatchID returns an ID no other batch of this or any other follower
 // process uses (64 random bits, then a counter).
-func (c *fwdClient) newBatchID() batchID {
-	var id batchID
+func (c *fwdClient) newBatchID() codec.BatchID {
+	var id codec.BatchID
 	copy(id[:8], c.prefix[:])
 	binary.BigEndian.PutUint64(id[8:], c.seq.Add(1))
 	return id
@@ -120,7 +121,7 @@ var errRetired = errors.New("the leader changed and every call on this connectio
 // and the connection broke before the answer (send again with the same
 // id), a CLUSTERDOWN error when the deadline passed before they were
 // written, and an UNCERTAIN one when it passed after.
-func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id batchID, ops []engine.Op, results []engine.Result) error {
+func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
 	conn, err := c.get(addr, until)
 	if err != nil {
 		return errRetry
@@ -130,11 +131,11 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		return errRetry
 	}
 	ms := max(time.Until(until).Milliseconds(), 1)
-	p := make([]byte, 0, opsSize(ops)+2*binary.MaxVarintLen64+len(id))
+	p := make([]byte, 0, codec.OpsSize(ops)+2*binary.MaxVarintLen64+len(id))
 	p = binary.AppendUvarint(p, call.id)
 	p = binary.AppendUvarint(p, uint64(ms))
 	p = append(p, id[:]...)
-	p = appendOps(p, ops)
+	p = codec.AppendOps(p, ops)
 	call.payload = p
 
 	select {
@@ -363,11 +364,11 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 	if !conn.register(call) {
 		return errors.New("connection closed")
 	}
-	var id batchID
+	var id codec.BatchID
 	p := binary.AppendUvarint(nil, call.id)
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
 	p = append(p, id[:]...)
-	p = appendOps(p, nil)
+	p = codec.AppendOps(p, nil)
 	call.payload = p
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -459,7 +460,7 @@ func (conn *fwdConn) failQueued() {
 // reader matches responses to calls by id.
 func (conn *fwdConn) reader() {
 	br := bufio.NewReaderSize(conn.c, 64<<10)
-	// Responses are read into one buffer: decodeResults and codedError
+	// Responses are read into one buffer: codec.DecodeResults and CodedError
 	// copy what they keep (keys, error details) out of the frame.
 	var buf []byte
 	for {
@@ -472,7 +473,7 @@ func (conn *fwdConn) reader() {
 			return
 		}
 		conn.lastRecv.Store(time.Now().UnixNano())
-		d := newDecoder(p)
+		d := codec.NewDecoder(p)
 		id := d.Uvarint()
 		status := d.Byte()
 		if d.Err != nil {
@@ -493,7 +494,7 @@ func (conn *fwdConn) reader() {
 		}
 		switch status {
 		case fwdStatusOK:
-			if err := decodeResults(d.B, call.results); err != nil {
+			if err := codec.DecodeResults(d.B, call.results, sentinels); err != nil {
 				call.deliver(errBadReply)
 				conn.die(err)
 				return
@@ -502,7 +503,7 @@ func (conn *fwdConn) reader() {
 		case fwdStatusRetry:
 			call.deliver(errRetry)
 		default:
-			err := d.codedError()
+			err := d.CodedError(sentinels)
 			if d.Err != nil {
 				call.deliver(errBadReply)
 				conn.die(d.Err)

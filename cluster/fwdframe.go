@@ -26,13 +26,13 @@ import (
 // Wire format, after the client's 5-byte hello "SLFW\x03":
 //
 //	frame    = uvarint length | payload
-//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see codec.go)
+//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see cluster/codec)
 //	response = uvarint id | status byte | body
 //	status   = 0 ok (body: results) | 1 error (body: error, its code)
 //	         | 2 not applied, route again (body: error, the reason)
 //
-// Results and errors carry error codes (internal/errcode; codec.go's
-// appendError), never reply texts. A request without ops is a ping,
+// Results and errors carry error codes (internal/errcode;
+// codec.AppendError), never reply texts. A request without ops is a ping,
 // answered at once with status 0.
 //
 // Versions: "SLFW\x01" sent no batch ids and error texts, "SLFW\x02" sent

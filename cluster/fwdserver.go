@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 )
 
@@ -193,10 +194,10 @@ func (s *fwdServer) handle(c net.Conn) {
 			}
 			break
 		}
-		d := newDecoder(p)
+		d := codec.NewDecoder(p)
 		id := d.Uvarint()
 		timeout := time.Duration(d.Uvarint()) * time.Millisecond
-		var bid batchID
+		var bid codec.BatchID
 		if len(d.B) < len(bid) && d.Err == nil {
 			d.Fail("batch id")
 		}
@@ -204,9 +205,9 @@ func (s *fwdServer) handle(c net.Conn) {
 			copy(bid[:], d.B)
 			d.B = d.B[len(bid):]
 		}
-		ops := d.ops()
+		ops := d.Ops()
 		if d.Err == nil && len(d.B) != 0 {
-			d.Err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
+			d.Err = fmt.Errorf("%w: stray bytes after the ops", codec.ErrMalformed)
 		}
 		if d.Err != nil {
 			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.Err)
@@ -262,9 +263,9 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id 
 	p = binary.AppendUvarint(p, id)
 	p = append(p, status)
 	if status == fwdStatusOK {
-		p = appendResults(p, results)
+		p = codec.AppendResults(p, results)
 	} else {
-		p = appendError(p, err)
+		p = codec.AppendError(p, err)
 	}
 	select {
 	case out <- p:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -141,17 +142,17 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 
 // peerAddrs returns member id's addresses as any group's log holds them:
 // a member has the same addresses in every group.
-func (h *Host) peerAddrs(id string) (leaderEntry, bool) {
+func (h *Host) peerAddrs(id string) (codec.Leader, bool) {
 	nodes := h.started.Load()
 	if nodes == nil {
-		return leaderEntry{}, false
+		return codec.Leader{}, false
 	}
 	for _, n := range *nodes {
 		if e, ok := n.fsm.leader(id); ok && e.Forward != "" {
 			return e, true
 		}
 	}
-	return leaderEntry{}, false
+	return codec.Leader{}, false
 }
 
 // Groups returns the number of Raft groups.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
@@ -56,10 +57,10 @@ import (
 //
 // Wire format, after the group hello (if any) and "SLFM\x01":
 //
-//	request  = frame(op byte | id | raft address | uvarint timeout (ms))   (strings: appendBytes)
+//	request  = frame(op byte | id | raft address | uvarint timeout (ms))   (strings: codec.AppendStr)
 //	response = frame(status byte | body)
 //	           status 0: uvarint value (the applied index for opProgress, else 0)
-//	           status 1 (an error) or 2 (not the leader: route again): error (appendError)
+//	           status 1 (an error) or 2 (not the leader: route again): error (codec.AppendError)
 const (
 	memberHello = "SLFM\x01"
 	// maxMemberFrame bounds a membership frame: two short strings.
@@ -230,7 +231,7 @@ func (n *Node) memberStep(ctx context.Context, op memberOp, id, raftAddr string)
 	case opRemove, opRemoveCheck:
 		err = n.removeGroup(ctx, id, op == opRemoveCheck)
 	default:
-		return 0, fwdStatusError, fmt.Errorf("%w: unknown membership step %d", errMalformed, op)
+		return 0, fwdStatusError, fmt.Errorf("%w: unknown membership step %d", codec.ErrMalformed, op)
 	}
 	switch {
 	case err == nil:
@@ -476,8 +477,8 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	defer stop()
 	_ = nc.SetDeadline(deadline.Add(time.Second))
 	p := []byte{byte(op)}
-	p = appendBytes(p, []byte(id))
-	p = appendBytes(p, []byte(raftAddr))
+	p = codec.AppendStr(p, []byte(id))
+	p = codec.AppendStr(p, []byte(raftAddr))
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
 	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), frame(p)...)); err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: send to %s: %w", errNoAnswer, addr, err)
@@ -486,14 +487,14 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	if err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: read reply from %s: %w", errNoAnswer, addr, err)
 	}
-	d := newDecoder(resp)
+	d := codec.NewDecoder(resp)
 	status := d.Byte()
 	var v uint64
 	var rerr error
 	if status == fwdStatusOK {
 		v = d.Uvarint()
 	} else {
-		rerr = d.codedError()
+		rerr = d.CodedError(sentinels)
 	}
 	if d.Err != nil || status > fwdStatusRetry {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: bad reply from %s: status %d: %v", errNoAnswer, addr, status, d.Err)
@@ -511,19 +512,19 @@ func (s *fwdServer) handleMember(n *Node, c net.Conn, br *bufio.Reader) {
 		}
 		return
 	}
-	d := newDecoder(p)
+	d := codec.NewDecoder(p)
 	op := memberOp(d.Byte())
-	id, raftAddr := string(d.bytes()), string(d.bytes())
+	id, raftAddr := string(d.Str()), string(d.Str())
 	timeout := min(time.Duration(d.Uvarint())*time.Millisecond, maxMemberTimeout)
 	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: stray bytes", errMalformed)
+		d.Err = fmt.Errorf("%w: stray bytes", codec.ErrMalformed)
 	}
 	reply := func(status byte, v uint64, err error) {
 		b := []byte{status}
 		if status == fwdStatusOK {
 			b = binary.AppendUvarint(b, v)
 		} else {
-			b = appendError(b, err)
+			b = codec.AppendError(b, err)
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		_, _ = c.Write(frame(b))

@@ -36,6 +36,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -104,7 +105,7 @@ type Node struct {
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
 	// still replaying at start); nil on its own.
-	peers func(id string) (leaderEntry, bool)
+	peers func(id string) (codec.Leader, bool)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -130,7 +131,7 @@ type groupShare struct {
 	fwdAddr string // the host's advertised forward address
 	cluster string // the cluster identity (identity.go), "" for none
 	// peers looks a member's addresses up in the host's other groups.
-	peers func(id string) (leaderEntry, bool)
+	peers func(id string) (codec.Leader, bool)
 }
 
 // newNode is New for a node on its own (sh nil) or one group of a Host.
@@ -444,9 +445,9 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	defer n.timers.put(deadline)
 	var (
 		pause   *time.Timer
-		id      batchID // given at the first forward, kept by every later try
-		sent    bool    // a try was written and its outcome is unknown
-		loading bool    // the last try found the node replaying
+		id      codec.BatchID // given at the first forward, kept by every later try
+		sent    bool          // a try was written and its outcome is unknown
+		loading bool          // the last try found the node replaying
 	)
 	for {
 		var err error
@@ -456,7 +457,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			// ID (this node became the leader meanwhile).
 			err = n.batcher.submitID(ctx, deadline.C, id, ops, results)
 		case routeForward:
-			if id == (batchID{}) {
+			if id == (codec.BatchID{}) {
 				id = n.fwd.newBatchID()
 			}
 			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
@@ -623,7 +624,7 @@ func (n *Node) isReplayed() bool {
 // acceptForwarded queues a batch forwarded by a follower, if this node is
 // the ready leader. Otherwise it returns no request and the status to
 // answer: retry (not applied; the follower routes again) or an error.
-func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
+func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
 	if n.fsm.halted() != nil {
 		return nil, fwdStatusRetry, errors.New("this node stopped applying the log")
 	}
@@ -711,7 +712,7 @@ func (n *Node) becomeReady() {
 		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
 		if err == nil {
 			n.replayed.Store(true)
-			entry := appendLeaderEntry(nil, leaderEntry{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
+			entry := codec.AppendLeaderEntry(nil, codec.Leader{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
 			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
 		}
 		if err == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -60,9 +61,9 @@ func TestAnnounceRefusesMalformed(t *testing.T) {
 		payload []byte
 	}{
 		{"garbage", []byte{0xff, 0xff, 0xff}},
-		{"empty id", appendBytes(appendBytes(appendBytes(nil, nil), []byte("127.0.0.1:1")), []byte("127.0.0.1:2"))},
-		{"bad address", appendBytes(appendBytes(appendBytes(nil, []byte("x")), []byte("nowhere")), []byte("127.0.0.1:2"))},
-		{"stray bytes", append(appendBytes(appendBytes(appendBytes(nil, []byte("x")), []byte("127.0.0.1:1")), []byte("127.0.0.1:2")), 0)},
+		{"empty id", codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, nil), []byte("127.0.0.1:1")), []byte("127.0.0.1:2"))},
+		{"bad address", codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, []byte("x")), []byte("nowhere")), []byte("127.0.0.1:2"))},
+		{"stray bytes", append(codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, []byte("x")), []byte("127.0.0.1:1")), []byte("127.0.0.1:2")), 0)},
 	} {
 		c, err := net.Dial("tcp", n.fwdAddr)
 		if err != nil {

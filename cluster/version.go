@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -22,7 +23,7 @@ import (
 //
 // Every release supports the cluster versions up to its own
 // (SupportedVersion). A group's log records the version the group runs
-// (a version entry, entryVersion); a log that records none runs
+// (a version entry, codec.EntryVersion); a log that records none runs
 // BaseVersion, the version of v0.1.0, which knew nothing of versions. The
 // leader of each group raises the version once every member of the group,
 // voter or not, says it supports a higher one (versionLoop, below), and
@@ -104,10 +105,10 @@ var opVersions = []struct {
 // a leader may write it. Every release applies the types it knows whatever
 // the cluster version (a log replayed after an upgrade holds old ones).
 var entryVersions = map[byte]uint32{
-	entryOps:     1,
-	entryLeader:  1,
-	entryBatch:   1,
-	entryVersion: 2,
+	codec.EntryOps:     1,
+	codec.EntryLeader:  1,
+	codec.EntryBatch:   1,
+	codec.EntryVersion: 2,
 }
 
 // snapshotFormats gives the snapshot format version (persistence) a group
@@ -377,10 +378,10 @@ func (n *Node) pollVersions(wait map[string]time.Duration, notYet map[string]tim
 		target = min(target, v)
 	}
 	cv := n.fsm.clusterVersion()
-	if target <= cv || target < entryVersions[entryVersion] {
+	if target <= cv || target < entryVersions[codec.EntryVersion] {
 		return
 	}
-	if err := n.waitWhileLeader(n.raft.Apply(appendVersionEntry(nil, target), n.cfg.ClusterTimeout)); err != nil {
+	if err := n.waitWhileLeader(n.raft.Apply(codec.AppendVersionEntry(nil, target), n.cfg.ClusterTimeout)); err != nil {
 		n.log.Warn("raising the cluster version failed; will retry", "cluster_version", target, "err", err)
 		return
 	}
@@ -405,7 +406,7 @@ func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(timeout))
-	p := appendBytes(nil, []byte(n.cfg.ID))
+	p := codec.AppendStr(nil, []byte(n.cfg.ID))
 	p = binary.AppendUvarint(p, uint64(n.advertisedVersion()))
 	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), frame(p)...)); err != nil {
 		return 0, fmt.Errorf("send: %w", err)
@@ -414,10 +415,10 @@ func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read reply: %w", err)
 	}
-	d := newDecoder(resp)
+	d := codec.NewDecoder(resp)
 	v := d.Uvarint()
 	if d.Err == nil && (len(d.B) != 0 || v < 1 || v > 1<<31) {
-		d.Err = fmt.Errorf("%w: version reply %q", errMalformed, resp)
+		d.Err = fmt.Errorf("%w: version reply %q", codec.ErrMalformed, resp)
 	}
 	if d.Err != nil {
 		return 0, d.Err
@@ -437,8 +438,8 @@ func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
 		}
 		return
 	}
-	d := newDecoder(p)
-	id := string(d.bytes())
+	d := codec.NewDecoder(p)
+	id := string(d.Str())
 	_ = d.Uvarint()
 	if d.Err != nil || len(d.B) != 0 {
 		s.log.Warn("forward listener: malformed version exchange", "remote", c.RemoteAddr(), "err", d.Err)

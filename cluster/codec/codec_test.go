@@ -1,7 +1,6 @@
-package cluster
+package codec
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"math"
@@ -49,31 +48,31 @@ func sampleOps() []engine.Op {
 
 func TestEntryRoundTrip(t *testing.T) {
 	ops := sampleOps()
-	data := appendOpsEntryHeader(nil, -42, len(ops))
+	data := AppendOpsEntryHeader(nil, -42, len(ops))
 	for i := range ops {
-		data = appendOp(data, &ops[i])
+		data = AppendOp(data, &ops[i])
 	}
-	if len(data) > opsSize(ops) {
-		t.Fatalf("opsSize %d underestimates %d bytes", opsSize(ops), len(data))
+	if len(data) > OpsSize(ops) {
+		t.Fatalf("OpsSize %d underestimates %d bytes", OpsSize(ops), len(data))
 	}
-	e, err := decodeEntry(data)
+	e, err := DecodeEntry(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.typ != entryOps || e.stamp != -42 || !reflect.DeepEqual(e.ops, ops) {
-		t.Fatalf("decoded %+v\nwant %+v", e.ops, ops)
+	if e.Type != EntryOps || e.Stamp != -42 || !reflect.DeepEqual(e.Ops, ops) {
+		t.Fatalf("decoded %+v\nwant %+v", e.Ops, ops)
 	}
 
-	le := leaderEntry{ID: "n1", RESP: "127.0.0.1:6001", Forward: "127.0.0.1:8001"}
-	e, err = decodeEntry(appendLeaderEntry(nil, le))
-	if err != nil || e.typ != entryLeader || e.leader != le {
+	le := Leader{ID: "n1", RESP: "127.0.0.1:6001", Forward: "127.0.0.1:8001"}
+	e, err = DecodeEntry(AppendLeaderEntry(nil, le))
+	if err != nil || e.Type != EntryLeader || e.Leader != le {
 		t.Fatalf("leader entry: %+v, %v", e, err)
 	}
 }
 
 func TestEntryDecodeErrors(t *testing.T) {
-	good := appendOpsEntryHeader(nil, 1, 1)
-	good = appendOp(good, &engine.Op{Code: engine.OpDecide, Key: []byte("key")})
+	good := AppendOpsEntryHeader(nil, 1, 1)
+	good = AppendOp(good, &engine.Op{Code: engine.OpDecide, Key: []byte("key")})
 	tests := []struct {
 		name string
 		data []byte
@@ -81,23 +80,23 @@ func TestEntryDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, "empty"},
 		{"unknown type", []byte{9}, "unknown entry type 0x09"},
-		{"count beyond the bytes", append([]byte{entryOps, 0}, 0xff, 0xff, 0xff, 0xff, 0x0f), "ops in"},
+		{"count beyond the bytes", append([]byte{EntryOps, 0}, 0xff, 0xff, 0xff, 0xff, 0x0f), "ops in"},
 		{"truncated key", good[:len(good)-1], "truncated"},
 		{"stray bytes", append(bytes.Clone(good), 0), "stray"},
-		{"unknown field", []byte{entryOps, 0, 1, 1, 0x80, 0x08}, "unknown extension mask 0x8"},
-		{"empty extension", []byte{entryOps, 0, 1, 1, 0x80, 0}, "unknown extension mask 0x0"},
-		{"reserved extension", []byte{entryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x04}, "unknown extension mask 0x10000"},
-		{"truncated extension", []byte{entryOps, 0, 1, 1, 0x80}, "truncated"},
-		{"flags beyond 32 bits", []byte{entryOps, 0, 1, 1, 0x80, 0x04, 0x80, 0x80, 0x80, 0x80, 0x10}, "flags"},
-		{"varint overflow", append([]byte{entryOps}, bytes.Repeat([]byte{0xff}, 11)...), "truncated varint"},
-		{"no limits", []byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 0}, "0 limits"},
-		{"65 limits", append([]byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 65}, make([]byte, 65*5)...), "65 limits"},
-		{"truncated limit", []byte{entryOps, 0, 1, byte(engine.OpAll), fieldAll, 1, 1, 2, 2, 2, 5, 'a'}, "truncated"},
+		{"unknown field", []byte{EntryOps, 0, 1, 1, 0x80, 0x08}, "unknown extension mask 0x8"},
+		{"empty extension", []byte{EntryOps, 0, 1, 1, 0x80, 0}, "unknown extension mask 0x0"},
+		{"reserved extension", []byte{EntryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x04}, "unknown extension mask 0x10000"},
+		{"truncated extension", []byte{EntryOps, 0, 1, 1, 0x80}, "truncated"},
+		{"flags beyond 32 bits", []byte{EntryOps, 0, 1, 1, 0x80, 0x04, 0x80, 0x80, 0x80, 0x80, 0x10}, "flags"},
+		{"varint overflow", append([]byte{EntryOps}, bytes.Repeat([]byte{0xff}, 11)...), "truncated varint"},
+		{"no limits", []byte{EntryOps, 0, 1, byte(engine.OpAll), fieldAll, 0}, "0 limits"},
+		{"65 limits", append([]byte{EntryOps, 0, 1, byte(engine.OpAll), fieldAll, 65}, make([]byte, 65*5)...), "65 limits"},
+		{"truncated limit", []byte{EntryOps, 0, 1, byte(engine.OpAll), fieldAll, 1, 1, 2, 2, 2, 5, 'a'}, "truncated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeEntry(tt.data)
-			if !errors.Is(err, errMalformed) || !strings.Contains(err.Error(), tt.text) {
+			_, err := DecodeEntry(tt.data)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("err = %v, want %q", err, tt.text)
 			}
 		})
@@ -106,29 +105,29 @@ func TestEntryDecodeErrors(t *testing.T) {
 
 func FuzzDecodeEntry(f *testing.F) {
 	ops := sampleOps()
-	data := appendOpsEntryHeader(nil, 7, len(ops))
+	data := AppendOpsEntryHeader(nil, 7, len(ops))
 	for i := range ops {
-		data = appendOp(data, &ops[i])
+		data = AppendOp(data, &ops[i])
 	}
 	f.Add(data)
-	f.Add(appendLeaderEntry(nil, leaderEntry{ID: "n1", RESP: "a", Forward: "b"}))
-	f.Add(appendResults(nil, sampleResults()))
-	f.Add(appendVersionEntry(nil, 2))
-	f.Add(append([]byte{entryIgnorable | entryOps}, data[1:]...))
+	f.Add(AppendLeaderEntry(nil, Leader{ID: "n1", RESP: "a", Forward: "b"}))
+	f.Add(AppendResults(nil, sampleResults()))
+	f.Add(AppendVersionEntry(nil, 2))
+	f.Add(append([]byte{EntryIgnorable | EntryOps}, data[1:]...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if e, err := decodeEntry(data); err == nil && e.typ == entryOps {
-			again := appendOpsEntryHeader(nil, e.stamp, len(e.ops))
-			for i := range e.ops {
-				again = appendOp(again, &e.ops[i])
+		if e, err := DecodeEntry(data); err == nil && e.Type == EntryOps {
+			again := AppendOpsEntryHeader(nil, e.Stamp, len(e.Ops))
+			for i := range e.Ops {
+				again = AppendOp(again, &e.Ops[i])
 			}
-			if e2, err := decodeEntry(again); err != nil || !reflect.DeepEqual(e2.ops, e.ops) {
+			if e2, err := DecodeEntry(again); err != nil || !reflect.DeepEqual(e2.Ops, e.Ops) {
 				t.Fatalf("re-encoding changed the ops: %v", err)
 			}
 		}
 		rs := make([]engine.Result, 4)
-		_ = decodeResults(data, rs)
-		d := newDecoder(data)
-		d.ops()
+		_ = DecodeResults(data, rs, testSentinels)
+		d := NewDecoder(data)
+		d.Ops()
 	})
 }
 
@@ -168,7 +167,7 @@ func wireError(err error) errcode.Error {
 func TestResultsRoundTrip(t *testing.T) {
 	in := sampleResults()
 	out := make([]engine.Result, len(in))
-	if err := decodeResults(appendResults(nil, in), out); err != nil {
+	if err := DecodeResults(AppendResults(nil, in), out, testSentinels); err != nil {
 		t.Fatal(err)
 	}
 	for i := range in {
@@ -185,108 +184,7 @@ func TestResultsRoundTrip(t *testing.T) {
 		!errcode.Is(out[4].Err, errcode.Other) || !errors.Is(out[11].Err, engine.ErrKeyLimit) || out[12].Err != errDuplicateBatch {
 		t.Fatalf("errors not mapped back: %v, %v, %v, %v, %v", out[2].Err, out[3].Err, out[4].Err, out[11].Err, out[12].Err)
 	}
-	if err := decodeResults(appendResults(nil, in), make([]engine.Result, 2)); err == nil {
+	if err := DecodeResults(AppendResults(nil, in), make([]engine.Result, 2), testSentinels); err == nil {
 		t.Fatal("a results count mismatch was accepted")
-	}
-}
-
-func TestReadFrame(t *testing.T) {
-	tests := []struct {
-		name string
-		data []byte
-		ok   bool
-	}{
-		{"small", frame([]byte("hello")), true},
-		{"large", frame(bytes.Repeat([]byte("x"), 300<<10)), true},
-		{"too large", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}, false},
-		{"lying length", []byte{0xff, 0xff, 0xff, 0x0f, 'x'}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := readFrame(bufio.NewReader(bytes.NewReader(tt.data)), 64<<20)
-			if (err == nil) != tt.ok {
-				t.Fatalf("err = %v", err)
-			}
-			if tt.ok && !bytes.Equal(frame(p), tt.data) {
-				t.Fatal("payload changed")
-			}
-		})
-	}
-}
-
-// TestReadFrameInto: frames read into a buffer use its array when they
-// fit (small frames only) and new memory otherwise, and read the same
-// bytes as readFrame; writeFrame writes what frame builds.
-func TestReadFrameInto(t *testing.T) {
-	buf := make([]byte, 0, 16)
-	for _, tt := range []struct {
-		name    string
-		payload []byte
-		reuse   bool
-	}{
-		{"fits", []byte("hello"), true},
-		{"empty", nil, true},
-		{"grows", bytes.Repeat([]byte("y"), 100), false},
-		{"large", bytes.Repeat([]byte("x"), 300<<10), false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var w bytes.Buffer
-			bw := bufio.NewWriter(&w)
-			if err := writeFrame(bw, tt.payload); err != nil {
-				t.Fatal(err)
-			}
-			if err := bw.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(w.Bytes(), frame(tt.payload)) {
-				t.Fatal("writeFrame and frame differ")
-			}
-			p, err := readFrameInto(bufio.NewReader(&w), 64<<20, buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(p, tt.payload) {
-				t.Fatal("payload changed")
-			}
-			if reused := cap(p) > 0 && &p[:1][0] == &buf[:1][0]; reused != tt.reuse {
-				t.Fatalf("buffer reused: %v, want %v", reused, tt.reuse)
-			}
-		})
-	}
-}
-
-// TestErrorCodesRoundTrip: every error a leader answers a forwarded batch
-// with comes back on the follower with its code and details (the very
-// sentinel when it has none), and its class: CLUSTERDOWN (not applied) and
-// UNCERTAIN (may have been) never mix.
-func TestErrorCodesRoundTrip(t *testing.T) {
-	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, clusterDownError(2 * time.Second),
-		clusterDownError(time.Minute), commitTimeoutError(time.Second), lostQuorumError(time.Second), errDuplicateBatch,
-		errBadReply, errConnLost, internalError("%d results for %d operations", 1, 2)} {
-		d := newDecoder(appendError(nil, err))
-		back := d.codedError()
-		if d.Err != nil || len(d.B) != 0 {
-			t.Fatalf("%v: %v, %d bytes left", err, d.Err, len(d.B))
-		}
-		if wireError(back) != wireError(err) || !errors.Is(back, err) {
-			t.Fatalf("%v came back as %v", err, back)
-		}
-		if e := errcode.Of(err); e.Detail == "" && e.Num == 0 && back != err {
-			t.Fatalf("%v came back as another value", err)
-		}
-		if errors.Is(back, ErrClusterDown) && errors.Is(back, ErrUncertain) {
-			t.Fatalf("%v: both CLUSTERDOWN and UNCERTAIN", err)
-		}
-		if errors.Is(back, ErrUncertain) != (errcode.Of(err).Code.Class() == errcode.MayHaveApplied) {
-			t.Fatalf("%v: its code and its class differ", err)
-		}
-	}
-	if !errors.Is(clusterDownError(time.Minute), ErrClusterDown) || errcode.Of(clusterDownError(time.Minute)).Num != int64(time.Minute) {
-		t.Fatal("CLUSTERDOWN lost its identity or its timeout")
-	}
-	// A code this node does not know is malformed, never guessed at.
-	d := newDecoder(appendError(nil, &errcode.Error{Code: errcode.NumCodes}))
-	if d.codedError(); !errors.Is(d.Err, errMalformed) {
-		t.Fatalf("unknown code: %v", d.Err)
 	}
 }
