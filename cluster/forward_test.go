@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/testkit"
@@ -43,7 +44,7 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 			return
 		}
 		for {
-			p, err := readFrame(br, maxFwdRequest)
+			p, err := peer.ReadFrame(br, maxFwdRequest)
 			if err != nil {
 				c.Close()
 				return
@@ -68,7 +69,7 @@ func (r fakeRequest) reply(t *testing.T, id uint64, status byte, body []byte) {
 	p := binary.AppendUvarint(nil, id)
 	p = append(p, status)
 	p = append(p, body...)
-	if _, err := r.c.Write(frame(p)); err != nil {
+	if _, err := r.c.Write(peer.Frame(p)); err != nil {
 		t.Error(err)
 	}
 }
@@ -115,7 +116,7 @@ func TestForwardClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
 			defer c.close()
 			id := c.newBatchID()
 			res := make([]engine.Result, len(ops))
@@ -144,7 +145,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := newFwdClient(0, 1, time.Second, newPeerTimeouts(time.Second, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), nil, testLogger(t))
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
 	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
@@ -161,7 +162,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 func TestForwardClientTimeout(t *testing.T) {
 	leader := newFakeLeader(t)
 	timeout := 100 * time.Millisecond
-	c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
 	defer c.close()
 	addr := leader.ln.Addr().String()
 	call := func() (error, time.Duration) {
@@ -236,7 +237,7 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					return
 				}
 				for {
-					p, err := readFrame(br, maxFwdRequest)
+					p, err := peer.ReadFrame(br, maxFwdRequest)
 					if err != nil {
 						return
 					}
@@ -254,7 +255,7 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					q := binary.AppendUvarint(nil, id)
 					q = append(q, fwdStatusOK)
 					q = codec.AppendResults(q, make([]engine.Result, len(ops)))
-					if _, err := nc.Write(frame(q)); err != nil {
+					if _, err := nc.Write(peer.Frame(q)); err != nil {
 						return
 					}
 				}
@@ -285,8 +286,8 @@ func (l *scriptedLeader) accepted() int {
 // connection, one that answers is kept.
 func TestForwardClientHealthCheck(t *testing.T) {
 	timeout := 2 * time.Second
-	pt := newPeerTimeouts(timeout, time.Second)
-	pt.idle, pt.ping = 50*time.Millisecond, 100*time.Millisecond
+	pt := peer.NewTimeouts(timeout, time.Second)
+	pt.Idle, pt.Ping = 50*time.Millisecond, 100*time.Millisecond
 	tests := []struct {
 		name      string
 		mute      bool // the first connection goes silent while idle
@@ -320,7 +321,7 @@ func TestForwardClientHealthCheck(t *testing.T) {
 			waitFor(t, 5*time.Second, func() error {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				if len(c.conns) != 1 || time.Since(time.Unix(0, c.conns[0].lastRecv.Load())) < pt.idle {
+				if len(c.conns) != 1 || time.Since(time.Unix(0, c.conns[0].lastRecv.Load())) < pt.Idle {
 					return errors.New("not idle yet")
 				}
 				return nil
@@ -335,7 +336,7 @@ func TestForwardClientHealthCheck(t *testing.T) {
 			if !tt.mute && first.pings.Load() != 1 {
 				t.Fatalf("%d pings on the idle connection, want 1", first.pings.Load())
 			}
-			if tt.mute && took > pt.ping+time.Second {
+			if tt.mute && took > pt.Ping+time.Second {
 				t.Fatalf("the call took %v behind a silent connection", took)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -45,7 +46,7 @@ type fwdClient struct {
 	cluster string // the cluster identity (identity.go), "" for none
 	size    int
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
-	t       peerTimeouts  // peerconn.go
+	t       peer.Timeouts
 	log     *slog.Logger
 	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
 	prefix  [8]byte     // random: batch IDs differ across restarts
@@ -63,7 +64,7 @@ type fwdClient struct {
 }
 
 // newFwdClient is a pool of size connections.
-func newFwdClient(group, size int, timeout time.Duration, t peerTimeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
+func newFwdClient(group, size int, timeout time.Duration, t peer.Timeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
 	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
 	_, _ = rand.Read(c.prefix[:]) // crypto/rand does not fail on Linux
 	return c
@@ -84,7 +85,7 @@ func (c *fwdClient) newBatchID() codec.BatchID {
 type fwdCall struct {
 	outcome
 	id      uint64
-	payload []byte // the request frame's payload (writeFrame adds the length)
+	payload []byte // the request frame's payload (peer.WriteFrame adds the length)
 }
 
 // newFwdCall is a call whose results go to results (nil for a ping).
@@ -253,7 +254,7 @@ func (c *fwdClient) groupHello() []byte {
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
-	nc, err := dialPeer(c.tls, addr, timeout, c.t)
+	nc, err := peer.Dial(c.tls, addr, timeout, c.t)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}
@@ -348,10 +349,10 @@ func (conn *fwdConn) forget(id uint64) {
 // fails the ping is dropped.
 func (conn *fwdConn) healthy() bool {
 	t := conn.client.t
-	if time.Since(time.Unix(0, conn.lastRecv.Load())) < t.idle {
+	if time.Since(time.Unix(0, conn.lastRecv.Load())) < t.Idle {
 		return true
 	}
-	if err := conn.ping(t.ping); err != nil {
+	if err := conn.ping(t.Ping); err != nil {
 		conn.die(fmt.Errorf("health check: %w", err))
 		return false
 	}
@@ -406,13 +407,13 @@ func (conn *fwdConn) writer() {
 			conn.failQueued()
 			return
 		}
-		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.write))
+		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.Write))
 		yielded := false
 		for call != nil {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
 			if call.handOver() {
-				if err := writeFrame(bw, call.payload); err != nil {
+				if err := peer.WriteFrame(bw, call.payload); err != nil {
 					conn.die(err)
 					conn.failQueued()
 					return
@@ -464,7 +465,7 @@ func (conn *fwdConn) reader() {
 	// copy what they keep (keys, error details) out of the frame.
 	var buf []byte
 	for {
-		p, err := readFrameInto(br, maxFwdResponse, buf)
+		p, err := peer.ReadFrameInto(br, maxFwdResponse, buf)
 		if cap(p) <= 64<<10 && cap(p) > cap(buf) {
 			buf = p[:0]
 		}

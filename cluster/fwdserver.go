@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 )
 
@@ -156,7 +157,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			_ = c.SetWriteDeadline(time.Now().Add(max(n.cfg.ClusterTimeout, 10*time.Second)))
 			yielded := false
 			for f != nil {
-				if err := writeFrame(bw, f); err != nil {
+				if err := peer.WriteFrame(bw, f); err != nil {
 					cancel()
 					c.Close()
 					return
@@ -187,7 +188,7 @@ func (s *fwdServer) handle(c net.Conn) {
 	}()
 	var pending sync.WaitGroup
 	for {
-		p, err := readFrame(br, maxFwdRequest)
+		p, err := peer.ReadFrame(br, maxFwdRequest)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				s.log.Warn("forward listener: bad request", "remote", c.RemoteAddr(), "err", err)

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -321,7 +322,7 @@ func counterValue(c prometheus.Counter) float64 {
 func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 	oldLeader, newLeader := newFakeLeader(t), newFakeLeader(t)
 	timeout := 2 * time.Second
-	c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
 	defer c.close()
 	forward := func(addr string, res []engine.Result) chan error {
 		errc := make(chan error, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
@@ -163,7 +164,7 @@ func (h *peerHealth) healthy(id raft.ServerID) bool {
 // healthGrace is how long a new leader watches its heartbeats before it
 // judges its followers' health: long enough for a heartbeat to a dead
 // follower to fail, a connection to an unreachable one included (dropped
-// after TCP_USER_TIMEOUT, at most a heartbeat timeout: peerconn.go).
+// after TCP_USER_TIMEOUT, at most a heartbeat timeout: cluster/peer).
 func (n *Node) healthGrace() time.Duration { return 2 * n.cfg.HeartbeatTimeout }
 
 // runMember runs a membership step for this node's group on the group's
@@ -368,7 +369,7 @@ func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	v, status, err := n.memberCall(cctx, mapAddr(n.cfg.DialMap, e.Forward), opProgress, id, "")
+	v, status, err := n.memberCall(cctx, peer.MapAddr(n.cfg.DialMap, e.Forward), opProgress, id, "")
 	if err != nil || status != fwdStatusOK {
 		n.log.Debug("membership: asking a non-voter's progress failed", "id", id, "err", err)
 		return 0, false
@@ -468,7 +469,7 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	if timeout <= 0 {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
 	}
-	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
 	}
@@ -480,10 +481,10 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	p = codec.AppendStr(p, []byte(id))
 	p = codec.AppendStr(p, []byte(raftAddr))
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), frame(p)...)); err != nil {
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), peer.Frame(p)...)); err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: send to %s: %w", errNoAnswer, addr, err)
 	}
-	resp, err := readFrame(bufio.NewReader(nc), maxMemberFrame)
+	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxMemberFrame)
 	if err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: read reply from %s: %w", errNoAnswer, addr, err)
 	}
@@ -505,7 +506,7 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 // handleMember serves one membership step (the hello was read).
 func (s *fwdServer) handleMember(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	p, err := readFrame(br, maxMemberFrame)
+	p, err := peer.ReadFrame(br, maxMemberFrame)
 	if err != nil {
 		if err != io.EOF {
 			s.log.Warn("forward listener: bad membership request", "remote", c.RemoteAddr(), "err", err)
@@ -527,7 +528,7 @@ func (s *fwdServer) handleMember(n *Node, c net.Conn, br *bufio.Reader) {
 			b = codec.AppendError(b, err)
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		_, _ = c.Write(frame(b))
+		_, _ = c.Write(peer.Frame(b))
 	}
 	if d.Err != nil {
 		s.log.Warn("forward listener: malformed membership request", "remote", c.RemoteAddr(), "err", d.Err)

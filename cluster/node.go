@@ -38,6 +38,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/cluster/logstore"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -219,10 +220,10 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		return nil, err
 	}
 
-	pt := newPeerTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
+	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	var provider raft.ServerAddressProvider
 	if len(cfg.DialMap) > 0 {
-		provider = dialMapProvider{peers: cfg.Peers, dial: cfg.DialMap}
+		provider = peer.DialMap{Peers: cfg.Peers, Dial: cfg.DialMap}
 	}
 	n.transport = cfg.Transport
 	if sh != nil {
@@ -238,9 +239,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 	if n.transport == nil {
 		// Our stream layer, TLS or not, so that Raft's connections get the
-		// peer socket options (peerconn.go). A DialMap (tests only:
-		// dialmap.go) names the proxies to dial.
-		t, err := newPeerTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
+		// peer socket options (cluster/peer). A DialMap (tests only:
+		// cluster/peer/dialmap.go) names the proxies to dial.
+		t, err := peer.NewTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
 		}
@@ -252,7 +253,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.fwdAddr = sh.fwdAddr
 		n.peers = sh.peers
 	} else {
-		ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
+		ln, err := peer.Listen(cfg.ForwardAddr, cfg.TLS, pt)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
 		}
@@ -595,11 +596,11 @@ func (n *Node) route() (routeKind, string) {
 		return routeWait, ""
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
 	}
 	if n.peers != nil {
 		if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-			return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+			return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
 		}
 	}
 	if !n.isReplayed() {

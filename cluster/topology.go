@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -77,7 +78,7 @@ func (n *Node) announceLoop() {
 // the leader to have committed it.
 func (n *Node) announce(addr string, e codec.Leader) error {
 	timeout := n.cfg.ClusterTimeout + time.Second
-	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -87,10 +88,10 @@ func (n *Node) announce(addr string, e codec.Leader) error {
 	p = codec.AppendStr(p, []byte(e.ID))
 	p = codec.AppendStr(p, []byte(e.RESP))
 	p = codec.AppendStr(p, []byte(e.Forward))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), announceHello...), frame(p)...)); err != nil {
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), announceHello...), peer.Frame(p)...)); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	resp, err := readFrame(bufio.NewReader(nc), maxAnnounce)
+	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxAnnounce)
 	if err != nil {
 		return fmt.Errorf("read reply: %w", err)
 	}
@@ -107,7 +108,7 @@ func (n *Node) announce(addr string, e codec.Leader) error {
 // the follower's addresses to the log when this node is the ready leader.
 func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetDeadline(time.Now().Add(n.cfg.ClusterTimeout + time.Second))
-	p, err := readFrame(br, maxAnnounce)
+	p, err := peer.ReadFrame(br, maxAnnounce)
 	if err != nil {
 		if err != io.EOF {
 			s.log.Warn("forward listener: bad announcement", "remote", c.RemoteAddr(), "err", err)
@@ -123,7 +124,7 @@ func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
 		d.Err = fmt.Errorf("%w: announcement %q %q %q", codec.ErrMalformed, e.ID, e.RESP, e.Forward)
 	}
 	reply := func(status byte, text string) {
-		_, _ = c.Write(frame(append([]byte{status}, text...)))
+		_, _ = c.Write(peer.Frame(append([]byte{status}, text...)))
 	}
 	if d.Err != nil {
 		s.log.Warn("forward listener: malformed announcement", "remote", c.RemoteAddr(), "err", d.Err)

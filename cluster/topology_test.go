@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -70,10 +71,10 @@ func TestAnnounceRefusesMalformed(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(append([]byte(announceHello), frame(tc.payload)...)); err != nil {
+		if _, err := c.Write(append([]byte(announceHello), peer.Frame(tc.payload)...)); err != nil {
 			t.Fatal(err)
 		}
-		reply, err := readFrame(bufio.NewReader(c), maxAnnounce)
+		reply, err := peer.ReadFrame(bufio.NewReader(c), maxAnnounce)
 		c.Close()
 		if err != nil || len(reply) == 0 || reply[0] != fwdStatusError {
 			t.Errorf("%s: reply %q, %v; want an error status", tc.name, reply, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -362,7 +363,7 @@ func (n *Node) pollVersions(wait map[string]time.Duration, notYet map[string]tim
 		if !ok || e.Forward == "" {
 			return // not announced yet: it will be soon, or it is of no release that polls
 		}
-		members = append(members, member{id, mapAddr(n.cfg.DialMap, e.Forward)})
+		members = append(members, member{id, peer.MapAddr(n.cfg.DialMap, e.Forward)})
 	}
 	target := n.advertisedVersion()
 	for _, m := range members {
@@ -400,7 +401,7 @@ func (n *Node) advertisedVersion() uint32 {
 // version this build supports, and returns the one it supports.
 func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	timeout := time.Second
-	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
 		return 0, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -408,10 +409,10 @@ func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	_ = nc.SetDeadline(time.Now().Add(timeout))
 	p := codec.AppendStr(nil, []byte(n.cfg.ID))
 	p = binary.AppendUvarint(p, uint64(n.advertisedVersion()))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), frame(p)...)); err != nil {
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), peer.Frame(p)...)); err != nil {
 		return 0, fmt.Errorf("send: %w", err)
 	}
-	resp, err := readFrame(bufio.NewReader(nc), maxVersionFrame)
+	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxVersionFrame)
 	if err != nil {
 		return 0, fmt.Errorf("read reply: %w", err)
 	}
@@ -431,7 +432,7 @@ func (n *Node) exchangeVersion(addr string) (uint32, error) {
 // sender's version looked at again at once.
 func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	p, err := readFrame(br, maxVersionFrame)
+	p, err := peer.ReadFrame(br, maxVersionFrame)
 	if err != nil {
 		if err != io.EOF {
 			s.log.Warn("forward listener: bad version exchange", "remote", c.RemoteAddr(), "err", err)
@@ -445,7 +446,7 @@ func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
 		s.log.Warn("forward listener: malformed version exchange", "remote", c.RemoteAddr(), "err", d.Err)
 		return
 	}
-	_, _ = c.Write(frame(binary.AppendUvarint(nil, uint64(n.advertisedVersion()))))
+	_, _ = c.Write(peer.Frame(binary.AppendUvarint(nil, uint64(n.advertisedVersion()))))
 	if id != "" && n.raft.State() == raft.Leader {
 		select {
 		case n.versionKick <- id:

@@ -1,16 +1,15 @@
-package cluster
+package peer
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 )
 
 func TestDialMapProvider(t *testing.T) {
-	p := dialMapProvider{
-		peers: map[string]string{"n1": "127.0.0.1:7001", "n2": "127.0.0.1:7002", "n3": "127.0.0.1:7003"},
-		dial:  map[string]string{"127.0.0.1:7002": "127.0.0.1:9012"},
+	p := DialMap{
+		Peers: map[string]string{"n1": "127.0.0.1:7001", "n2": "127.0.0.1:7002", "n3": "127.0.0.1:7003"},
+		Dial:  map[string]string{"127.0.0.1:7002": "127.0.0.1:9012"},
 	}
 	tests := []struct {
 		id, want string
@@ -27,20 +26,7 @@ func TestDialMapProvider(t *testing.T) {
 			t.Errorf("ServerAddr(%s) = %q, %v; want %q (error %v)", tc.id, got, err, tc.want, tc.err)
 		}
 	}
-	if got := mapAddr(p.dial, "127.0.0.1:8002"); got != "127.0.0.1:8002" {
+	if got := MapAddr(p.Dial, "127.0.0.1:8002"); got != "127.0.0.1:8002" {
 		t.Errorf("unmapped forward address became %q", got)
-	}
-}
-
-func TestDialMapValidate(t *testing.T) {
-	c := Config{ID: "n1", RaftAddr: "127.0.0.1:7001", RESPAddr: "127.0.0.1:6001", InMemory: true,
-		DialMap: map[string]string{"127.0.0.1:7002": "nope"}}
-	err := c.Validate()
-	if err == nil || !strings.Contains(err.Error(), "DialMap") {
-		t.Fatalf("Validate: %v, want a DialMap error", err)
-	}
-	c.DialMap = map[string]string{"127.0.0.1:7002": "127.0.0.1:9012"}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package peer
 
 import (
 	"bufio"
@@ -12,18 +12,18 @@ func TestReadFrame(t *testing.T) {
 		data []byte
 		ok   bool
 	}{
-		{"small", frame([]byte("hello")), true},
-		{"large", frame(bytes.Repeat([]byte("x"), 300<<10)), true},
+		{"small", Frame([]byte("hello")), true},
+		{"large", Frame(bytes.Repeat([]byte("x"), 300<<10)), true},
 		{"too large", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}, false},
 		{"lying length", []byte{0xff, 0xff, 0xff, 0x0f, 'x'}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := readFrame(bufio.NewReader(bytes.NewReader(tt.data)), 64<<20)
+			p, err := ReadFrame(bufio.NewReader(bytes.NewReader(tt.data)), 64<<20)
 			if (err == nil) != tt.ok {
 				t.Fatalf("err = %v", err)
 			}
-			if tt.ok && !bytes.Equal(frame(p), tt.data) {
+			if tt.ok && !bytes.Equal(Frame(p), tt.data) {
 				t.Fatal("payload changed")
 			}
 		})
@@ -32,7 +32,7 @@ func TestReadFrame(t *testing.T) {
 
 // TestReadFrameInto: frames read into a buffer use its array when they
 // fit (small frames only) and new memory otherwise, and read the same
-// bytes as readFrame; writeFrame writes what frame builds.
+// bytes as ReadFrame; WriteFrame writes what Frame builds.
 func TestReadFrameInto(t *testing.T) {
 	buf := make([]byte, 0, 16)
 	for _, tt := range []struct {
@@ -48,16 +48,16 @@ func TestReadFrameInto(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var w bytes.Buffer
 			bw := bufio.NewWriter(&w)
-			if err := writeFrame(bw, tt.payload); err != nil {
+			if err := WriteFrame(bw, tt.payload); err != nil {
 				t.Fatal(err)
 			}
 			if err := bw.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(w.Bytes(), frame(tt.payload)) {
-				t.Fatal("writeFrame and frame differ")
+			if !bytes.Equal(w.Bytes(), Frame(tt.payload)) {
+				t.Fatal("WriteFrame and frame differ")
 			}
-			p, err := readFrameInto(bufio.NewReader(&w), 64<<20, buf)
+			p, err := ReadFrameInto(bufio.NewReader(&w), 64<<20, buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,8 +70,3 @@ func TestReadFrameInto(t *testing.T) {
 		})
 	}
 }
-
-// TestErrorCodesRoundTrip: every error a leader answers a forwarded batch
-// with comes back on the follower with its code and details (the very
-// sentinel when it has none), and its class: CLUSTERDOWN (not applied) and
-// UNCERTAIN (may have been) never mix.
