@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -94,7 +95,7 @@ import (
 // lock, no map and no ID per request on the leader's hot path.
 //
 // Forwarded requests carry their follower's batch ID: an entry holding one
-// is a batch entry (codec.go), and the FSM applies each ID at most once
+// is a batch entry (cluster/codec), and the FSM applies each ID at most once
 // (dedup.go), so a follower may re-send a batch whose connection broke.
 //
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
@@ -120,7 +121,7 @@ import (
 // try to claim it.
 type request struct {
 	outcome
-	id   batchID // a forwarded batch's ID, or zero
+	id   codec.BatchID // a forwarded batch's ID, or zero
 	ops  []engine.Op
 	size int // encoded size estimate
 }
@@ -176,12 +177,12 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-cha
 // fires or ctx ends. It returns errRetry when the batch was certainly not
 // applied and may be routed again.
 func (b *batcher) submit(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) error {
-	return b.submitID(ctx, deadline, batchID{}, ops, results)
+	return b.submitID(ctx, deadline, codec.BatchID{}, ops, results)
 }
 
 // submitID is submit for a batch with an ID (zero for none), which the
 // FSM applies at most once.
-func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) error {
+func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
 	req, err := b.enqueue(ctx, deadline, id, ops, results)
 	if err != nil {
 		return err
@@ -191,12 +192,12 @@ func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id ba
 
 // enqueue puts ops on the batcher's queue. Requests queued by one goroutine
 // are committed in that order.
-func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, error) {
+func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (*request, error) {
 	req, _ := b.reqPool.Get().(*request)
 	if req == nil {
 		req = &request{outcome: outcome{done: make(chan struct{}, 1)}}
 	}
-	req.id, req.ops, req.results, req.size = id, ops, results, opsSize(ops)
+	req.id, req.ops, req.results, req.size = id, ops, results, codec.OpsSize(ops)
 	req.state.Store(outQueued)
 	select {
 	case b.reqs <- req:
@@ -477,7 +478,7 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 	// A batch entry only when a forwarded request needs its ID logged.
 	withIDs := false
 	for _, r := range pending {
-		withIDs = withIDs || r.id != (batchID{})
+		withIDs = withIDs || r.id != (codec.BatchID{})
 	}
 	for _, r := range pending {
 		// The caller may give up at any moment and reuse its ops' memory:
@@ -486,10 +487,10 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 			continue // abandoned before it reached the log: not applied
 		}
 		if withIDs {
-			*body = appendBatchRequest(*body, r.id, len(r.ops))
+			*body = codec.AppendBatchRequest(*body, r.id, len(r.ops))
 		}
 		for i := range r.ops {
-			*body = appendOp(*body, &r.ops[i])
+			*body = codec.AppendOp(*body, &r.ops[i])
 		}
 		r.state.Store(outHandedOver)
 		batch = append(batch, r)
@@ -500,9 +501,9 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 	}
 	buf := make([]byte, 0, 3*binary.MaxVarintLen64+1+len(*body))
 	if withIDs {
-		buf = appendBatchEntryHeader(buf, b.now(), n, len(batch))
+		buf = codec.AppendBatchEntryHeader(buf, b.now(), n, len(batch))
 	} else {
-		buf = appendOpsEntryHeader(buf, b.now(), n)
+		buf = codec.AppendOpsEntryHeader(buf, b.now(), n)
 	}
 	buf = append(buf, *body...)
 	id := entryID(buf)
@@ -622,7 +623,7 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 	for _, r := range batch {
 		rs := results[off : off+len(r.ops)]
 		off += len(r.ops)
-		if r.id != (batchID{}) && len(rs) > 0 && rs[0].Err == errDuplicateBatch {
+		if r.id != (codec.BatchID{}) && len(rs) > 0 && rs[0].Err == errDuplicateBatch {
 			finish(r, nil, errDuplicateBatch) // a re-send of a batch that applied
 			continue
 		}

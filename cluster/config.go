@@ -121,7 +121,8 @@ type Config struct {
 	TLS *tls.Config
 	// DialMap, for fault-injection tests only, maps a peer's Raft or
 	// forward address to the address this node dials instead (a proxy
-	// that can cut this one link): see dialmap.go. Plain TCP only.
+	// that can cut this one link): see cluster/peer/dialmap.go. Plain TCP
+	// only.
 	DialMap map[string]string
 
 	// applyHook, when set, runs at the start of every FSM batch (tests
@@ -421,4 +422,25 @@ func port(addr string) int {
 		return -1
 	}
 	return n
+}
+
+// validateDialMap names what is wrong with c.DialMap.
+func (c *Config) validateDialMap(bad func(field, format string, args ...any)) {
+	if len(c.DialMap) == 0 {
+		return
+	}
+	if c.TLS != nil {
+		bad("DialMap", "is for tests over plain TCP, not with TLS")
+	}
+	if c.Transport != nil {
+		bad("DialMap", "has no effect with a Transport")
+	}
+	for from, to := range c.DialMap {
+		if err := checkHostPort(from); err != nil {
+			bad("DialMap", "%v", err)
+		}
+		if err := checkHostPort(to); err != nil {
+			bad("DialMap", "%s: %v", from, err)
+		}
+	}
 }

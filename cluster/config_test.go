@@ -100,3 +100,16 @@ func TestConfigDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestDialMapValidate(t *testing.T) {
+	c := Config{ID: "n1", RaftAddr: "127.0.0.1:7001", RESPAddr: "127.0.0.1:6001", InMemory: true,
+		DialMap: map[string]string{"127.0.0.1:7002": "nope"}}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "DialMap") {
+		t.Fatalf("Validate: %v, want a DialMap error", err)
+	}
+	c.DialMap = map[string]string{"127.0.0.1:7002": "127.0.0.1:9012"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-rl/sluice/cluster/codec"
 )
 
 // At-most-once forwarding.
@@ -49,27 +51,27 @@ const (
 
 // dedupRec is one remembered batch.
 type dedupRec struct {
-	id    batchID
+	id    codec.BatchID
 	stamp int64
 }
 
 // dedupSet is the FSM's set of applied forwarded batch IDs. It is owned by
 // the FSM goroutine (Apply, Snapshot, Restore): no lock.
 type dedupSet struct {
-	seen  map[batchID]struct{}
+	seen  map[codec.BatchID]struct{}
 	order []dedupRec // a FIFO: order[head:] are live, oldest first
 	head  int
 	now   int64 // the latest stamp seen: log time never goes back here
 }
 
-func newDedupSet() *dedupSet { return &dedupSet{seen: make(map[batchID]struct{})} }
+func newDedupSet() *dedupSet { return &dedupSet{seen: make(map[codec.BatchID]struct{})} }
 
 // len is the number of IDs remembered.
 func (s *dedupSet) len() int { return len(s.order) - s.head }
 
 // admit records id as applied at stamp and reports true, or reports false
 // when id was applied already (the batch must be skipped).
-func (s *dedupSet) admit(id batchID, stamp int64) bool {
+func (s *dedupSet) admit(id codec.BatchID, stamp int64) bool {
 	s.now = max(s.now, stamp)
 	s.expire()
 	if _, dup := s.seen[id]; dup {

@@ -17,75 +17,34 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
 // batchEntry encodes a batch entry of the given requests.
-func batchEntry(stamp int64, ids []batchID, reqs [][]engine.Op) []byte {
+func batchEntry(stamp int64, ids []codec.BatchID, reqs [][]engine.Op) []byte {
 	n := 0
 	for _, r := range reqs {
 		n += len(r)
 	}
-	b := appendBatchEntryHeader(nil, stamp, n, len(reqs))
+	b := codec.AppendBatchEntryHeader(nil, stamp, n, len(reqs))
 	for i, r := range reqs {
-		b = appendBatchRequest(b, ids[i], len(r))
+		b = codec.AppendBatchRequest(b, ids[i], len(r))
 		for j := range r {
-			b = appendOp(b, &r[j])
+			b = codec.AppendOp(b, &r[j])
 		}
 	}
 	return b
 }
 
-func testID(n byte) batchID { return batchID{15: n, 0: 0xab} }
-
-func TestBatchEntryRoundTrip(t *testing.T) {
-	ops := sampleOps()
-	reqs := [][]engine.Op{ops[:2], ops[2:3], ops[3:]}
-	ids := []batchID{{}, testID(1), testID(2)}
-	data := batchEntry(-7, ids, reqs)
-	e, err := decodeEntry(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.typ != entryBatch || e.stamp != -7 || !reflect.DeepEqual(e.ops, ops) {
-		t.Fatalf("decoded %+v", e)
-	}
-	want := []batchSpan{{id: batchID{}, off: 0, n: 2}, {id: testID(1), off: 2, n: 1}, {id: testID(2), off: 3, n: len(ops) - 3}}
-	if !reflect.DeepEqual(e.spans, want) {
-		t.Fatalf("spans %+v, want %+v", e.spans, want)
-	}
-
-	one := []engine.Op{decide("k", tokenRule, 1)}
-	good := batchEntry(1, []batchID{testID(1)}, [][]engine.Op{one})
-	hdr := appendBatchEntryHeader(nil, 1, 1, 1)
-	bad := []struct {
-		name string
-		data []byte
-		text string
-	}{
-		{"truncated id", append(append([]byte{}, hdr...), reqForwarded, 1, 2, 3), "truncated batch id"},
-		{"unknown flag", append(append([]byte{}, hdr...), 7, 1, 1, 0), "unknown flag"},
-		{"count too large", append(appendBatchEntryHeader(nil, 1, 1, 1), appendOps(appendBatchRequest(nil, batchID{}, 0)[:1], []engine.Op{one[0], one[0]})...), "requests hold more"},
-		{"fewer ops than the entry says", append(appendBatchEntryHeader(nil, 1, 2, 1), appendOps([]byte{reqLocal}, one)...), "the entry says 2"},
-		{"stray byte", append(append([]byte{}, good...), 0), "stray"},
-		{"truncated", good[:len(good)-1], "truncated"},
-	}
-	for _, tt := range bad {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeEntry(tt.data)
-			if !errors.Is(err, errMalformed) || !strings.Contains(err.Error(), tt.text) {
-				t.Fatalf("err = %v, want one naming %q", err, tt.text)
-			}
-		})
-	}
-}
+func testID(n byte) codec.BatchID { return codec.BatchID{15: n, 0: 0xab} }
 
 // TestOldEntryStillApplies: an ops entry as the previous version wrote it
-// (testdata/entry_v1.hex) decodes and applies, as a node upgraded in place
-// replays its log.
+// (codec/testdata/entry_v1.hex; codec's TestOldEntryDecodes checks its
+// ops) decodes and applies, as a node upgraded in place replays its log.
 func TestOldEntryStillApplies(t *testing.T) {
-	raw, err := os.ReadFile("testdata/entry_v1.hex")
+	raw, err := os.ReadFile("codec/testdata/entry_v1.hex")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +87,7 @@ func TestDedupSet(t *testing.T) {
 
 	// Bounded in count: the oldest go first.
 	s = newDedupSet()
-	var id batchID
+	var id codec.BatchID
 	for i := range dedupMax + 10 {
 		id[0], id[1], id[2] = byte(i), byte(i>>8), byte(i>>16)
 		s.admit(id, t0)
@@ -136,7 +95,7 @@ func TestDedupSet(t *testing.T) {
 	if s.len() != dedupMax || len(s.seen) != dedupMax {
 		t.Fatalf("%d remembered (%d in the map), want %d", s.len(), len(s.seen), dedupMax)
 	}
-	if !s.admit(batchID{}, t0) { // ID 0 (i = 0) was evicted first
+	if !s.admit(codec.BatchID{}, t0) { // ID 0 (i = 0) was evicted first
 		t.Fatal("the oldest ID was not evicted")
 	}
 	if s.admit(id, t0) {
@@ -146,7 +105,7 @@ func TestDedupSet(t *testing.T) {
 	// Snapshot meta round trip, the log time included.
 	s = newDedupSet()
 	for i := range 3000 { // more than one meta pair
-		id := batchID{0: byte(i), 1: byte(i >> 8)}
+		id := codec.BatchID{0: byte(i), 1: byte(i >> 8)}
 		s.admit(id, t0+int64(i))
 	}
 	meta := s.meta()
@@ -176,7 +135,7 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	a := []engine.Op{decide("a", tokenRule, 1)}
 	b := []engine.Op{decide("b", tokenRule, 2)}
 	// One entry: a local request, a forwarded one, and a re-send of it.
-	data := batchEntry(stamp, []batchID{{}, testID(1), testID(1)}, [][]engine.Op{b, a, a})
+	data := batchEntry(stamp, []codec.BatchID{{}, testID(1), testID(1)}, [][]engine.Op{b, a, a})
 	f.await(entryID(data))
 	rs, ok := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).([]engine.Result)
 	f.forget(entryID(data), 0)
@@ -184,7 +143,7 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 		t.Fatalf("results %+v", rs)
 	}
 	// A later entry with the same ID: skipped.
-	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: batchEntry(stamp+1, []batchID{testID(1)}, [][]engine.Op{a})})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: batchEntry(stamp+1, []codec.BatchID{testID(1)}, [][]engine.Op{a})})
 	peek := func(e *engine.Engine, key string) int64 {
 		res := make([]engine.Result, 1)
 		e.Apply(stamp+2, []engine.Op{{Code: engine.OpPeek, Key: []byte(key)}}, res)
@@ -211,7 +170,7 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: batchEntry(stamp+2, []batchID{testID(1), testID(2)}, [][]engine.Op{a, a})})
+	f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: batchEntry(stamp+2, []codec.BatchID{testID(1), testID(2)}, [][]engine.Op{a, a})})
 	if got := peek(eng2, "a"); got != tokenRule.Limit-2 {
 		t.Fatalf("restored replica: a remaining %d, want %d (ID 1 skipped, ID 2 applied)", got, tokenRule.Limit-2)
 	}
@@ -350,7 +309,7 @@ func TestIsolatedLeaderNeverHidesACharge(t *testing.T) {
 func TestFSMAwaitedByID(t *testing.T) {
 	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
-	data := batchEntry(int64(1e18), []batchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
+	data := batchEntry(int64(1e18), []codec.BatchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
 	apply := func(i uint64) []engine.Result {
 		rs, _ := f.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: bytes.Clone(data)}).([]engine.Result)
 		return rs

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -78,25 +79,13 @@ func internalError(format string, args ...any) error {
 }
 
 // sentinels are the errors without details that a decoded code turns back
-// into, so that a forwarded error is the very value (==) a local one is.
-var sentinels = [...]error{
+// into (codec.Sentinels), so that a forwarded error is the very value (==)
+// a local one is.
+var sentinels = codec.Sentinels{
 	engine.ErrWrongType, engine.ErrClockBackwards, engine.ErrBadRule, engine.ErrOOM,
 	engine.ErrKeyLimit, engine.ErrDuplicateKey,
 	ErrClusterDown, ErrUncertain, ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, errDuplicateBatch,
 	errBadReply, errConnLost,
-}
-
-// codedError rebuilds a coded error that came over the wire: the sentinel
-// when it has no details, else a new value.
-func codedError(code errcode.Code, detail string, num int64) error {
-	if detail == "" && num == 0 {
-		for _, s := range sentinels {
-			if errcode.Of(s).Code == code {
-				return s
-			}
-		}
-	}
-	return &errcode.Error{Code: code, Detail: detail, Num: num}
 }
 
 // errRetry is internal: the batch was certainly not applied (raft refused

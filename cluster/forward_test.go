@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/testkit"
@@ -26,7 +28,7 @@ type fakeLeader struct {
 
 type fakeRequest struct {
 	id    uint64
-	batch batchID
+	batch codec.BatchID
 	ops   []engine.Op
 	c     net.Conn
 }
@@ -42,19 +44,19 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 			return
 		}
 		for {
-			p, err := readFrame(br, maxFwdRequest)
+			p, err := peer.ReadFrame(br, maxFwdRequest)
 			if err != nil {
 				c.Close()
 				return
 			}
-			d := newDecoder(p)
+			d := codec.NewDecoder(p)
 			r := fakeRequest{id: d.Uvarint(), c: c}
 			d.Uvarint()
 			copy(r.batch[:], d.B)
 			d.B = d.B[len(r.batch):]
-			r.ops = d.ops()
+			r.ops = d.Ops()
 			if len(r.ops) == 0 { // a ping
-				r.reply(t, r.id, fwdStatusOK, appendResults(nil, nil))
+				r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil))
 				continue
 			}
 			f.reqs <- r
@@ -67,7 +69,7 @@ func (r fakeRequest) reply(t *testing.T, id uint64, status byte, body []byte) {
 	p := binary.AppendUvarint(nil, id)
 	p = append(p, status)
 	p = append(p, body...)
-	if _, err := r.c.Write(frame(p)); err != nil {
+	if _, err := r.c.Write(peer.Frame(p)); err != nil {
 		t.Error(err)
 	}
 }
@@ -81,16 +83,16 @@ func TestForwardClient(t *testing.T) {
 		check  func(err error, res []engine.Result) bool
 	}{
 		{"results", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id+100, fwdStatusOK, appendResults(nil, make([]engine.Result, 2))) // not ours: ignored
-			r.reply(t, r.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
+			r.reply(t, r.id+100, fwdStatusOK, codec.AppendResults(nil, make([]engine.Result, 2))) // not ours: ignored
+			r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
 		}, func(err error, res []engine.Result) bool {
 			return err == nil && res[0].Allowed && res[0].Limit == 5 && res[1].Err == engine.ErrWrongType
 		}},
 		{"error reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendError(nil, ErrLoading))
+			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, ErrLoading))
 		}, func(err error, _ []engine.Result) bool { return err == ErrLoading }},
 		{"route again", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusRetry, appendBytes(nil, []byte("not the leader")))
+			r.reply(t, r.id, fwdStatusRetry, codec.AppendStr(nil, []byte("not the leader")))
 		}, func(err error, _ []engine.Result) bool { return err == errRetry }},
 		{"connection lost after sending: send again", func(t *testing.T, r fakeRequest) {
 			r.c.Close()
@@ -101,12 +103,12 @@ func TestForwardClient(t *testing.T) {
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"uncertain reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendError(nil, commitTimeoutError(time.Second)))
+			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, commitTimeoutError(time.Second)))
 		}, func(err error, _ []engine.Result) bool {
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, appendError(nil, clusterDownError(time.Minute)))
+			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, clusterDownError(time.Minute)))
 		}, func(err error, _ []engine.Result) bool {
 			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
 		}},
@@ -114,7 +116,7 @@ func TestForwardClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
 			defer c.close()
 			id := c.newBatchID()
 			res := make([]engine.Result, len(ops))
@@ -143,7 +145,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := newFwdClient(0, 1, time.Second, newPeerTimeouts(time.Second, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), nil, testLogger(t))
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
 	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
@@ -160,7 +162,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 func TestForwardClientTimeout(t *testing.T) {
 	leader := newFakeLeader(t)
 	timeout := 100 * time.Millisecond
-	c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
 	defer c.close()
 	addr := leader.ln.Addr().String()
 	call := func() (error, time.Duration) {
@@ -190,7 +192,7 @@ func TestForwardClientTimeout(t *testing.T) {
 	if r.c == stuck.c {
 		t.Fatal("the second call used the connection whose call timed out")
 	}
-	r.reply(t, r.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true}}))
+	r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true}}))
 	if err := <-errc; err != nil {
 		t.Fatalf("second call: %v", err)
 	}
@@ -235,25 +237,25 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					return
 				}
 				for {
-					p, err := readFrame(br, maxFwdRequest)
+					p, err := peer.ReadFrame(br, maxFwdRequest)
 					if err != nil {
 						return
 					}
 					if fc.mute.Load() {
 						continue
 					}
-					d := newDecoder(p)
+					d := codec.NewDecoder(p)
 					id := d.Uvarint()
 					d.Uvarint()
-					d.B = d.B[len(batchID{}):]
-					ops := d.ops()
+					d.B = d.B[len(codec.BatchID{}):]
+					ops := d.Ops()
 					if len(ops) == 0 {
 						fc.pings.Add(1)
 					}
 					q := binary.AppendUvarint(nil, id)
 					q = append(q, fwdStatusOK)
-					q = appendResults(q, make([]engine.Result, len(ops)))
-					if _, err := nc.Write(frame(q)); err != nil {
+					q = codec.AppendResults(q, make([]engine.Result, len(ops)))
+					if _, err := nc.Write(peer.Frame(q)); err != nil {
 						return
 					}
 				}
@@ -284,8 +286,8 @@ func (l *scriptedLeader) accepted() int {
 // connection, one that answers is kept.
 func TestForwardClientHealthCheck(t *testing.T) {
 	timeout := 2 * time.Second
-	pt := newPeerTimeouts(timeout, time.Second)
-	pt.idle, pt.ping = 50*time.Millisecond, 100*time.Millisecond
+	pt := peer.NewTimeouts(timeout, time.Second)
+	pt.Idle, pt.Ping = 50*time.Millisecond, 100*time.Millisecond
 	tests := []struct {
 		name      string
 		mute      bool // the first connection goes silent while idle
@@ -319,7 +321,7 @@ func TestForwardClientHealthCheck(t *testing.T) {
 			waitFor(t, 5*time.Second, func() error {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				if len(c.conns) != 1 || time.Since(time.Unix(0, c.conns[0].lastRecv.Load())) < pt.idle {
+				if len(c.conns) != 1 || time.Since(time.Unix(0, c.conns[0].lastRecv.Load())) < pt.Idle {
 					return errors.New("not idle yet")
 				}
 				return nil
@@ -334,7 +336,7 @@ func TestForwardClientHealthCheck(t *testing.T) {
 			if !tt.mute && first.pings.Load() != 1 {
 				t.Fatalf("%d pings on the idle connection, want 1", first.pings.Load())
 			}
-			if tt.mute && took > pt.ping+time.Second {
+			if tt.mute && took > pt.Ping+time.Second {
 				t.Fatalf("the call took %v behind a silent connection", took)
 			}
 		})

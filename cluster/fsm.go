@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -36,7 +37,7 @@ type fsm struct {
 	// being applied (they alias its data), and results nobody waits for.
 	ops     []engine.Op
 	results []engine.Result
-	spans   []batchSpan
+	spans   []codec.Span
 
 	// dedup is the set of forwarded batches applied (dedup.go); owned by
 	// the FSM goroutine like the engine's state.
@@ -61,7 +62,7 @@ type fsm struct {
 	halt atomic.Pointer[applyHalt]
 
 	mu      sync.RWMutex
-	leaders map[string]leaderEntry // by ID; guarded by mu
+	leaders map[string]codec.Leader // by ID; guarded by mu
 
 	// awaited holds the entries this node handed to Raft whose callers
 	// wait for results, by entry ID (entryID: a hash of the entry's bytes,
@@ -116,7 +117,7 @@ const (
 )
 
 func newFSM(eng *engine.Engine, log *slog.Logger, hook func()) *fsm {
-	f := &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]leaderEntry), awaited: make(map[uint64]int),
+	f := &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]codec.Leader), awaited: make(map[uint64]int),
 		outcomes: make(map[uint64]entryOutcome), dedup: newDedupSet(), needs: opNeedsTable()}
 	f.version.Store(BaseVersion)
 	return f
@@ -187,46 +188,46 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 }
 
 func (f *fsm) applyCommand(l *raft.Log) any {
-	e, err := decodeEntryInto(l.Data, f.ops, f.spans)
+	e, err := codec.DecodeEntryInto(l.Data, f.ops, f.spans)
 	if err != nil {
-		if e.ignorable {
+		if e.Ignorable {
 			// Marked safe to ignore by the release that wrote it.
 			f.log.Warn("skipping a log entry marked ignorable that this build cannot apply", "group", f.group, "index", l.Index, "err", err)
 			return nil
 		}
 		return f.stop(l.Index, err)
 	}
-	switch e.typ {
-	case entryOps, entryBatch:
-		if code, ok := f.needs.knows(e.ops); !ok {
-			clear(e.ops)
+	switch e.Type {
+	case codec.EntryOps, codec.EntryBatch:
+		if code, ok := f.needs.knows(e.Ops); !ok {
+			clear(e.Ops)
 			return f.stop(l.Index, fmt.Errorf("operation code %d is unknown to this build (cluster version %d at most)", code, SupportedVersion))
 		}
-		if cap(e.ops) > cap(f.ops) && cap(e.ops) <= maxScratch {
-			f.ops = e.ops[:0]
+		if cap(e.Ops) > cap(f.ops) && cap(e.Ops) <= maxScratch {
+			f.ops = e.Ops[:0]
 		}
-		if cap(e.spans) > cap(f.spans) && cap(e.spans) <= maxScratch {
-			f.spans = e.spans[:0]
+		if cap(e.Spans) > cap(f.spans) && cap(e.Spans) <= maxScratch {
+			f.spans = e.Spans[:0]
 		}
-		defer clear(e.ops) // drop the references into the entry's data
+		defer clear(e.Ops) // drop the references into the entry's data
 		awaited, id := f.isAwaited(l.Data)
 		var results []engine.Result
 		if awaited {
-			results = make([]engine.Result, len(e.ops))
+			results = make([]engine.Result, len(e.Ops))
 		} else {
 			results = f.results
-			if cap(results) < len(e.ops) {
-				results = make([]engine.Result, len(e.ops))
-				if len(e.ops) <= maxScratch {
+			if cap(results) < len(e.Ops) {
+				results = make([]engine.Result, len(e.Ops))
+				if len(e.Ops) <= maxScratch {
 					f.results = results
 				}
 			}
-			results = results[:len(e.ops)]
+			results = results[:len(e.Ops)]
 		}
-		if e.typ == entryBatch {
+		if e.Type == codec.EntryBatch {
 			f.applyBatch(e, results)
 		} else {
-			f.eng.Apply(e.stamp, e.ops, results)
+			f.eng.Apply(e.Stamp, e.Ops, results)
 		}
 		if awaited {
 			f.awaitMu.Lock()
@@ -235,12 +236,12 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 			return results
 		}
 		return nil
-	case entryLeader:
+	case codec.EntryLeader:
 		f.mu.Lock()
-		f.leaders[e.leader.ID] = e.leader
+		f.leaders[e.Leader.ID] = e.Leader
 		f.mu.Unlock()
-	case entryVersion:
-		return f.raiseVersion(l.Index, e.version)
+	case codec.EntryVersion:
+		return f.raiseVersion(l.Index, e.Version)
 	}
 	return nil
 }
@@ -270,33 +271,33 @@ func (f *fsm) raiseVersion(index uint64, v uint32) error {
 // applyBatch applies a batch entry's ops at one instant, but for the
 // forwarded requests whose batch ID was applied already: their ops are
 // skipped, and their results say errDuplicateBatch.
-func (f *fsm) applyBatch(e decodedEntry, results []engine.Result) {
-	var dups []batchSpan
-	for _, sp := range e.spans {
-		if sp.id != (batchID{}) && !f.dedup.admit(sp.id, e.stamp) {
+func (f *fsm) applyBatch(e codec.Entry, results []engine.Result) {
+	var dups []codec.Span
+	for _, sp := range e.Spans {
+		if sp.ID != (codec.BatchID{}) && !f.dedup.admit(sp.ID, e.Stamp) {
 			dups = append(dups, sp)
 		}
 	}
 	if len(dups) == 0 {
-		f.eng.Apply(e.stamp, e.ops, results)
+		f.eng.Apply(e.Stamp, e.Ops, results)
 		return
 	}
 	// Rare (a re-sent batch): apply the others, then scatter their results.
-	skip := make([]bool, len(e.ops))
+	skip := make([]bool, len(e.Ops))
 	for _, sp := range dups {
-		for i := sp.off; i < sp.off+sp.n; i++ {
+		for i := sp.Off; i < sp.Off+sp.N; i++ {
 			skip[i] = true
 		}
 	}
-	ops := make([]engine.Op, 0, len(e.ops))
-	for i := range e.ops {
+	ops := make([]engine.Op, 0, len(e.Ops))
+	for i := range e.Ops {
 		if !skip[i] {
-			ops = append(ops, e.ops[i])
+			ops = append(ops, e.Ops[i])
 		}
 	}
 	sub := make([]engine.Result, len(ops))
 	if len(ops) > 0 {
-		f.eng.Apply(e.stamp, ops, sub)
+		f.eng.Apply(e.Stamp, ops, sub)
 	}
 	j := 0
 	for i := range results {
@@ -385,7 +386,7 @@ func (f *fsm) outcome(id, index, restores uint64) (int, []engine.Result) {
 }
 
 // leader returns what the log says about id's addresses.
-func (f *fsm) leader(id string) (leaderEntry, bool) {
+func (f *fsm) leader(id string) (codec.Leader, bool) {
 	f.mu.RLock()
 	e, ok := f.leaders[id]
 	f.mu.RUnlock()
@@ -455,7 +456,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: restore snapshot: %w", err)
 	}
 	f.dedup = dedup
-	leaders := make(map[string]leaderEntry)
+	leaders := make(map[string]codec.Leader)
 	version := BaseVersion
 	var applied uint64
 	for _, kv := range h.Meta {
@@ -479,7 +480,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			if !ok {
 				return fmt.Errorf("cluster: restore snapshot: leader %q: malformed addresses %q", id, kv[1])
 			}
-			leaders[id] = leaderEntry{ID: id, RESP: resp, Forward: fwd}
+			leaders[id] = codec.Leader{ID: id, RESP: resp, Forward: fwd}
 		}
 	}
 	f.mu.Lock()

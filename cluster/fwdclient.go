@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -44,7 +46,7 @@ type fwdClient struct {
 	cluster string // the cluster identity (identity.go), "" for none
 	size    int
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
-	t       peerTimeouts  // peerconn.go
+	t       peer.Timeouts
 	log     *slog.Logger
 	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
 	prefix  [8]byte     // random: batch IDs differ across restarts
@@ -62,7 +64,7 @@ type fwdClient struct {
 }
 
 // newFwdClient is a pool of size connections.
-func newFwdClient(group, size int, timeout time.Duration, t peerTimeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
+func newFwdClient(group, size int, timeout time.Duration, t peer.Timeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
 	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
 	_, _ = rand.Read(c.prefix[:]) // crypto/rand does not fail on Linux
 	return c
@@ -70,8 +72,8 @@ func newFwdClient(group, size int, timeout time.Duration, t peerTimeouts, tlsCfg
 
 // newBatchID returns an ID no other batch of this or any other follower
 // process uses (64 random bits, then a counter).
-func (c *fwdClient) newBatchID() batchID {
-	var id batchID
+func (c *fwdClient) newBatchID() codec.BatchID {
+	var id codec.BatchID
 	copy(id[:8], c.prefix[:])
 	binary.BigEndian.PutUint64(id[8:], c.seq.Add(1))
 	return id
@@ -83,7 +85,7 @@ func (c *fwdClient) newBatchID() batchID {
 type fwdCall struct {
 	outcome
 	id      uint64
-	payload []byte // the request frame's payload (writeFrame adds the length)
+	payload []byte // the request frame's payload (peer.WriteFrame adds the length)
 }
 
 // newFwdCall is a call whose results go to results (nil for a ping).
@@ -120,7 +122,7 @@ var errRetired = errors.New("the leader changed and every call on this connectio
 // and the connection broke before the answer (send again with the same
 // id), a CLUSTERDOWN error when the deadline passed before they were
 // written, and an UNCERTAIN one when it passed after.
-func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id batchID, ops []engine.Op, results []engine.Result) error {
+func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
 	conn, err := c.get(addr, until)
 	if err != nil {
 		return errRetry
@@ -130,11 +132,11 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 		return errRetry
 	}
 	ms := max(time.Until(until).Milliseconds(), 1)
-	p := make([]byte, 0, opsSize(ops)+2*binary.MaxVarintLen64+len(id))
+	p := make([]byte, 0, codec.OpsSize(ops)+2*binary.MaxVarintLen64+len(id))
 	p = binary.AppendUvarint(p, call.id)
 	p = binary.AppendUvarint(p, uint64(ms))
 	p = append(p, id[:]...)
-	p = appendOps(p, ops)
+	p = codec.AppendOps(p, ops)
 	call.payload = p
 
 	select {
@@ -252,7 +254,7 @@ func (c *fwdClient) groupHello() []byte {
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
-	nc, err := dialPeer(c.tls, addr, timeout, c.t)
+	nc, err := peer.Dial(c.tls, addr, timeout, c.t)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}
@@ -347,10 +349,10 @@ func (conn *fwdConn) forget(id uint64) {
 // fails the ping is dropped.
 func (conn *fwdConn) healthy() bool {
 	t := conn.client.t
-	if time.Since(time.Unix(0, conn.lastRecv.Load())) < t.idle {
+	if time.Since(time.Unix(0, conn.lastRecv.Load())) < t.Idle {
 		return true
 	}
-	if err := conn.ping(t.ping); err != nil {
+	if err := conn.ping(t.Ping); err != nil {
 		conn.die(fmt.Errorf("health check: %w", err))
 		return false
 	}
@@ -363,11 +365,11 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 	if !conn.register(call) {
 		return errors.New("connection closed")
 	}
-	var id batchID
+	var id codec.BatchID
 	p := binary.AppendUvarint(nil, call.id)
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
 	p = append(p, id[:]...)
-	p = appendOps(p, nil)
+	p = codec.AppendOps(p, nil)
 	call.payload = p
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -405,13 +407,13 @@ func (conn *fwdConn) writer() {
 			conn.failQueued()
 			return
 		}
-		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.write))
+		_ = conn.c.SetWriteDeadline(time.Now().Add(conn.client.t.Write))
 		yielded := false
 		for call != nil {
 			// Mark it written before writing: once bytes may have left, the
 			// outcome is unknown if the connection breaks.
 			if call.handOver() {
-				if err := writeFrame(bw, call.payload); err != nil {
+				if err := peer.WriteFrame(bw, call.payload); err != nil {
 					conn.die(err)
 					conn.failQueued()
 					return
@@ -459,11 +461,11 @@ func (conn *fwdConn) failQueued() {
 // reader matches responses to calls by id.
 func (conn *fwdConn) reader() {
 	br := bufio.NewReaderSize(conn.c, 64<<10)
-	// Responses are read into one buffer: decodeResults and codedError
+	// Responses are read into one buffer: codec.DecodeResults and CodedError
 	// copy what they keep (keys, error details) out of the frame.
 	var buf []byte
 	for {
-		p, err := readFrameInto(br, maxFwdResponse, buf)
+		p, err := peer.ReadFrameInto(br, maxFwdResponse, buf)
 		if cap(p) <= 64<<10 && cap(p) > cap(buf) {
 			buf = p[:0]
 		}
@@ -472,7 +474,7 @@ func (conn *fwdConn) reader() {
 			return
 		}
 		conn.lastRecv.Store(time.Now().UnixNano())
-		d := newDecoder(p)
+		d := codec.NewDecoder(p)
 		id := d.Uvarint()
 		status := d.Byte()
 		if d.Err != nil {
@@ -493,7 +495,7 @@ func (conn *fwdConn) reader() {
 		}
 		switch status {
 		case fwdStatusOK:
-			if err := decodeResults(d.B, call.results); err != nil {
+			if err := codec.DecodeResults(d.B, call.results, sentinels); err != nil {
 				call.deliver(errBadReply)
 				conn.die(err)
 				return
@@ -502,7 +504,7 @@ func (conn *fwdConn) reader() {
 		case fwdStatusRetry:
 			call.deliver(errRetry)
 		default:
-			err := d.codedError()
+			err := d.CodedError(sentinels)
 			if d.Err != nil {
 				call.deliver(errBadReply)
 				conn.die(d.Err)

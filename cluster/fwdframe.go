@@ -1,16 +1,10 @@
 package cluster
 
-import (
-	"bufio"
-	"encoding/binary"
-	"fmt"
-	"io"
-	"time"
-)
+import "time"
 
 // Forwarding: how a follower runs a command. This file holds the protocol
-// and its framing; fwdserver.go the leader's side, fwdclient.go the
-// follower's pool.
+// (its frames are cluster/peer's); fwdserver.go the leader's side,
+// fwdclient.go the follower's pool.
 //
 // Every node listens on its forward address (ForwardAddr, by default the
 // Raft port + 1000), a dedicated listener, so that the RESP server knows
@@ -26,13 +20,13 @@ import (
 // Wire format, after the client's 5-byte hello "SLFW\x03":
 //
 //	frame    = uvarint length | payload
-//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see codec.go)
+//	request  = uvarint id | uvarint timeout (ms) | batch id (16 bytes) | ops (see cluster/codec)
 //	response = uvarint id | status byte | body
 //	status   = 0 ok (body: results) | 1 error (body: error, its code)
 //	         | 2 not applied, route again (body: error, the reason)
 //
-// Results and errors carry error codes (internal/errcode; codec.go's
-// appendError), never reply texts. A request without ops is a ping,
+// Results and errors carry error codes (internal/errcode;
+// codec.AppendError), never reply texts. A request without ops is a ping,
 // answered at once with status 0.
 //
 // Versions: "SLFW\x01" sent no batch ids and error texts, "SLFW\x02" sent
@@ -48,7 +42,7 @@ import (
 // allows, and the FSM applies a batch id at most once (dedup.go). When no
 // try is answered in time the reply is UNCERTAIN.
 //
-// Connections cannot get stuck (peerconn.go): every call has a deadline,
+// Connections cannot get stuck (cluster/peer): every call has a deadline,
 // a call that times out after it was written drops its connection (it may
 // sit behind TCP's retransmission backoff, which after a long partition
 // lasts tens of seconds), writes have a deadline, and a pooled connection
@@ -86,66 +80,3 @@ const (
 	maxFwdResponse = 1 << 30
 	fwdDialTimeout = time.Second
 )
-
-// readFrame reads one length-prefixed frame of at most limit bytes. The
-// buffer grows only as bytes arrive, so a lying length costs nothing.
-func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
-	return readFrameInto(r, limit, nil)
-}
-
-// readFrameInto is readFrame into buf's array when the frame is at most
-// 64 KiB and fits there (so the frame is only valid until buf is reused),
-// else into new memory.
-func readFrameInto(r *bufio.Reader, limit int, buf []byte) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		return nil, err
-	}
-	if n > uint64(limit) {
-		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
-	}
-	if n <= 64<<10 {
-		var b []byte
-		if uint64(cap(buf)) >= n {
-			b = buf[:n]
-		} else {
-			b = make([]byte, n)
-		}
-		_, err := io.ReadFull(r, b)
-		return b, err
-	}
-	b := make([]byte, 0, 64<<10)
-	for uint64(len(b)) < n {
-		step := min(int(n)-len(b), max(len(b), 64<<10))
-		if cap(b)-len(b) < step {
-			nb := make([]byte, len(b), len(b)+step)
-			copy(nb, b)
-			b = nb
-		}
-		m, err := io.ReadFull(r, b[len(b):len(b)+step])
-		b = b[:len(b)+m]
-		if err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-// writeFrame writes payload to w as one frame: its length, then the bytes
-// (no copy of the payload, unlike frame).
-func writeFrame(w *bufio.Writer, payload []byte) error {
-	// The length goes into w's own buffer: a local array would escape
-	// through Write and cost an allocation per frame.
-	if _, err := w.Write(binary.AppendUvarint(w.AvailableBuffer(), uint64(len(payload)))); err != nil {
-		return err
-	}
-	_, err := w.Write(payload)
-	return err
-}
-
-// frame prefixes payload with its length.
-func frame(payload []byte) []byte {
-	out := make([]byte, 0, binary.MaxVarintLen64+len(payload))
-	out = binary.AppendUvarint(out, uint64(len(payload)))
-	return append(out, payload...)
-}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 )
 
@@ -155,7 +157,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			_ = c.SetWriteDeadline(time.Now().Add(max(n.cfg.ClusterTimeout, 10*time.Second)))
 			yielded := false
 			for f != nil {
-				if err := writeFrame(bw, f); err != nil {
+				if err := peer.WriteFrame(bw, f); err != nil {
 					cancel()
 					c.Close()
 					return
@@ -186,17 +188,17 @@ func (s *fwdServer) handle(c net.Conn) {
 	}()
 	var pending sync.WaitGroup
 	for {
-		p, err := readFrame(br, maxFwdRequest)
+		p, err := peer.ReadFrame(br, maxFwdRequest)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				s.log.Warn("forward listener: bad request", "remote", c.RemoteAddr(), "err", err)
 			}
 			break
 		}
-		d := newDecoder(p)
+		d := codec.NewDecoder(p)
 		id := d.Uvarint()
 		timeout := time.Duration(d.Uvarint()) * time.Millisecond
-		var bid batchID
+		var bid codec.BatchID
 		if len(d.B) < len(bid) && d.Err == nil {
 			d.Fail("batch id")
 		}
@@ -204,9 +206,9 @@ func (s *fwdServer) handle(c net.Conn) {
 			copy(bid[:], d.B)
 			d.B = d.B[len(bid):]
 		}
-		ops := d.ops()
+		ops := d.Ops()
 		if d.Err == nil && len(d.B) != 0 {
-			d.Err = fmt.Errorf("%w: stray bytes after the ops", errMalformed)
+			d.Err = fmt.Errorf("%w: stray bytes after the ops", codec.ErrMalformed)
 		}
 		if d.Err != nil {
 			s.log.Warn("forward listener: malformed request", "remote", c.RemoteAddr(), "err", d.Err)
@@ -262,9 +264,9 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id 
 	p = binary.AppendUvarint(p, id)
 	p = append(p, status)
 	if status == fwdStatusOK {
-		p = appendResults(p, results)
+		p = codec.AppendResults(p, results)
 	} else {
-		p = appendError(p, err)
+		p = codec.AppendError(p, err)
 	}
 	select {
 	case out <- p:

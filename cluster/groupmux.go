@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/cluster/peer"
 )
 
 // One Raft listener for every group of a host (docs/design.md, "Sharding").
@@ -41,7 +43,7 @@ type groupMux struct {
 	ln        net.Listener
 	advertise net.Addr // nil: the listener's address
 	cfg       *tls.Config
-	t         peerTimeouts
+	t         peer.Timeouts
 	log       *slog.Logger
 	layers    []*groupStream
 	cluster   string // the cluster identity (identity.go), "" for none
@@ -54,13 +56,13 @@ type groupMux struct {
 // newGroupMux listens on bind for groups streams of groups, with the peer
 // socket options and mutual TLS when cfg is set; cluster is the cluster
 // identity its streams carry (identity.go), "" for none.
-func newGroupMux(bind, advertise string, cfg *tls.Config, t peerTimeouts, groups int, log *slog.Logger, cluster string) (*groupMux, error) {
-	ln, err := listenPeer(bind, cfg, t)
+func newGroupMux(bind, advertise string, cfg *tls.Config, t peer.Timeouts, groups int, log *slog.Logger, cluster string) (*groupMux, error) {
+	ln, err := peer.Listen(bind, cfg, t)
 	if err != nil {
 		return nil, err
 	}
 	m := &groupMux{ln: ln, cfg: cfg, t: t, log: log, cluster: cluster}
-	if m.advertise, err = raftAdvertise(ln, advertise); err != nil {
+	if m.advertise, err = peer.Advertise(ln, advertise); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -202,7 +204,7 @@ func (s *groupStream) Addr() net.Addr { return s.mux.addr() }
 // Dial implements raft.StreamLayer: a peer connection that names the group
 // before Raft's first byte.
 func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := dialPeer(s.mux.cfg, string(address), timeout, s.mux.t)
+	c, err := peer.Dial(s.mux.cfg, string(address), timeout, s.mux.t)
 	if err != nil || (s.group == 0 && s.mux.cluster == "") {
 		return c, err
 	}
@@ -210,7 +212,7 @@ func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if s.group != 0 {
 		hdr = append(hdr, muxHeader(s.group)...)
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(max(timeout, s.mux.t.dial)))
+	_ = c.SetWriteDeadline(time.Now().Add(max(timeout, s.mux.t.Dial)))
 	if _, err := c.Write(hdr); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("cluster: raft stream to %s: header: %w", address, err)

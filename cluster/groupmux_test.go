@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/cluster/peer"
 )
 
 // TestGroupMuxRoutesStreams: a stream dialed by group g's layer arrives
@@ -13,7 +15,7 @@ import (
 // is group 0's (what a node with one group always sent); a stream naming
 // a group the host does not run is dropped.
 func TestGroupMuxRoutesStreams(t *testing.T) {
-	pt := newPeerTimeouts(time.Second, time.Second)
+	pt := peer.NewTimeouts(time.Second, time.Second)
 	m, err := newGroupMux("127.0.0.1:0", "", nil, pt, 3, testLogger(t), "")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func TestGroupMuxRoutesStreams(t *testing.T) {
 	}
 
 	// A stream for group 9 of 3 is closed without reaching any group.
-	c, err := dialPeer(nil, addr, time.Second, pt)
+	c, err := peer.Dial(nil, addr, time.Second, pt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -320,7 +322,7 @@ func counterValue(c prometheus.Counter) float64 {
 func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 	oldLeader, newLeader := newFakeLeader(t), newFakeLeader(t)
 	timeout := 2 * time.Second
-	c := newFwdClient(0, 1, timeout, newPeerTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
 	defer c.close()
 	forward := func(addr string, res []engine.Result) chan error {
 		errc := make(chan error, 1)
@@ -340,7 +342,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 	c.mu.Unlock()
 	second := forward(newLeader.ln.Addr().String(), make([]engine.Result, 1))
 	r2 := <-newLeader.reqs
-	r2.reply(t, r2.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true}}))
+	r2.reply(t, r2.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true}}))
 	if err := <-second; err != nil {
 		t.Fatalf("the call to the new leader: %v", err)
 	}
@@ -349,7 +351,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 		t.Fatal("the connection to the old leader closed with a call pending on it")
 	default:
 	}
-	r1.reply(t, r1.id, fwdStatusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 5}}))
+	r1.reply(t, r1.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true, Limit: 5}}))
 	if err := <-first; err != nil || !res1[0].Allowed || res1[0].Limit != 5 {
 		t.Fatalf("the call pending on the old leader: %v %+v, want its results", err, res1[0])
 	}
@@ -368,8 +370,8 @@ func TestFSMOutcome(t *testing.T) {
 	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
 	stamp := int64(1e18)
-	ours := batchEntry(stamp, []batchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
-	theirs := batchEntry(stamp, []batchID{{}}, [][]engine.Op{{decide("b", tokenRule, 2)}})
+	ours := batchEntry(stamp, []codec.BatchID{{}}, [][]engine.Op{{decide("a", tokenRule, 1)}})
+	theirs := batchEntry(stamp, []codec.BatchID{{}}, [][]engine.Op{{decide("b", tokenRule, 2)}})
 	id := entryID(ours)
 	f.await(id)
 	restores := f.restores.Load()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -99,11 +101,11 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 		}
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), table: table, closing: make(chan struct{})}
-	pt := newPeerTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
+	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	if h.mux, err = newGroupMux(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, shards, h.log, clusterID); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener on %s: %w", cfg.RaftAddr, err)
 	}
-	ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
+	ln, err := peer.Listen(cfg.ForwardAddr, cfg.TLS, pt)
 	if err != nil {
 		h.mux.close()
 		return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
@@ -141,17 +143,17 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 
 // peerAddrs returns member id's addresses as any group's log holds them:
 // a member has the same addresses in every group.
-func (h *Host) peerAddrs(id string) (leaderEntry, bool) {
+func (h *Host) peerAddrs(id string) (codec.Leader, bool) {
 	nodes := h.started.Load()
 	if nodes == nil {
-		return leaderEntry{}, false
+		return codec.Leader{}, false
 	}
 	for _, n := range *nodes {
 		if e, ok := n.fsm.leader(id); ok && e.Forward != "" {
 			return e, true
 		}
 	}
-	return leaderEntry{}, false
+	return codec.Leader{}, false
 }
 
 // Groups returns the number of Raft groups.
@@ -372,7 +374,7 @@ func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
 	}
 	if !n0.isMember(id) {
 		// A typo in the address is refused before any group changes.
-		nc, err := dialPeer(h.cfg.TLS, mapAddr(h.cfg.DialMap, raftAddr), fwdDialTimeout, n0.fwd.t)
+		nc, err := peer.Dial(h.cfg.TLS, peer.MapAddr(h.cfg.DialMap, raftAddr), fwdDialTimeout, n0.fwd.t)
 		if err != nil {
 			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: "cannot reach " + raftAddr + ": " + err.Error()}
 		}

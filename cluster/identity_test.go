@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/cluster/peer"
 )
 
 // TestClusterIdentityStreams: a Raft stream between two hosts of the same
@@ -13,7 +15,7 @@ import (
 // another (with another identity, or none, in either direction) is
 // dropped before Raft sees a byte.
 func TestClusterIdentityStreams(t *testing.T) {
-	pt := newPeerTimeouts(time.Second, time.Second)
+	pt := peer.NewTimeouts(time.Second, time.Second)
 	mux := func(id string) *groupMux {
 		m, err := newGroupMux("127.0.0.1:0", "", nil, pt, 2, testLogger(t), id)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
@@ -56,10 +58,10 @@ import (
 //
 // Wire format, after the group hello (if any) and "SLFM\x01":
 //
-//	request  = frame(op byte | id | raft address | uvarint timeout (ms))   (strings: appendBytes)
+//	request  = frame(op byte | id | raft address | uvarint timeout (ms))   (strings: codec.AppendStr)
 //	response = frame(status byte | body)
 //	           status 0: uvarint value (the applied index for opProgress, else 0)
-//	           status 1 (an error) or 2 (not the leader: route again): error (appendError)
+//	           status 1 (an error) or 2 (not the leader: route again): error (codec.AppendError)
 const (
 	memberHello = "SLFM\x01"
 	// maxMemberFrame bounds a membership frame: two short strings.
@@ -162,7 +164,7 @@ func (h *peerHealth) healthy(id raft.ServerID) bool {
 // healthGrace is how long a new leader watches its heartbeats before it
 // judges its followers' health: long enough for a heartbeat to a dead
 // follower to fail, a connection to an unreachable one included (dropped
-// after TCP_USER_TIMEOUT, at most a heartbeat timeout: peerconn.go).
+// after TCP_USER_TIMEOUT, at most a heartbeat timeout: cluster/peer).
 func (n *Node) healthGrace() time.Duration { return 2 * n.cfg.HeartbeatTimeout }
 
 // runMember runs a membership step for this node's group on the group's
@@ -230,7 +232,7 @@ func (n *Node) memberStep(ctx context.Context, op memberOp, id, raftAddr string)
 	case opRemove, opRemoveCheck:
 		err = n.removeGroup(ctx, id, op == opRemoveCheck)
 	default:
-		return 0, fwdStatusError, fmt.Errorf("%w: unknown membership step %d", errMalformed, op)
+		return 0, fwdStatusError, fmt.Errorf("%w: unknown membership step %d", codec.ErrMalformed, op)
 	}
 	switch {
 	case err == nil:
@@ -367,7 +369,7 @@ func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	v, status, err := n.memberCall(cctx, mapAddr(n.cfg.DialMap, e.Forward), opProgress, id, "")
+	v, status, err := n.memberCall(cctx, peer.MapAddr(n.cfg.DialMap, e.Forward), opProgress, id, "")
 	if err != nil || status != fwdStatusOK {
 		n.log.Debug("membership: asking a non-voter's progress failed", "id", id, "err", err)
 		return 0, false
@@ -467,7 +469,7 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	if timeout <= 0 {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
 	}
-	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
 	}
@@ -476,24 +478,24 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	defer stop()
 	_ = nc.SetDeadline(deadline.Add(time.Second))
 	p := []byte{byte(op)}
-	p = appendBytes(p, []byte(id))
-	p = appendBytes(p, []byte(raftAddr))
+	p = codec.AppendStr(p, []byte(id))
+	p = codec.AppendStr(p, []byte(raftAddr))
 	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), frame(p)...)); err != nil {
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), peer.Frame(p)...)); err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: send to %s: %w", errNoAnswer, addr, err)
 	}
-	resp, err := readFrame(bufio.NewReader(nc), maxMemberFrame)
+	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxMemberFrame)
 	if err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: read reply from %s: %w", errNoAnswer, addr, err)
 	}
-	d := newDecoder(resp)
+	d := codec.NewDecoder(resp)
 	status := d.Byte()
 	var v uint64
 	var rerr error
 	if status == fwdStatusOK {
 		v = d.Uvarint()
 	} else {
-		rerr = d.codedError()
+		rerr = d.CodedError(sentinels)
 	}
 	if d.Err != nil || status > fwdStatusRetry {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: bad reply from %s: status %d: %v", errNoAnswer, addr, status, d.Err)
@@ -504,29 +506,29 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 // handleMember serves one membership step (the hello was read).
 func (s *fwdServer) handleMember(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	p, err := readFrame(br, maxMemberFrame)
+	p, err := peer.ReadFrame(br, maxMemberFrame)
 	if err != nil {
 		if err != io.EOF {
 			s.log.Warn("forward listener: bad membership request", "remote", c.RemoteAddr(), "err", err)
 		}
 		return
 	}
-	d := newDecoder(p)
+	d := codec.NewDecoder(p)
 	op := memberOp(d.Byte())
-	id, raftAddr := string(d.bytes()), string(d.bytes())
+	id, raftAddr := string(d.Str()), string(d.Str())
 	timeout := min(time.Duration(d.Uvarint())*time.Millisecond, maxMemberTimeout)
 	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: stray bytes", errMalformed)
+		d.Err = fmt.Errorf("%w: stray bytes", codec.ErrMalformed)
 	}
 	reply := func(status byte, v uint64, err error) {
 		b := []byte{status}
 		if status == fwdStatusOK {
 			b = binary.AppendUvarint(b, v)
 		} else {
-			b = appendError(b, err)
+			b = codec.AppendError(b, err)
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		_, _ = c.Write(frame(b))
+		_, _ = c.Write(peer.Frame(b))
 	}
 	if d.Err != nil {
 		s.log.Warn("forward listener: malformed membership request", "remote", c.RemoteAddr(), "err", d.Err)

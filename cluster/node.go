@@ -36,7 +36,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/cluster/logstore"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -104,7 +106,7 @@ type Node struct {
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
 	// still replaying at start); nil on its own.
-	peers func(id string) (leaderEntry, bool)
+	peers func(id string) (codec.Leader, bool)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -130,7 +132,7 @@ type groupShare struct {
 	fwdAddr string // the host's advertised forward address
 	cluster string // the cluster identity (identity.go), "" for none
 	// peers looks a member's addresses up in the host's other groups.
-	peers func(id string) (leaderEntry, bool)
+	peers func(id string) (codec.Leader, bool)
 }
 
 // newNode is New for a node on its own (sh nil) or one group of a Host.
@@ -218,10 +220,10 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		return nil, err
 	}
 
-	pt := newPeerTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
+	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	var provider raft.ServerAddressProvider
 	if len(cfg.DialMap) > 0 {
-		provider = dialMapProvider{peers: cfg.Peers, dial: cfg.DialMap}
+		provider = peer.DialMap{Peers: cfg.Peers, Dial: cfg.DialMap}
 	}
 	n.transport = cfg.Transport
 	if sh != nil {
@@ -237,9 +239,9 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 	if n.transport == nil {
 		// Our stream layer, TLS or not, so that Raft's connections get the
-		// peer socket options (peerconn.go). A DialMap (tests only:
-		// dialmap.go) names the proxies to dial.
-		t, err := newPeerTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
+		// peer socket options (cluster/peer). A DialMap (tests only:
+		// cluster/peer/dialmap.go) names the proxies to dial.
+		t, err := peer.NewTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
 		}
@@ -251,7 +253,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.fwdAddr = sh.fwdAddr
 		n.peers = sh.peers
 	} else {
-		ln, err := listenPeer(cfg.ForwardAddr, cfg.TLS, pt)
+		ln, err := peer.Listen(cfg.ForwardAddr, cfg.TLS, pt)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
 		}
@@ -444,9 +446,9 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	defer n.timers.put(deadline)
 	var (
 		pause   *time.Timer
-		id      batchID // given at the first forward, kept by every later try
-		sent    bool    // a try was written and its outcome is unknown
-		loading bool    // the last try found the node replaying
+		id      codec.BatchID // given at the first forward, kept by every later try
+		sent    bool          // a try was written and its outcome is unknown
+		loading bool          // the last try found the node replaying
 	)
 	for {
 		var err error
@@ -456,7 +458,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			// ID (this node became the leader meanwhile).
 			err = n.batcher.submitID(ctx, deadline.C, id, ops, results)
 		case routeForward:
-			if id == (batchID{}) {
+			if id == (codec.BatchID{}) {
 				id = n.fwd.newBatchID()
 			}
 			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
@@ -594,11 +596,11 @@ func (n *Node) route() (routeKind, string) {
 		return routeWait, ""
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
 	}
 	if n.peers != nil {
 		if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-			return routeForward, mapAddr(n.cfg.DialMap, e.Forward)
+			return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
 		}
 	}
 	if !n.isReplayed() {
@@ -623,7 +625,7 @@ func (n *Node) isReplayed() bool {
 // acceptForwarded queues a batch forwarded by a follower, if this node is
 // the ready leader. Otherwise it returns no request and the status to
 // answer: retry (not applied; the follower routes again) or an error.
-func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id batchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
+func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
 	if n.fsm.halted() != nil {
 		return nil, fwdStatusRetry, errors.New("this node stopped applying the log")
 	}
@@ -711,7 +713,7 @@ func (n *Node) becomeReady() {
 		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
 		if err == nil {
 			n.replayed.Store(true)
-			entry := appendLeaderEntry(nil, leaderEntry{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
+			entry := codec.AppendLeaderEntry(nil, codec.Leader{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
 			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
 		}
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -101,7 +102,7 @@ func TestBatcherRoundTripAllocs(t *testing.T) {
 	answer := []engine.Result{{Allowed: true}}
 	deadline := make(chan time.Time)
 	round := func() {
-		req, err := b.enqueue(context.Background(), deadline, batchID{}, ops, results)
+		req, err := b.enqueue(context.Background(), deadline, codec.BatchID{}, ops, results)
 		if err != nil {
 			t.Fatal(err)
 		}

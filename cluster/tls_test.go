@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/freeport"
 	"github.com/sluice-rl/sluice/internal/testcerts"
@@ -207,9 +209,9 @@ func TestTLSCluster(t *testing.T) {
 func forwardRequest() []byte {
 	p := binary.AppendUvarint(nil, 1) // id
 	p = binary.AppendUvarint(p, 1000) // timeout, ms
-	p = append(p, make([]byte, len(batchID{}))...)
-	p = appendOps(p, []engine.Op{{Code: engine.OpTime}})
-	return append([]byte(fwdHello), frame(p)...)
+	p = append(p, make([]byte, len(codec.BatchID{}))...)
+	p = codec.AppendOps(p, []engine.Op{{Code: engine.OpTime}})
+	return append([]byte(fwdHello), peer.Frame(p)...)
 }
 
 // speak connects, says what a follower would (bytes a Raft listener must

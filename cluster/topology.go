@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -28,7 +30,7 @@ import (
 // Wire format, on a connection to the forward listener that says the hello
 // "SLFA\x01" (a connection of its own: the forwarding protocol is unchanged):
 //
-//	request  = frame(id | RESP address | forward address)   (each appendBytes)
+//	request  = frame(id | RESP address | forward address)   (each codec.AppendStr)
 //	response = frame(status byte | text)   status as in forwarding: 0 ok,
 //	           1 error, 2 not the ready leader (try again later)
 //
@@ -58,7 +60,7 @@ func (n *Node) announceLoop() {
 		if n.raft.State() == raft.Leader {
 			continue // becomeReady announces a leader
 		}
-		self := leaderEntry{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr}
+		self := codec.Leader{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr}
 		if e, ok := n.fsm.leader(n.cfg.ID); ok && e == self {
 			continue
 		}
@@ -74,22 +76,22 @@ func (n *Node) announceLoop() {
 
 // announce sends e to the leader at its forward address addr and waits for
 // the leader to have committed it.
-func (n *Node) announce(addr string, e leaderEntry) error {
+func (n *Node) announce(addr string, e codec.Leader) error {
 	timeout := n.cfg.ClusterTimeout + time.Second
-	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", addr, err)
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(timeout))
 	var p []byte
-	p = appendBytes(p, []byte(e.ID))
-	p = appendBytes(p, []byte(e.RESP))
-	p = appendBytes(p, []byte(e.Forward))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), announceHello...), frame(p)...)); err != nil {
+	p = codec.AppendStr(p, []byte(e.ID))
+	p = codec.AppendStr(p, []byte(e.RESP))
+	p = codec.AppendStr(p, []byte(e.Forward))
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), announceHello...), peer.Frame(p)...)); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	resp, err := readFrame(bufio.NewReader(nc), maxAnnounce)
+	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxAnnounce)
 	if err != nil {
 		return fmt.Errorf("read reply: %w", err)
 	}
@@ -106,23 +108,23 @@ func (n *Node) announce(addr string, e leaderEntry) error {
 // the follower's addresses to the log when this node is the ready leader.
 func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetDeadline(time.Now().Add(n.cfg.ClusterTimeout + time.Second))
-	p, err := readFrame(br, maxAnnounce)
+	p, err := peer.ReadFrame(br, maxAnnounce)
 	if err != nil {
 		if err != io.EOF {
 			s.log.Warn("forward listener: bad announcement", "remote", c.RemoteAddr(), "err", err)
 		}
 		return
 	}
-	d := newDecoder(p)
-	e := leaderEntry{ID: string(d.bytes()), RESP: string(d.bytes()), Forward: string(d.bytes())}
+	d := codec.NewDecoder(p)
+	e := codec.Leader{ID: string(d.Str()), RESP: string(d.Str()), Forward: string(d.Str())}
 	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: stray bytes", errMalformed)
+		d.Err = fmt.Errorf("%w: stray bytes", codec.ErrMalformed)
 	}
 	if d.Err == nil && (e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil) {
-		d.Err = fmt.Errorf("%w: announcement %q %q %q", errMalformed, e.ID, e.RESP, e.Forward)
+		d.Err = fmt.Errorf("%w: announcement %q %q %q", codec.ErrMalformed, e.ID, e.RESP, e.Forward)
 	}
 	reply := func(status byte, text string) {
-		_, _ = c.Write(frame(append([]byte{status}, text...)))
+		_, _ = c.Write(peer.Frame(append([]byte{status}, text...)))
 	}
 	if d.Err != nil {
 		s.log.Warn("forward listener: malformed announcement", "remote", c.RemoteAddr(), "err", d.Err)
@@ -137,7 +139,7 @@ func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
 		reply(fwdStatusOK, "")
 		return
 	}
-	if err := n.waitWhileLeader(n.raft.Apply(appendLeaderEntry(nil, e), n.cfg.ClusterTimeout)); err != nil {
+	if err := n.waitWhileLeader(n.raft.Apply(codec.AppendLeaderEntry(nil, e), n.cfg.ClusterTimeout)); err != nil {
 		reply(fwdStatusRetry, err.Error())
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -60,19 +62,19 @@ func TestAnnounceRefusesMalformed(t *testing.T) {
 		payload []byte
 	}{
 		{"garbage", []byte{0xff, 0xff, 0xff}},
-		{"empty id", appendBytes(appendBytes(appendBytes(nil, nil), []byte("127.0.0.1:1")), []byte("127.0.0.1:2"))},
-		{"bad address", appendBytes(appendBytes(appendBytes(nil, []byte("x")), []byte("nowhere")), []byte("127.0.0.1:2"))},
-		{"stray bytes", append(appendBytes(appendBytes(appendBytes(nil, []byte("x")), []byte("127.0.0.1:1")), []byte("127.0.0.1:2")), 0)},
+		{"empty id", codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, nil), []byte("127.0.0.1:1")), []byte("127.0.0.1:2"))},
+		{"bad address", codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, []byte("x")), []byte("nowhere")), []byte("127.0.0.1:2"))},
+		{"stray bytes", append(codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, []byte("x")), []byte("127.0.0.1:1")), []byte("127.0.0.1:2")), 0)},
 	} {
 		c, err := net.Dial("tcp", n.fwdAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(append([]byte(announceHello), frame(tc.payload)...)); err != nil {
+		if _, err := c.Write(append([]byte(announceHello), peer.Frame(tc.payload)...)); err != nil {
 			t.Fatal(err)
 		}
-		reply, err := readFrame(bufio.NewReader(c), maxAnnounce)
+		reply, err := peer.ReadFrame(bufio.NewReader(c), maxAnnounce)
 		c.Close()
 		if err != nil || len(reply) == 0 || reply[0] != fwdStatusError {
 			t.Errorf("%s: reply %q, %v; want an error status", tc.name, reply, err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
@@ -22,7 +24,7 @@ import (
 //
 // Every release supports the cluster versions up to its own
 // (SupportedVersion). A group's log records the version the group runs
-// (a version entry, entryVersion); a log that records none runs
+// (a version entry, codec.EntryVersion); a log that records none runs
 // BaseVersion, the version of v0.1.0, which knew nothing of versions. The
 // leader of each group raises the version once every member of the group,
 // voter or not, says it supports a higher one (versionLoop, below), and
@@ -104,10 +106,10 @@ var opVersions = []struct {
 // a leader may write it. Every release applies the types it knows whatever
 // the cluster version (a log replayed after an upgrade holds old ones).
 var entryVersions = map[byte]uint32{
-	entryOps:     1,
-	entryLeader:  1,
-	entryBatch:   1,
-	entryVersion: 2,
+	codec.EntryOps:     1,
+	codec.EntryLeader:  1,
+	codec.EntryBatch:   1,
+	codec.EntryVersion: 2,
 }
 
 // snapshotFormats gives the snapshot format version (persistence) a group
@@ -361,7 +363,7 @@ func (n *Node) pollVersions(wait map[string]time.Duration, notYet map[string]tim
 		if !ok || e.Forward == "" {
 			return // not announced yet: it will be soon, or it is of no release that polls
 		}
-		members = append(members, member{id, mapAddr(n.cfg.DialMap, e.Forward)})
+		members = append(members, member{id, peer.MapAddr(n.cfg.DialMap, e.Forward)})
 	}
 	target := n.advertisedVersion()
 	for _, m := range members {
@@ -377,10 +379,10 @@ func (n *Node) pollVersions(wait map[string]time.Duration, notYet map[string]tim
 		target = min(target, v)
 	}
 	cv := n.fsm.clusterVersion()
-	if target <= cv || target < entryVersions[entryVersion] {
+	if target <= cv || target < entryVersions[codec.EntryVersion] {
 		return
 	}
-	if err := n.waitWhileLeader(n.raft.Apply(appendVersionEntry(nil, target), n.cfg.ClusterTimeout)); err != nil {
+	if err := n.waitWhileLeader(n.raft.Apply(codec.AppendVersionEntry(nil, target), n.cfg.ClusterTimeout)); err != nil {
 		n.log.Warn("raising the cluster version failed; will retry", "cluster_version", target, "err", err)
 		return
 	}
@@ -399,25 +401,25 @@ func (n *Node) advertisedVersion() uint32 {
 // version this build supports, and returns the one it supports.
 func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	timeout := time.Second
-	nc, err := dialPeer(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
 	if err != nil {
 		return 0, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(timeout))
-	p := appendBytes(nil, []byte(n.cfg.ID))
+	p := codec.AppendStr(nil, []byte(n.cfg.ID))
 	p = binary.AppendUvarint(p, uint64(n.advertisedVersion()))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), frame(p)...)); err != nil {
+	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), peer.Frame(p)...)); err != nil {
 		return 0, fmt.Errorf("send: %w", err)
 	}
-	resp, err := readFrame(bufio.NewReader(nc), maxVersionFrame)
+	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxVersionFrame)
 	if err != nil {
 		return 0, fmt.Errorf("read reply: %w", err)
 	}
-	d := newDecoder(resp)
+	d := codec.NewDecoder(resp)
 	v := d.Uvarint()
 	if d.Err == nil && (len(d.B) != 0 || v < 1 || v > 1<<31) {
-		d.Err = fmt.Errorf("%w: version reply %q", errMalformed, resp)
+		d.Err = fmt.Errorf("%w: version reply %q", codec.ErrMalformed, resp)
 	}
 	if d.Err != nil {
 		return 0, d.Err
@@ -430,21 +432,21 @@ func (n *Node) exchangeVersion(addr string) (uint32, error) {
 // sender's version looked at again at once.
 func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	p, err := readFrame(br, maxVersionFrame)
+	p, err := peer.ReadFrame(br, maxVersionFrame)
 	if err != nil {
 		if err != io.EOF {
 			s.log.Warn("forward listener: bad version exchange", "remote", c.RemoteAddr(), "err", err)
 		}
 		return
 	}
-	d := newDecoder(p)
-	id := string(d.bytes())
+	d := codec.NewDecoder(p)
+	id := string(d.Str())
 	_ = d.Uvarint()
 	if d.Err != nil || len(d.B) != 0 {
 		s.log.Warn("forward listener: malformed version exchange", "remote", c.RemoteAddr(), "err", d.Err)
 		return
 	}
-	_, _ = c.Write(frame(binary.AppendUvarint(nil, uint64(n.advertisedVersion()))))
+	_, _ = c.Write(peer.Frame(binary.AppendUvarint(nil, uint64(n.advertisedVersion()))))
 	if id != "" && n.raft.State() == raft.Leader {
 		select {
 		case n.versionKick <- id:

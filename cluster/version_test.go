@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/constscan"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -22,9 +24,9 @@ import (
 
 // opsEntry encodes ops as one ops entry stamped at stamp.
 func opsEntry(stamp int64, ops ...engine.Op) []byte {
-	b := appendOpsEntryHeader(nil, stamp, len(ops))
+	b := codec.AppendOpsEntryHeader(nil, stamp, len(ops))
 	for i := range ops {
-		b = appendOp(b, &ops[i])
+		b = codec.AppendOp(b, &ops[i])
 	}
 	return b
 }
@@ -51,13 +53,13 @@ func TestFSMHaltsOnEntryItCannotApply(t *testing.T) {
 	}{
 		{"unknown entry type", []byte{0x09, 1, 2, 3}, true, "unknown entry type 0x09"},
 		{"truncated ops entry", good[:len(good)-2], true, "malformed entry"},
-		{"unknown field bits", append(opsEntry(stamp)[:len(opsEntry(stamp))-1], 1, byte(engine.OpDecide), fieldExt, 0x40), true, "unknown extension mask"},
+		{"unknown field bits", append(opsEntry(stamp)[:len(opsEntry(stamp))-1], 1, byte(engine.OpDecide), 0x80 /* the extension bit */, 0x40), true, "unknown extension mask"},
 		{"operation unknown to this build", unknownOp, true, "operation code 250 is unknown"},
-		{"cluster version above this build's", appendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to 3"},
-		{"ignorable entry of an unknown type", []byte{entryIgnorable | 0x09, 1, 2, 3}, false, ""},
-		{"ignorable entry that does not decode", []byte{entryIgnorable | entryOps, 0xff}, false, ""},
-		{"known type marked ignorable", append([]byte{entryIgnorable | entryOps}, good[1:]...), false, ""},
-		{"cluster version this build supports", appendVersionEntry(nil, SupportedVersion), false, ""},
+		{"cluster version above this build's", codec.AppendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to 3"},
+		{"ignorable entry of an unknown type", []byte{codec.EntryIgnorable | 0x09, 1, 2, 3}, false, ""},
+		{"ignorable entry that does not decode", []byte{codec.EntryIgnorable | codec.EntryOps, 0xff}, false, ""},
+		{"known type marked ignorable", append([]byte{codec.EntryIgnorable | codec.EntryOps}, good[1:]...), false, ""},
+		{"cluster version this build supports", codec.AppendVersionEntry(nil, SupportedVersion), false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,8 +136,8 @@ func TestClusterVersionInSnapshots(t *testing.T) {
 	}
 	var recorded []uint32
 	f.onVersion = func(v uint32) { recorded = append(recorded, v) }
-	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: appendVersionEntry(nil, 2)})
-	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: appendVersionEntry(nil, 1)}) // never down
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: codec.AppendVersionEntry(nil, 2)})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: codec.AppendVersionEntry(nil, 1)}) // never down
 	if f.clusterVersion() != 2 || len(recorded) != 1 || recorded[0] != 2 {
 		t.Fatalf("version %d, recorded %v", f.clusterVersion(), recorded)
 	}
@@ -214,7 +216,7 @@ func TestOpVersionsCoverEveryOpCode(t *testing.T) {
 		}
 	}
 	// Every entry type this build writes has its version too.
-	for _, typ := range []byte{entryOps, entryLeader, entryBatch, entryVersion} {
+	for _, typ := range []byte{codec.EntryOps, codec.EntryLeader, codec.EntryBatch, codec.EntryVersion} {
 		if v, ok := entryVersions[typ]; !ok || v > SupportedVersion {
 			t.Errorf("entry type 0x%02x: version %d, %v", typ, v, ok)
 		}
@@ -443,9 +445,9 @@ func TestCodeVersionsCoverEveryCode(t *testing.T) {
 		t.Fatalf("results for version 1: %+v", rs)
 	}
 	// Encoded for the wire, a version 1 follower decodes it.
-	b := appendError(nil, old)
-	d := newDecoder(b)
-	if err := d.codedError(); d.Err != nil || errcode.Of(err).Code != errcode.Other {
+	b := codec.AppendError(nil, old)
+	d := codec.NewDecoder(b)
+	if err := d.CodedError(sentinels); d.Err != nil || errcode.Of(err).Code != errcode.Other {
 		t.Fatalf("decoded %v, %v", err, d.Err)
 	}
 }

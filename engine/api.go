@@ -147,7 +147,7 @@ const (
 // Cost is signed: a negative Cost on the RL.* kinds (not GCRA, not
 // concurrency) is a refund of up to -Cost units.
 //
-// Count and Clock replicate in the place of Cost (cluster/codec.go chooses
+// Count and Clock replicate in the place of Cost (cluster/codec chooses
 // the field by Code): an op has at most one of the three.
 type Op struct {
 	Code OpCode

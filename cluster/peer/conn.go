@@ -1,4 +1,11 @@
-package cluster
+// Package peer is the wire between sluice's nodes below forwarding: the
+// frames every message outside Raft's own travels in (frame.go), and peer
+// connections that cannot get stuck, plain or over mutual TLS, for Raft's
+// transport and for cluster's forward listener alike (conn.go, tls.go),
+// with the dial maps fault-injection tests route them through
+// (dialmap.go). It knows no Raft group, FSM or message: cluster uses it,
+// never the reverse.
+package peer
 
 import (
 	"context"
@@ -27,71 +34,73 @@ import (
 //   - TCP keepalive, so that an idle connection is probed and dropped the
 //     same way (the user timeout also bounds unanswered probes);
 //   - a bounded dial: a dial through a dead network fails within
-//     peerTimeouts.dial, and the next one is a fresh SYN.
+//     Timeouts.Dial, and the next one is a fresh SYN.
 //
-// Forwarding adds its own (fwdclient.go): a write deadline, a call that times
+// Forwarding adds its own (cluster/fwdclient.go): a write deadline, a call that times
 // out after it was written drops its connection, and a connection idle for
 // a while is pinged before it is used again.
 
-// peerTimeouts are the timing choices for peer connections, derived from
-// the node's configuration.
-type peerTimeouts struct {
-	// user is TCP_USER_TIMEOUT and the keepalive idle time: Raft gives up
+// Timeouts are the timing choices for peer connections, derived from
+// the node's configuration (NewTimeouts).
+type Timeouts struct {
+	// User is TCP_USER_TIMEOUT and the keepalive idle time: Raft gives up
 	// on a silent leader after HeartbeatTimeout, and a connection that has
 	// heard nothing back for that long is no more alive. Clamped to
 	// [500ms, 1s]: at least 500 ms, so that a congested link (TCP's first
 	// retransmissions come after 200 and 600 ms) is not dropped; at most
 	// 1 s, so that a connection stuck when the network heals is dropped
 	// well within the 2 s the cluster promises to serve again in.
-	user time.Duration
-	// keepIntvl is the interval between keepalive probes: three fit in
-	// user.
-	keepIntvl time.Duration
-	// dial bounds a dial (and its TLS handshake): user, at least 1 s
+	User time.Duration
+	// KeepIntvl is the interval between keepalive probes: three fit in
+	// User.
+	KeepIntvl time.Duration
+	// Dial bounds a dial (and its TLS handshake): User, at least 1 s
 	// (TCP's first SYN retransmission comes after 1 s).
-	dial time.Duration
-	// write is the forward writer's deadline: ClusterTimeout, after which
+	Dial time.Duration
+	// Write is the forward writer's deadline: ClusterTimeout, after which
 	// every call written on the connection has timed out anyway.
-	write time.Duration
-	// idle: a pooled forward connection that has received nothing for this
-	// long (user) is pinged before it is used again.
-	idle time.Duration
-	// ping bounds that ping: ClusterTimeout/8 in [50ms, 250ms], a round
+	Write time.Duration
+	// Idle: a pooled forward connection that has received nothing for this
+	// long (User) is pinged before it is used again.
+	Idle time.Duration
+	// Ping bounds that ping: ClusterTimeout/8 in [50ms, 250ms], a round
 	// trip on a LAN many times over, and a small part of the command's
 	// own deadline.
-	ping time.Duration
+	Ping time.Duration
 }
 
-func newPeerTimeouts(clusterTimeout, heartbeat time.Duration) peerTimeouts {
+// NewTimeouts derives the timeouts from a node's ClusterTimeout and Raft
+// HeartbeatTimeout.
+func NewTimeouts(clusterTimeout, heartbeat time.Duration) Timeouts {
 	user := min(max(heartbeat, 500*time.Millisecond), time.Second)
-	return peerTimeouts{
-		user:      user,
-		keepIntvl: user / 3,
-		dial:      max(user, time.Second),
-		write:     clusterTimeout,
-		idle:      user,
-		ping:      min(max(clusterTimeout/8, 50*time.Millisecond), 250*time.Millisecond),
+	return Timeouts{
+		User:      user,
+		KeepIntvl: user / 3,
+		Dial:      max(user, time.Second),
+		Write:     clusterTimeout,
+		Idle:      user,
+		Ping:      min(max(clusterTimeout/8, 50*time.Millisecond), 250*time.Millisecond),
 	}
 }
 
 // keepAlive is the keepalive configuration of peer connections.
-func (t peerTimeouts) keepAlive() net.KeepAliveConfig {
-	return net.KeepAliveConfig{Enable: true, Idle: t.user, Interval: t.keepIntvl, Count: 3}
+func (t Timeouts) keepAlive() net.KeepAliveConfig {
+	return net.KeepAliveConfig{Enable: true, Idle: t.User, Interval: t.KeepIntvl, Count: 3}
 }
 
 // control sets TCP_USER_TIMEOUT on a socket before it connects or listens
 // (accepted sockets inherit it from the listener).
-func (t peerTimeouts) control(_, _ string, c syscall.RawConn) error {
+func (t Timeouts) control(_, _ string, c syscall.RawConn) error {
 	var serr error
-	if err := c.Control(func(fd uintptr) { serr = setUserTimeout(fd, t.user) }); err != nil {
+	if err := c.Control(func(fd uintptr) { serr = setUserTimeout(fd, t.User) }); err != nil {
 		return err
 	}
 	return serr
 }
 
-// listenPeer listens for peers on addr with the peer socket options: over
+// Listen listens for peers on addr with the peer socket options: over
 // mutual TLS when cfg is set.
-func listenPeer(addr string, cfg *tls.Config, t peerTimeouts) (net.Listener, error) {
+func Listen(addr string, cfg *tls.Config, t Timeouts) (net.Listener, error) {
 	lc := net.ListenConfig{Control: t.control, KeepAliveConfig: t.keepAlive()}
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
@@ -101,7 +110,7 @@ func listenPeer(addr string, cfg *tls.Config, t peerTimeouts) (net.Listener, err
 	if cfg == nil {
 		return ln, nil
 	}
-	return &peerListener{Listener: ln, cfg: cfg}, nil
+	return &tlsListener{Listener: ln, cfg: cfg}, nil
 }
 
 // keepAliveListener applies the keepalive settings to every accepted
@@ -109,7 +118,7 @@ func listenPeer(addr string, cfg *tls.Config, t peerTimeouts) (net.Listener, err
 // re-applies TCP_USER_TIMEOUT, which not every kernel copies on accept).
 type keepAliveListener struct {
 	net.Listener
-	t peerTimeouts
+	t Timeouts
 }
 
 func (l *keepAliveListener) Accept() (net.Conn, error) {
@@ -126,50 +135,50 @@ func (l *keepAliveListener) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-// dialPeer connects to a peer at addr within timeout (at most t.dial),
+// Dial connects to a peer at addr within timeout (at most t.Dial),
 // with the peer socket options: over mutual TLS (handshake included in the
 // timeout) when cfg is set.
-func dialPeer(cfg *tls.Config, addr string, timeout time.Duration, t peerTimeouts) (net.Conn, error) {
-	d := &net.Dialer{Timeout: min(timeout, t.dial), Control: t.control, KeepAliveConfig: t.keepAlive()}
+func Dial(cfg *tls.Config, addr string, timeout time.Duration, t Timeouts) (net.Conn, error) {
+	d := &net.Dialer{Timeout: min(timeout, t.Dial), Control: t.control, KeepAliveConfig: t.keepAlive()}
 	if cfg == nil {
 		return d.Dial("tcp", addr)
 	}
 	return tls.DialWithDialer(d, "tcp", addr, cfg)
 }
 
-// peerStreamLayer is the raft.StreamLayer of every Raft transport this
+// streamLayer is the raft.StreamLayer of every Raft transport this
 // package builds: plain TCP or mutual TLS, with the peer socket options on
 // both dials and accepts.
-type peerStreamLayer struct {
-	net.Listener // yields *peerConn under TLS
+type streamLayer struct {
+	net.Listener // yields *tlsConn under TLS
 	advertise    net.Addr
 	cfg          *tls.Config // nil: plain TCP
-	t            peerTimeouts
+	t            Timeouts
 }
 
 // Dial implements raft.StreamLayer: a TCP connection (and a TLS handshake),
-// within timeout and at most t.dial.
-func (l *peerStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialPeer(l.cfg, string(address), timeout, l.t)
+// within timeout and at most t.Dial.
+func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return Dial(l.cfg, string(address), timeout, l.t)
 }
 
 // Addr implements net.Listener: the advertised address when there is one.
-func (l *peerStreamLayer) Addr() net.Addr {
+func (l *streamLayer) Addr() net.Addr {
 	if l.advertise != nil {
 		return l.advertise
 	}
 	return l.Listener.Addr()
 }
 
-// newPeerTransport is raft.NewTCPTransportWithConfig over our stream
+// NewTransport is raft.NewTCPTransportWithConfig over our stream
 // layer: mutual TLS when cfg is set, addresses from provider when not nil.
-func newPeerTransport(bind, advertise string, cfg *tls.Config, t peerTimeouts, provider raft.ServerAddressProvider, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	ln, err := listenPeer(bind, cfg, t)
+func NewTransport(bind, advertise string, cfg *tls.Config, t Timeouts, provider raft.ServerAddressProvider, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := Listen(bind, cfg, t)
 	if err != nil {
 		return nil, err
 	}
-	layer := &peerStreamLayer{Listener: ln, cfg: cfg, t: t}
-	if layer.advertise, err = raftAdvertise(ln, advertise); err != nil {
+	layer := &streamLayer{Listener: ln, cfg: cfg, t: t}
+	if layer.advertise, err = Advertise(ln, advertise); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -182,10 +191,10 @@ func newPeerTransport(bind, advertise string, cfg *tls.Config, t peerTimeouts, p
 	}), nil
 }
 
-// raftAdvertise returns the address a Raft listener ln is announced at:
+// Advertise returns the address a Raft listener ln is announced at:
 // advertise when set (nil otherwise: the listener's own), which the
 // other nodes must be able to dial.
-func raftAdvertise(ln net.Listener, advertise string) (net.Addr, error) {
+func Advertise(ln net.Listener, advertise string) (net.Addr, error) {
 	var adv net.Addr
 	if advertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", advertise)

@@ -1,4 +1,4 @@
-package cluster
+package codec
 
 import (
 	"encoding/hex"
@@ -24,12 +24,12 @@ func TestTypedOpFieldsKeepTheWire(t *testing.T) {
 		{Code: engine.OpIncrBy, Key: []byte("s"), Cost: 5},
 	}
 	const old = "06080614070b028080c58bc6d1010c028080a8dde68cf4c6340c00010a05016b160a0a0173"
-	if got := hex.EncodeToString(appendOps(nil, ops)); got != old {
+	if got := hex.EncodeToString(AppendOps(nil, ops)); got != old {
 		t.Fatalf("encoded %s\nwant    %s", got, old)
 	}
 	raw, _ := hex.DecodeString(old)
-	d := newDecoder(raw)
-	if got := d.ops(); d.Err != nil || !reflect.DeepEqual(got, ops) {
+	d := NewDecoder(raw)
+	if got := d.Ops(); d.Err != nil || !reflect.DeepEqual(got, ops) {
 		t.Fatalf("decoded %+v (%v)\nwant %+v", got, d.Err, ops)
 	}
 }

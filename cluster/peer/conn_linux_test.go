@@ -1,4 +1,4 @@
-package cluster
+package peer
 
 import (
 	"net"
@@ -19,9 +19,9 @@ func TestPeerTimeouts(t *testing.T) {
 		{100 * time.Millisecond, 10 * time.Second, time.Second, time.Second, 50 * time.Millisecond, time.Second},
 	}
 	for _, tt := range tests {
-		got := newPeerTimeouts(tt.cluster, tt.heartbeat)
-		if got.user != tt.user || got.dial != tt.dial || got.ping != tt.ping || got.idle != tt.idle || got.write != tt.cluster {
-			t.Errorf("newPeerTimeouts(%v, %v) = %+v", tt.cluster, tt.heartbeat, got)
+		got := NewTimeouts(tt.cluster, tt.heartbeat)
+		if got.User != tt.user || got.Dial != tt.dial || got.Ping != tt.ping || got.Idle != tt.idle || got.Write != tt.cluster {
+			t.Errorf("NewTimeouts(%v, %v) = %+v", tt.cluster, tt.heartbeat, got)
 		}
 	}
 }
@@ -53,8 +53,8 @@ func sockopts(t *testing.T, c net.Conn) (userMS, keepalive int) {
 // TestPeerSocketOptions: forwarding's dials and accepts, and Raft's
 // stream layer, all carry TCP_USER_TIMEOUT and keepalive.
 func TestPeerSocketOptions(t *testing.T) {
-	pt := newPeerTimeouts(2*time.Second, 700*time.Millisecond)
-	ln, err := listenPeer("127.0.0.1:0", nil, pt)
+	pt := NewTimeouts(2*time.Second, 700*time.Millisecond)
+	ln, err := Listen("127.0.0.1:0", nil, pt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPeerSocketOptions(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	d, err := dialPeer(nil, ln.Addr().String(), time.Second, pt)
+	d, err := Dial(nil, ln.Addr().String(), time.Second, pt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestPeerSocketOptions(t *testing.T) {
 	a := <-accepted
 	defer a.Close()
 
-	layer := &peerStreamLayer{Listener: ln, t: pt}
+	layer := &streamLayer{Listener: ln, t: pt}
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
@@ -90,8 +90,8 @@ func TestPeerSocketOptions(t *testing.T) {
 	defer ra.Close()
 	for name, c := range map[string]net.Conn{"forward dial": d, "forward accept": a, "raft dial": r, "raft accept": ra} {
 		user, keep := sockopts(t, c)
-		if user != int(pt.user.Milliseconds()) || keep != 1 {
-			t.Errorf("%s: TCP_USER_TIMEOUT %d ms, SO_KEEPALIVE %d; want %d ms, 1", name, user, keep, pt.user.Milliseconds())
+		if user != int(pt.User.Milliseconds()) || keep != 1 {
+			t.Errorf("%s: TCP_USER_TIMEOUT %d ms, SO_KEEPALIVE %d; want %d ms, 1", name, user, keep, pt.User.Milliseconds())
 		}
 	}
 }

@@ -1,4 +1,12 @@
-package cluster
+// Package codec encodes and decodes what sluice's nodes write to the Raft
+// log and send each other: log entries (ops, leader announcements, cluster
+// versions, batches of forwarded requests), the ops and results of a
+// forwarded batch, and coded errors. The encoding is part of the disk and
+// wire formats: an entry written by any release must decode the same way
+// forever (testdata/entry_v1.hex, typedfields_test.go). Its one user is
+// cluster (fsm.go, batcher.go, the forwarding files); docs/design.md
+// describes the package's place.
+package codec
 
 import (
 	"bytes"
@@ -18,11 +26,12 @@ import (
 //
 //	ops entry:    0x01 | varint stamp (leader's wall clock, ns) | ops
 //	leader entry: 0x02 | string id | string resp addr | string forward addr
-//	version entry: 0x04 | uvarint cluster version (version.go; from cluster
-//	              version 2 on)
+//	version entry: 0x04 | uvarint cluster version (cluster/version.go; from
+//	              cluster version 2 on)
 //	batch entry:  0x03 | varint stamp | uvarint total ops | uvarint n | request*
 //	request:      0x00 ops (a local request) | 0x01 batch id (16 bytes) ops
-//	              (a follower's forwarded request, applied at most once: fsm.go)
+//	              (a follower's forwarded request, applied at most once:
+//	              cluster/fsm.go)
 //	ops:          uvarint n | op*
 //	op:           code byte | field mask byte | fields in mask order
 //	fields:       rule (kind byte, varint limit, varint period) | varint cost |
@@ -40,21 +49,25 @@ import (
 // holds a forwarded request (one with an ID), else an ops entry, so that
 // entries without IDs keep the first format; both decode forever.
 //
-// The type byte's top bit is the ignorable flag (entryIgnorable): an entry
+// The type byte's top bit is the ignorable flag (EntryIgnorable): an entry
 // whose type a node does not know is skipped by that node only when the
 // flag is set (an optional entry: a hint, a statistic, nothing the state
-// depends on); without it the node stops applying the group (fsm.go),
-// since skipping an entry the other replicas apply would make the replicas
-// diverge. Releases before cluster versions (v0.1.0) skip every entry they
-// cannot decode, flagged or not: that is why a new entry type is written
-// only once the cluster version says every member knows it (version.go).
+// depends on); without it the node stops applying the group
+// (cluster/fsm.go), since skipping an entry the other replicas apply would
+// make the replicas diverge. Releases before cluster versions (v0.1.0) skip
+// every entry they cannot decode, flagged or not: that is why a new entry
+// type is written only once the cluster version says every member knows it
+// (cluster/version.go).
+//
+// The entry types: EntryOps, EntryLeader, EntryBatch and EntryVersion;
+// EntryIgnorable is the flag.
 const (
-	entryOps     = 0x01
-	entryLeader  = 0x02
-	entryBatch   = 0x03
-	entryVersion = 0x04
+	EntryOps     = 0x01
+	EntryLeader  = 0x02
+	EntryBatch   = 0x03
+	EntryVersion = 0x04
 
-	entryIgnorable = 0x80 // flag: a node that does not know the type may skip the entry
+	EntryIgnorable = 0x80 // flag: a node that does not know the type may skip the entry
 	entryTypeMask  = 0x7f
 )
 
@@ -64,16 +77,16 @@ const (
 	reqForwarded = 0x01
 )
 
-// batchID identifies a follower's forwarded batch across every try to
+// BatchID identifies a follower's forwarded batch across every try to
 // send it: a random prefix drawn when the follower's process starts, then
 // a counter. The zero ID means none (a local request).
-type batchID [16]byte
+type BatchID [16]byte
 
-// batchSpan is one request of a decoded batch entry: its ID and where its
+// Span is one request of a decoded batch entry: its ID and where its
 // ops sit in the entry's ops.
-type batchSpan struct {
-	id     batchID
-	off, n int
+type Span struct {
+	ID     BatchID
+	Off, N int // the request's ops are the entry's Ops[Off : Off+N]
 }
 
 // Field mask bits of an encoded op.
@@ -105,11 +118,12 @@ const (
 // checked against the bytes present, so this only names a sane ceiling.
 const maxDecodeString = 64 << 20
 
-// errMalformed is wrapped by every decoding error.
-var errMalformed = errors.New("malformed entry")
+// ErrMalformed is wrapped by every decoding error (and by cluster's errors
+// for malformed frames).
+var ErrMalformed = errors.New("malformed entry")
 
-// opsSize estimates the encoded size of ops, for batch byte limits.
-func opsSize(ops []engine.Op) int {
+// OpsSize estimates the encoded size of ops, for batch byte limits.
+func OpsSize(ops []engine.Op) int {
 	n := binary.MaxVarintLen64
 	for i := range ops {
 		op := &ops[i]
@@ -127,28 +141,28 @@ func opsSize(ops []engine.Op) int {
 	return n
 }
 
-// appendOpsEntryHeader starts an ops entry stamped at stamp holding n ops;
-// the ops follow with appendOp.
-func appendOpsEntryHeader(b []byte, stamp int64, n int) []byte {
-	b = append(b, entryOps)
+// AppendOpsEntryHeader starts an ops entry stamped at stamp holding n ops;
+// the ops follow with AppendOp.
+func AppendOpsEntryHeader(b []byte, stamp int64, n int) []byte {
+	b = append(b, EntryOps)
 	b = binary.AppendVarint(b, stamp)
 	return binary.AppendUvarint(b, uint64(n))
 }
 
-// appendBatchEntryHeader starts a batch entry stamped at stamp holding
-// nops ops in nreqs requests; each request follows with appendBatchRequest
-// and its ops with appendOp.
-func appendBatchEntryHeader(b []byte, stamp int64, nops, nreqs int) []byte {
-	b = append(b, entryBatch)
+// AppendBatchEntryHeader starts a batch entry stamped at stamp holding
+// nops ops in nreqs requests; each request follows with AppendBatchRequest
+// and its ops with AppendOp.
+func AppendBatchEntryHeader(b []byte, stamp int64, nops, nreqs int) []byte {
+	b = append(b, EntryBatch)
 	b = binary.AppendVarint(b, stamp)
 	b = binary.AppendUvarint(b, uint64(nops))
 	return binary.AppendUvarint(b, uint64(nreqs))
 }
 
-// appendBatchRequest starts one request of a batch entry: its ID (none
+// AppendBatchRequest starts one request of a batch entry: its ID (none
 // when zero) and its op count.
-func appendBatchRequest(b []byte, id batchID, nops int) []byte {
-	if id == (batchID{}) {
+func AppendBatchRequest(b []byte, id BatchID, nops int) []byte {
+	if id == (BatchID{}) {
 		b = append(b, reqLocal)
 	} else {
 		b = append(b, reqForwarded)
@@ -157,11 +171,11 @@ func appendBatchRequest(b []byte, id batchID, nops int) []byte {
 	return binary.AppendUvarint(b, uint64(nops))
 }
 
-// appendOps appends a count and the ops.
-func appendOps(b []byte, ops []engine.Op) []byte {
+// AppendOps appends a count and the ops (the format's "ops").
+func AppendOps(b []byte, ops []engine.Op) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ops)))
 	for i := range ops {
-		b = appendOp(b, &ops[i])
+		b = AppendOp(b, &ops[i])
 	}
 	return b
 }
@@ -180,7 +194,8 @@ func costField(op *engine.Op) *int64 {
 	return &op.Cost
 }
 
-func appendOp(b []byte, op *engine.Op) []byte {
+// AppendOp appends one op (the format's "op").
+func AppendOp(b []byte, op *engine.Op) []byte {
 	var mask byte
 	if op.Rule != (engine.Rule{}) {
 		mask |= fieldRule
@@ -230,13 +245,13 @@ func appendOp(b []byte, op *engine.Op) []byte {
 		b = binary.AppendUvarint(b, op.Cursor)
 	}
 	if mask&fieldKey != 0 {
-		b = appendBytes(b, op.Key)
+		b = AppendStr(b, op.Key)
 	}
 	if mask&fieldPattern != 0 {
-		b = appendBytes(b, op.Pattern)
+		b = AppendStr(b, op.Pattern)
 	}
 	if mask&fieldToken != 0 {
-		b = appendBytes(b, op.Token)
+		b = AppendStr(b, op.Token)
 	}
 	if mask&fieldAll != 0 {
 		b = binary.AppendUvarint(b, uint64(len(op.All)))
@@ -246,13 +261,13 @@ func appendOp(b []byte, op *engine.Op) []byte {
 			b = binary.AppendVarint(b, l.Rule.Limit)
 			b = binary.AppendVarint(b, l.Rule.Period)
 			b = binary.AppendVarint(b, l.Cost)
-			b = appendBytes(b, l.Key)
+			b = AppendStr(b, l.Key)
 		}
 	}
 	if mask&fieldExt != 0 {
 		b = binary.AppendUvarint(b, ext)
 		if ext&extValue != 0 {
-			b = appendBytes(b, op.Value)
+			b = AppendStr(b, op.Value)
 		}
 		if ext&extExpire != 0 {
 			b = binary.AppendVarint(b, op.Expire)
@@ -264,80 +279,81 @@ func appendOp(b []byte, op *engine.Op) []byte {
 	return b
 }
 
-// leaderEntry announces a leader's addresses through the log.
-type leaderEntry struct {
-	ID      string
-	RESP    string
-	Forward string
+// Leader announces a leader's addresses through the log (a leader entry).
+type Leader struct {
+	ID      string // the node's ID
+	RESP    string // its RESP address
+	Forward string // its forward address
 }
 
-// appendVersionEntry encodes the entry that raises the cluster version to v.
-func appendVersionEntry(b []byte, v uint32) []byte {
-	b = append(b, entryVersion)
+// AppendVersionEntry encodes the entry that raises the cluster version to v.
+func AppendVersionEntry(b []byte, v uint32) []byte {
+	b = append(b, EntryVersion)
 	return binary.AppendUvarint(b, uint64(v))
 }
 
-func appendLeaderEntry(b []byte, e leaderEntry) []byte {
-	b = append(b, entryLeader)
-	b = appendBytes(b, []byte(e.ID))
-	b = appendBytes(b, []byte(e.RESP))
-	return appendBytes(b, []byte(e.Forward))
+// AppendLeaderEntry encodes the entry that announces leader e.
+func AppendLeaderEntry(b []byte, e Leader) []byte {
+	b = append(b, EntryLeader)
+	b = AppendStr(b, []byte(e.ID))
+	b = AppendStr(b, []byte(e.RESP))
+	return AppendStr(b, []byte(e.Forward))
 }
 
-// decodedEntry is one decoded command entry: ops with their stamp, a
-// leader announcement or a cluster version.
-type decodedEntry struct {
-	typ       byte // without the ignorable flag
-	ignorable bool // the type byte carried entryIgnorable
-	stamp     int64
-	ops       []engine.Op
-	spans     []batchSpan // batch entries: the requests, in order
-	leader    leaderEntry
-	version   uint32 // version entries
+// Entry is one decoded command entry: ops with their stamp, a leader
+// announcement or a cluster version.
+type Entry struct {
+	Type      byte // without the ignorable flag
+	Ignorable bool // the type byte carried EntryIgnorable
+	Stamp     int64
+	Ops       []engine.Op
+	Spans     []Span // batch entries: the requests, in order
+	Leader    Leader // leader entries
+	Version   uint32 // version entries
 }
 
-// errUnknownEntry is wrapped by decodeEntry's error for an entry of a type
+// errUnknownEntry is wrapped by DecodeEntry's error for an entry of a type
 // this build does not know.
 var errUnknownEntry = errors.New("unknown entry type")
 
-// decodeEntry decodes a command entry. The ops' Key and Pattern alias data.
-func decodeEntry(data []byte) (decodedEntry, error) {
-	return decodeEntryInto(data, nil, nil)
+// DecodeEntry decodes a command entry. The ops' Key and Pattern alias data.
+func DecodeEntry(data []byte) (Entry, error) {
+	return DecodeEntryInto(data, nil, nil)
 }
 
-// decodeEntryInto is decodeEntry with the ops decoded into buf's array
+// DecodeEntryInto is DecodeEntry with the ops decoded into buf's array
 // and a batch entry's requests into spans' when they are large enough.
-func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEntry, error) {
+func DecodeEntryInto(data []byte, buf []engine.Op, spans []Span) (Entry, error) {
 	if len(data) == 0 {
-		return decodedEntry{}, fmt.Errorf("%w: empty", errMalformed)
+		return Entry{}, fmt.Errorf("%w: empty", ErrMalformed)
 	}
-	d := newDecoder(data[1:])
-	e := decodedEntry{typ: data[0] & entryTypeMask, ignorable: data[0]&entryIgnorable != 0}
-	switch e.typ {
-	case entryOps:
-		e.stamp = d.Varint()
-		e.ops = d.opsInto(buf)
-	case entryBatch:
-		e.stamp = d.Varint()
-		e.ops, e.spans = d.batch(buf, spans)
-	case entryLeader:
-		e.leader.ID = string(d.bytes())
-		e.leader.RESP = string(d.bytes())
-		e.leader.Forward = string(d.bytes())
-	case entryVersion:
+	d := NewDecoder(data[1:])
+	e := Entry{Type: data[0] & entryTypeMask, Ignorable: data[0]&EntryIgnorable != 0}
+	switch e.Type {
+	case EntryOps:
+		e.Stamp = d.Varint()
+		e.Ops = d.opsInto(buf)
+	case EntryBatch:
+		e.Stamp = d.Varint()
+		e.Ops, e.Spans = d.batch(buf, spans)
+	case EntryLeader:
+		e.Leader.ID = string(d.Str())
+		e.Leader.RESP = string(d.Str())
+		e.Leader.Forward = string(d.Str())
+	case EntryVersion:
 		v := d.Uvarint()
 		if d.Err == nil && (v < 1 || v > 1<<31) {
-			d.Err = fmt.Errorf("%w: cluster version %d", errMalformed, v)
+			d.Err = fmt.Errorf("%w: cluster version %d", ErrMalformed, v)
 		}
-		e.version = uint32(v)
+		e.Version = uint32(v)
 	default:
-		return decodedEntry{typ: e.typ, ignorable: e.ignorable}, fmt.Errorf("%w: %w 0x%02x", errMalformed, errUnknownEntry, data[0])
+		return Entry{Type: e.Type, Ignorable: e.Ignorable}, fmt.Errorf("%w: %w 0x%02x", ErrMalformed, errUnknownEntry, data[0])
 	}
 	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: %d stray bytes", errMalformed, len(d.B))
+		d.Err = fmt.Errorf("%w: %d stray bytes", ErrMalformed, len(d.B))
 	}
 	if d.Err != nil {
-		return decodedEntry{typ: e.typ, ignorable: e.ignorable}, d.Err
+		return Entry{Type: e.Type, Ignorable: e.Ignorable}, d.Err
 	}
 	return e, nil
 }
@@ -346,8 +362,8 @@ func decodeEntryInto(data []byte, buf []engine.Op, spans []batchSpan) (decodedEn
 // follower relays them.
 //
 //	results: uvarint n | result*
-//	result:  uvarint field mask | fields in mask order (see resultField*)
-//	         (the error field: see appendError)
+//	result:  uvarint field mask | fields in mask order (see result*)
+//	         (the error field: see AppendError)
 const (
 	resultErr = 1 << iota
 	resultKind
@@ -363,12 +379,12 @@ const (
 	resultValue // a string key's value: string
 )
 
-// appendError encodes err as its code, detail and number: never a reply
+// AppendError encodes err as its code, detail and number: never a reply
 // text (the RESP server renders those). An error without a code goes as
 // Other with its text as the detail.
 //
 //	error: code byte | string detail | varint num
-func appendError(b []byte, err error) []byte {
+func AppendError(b []byte, err error) []byte {
 	e := errcode.Of(err)
 	if e == nil {
 		e = &errcode.Error{Code: errcode.Other, Detail: err.Error()}
@@ -379,24 +395,43 @@ func appendError(b []byte, err error) []byte {
 	return binary.AppendVarint(b, e.Num)
 }
 
-// codedError reads an error appendError wrote: the sentinel value when it
-// has no details (so errors.Is and == work as on the leader), else a new
-// one. A code this node does not know is malformed: all nodes run the same
-// version.
-func (d *decoder) codedError() error {
+// Sentinels are the errors without details that a decoded code turns
+// back into, so that an error that came over the wire is the very value
+// (==) a local one is; cluster keeps its table in errors.go.
+type Sentinels []error
+
+// Rebuild rebuilds a coded error that came over the wire: the sentinel of
+// code when it has no details, else a new value.
+func (s Sentinels) Rebuild(code errcode.Code, detail string, num int64) error {
+	if detail == "" && num == 0 {
+		for _, e := range s {
+			if errcode.Of(e).Code == code {
+				return e
+			}
+		}
+	}
+	return &errcode.Error{Code: code, Detail: detail, Num: num}
+}
+
+// CodedError reads an error AppendError wrote: the sentinel value in s
+// when it has no details (so errors.Is and == work as on the leader), else
+// a new one. A code this node does not know is malformed: all nodes run
+// the same version.
+func (d *Decoder) CodedError(s Sentinels) error {
 	code := errcode.Code(d.Byte())
-	detail := d.bytes()
+	detail := d.Str()
 	num := d.Varint()
 	if d.Err == nil && code >= errcode.NumCodes {
-		d.Err = fmt.Errorf("%w: unknown error code %d", errMalformed, code)
+		d.Err = fmt.Errorf("%w: unknown error code %d", ErrMalformed, code)
 	}
 	if d.Err != nil {
 		return nil
 	}
-	return codedError(code, string(detail), num)
+	return s.Rebuild(code, string(detail), num)
 }
 
-func appendResults(b []byte, rs []engine.Result) []byte {
+// AppendResults appends a count and the results (the format's "results").
+func AppendResults(b []byte, rs []engine.Result) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rs)))
 	for i := range rs {
 		b = appendResult(b, &rs[i])
@@ -444,7 +479,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	}
 	b = binary.AppendUvarint(b, mask)
 	if r.Err != nil {
-		b = appendError(b, r.Err)
+		b = AppendError(b, r.Err)
 	}
 	if r.Kind != 0 {
 		b = append(b, byte(r.Kind))
@@ -463,7 +498,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	if r.Keys != nil {
 		b = binary.AppendUvarint(b, uint64(len(r.Keys)))
 		for _, k := range r.Keys {
-			b = appendBytes(b, k)
+			b = AppendStr(b, k)
 		}
 	}
 	if r.Each != nil {
@@ -473,35 +508,36 @@ func appendResult(b []byte, r *engine.Result) []byte {
 		}
 	}
 	if r.Value != nil {
-		b = appendBytes(b, r.Value)
+		b = AppendStr(b, r.Value)
 	}
 	return b
 }
 
-// decodeResults decodes results into rs, which must have the length the
-// encoding says. Keys are copied out of data.
-func decodeResults(data []byte, rs []engine.Result) error {
-	d := newDecoder(data)
+// DecodeResults decodes results into rs, which must have the length the
+// encoding says; their errors become s's sentinels where they can. Keys are
+// copied out of data.
+func DecodeResults(data []byte, rs []engine.Result, s Sentinels) error {
+	d := NewDecoder(data)
 	n := d.Uvarint()
 	if d.Err == nil && n != uint64(len(rs)) {
-		return fmt.Errorf("%w: %d results for %d ops", errMalformed, n, len(rs))
+		return fmt.Errorf("%w: %d results for %d ops", ErrMalformed, n, len(rs))
 	}
 	for i := 0; i < len(rs) && d.Err == nil; i++ {
-		rs[i] = d.result(true)
+		rs[i] = d.result(true, s)
 	}
 	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: %d stray bytes after the results", errMalformed, len(d.B))
+		d.Err = fmt.Errorf("%w: %d stray bytes after the results", ErrMalformed, len(d.B))
 	}
 	return d.Err
 }
 
 // result reads one result; nested says whether it may hold per-limit
-// results (one level only).
-func (d *decoder) result(nested bool) engine.Result {
+// results (one level only); its error becomes one of s where it can.
+func (d *Decoder) result(nested bool, s Sentinels) engine.Result {
 	r := engine.Result{}
 	mask := d.Uvarint()
 	if mask&resultErr != 0 {
-		r.Err = d.codedError()
+		r.Err = d.CodedError(s)
 	}
 	if mask&resultKind != 0 {
 		r.Kind = engine.Kind(d.Byte())
@@ -521,55 +557,59 @@ func (d *decoder) result(nested bool) engine.Result {
 	if mask&resultKeys != 0 {
 		k := d.Uvarint()
 		if d.Err == nil && k > uint64(len(d.B)) { // each key takes at least its length byte
-			d.Err = fmt.Errorf("%w: %d keys in %d bytes", errMalformed, k, len(d.B))
+			d.Err = fmt.Errorf("%w: %d keys in %d bytes", ErrMalformed, k, len(d.B))
 		}
 		if d.Err == nil {
 			r.Keys = make([][]byte, 0, k)
 			for j := uint64(0); j < k && d.Err == nil; j++ {
-				r.Keys = append(r.Keys, bytes.Clone(d.bytes()))
+				r.Keys = append(r.Keys, bytes.Clone(d.Str()))
 			}
 		}
 	}
 	if mask&resultEach != 0 {
 		k := d.Uvarint()
 		if d.Err == nil && (!nested || k > engine.MaxAll || k > uint64(len(d.B))) {
-			d.Err = fmt.Errorf("%w: %d per-limit results in %d bytes", errMalformed, k, len(d.B))
+			d.Err = fmt.Errorf("%w: %d per-limit results in %d bytes", ErrMalformed, k, len(d.B))
 		}
 		if d.Err == nil {
 			r.Each = make([]engine.Result, k)
 			for j := range r.Each {
-				r.Each[j] = d.result(false)
+				r.Each[j] = d.result(false, s)
 			}
 		}
 	}
 	if mask&resultValue != 0 {
-		r.Value = append([]byte{}, d.bytes()...)
+		r.Value = append([]byte{}, d.Str()...)
 	}
 	return r
 }
 
-func appendBytes(b, s []byte) []byte {
+// AppendStr appends s as a string (the format's "string": uvarint length |
+// bytes), as entries, results and cluster's frames carry them.
+func AppendStr(b, s []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
-// decoder reads entries, frames and results: a cursor (internal/cursor)
-// whose failures wrap errMalformed, with this package's structures on top.
-type decoder struct{ cursor.Cursor }
+// Decoder reads entries, frames and results: a cursor (internal/cursor)
+// whose failures wrap ErrMalformed, with this package's structures on top.
+type Decoder struct{ cursor.Cursor }
 
-func newDecoder(b []byte) decoder { return decoder{cursor.New(b, errMalformed, "truncated")} }
+// NewDecoder returns a Decoder over b.
+func NewDecoder(b []byte) Decoder { return Decoder{cursor.New(b, ErrMalformed, "truncated")} }
 
-// bytes reads a string of at most maxDecodeString bytes; it aliases the
-// input.
-func (d *decoder) bytes() []byte { return d.Bytes(maxDecodeString) }
+// Str reads a string (AppendStr) of at most maxDecodeString bytes; it
+// aliases the input.
+func (d *Decoder) Str() []byte { return d.Bytes(maxDecodeString) }
 
-// ops reads a count and that many ops.
-func (d *decoder) ops() []engine.Op { return d.opsInto(nil) }
+// Ops reads a count and that many ops (AppendOps); their Key and Pattern
+// alias the input.
+func (d *Decoder) Ops() []engine.Op { return d.opsInto(nil) }
 
 // batch reads a batch entry's body after its stamp: every request's ops,
 // one after the other in one slice (buf's array when large enough), and
 // the requests' spans (in spans' array when large enough).
-func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batchSpan) {
+func (d *Decoder) batch(buf []engine.Op, spans []Span) ([]engine.Op, []Span) {
 	total := d.Uvarint()
 	nreq := d.Uvarint()
 	if d.Err != nil {
@@ -577,7 +617,7 @@ func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batc
 	}
 	// Every op takes at least two bytes, every request at least two.
 	if total > uint64(len(d.B))/2 || nreq > uint64(len(d.B))/2 {
-		d.Err = fmt.Errorf("%w: %d ops in %d requests in %d bytes", errMalformed, total, nreq, len(d.B))
+		d.Err = fmt.Errorf("%w: %d ops in %d requests in %d bytes", ErrMalformed, total, nreq, len(d.B))
 		return nil, nil
 	}
 	var ops []engine.Op
@@ -589,22 +629,22 @@ func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batc
 	if uint64(cap(spans)) >= nreq {
 		spans = spans[:0]
 	} else {
-		spans = make([]batchSpan, 0, nreq)
+		spans = make([]Span, 0, nreq)
 	}
 	off := 0
 	for i := uint64(0); i < nreq && d.Err == nil; i++ {
-		var sp batchSpan
+		var sp Span
 		switch flag := d.Byte(); {
 		case d.Err != nil:
 		case flag == reqForwarded:
-			if len(d.B) < len(sp.id) {
+			if len(d.B) < len(sp.ID) {
 				d.Fail("batch id")
 				break
 			}
-			copy(sp.id[:], d.B)
-			d.B = d.B[len(sp.id):]
+			copy(sp.ID[:], d.B)
+			d.B = d.B[len(sp.ID):]
 		case flag != reqLocal:
-			d.Err = fmt.Errorf("%w: request %d: unknown flag 0x%02x", errMalformed, i, flag)
+			d.Err = fmt.Errorf("%w: request %d: unknown flag 0x%02x", ErrMalformed, i, flag)
 		}
 		if d.Err != nil {
 			break
@@ -612,14 +652,14 @@ func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batc
 		// opsInto decodes into ops[off:] when the count fits there.
 		sub := d.opsInto(ops[off:off])
 		if d.Err == nil && len(sub) > len(ops)-off {
-			d.Err = fmt.Errorf("%w: requests hold more than %d ops", errMalformed, total)
+			d.Err = fmt.Errorf("%w: requests hold more than %d ops", ErrMalformed, total)
 		}
-		sp.off, sp.n = off, len(sub)
+		sp.Off, sp.N = off, len(sub)
 		off += len(sub)
 		spans = append(spans, sp)
 	}
 	if d.Err == nil && off != len(ops) {
-		d.Err = fmt.Errorf("%w: requests hold %d ops, the entry says %d", errMalformed, off, total)
+		d.Err = fmt.Errorf("%w: requests hold %d ops, the entry says %d", ErrMalformed, off, total)
 	}
 	if d.Err != nil {
 		clear(ops)
@@ -630,13 +670,13 @@ func (d *decoder) batch(buf []engine.Op, spans []batchSpan) ([]engine.Op, []batc
 
 // opsInto reads a count and that many ops, into buf's array when it is
 // large enough.
-func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
+func (d *Decoder) opsInto(buf []engine.Op) []engine.Op {
 	n := d.Uvarint()
 	if d.Err != nil {
 		return nil
 	}
 	if n > uint64(len(d.B))/2 { // every op takes at least two bytes
-		d.Err = fmt.Errorf("%w: %d ops in %d bytes", errMalformed, n, len(d.B))
+		d.Err = fmt.Errorf("%w: %d ops in %d bytes", ErrMalformed, n, len(d.B))
 		return nil
 	}
 	var ops []engine.Op
@@ -651,7 +691,7 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 		op.Code = engine.OpCode(d.Byte())
 		mask := d.Byte()
 		if mask&^(fieldRule|fieldCost|fieldCursor|fieldKey|fieldPattern|fieldToken|fieldAll|fieldExt) != 0 && d.Err == nil {
-			d.Err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", errMalformed, i, mask)
+			d.Err = fmt.Errorf("%w: op %d: unknown field mask 0x%02x", ErrMalformed, i, mask)
 		}
 		if mask&fieldRule != 0 {
 			op.Rule.Kind = engine.Kind(d.Byte())
@@ -665,13 +705,13 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 			op.Cursor = d.Uvarint()
 		}
 		if mask&fieldKey != 0 {
-			op.Key = d.bytes()
+			op.Key = d.Str()
 		}
 		if mask&fieldPattern != 0 {
-			op.Pattern = d.bytes()
+			op.Pattern = d.Str()
 		}
 		if mask&fieldToken != 0 {
-			op.Token = d.bytes()
+			op.Token = d.Str()
 		}
 		if mask&fieldAll != 0 {
 			op.All = d.limits()
@@ -698,17 +738,17 @@ func (d *decoder) opsInto(buf []engine.Op) []engine.Op {
 // ext reads an op's extension mask and fields (the string ops'). An
 // extension bit this node does not know is malformed: all nodes run the
 // same version.
-func (d *decoder) ext(op *engine.Op, i int) {
+func (d *Decoder) ext(op *engine.Op, i int) {
 	ext := d.Uvarint()
 	if d.Err != nil {
 		return
 	}
 	if ext&^extKnown != 0 || ext == 0 {
-		d.Err = fmt.Errorf("%w: op %d: unknown extension mask %#x", errMalformed, i, ext)
+		d.Err = fmt.Errorf("%w: op %d: unknown extension mask %#x", ErrMalformed, i, ext)
 		return
 	}
 	if ext&extValue != 0 {
-		op.Value = d.bytes()
+		op.Value = d.Str()
 		if d.Err == nil && len(op.Value) == 0 {
 			op.Value = nil // as the encoder would have omitted it
 		}
@@ -719,7 +759,7 @@ func (d *decoder) ext(op *engine.Op, i int) {
 	if ext&extFlags != 0 {
 		f := d.Uvarint()
 		if d.Err == nil && f > math.MaxUint32 {
-			d.Err = fmt.Errorf("%w: op %d: flags %#x", errMalformed, i, f)
+			d.Err = fmt.Errorf("%w: op %d: flags %#x", ErrMalformed, i, f)
 		}
 		op.Flags = uint32(f)
 	}
@@ -727,13 +767,13 @@ func (d *decoder) ext(op *engine.Op, i int) {
 
 // limits reads RL.ALL's limits: a count from 1 to engine.MaxAll, then each
 // limit's rule, cost and key (the keys alias the input).
-func (d *decoder) limits() []engine.Limit {
+func (d *Decoder) limits() []engine.Limit {
 	n := d.Uvarint()
 	if d.Err != nil {
 		return nil
 	}
 	if n < 1 || n > engine.MaxAll || n > uint64(len(d.B))/5 { // a limit takes at least five bytes
-		d.Err = fmt.Errorf("%w: %d limits in %d bytes", errMalformed, n, len(d.B))
+		d.Err = fmt.Errorf("%w: %d limits in %d bytes", ErrMalformed, n, len(d.B))
 		return nil
 	}
 	lims := make([]engine.Limit, n)
@@ -743,7 +783,7 @@ func (d *decoder) limits() []engine.Limit {
 		l.Rule.Limit = d.Varint()
 		l.Rule.Period = d.Varint()
 		l.Cost = d.Varint()
-		l.Key = d.bytes()
+		l.Key = d.Str()
 	}
 	if d.Err != nil {
 		return nil
