@@ -89,3 +89,45 @@ func TestPackagesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestFuzzTargetsInMakefile fails for a fuzz target of the module (a
+// `func FuzzX` in a _test.go file) that `make fuzz` does not run in its
+// package, so none is written and then never fuzzed.
+func TestFuzzTargetsInMakefile(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
+	var missing []string
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") && path != ".." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		pkg := "./" + filepath.ToSlash(strings.TrimPrefix(filepath.Dir(path), "../")) + "/"
+		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
+			line := "-fuzz '^" + m[1] + "$$' -fuzztime $(FUZZTIME) " + pkg
+			if !strings.Contains(string(mk), line) {
+				missing = append(missing, m[1]+" in "+pkg)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("make fuzz does not run %d fuzz targets: %s", len(missing), strings.Join(missing, ", "))
+	}
+}
