@@ -34,6 +34,8 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-rl/sluice/bench"
 )
 
 func main() {
@@ -244,31 +246,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return json.NewEncoder(stdout).Encode(res)
 }
 
-// cpuTime sums the user and system CPU time of the processes (Linux /proc;
-// clock ticks of 100 Hz, as on every Linux since 2.6).
+// cpuTime is the user and system CPU time of the processes (bench's
+// reader of /proc/PID/stat, which the benchmark tool uses too).
 func cpuTime(pids []int) (time.Duration, error) {
-	var ticks int64
-	for _, p := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			return 0, err
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			return 0, fmt.Errorf("/proc/%d/stat: no command field", p)
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 13 {
-			return 0, fmt.Errorf("/proc/%d/stat: %d fields", p, len(f))
-		}
-		for _, k := range []int{11, 12} { // utime, stime (fields 14 and 15)
-			n, err := strconv.ParseInt(f[k], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			ticks += n
-		}
+	secs, err := bench.ProcessCPU(pids)
+	if err != nil {
+		return 0, err
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
+	return time.Duration(secs * float64(time.Second)), nil
 }
