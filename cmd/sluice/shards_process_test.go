@@ -45,13 +45,16 @@ func newShardCluster(t *testing.T, redirect bool) *testCluster {
 	})
 }
 
-// newBalancedShardCluster is newShardCluster, once every node serves and
-// every group is led by its preferred member.
+// newBalancedShardCluster is newShardCluster, once every node serves,
+// every group is led by its preferred member and runs the newest cluster
+// version (so the tests may send the string commands and the rate limit
+// service's, which a group refuses until then).
 func newBalancedShardCluster(t *testing.T, redirect bool) *testCluster {
 	t.Helper()
 	c := newShardCluster(t, redirect)
 	c.waitServing(c.nodes...)
 	c.waitBalanced(60 * time.Second)
+	c.waitNewestVersion(c.nodes...)
 	return c
 }
 
