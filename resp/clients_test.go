@@ -252,3 +252,39 @@ func TestRedisCLI(t *testing.T) {
 		t.Fatalf("CONFIG GET save = %q", got)
 	}
 }
+
+// TestClientList: CLIENT LIST lists every connection in ID order, TYPE
+// normal the same, ID the connections asked for; CLIENT INFO is the
+// asking connection's line of it. The filters' errors and the types that
+// list nothing are in testdata/transcripts/subcommands_more.txt.
+func TestClientList(t *testing.T) {
+	addr := startServer(t, Config{})
+	a, b := rawDial(t, addr), rawDial(t, addr)
+	a.do(t, "CLIENT", "SETNAME", "first").expect(t, "+OK")
+	b.do(t, "CLIENT", "SETNAME", "second").expect(t, "+OK")
+	idA, idB := string(a.do(t, "CLIENT", "ID")), string(b.do(t, "CLIENT", "ID"))
+	idA, idB = strings.TrimPrefix(idA, ":"), strings.TrimPrefix(idB, ":")
+	lines := func(r reply) []string {
+		s := string(r)
+		if i := strings.Index(s, " "); i >= 0 { // "$N txt:..." or "=N txt:..."
+			s = s[i+1:]
+		}
+		s = strings.TrimPrefix(s, "txt:")
+		return strings.FieldsFunc(strings.ReplaceAll(s, `\n`, "\n"), func(r rune) bool { return r == '\n' })
+	}
+	for _, args := range [][]string{{"CLIENT", "LIST"}, {"CLIENT", "LIST", "TYPE", "normal"}, {"CLIENT", "LIST", "ID", idB, idA, "999999"}} {
+		got := lines(a.do(t, args...))
+		if len(got) != 2 || !strings.HasPrefix(got[0], "id="+idA+" ") || !strings.Contains(got[0], " name=first ") ||
+			!strings.HasPrefix(got[1], "id="+idB+" ") || !strings.Contains(got[1], " name=second ") {
+			t.Fatalf("%v = %q, want the two connections in ID order", args, got)
+		}
+	}
+	got := lines(b.do(t, "CLIENT", "LIST", "ID", idB))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "id="+idB+" ") {
+		t.Fatalf("CLIENT LIST ID %s = %q", idB, got)
+	}
+	info := lines(b.do(t, "CLIENT", "INFO"))
+	if len(info) != 1 || !strings.HasPrefix(info[0], "id="+idB+" ") || !strings.Contains(info[0], " name=second ") {
+		t.Fatalf("CLIENT INFO = %q", info)
+	}
+}

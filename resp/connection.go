@@ -2,7 +2,9 @@ package resp
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,10 +73,14 @@ func connectionCommands() []*command {
 				c.local.OK()
 			}},
 		{name: "client|list", arity: -2, group: "connection", since: "2.4.0",
-			summary: "One line per connected client",
-			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				c.local.Verbatim(s.clientList())
-			}},
+			summary: "One line per connected client, in ID order",
+			args: []argDoc{
+				optional(argDoc{name: "client-type", typ: "oneof", token: "TYPE", subargs: []argDoc{
+					{name: "normal", typ: "pure-token", token: "NORMAL"}, {name: "master", typ: "pure-token", token: "MASTER"},
+					{name: "replica", typ: "pure-token", token: "REPLICA"}, {name: "pubsub", typ: "pure-token", token: "PUBSUB"}}}),
+				optional(argDoc{name: "client-id", typ: "integer", token: "ID", multiple: true}),
+			},
+			run: runClientList},
 		{name: "client|info", arity: 2, group: "connection", since: "6.2.0",
 			summary: "This connection's line of CLIENT LIST",
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
@@ -91,9 +97,9 @@ func connectionCommands() []*command {
 			args:    []argDoc{{name: "mode", typ: "oneof", subargs: []argDoc{{name: "yes", typ: "pure-token", token: "YES"}, {name: "no", typ: "pure-token", token: "NO"}}}},
 			run:     runClientCaching},
 		{name: "client|no-evict", arity: 3, group: "connection", since: "7.0.0", summary: "Accepted for compatibility",
-			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
+			args: []argDoc{onOff}, run: runOnOffAccepted},
 		{name: "client|no-touch", arity: 3, group: "connection", since: "7.2.0", summary: "Accepted for compatibility",
-			run: func(s *Server, c *client, args [][]byte, p *pending) { c.local.OK() }},
+			args: []argDoc{onOff}, run: runOnOffAccepted},
 	}
 	return []*command{
 		{
@@ -302,18 +308,69 @@ func (c *client) infoLine(now time.Time) string {
 }
 
 // clientList renders CLIENT LIST.
-func (s *Server) clientList() string {
+func (s *Server) clientList(keep func(*client) bool) string {
 	now := time.Now()
 	s.mu.Lock()
 	clients := make([]*client, 0, len(s.clients))
 	for c := range s.clients {
-		clients = append(clients, c)
+		if keep(c) {
+			clients = append(clients, c)
+		}
 	}
 	s.mu.Unlock()
+	slices.SortFunc(clients, func(a, b *client) int { return cmp.Compare(a.id, b.id) })
 	var b strings.Builder
 	for _, c := range clients {
 		b.WriteString(c.infoLine(now))
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// runClientList answers CLIENT LIST [TYPE type | ID id [id ...]] as Redis
+// 7 does: every client is of type normal (sluice has no replicas, masters
+// or pub/sub clients, so those types list none); ID lists the clients of
+// those IDs that are connected.
+func runClientList(s *Server, c *client, args [][]byte, p *pending) {
+	all := func(*client) bool { return true }
+	switch {
+	case len(args) == 1:
+		c.local.Verbatim(s.clientList(all))
+	case len(args) == 3 && strings.EqualFold(string(args[1]), "type"):
+		switch strings.ToLower(string(args[2])) {
+		case "normal":
+			c.local.Verbatim(s.clientList(all))
+		case "master", "replica", "slave", "pubsub":
+			c.local.Verbatim("")
+		default:
+			c.local.Error(msgClientType.Text(printable(args[2], 64)))
+		}
+	case len(args) > 2 && strings.EqualFold(string(args[1]), "id"):
+		ids := make(map[int64]bool, len(args)-2)
+		for _, a := range args[2:] {
+			id, err := strconv.ParseInt(string(a), 10, 64)
+			if err != nil {
+				c.local.Error(msgClientID.Text())
+				return
+			}
+			ids[id] = true
+		}
+		c.local.Verbatim(s.clientList(func(x *client) bool { return ids[x.id] }))
+	default:
+		c.local.Error(msgSyntax.Text())
+	}
+}
+
+// onOff is the argument of CLIENT NO-EVICT and CLIENT NO-TOUCH.
+var onOff = argDoc{name: "enabled", typ: "oneof", subargs: []argDoc{{name: "on", typ: "pure-token", token: "ON"}, {name: "off", typ: "pure-token", token: "OFF"}}}
+
+// runOnOffAccepted answers CLIENT NO-EVICT and CLIENT NO-TOUCH: OK for ON
+// or OFF (sluice evicts no client and keeps no access times), a syntax
+// error otherwise, as Redis.
+func runOnOffAccepted(s *Server, c *client, args [][]byte, p *pending) {
+	if a := args[len(args)-1]; !strings.EqualFold(string(a), "on") && !strings.EqualFold(string(a), "off") {
+		c.local.Error(msgSyntax.Text())
+		return
+	}
+	c.local.OK()
 }

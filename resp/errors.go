@@ -163,6 +163,8 @@ const (
 	msgRLSBadRequest
 	msgRLSReload
 	msgNoBackup
+	msgClientType
+	msgClientID
 
 	numMsgs
 )
@@ -232,6 +234,8 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgRLSBadRequest:      {"ERR {reason}", "RL.CHECK that the gRPC service would refuse as InvalidArgument (an empty domain, no descriptors, ...)"},
 	msgRLSReload:          {"ERR rules not reloaded, the previous rules stay in force: {reason}", "RL.RULES RELOAD with a file that does not load (the reason on one line)"},
 	msgNoBackup:           {"ERR this node cannot take backups", "RAFT.BACKUP on a server whose executor keeps no Raft log (an in-memory test server)"},
+	msgClientType:         {"ERR Unknown client type '{type}'", "CLIENT LIST TYPE with another type than normal, master, replica, slave or pubsub (Redis's text)"},
+	msgClientID:           {"ERR Invalid client ID", "CLIENT LIST ID with an ID that is not an integer (Redis's text)"},
 }
 
 // Text returns m's reply text (without the leading '-'), its placeholders
