@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
 // update regenerates the golden files of the rendered chart:
@@ -90,7 +90,7 @@ func TestHelmChart(t *testing.T) {
 				t.Fatalf("%v (go test ./deploy -run TestHelmChart -update writes it)", err)
 			}
 			if !bytes.Equal(rendered, want) {
-				t.Errorf("helm template differs from %s (review, then -update):\n%s", golden, lineDiff(string(want), string(rendered)))
+				t.Errorf("helm template differs from %s (review, then -update):\n%s", golden, testkit.LineDiff("want", string(want), "got", string(rendered), 10))
 			}
 			var v struct {
 				Cluster struct{ Rejoin []string }
@@ -125,27 +125,6 @@ func stderrOf(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
-}
-
-// lineDiff shows the first lines where got differs from want.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 10; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("line " + strconv.Itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl + "\n")
-			shown++
-		}
-	}
-	return b.String()
 }
 
 // manifest is the part of a Kubernetes object the checks read.

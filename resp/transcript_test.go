@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/rls"
 )
 
@@ -474,7 +475,7 @@ func syncReadme(t *testing.T, write bool) {
 		}
 		if got := readme[start:end]; got != want && !write {
 			t.Errorf("README.md's block under %q differs from its transcript (run go test ./resp -run TestTranscripts -rewrite):\n%s",
-				heading, lineDiff(got, want))
+				heading, testkit.LineDiff("README", got, "transcript", want, 0))
 		}
 		readme = readme[:start] + want + readme[end:]
 	}
@@ -529,26 +530,6 @@ func checkShown(t *testing.T) {
 			}
 		}
 	}
-}
-
-// lineDiff lists the lines that differ between README's text and the
-// rendered one, by line number.
-func lineDiff(got, want string) string {
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	var b strings.Builder
-	for i := 0; i < max(len(g), len(w)); i++ {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if gl != wl {
-			fmt.Fprintf(&b, "line %d:\n  README:     %s\n  transcript: %s\n", i+1, gl, wl)
-		}
-	}
-	return b.String()
 }
 
 // TestTranscriptRunner checks the runner's own features: "s"*N repeats a

@@ -79,3 +79,19 @@ func TestEventually(t *testing.T) {
 		t.Fatalf("a condition that never came true failed with %q", bad.failed)
 	}
 }
+
+// TestLineDiff names the differing lines with both texts' labels, stops
+// after limit of them, and says nothing for equal texts.
+func TestLineDiff(t *testing.T) {
+	want := "a\nb\nc\nd"
+	got := "a\nB\nc\nD\ne"
+	if d := LineDiff("want", want, "got", got, 0); d != "line 2:\n  want: b\n  got:  B\nline 4:\n  want: d\n  got:  D\nline 5:\n  want: \n  got:  e\n" {
+		t.Fatalf("LineDiff = %q", d)
+	}
+	if d := LineDiff("want", want, "got", got, 1); d != "line 2:\n  want: b\n  got:  B\n" {
+		t.Fatalf("LineDiff limit 1 = %q", d)
+	}
+	if d := LineDiff("README", want, "transcript", want, 0); d != "" {
+		t.Fatalf("LineDiff of equal texts = %q", d)
+	}
+}

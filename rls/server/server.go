@@ -161,16 +161,8 @@ func (h *handler) decide(ctx context.Context, in *pb.RateLimitRequest) (*pb.Rate
 	return ToProto(res), nil
 }
 
-// FromProto converts Envoy's request.
-func FromProto(in *pb.RateLimitRequest) (*rls.Request, error) {
-	req := new(rls.Request)
-	if err := fromProto(in, req); err != nil {
-		return nil, err
-	}
-	return req, nil
-}
-
-// fromProto fills req from Envoy's request.
+// fromProto fills req from Envoy's request (req may live on the caller's
+// stack: the service keeps no reference to it).
 func fromProto(in *pb.RateLimitRequest, req *rls.Request) error {
 	if len(in.GetDescriptors()) > MaxDescriptors {
 		return &rls.BadRequestError{Reason: fmt.Sprintf("%d descriptors: at most %d", len(in.GetDescriptors()), MaxDescriptors)}
