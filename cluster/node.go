@@ -418,7 +418,7 @@ func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, res
 	var idx []int
 	var sub []engine.Op
 	for i := range ops {
-		if need := n.fsm.needs[ops[i].Code]; need > cv {
+		if need := n.fsm.needs.need(&ops[i]); need > cv {
 			results[i] = engine.Result{Err: versionError(need, cv)}
 			continue
 		}
@@ -634,7 +634,7 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 	// release sending an operation this one does not know.
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		for i := range ops {
-			if need := n.fsm.needs[ops[i].Code]; need > cv {
+			if need := n.fsm.needs.need(&ops[i]); need > cv {
 				return nil, fwdStatusError, versionError(need, cv)
 			}
 		}

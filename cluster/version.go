@@ -46,9 +46,17 @@ const (
 	// sluice v0.1.0 (commit ae62d5a), the last release without versions.
 	BaseVersion uint32 = 1
 	// SupportedVersion is the highest cluster version this build runs:
-	// v0.2.0's (version entries, the ignorable entry flag, the version
-	// poll).
-	SupportedVersion uint32 = 2
+	// v0.3.0's (scripts, hashes, sorted sets and lists, databases; the op
+	// fields Args and DB). Version 2 was v0.2.0's (version entries, the
+	// ignorable entry flag, the version poll, strings, the rate limit
+	// service).
+	SupportedVersion uint32 = 3
+
+	// argsVersion is the cluster version that brought the op fields
+	// engine.Op.Args and engine.Op.DB (cluster/codec's extArgs, extDB): an
+	// op using either needs it, whatever its code, since an older node
+	// cannot decode them.
+	argsVersion uint32 = 3
 )
 
 // releaseOf names the first release that runs each cluster version, for
@@ -59,6 +67,8 @@ func releaseOf(v uint32) string {
 		return "v0.1.0"
 	case 2:
 		return "v0.2.0"
+	case 3:
+		return "v0.3.0"
 	}
 	return "a release supporting cluster version " + strconv.FormatUint(uint64(v), 10)
 }
@@ -120,7 +130,8 @@ var entryVersions = map[byte]uint32{
 // own cluster version's row; the older rows keep theirs.
 var snapshotFormats = map[uint32]int{
 	1: 2, // v0.1.0 reads formats 1 and 2
-	2: persistence.Version,
+	2: 3, // v0.2.0 reads formats 1 to 3
+	3: persistence.Version,
 }
 
 // snapshotFormat is the snapshot format a group at cluster version cv
@@ -223,10 +234,20 @@ func opNeedsTable() *opNeeds {
 	return &t
 }
 
+// need returns the cluster version op needs: its code's, or argsVersion
+// when it uses a field that version brought.
+func (t *opNeeds) need(op *engine.Op) uint32 {
+	v := t[op.Code]
+	if (op.Args != nil || op.DB != 0) && v < argsVersion {
+		v = argsVersion
+	}
+	return v
+}
+
 // gated reports whether any op of ops needs a cluster version above cv.
 func (t *opNeeds) gated(cv uint32, ops []engine.Op) bool {
 	for i := range ops {
-		if t[ops[i].Code] > cv {
+		if t.need(&ops[i]) > cv {
 			return true
 		}
 	}

@@ -55,7 +55,7 @@ func TestFSMHaltsOnEntryItCannotApply(t *testing.T) {
 		{"truncated ops entry", good[:len(good)-2], true, "malformed entry"},
 		{"unknown field bits", append(opsEntry(stamp)[:len(opsEntry(stamp))-1], 1, byte(engine.OpDecide), 0x80 /* the extension bit */, 0x40), true, "unknown extension mask"},
 		{"operation unknown to this build", unknownOp, true, "operation code 250 is unknown"},
-		{"cluster version above this build's", codec.AppendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to 3"},
+		{"cluster version above this build's", codec.AppendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to "+strconv.Itoa(int(SupportedVersion)+1)},
 		{"ignorable entry of an unknown type", []byte{codec.EntryIgnorable | 0x09, 1, 2, 3}, false, ""},
 		{"ignorable entry that does not decode", []byte{codec.EntryIgnorable | codec.EntryOps, 0xff}, false, ""},
 		{"known type marked ignorable", append([]byte{codec.EntryIgnorable | codec.EntryOps}, good[1:]...), false, ""},
@@ -255,7 +255,7 @@ func TestGateRefusesOpsAboveTheClusterVersion(t *testing.T) {
 	n.fsm.needs = needs
 	applied := n.fsm.applied.Load()
 	rs := exec(t, n, engine.Op{Code: engine.OpRelease, Key: []byte("c"), Token: []byte("t")})
-	if e := errcode.Of(rs[0].Err); e == nil || e.Code != errcode.ClusterVersion || e.Num != 3 || e.Detail != "2" {
+	if e := errcode.Of(rs[0].Err); e == nil || e.Code != errcode.ClusterVersion || e.Num != int64(SupportedVersion)+1 || e.Detail != strconv.FormatUint(uint64(SupportedVersion), 10) {
 		t.Fatalf("gated op: %v", rs[0].Err)
 	}
 	if got := n.fsm.applied.Load(); got != applied {
@@ -322,7 +322,7 @@ func TestClusterVersionNeedsEveryMember(t *testing.T) {
 			t.Fatalf("node %d: a binary of version %d would start on it", i+1, SupportedVersion-1)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "raft-log"))
-		if err != nil || !strings.Contains(string(b), "needs sluice v0.2.0 or later") {
+		if err != nil || !strings.Contains(string(b), "needs sluice "+releaseOf(SupportedVersion)+" or later") {
 			t.Fatalf("node %d: raft-log %q (%v) does not turn away releases before versions", i+1, b, err)
 		}
 	}
@@ -499,7 +499,7 @@ func TestNodeRefusesNewerDataDir(t *testing.T) {
 		t.Fatal("a node started on a data dir of a newer cluster version")
 	}
 	var ve *persistence.ClusterVersionError
-	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "cluster version 3") || !strings.Contains(err.Error(), "supports cluster version 2 at most") {
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), fmt.Sprintf("cluster version %d", SupportedVersion+1)) || !strings.Contains(err.Error(), fmt.Sprintf("supports cluster version %d at most", SupportedVersion)) {
 		t.Fatalf("error %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "raft-wal")); err == nil {
@@ -519,4 +519,27 @@ func probeKnown(c engine.OpCode) (known bool) {
 	res := make([]engine.Result, 1)
 	e.Apply(1e18, []engine.Op{{Code: c, Key: []byte("k"), Rule: tokenRule, Cost: 1}}, res)
 	return res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "unknown operation code")
+}
+
+// TestFieldsNeedTheirVersion: an op of an old code that uses a field of a
+// later version (Args, DB) needs that version, since an older node cannot
+// decode the field.
+func TestFieldsNeedTheirVersion(t *testing.T) {
+	needs := opNeedsTable()
+	for _, tc := range []struct {
+		op   engine.Op
+		want uint32
+	}{
+		{engine.Op{Code: engine.OpDecide}, 1},
+		{engine.Op{Code: engine.OpGet}, 2},
+		{engine.Op{Code: engine.OpGet, DB: 1}, argsVersion},
+		{engine.Op{Code: engine.OpDelete, Args: [][]byte{{}}}, argsVersion},
+	} {
+		if got := needs.need(&tc.op); got != tc.want {
+			t.Errorf("op %+v needs version %d, want %d", tc.op, got, tc.want)
+		}
+		if needs.gated(argsVersion-1, []engine.Op{tc.op}) != (tc.want > argsVersion-1) {
+			t.Errorf("op %+v: gated at version %d is wrong", tc.op, argsVersion-1)
+		}
+	}
 }

@@ -175,6 +175,16 @@ type Op struct {
 	Value  []byte
 	Expire int64
 	Flags  uint32
+	// Args is the argument list of the ops that take a variable number of
+	// arguments (a script's keys and arguments, a hash's fields and values,
+	// a sorted set's scores and members, a list's elements): its meaning is
+	// the op's, written in the op's doc comment. Like Key, it is not
+	// retained after the call; what a new element keeps is copied.
+	Args [][]byte
+	// DB is the database (0..NumDBs-1) the op's keys belong to: a key is
+	// one key per database (SELECT). Ops over the whole keyspace (SCAN,
+	// KEYS, DBSIZE, FLUSHDB) act on DB alone.
+	DB uint8
 }
 
 // Limit is one limit of an OpAll: a key, its rule (one of the five RL.*
@@ -221,6 +231,11 @@ type Result struct {
 	// Value is a string key's value (OpGet, OpGetDel, OpGetEx, OpSet with
 	// StrGet), set when Kind is KindString; the result owns it.
 	Value []byte
+	// Values is a list reply of the collection ops (HMGET, HGETALL,
+	// ZRANGE, LRANGE...): its meaning is the op's; a nil element is a nil
+	// reply (HMGET of a missing field), distinct from an empty value. The
+	// result owns it.
+	Values [][]byte
 }
 
 // TTL returns OpTTL's time to live (see OpTTL for its unit), which the

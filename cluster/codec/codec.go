@@ -105,13 +105,17 @@ const (
 )
 
 // Extension field bits (after fieldExt). Bits 0..15 belong to the string
-// ops (engine/strings.go); bits 16..31 are reserved for another feature.
+// ops (engine/strings.go); bits 16..31 to the fields of cluster version 3
+// (scripts, collections, databases).
 const (
 	extValue  = 1 << iota // string value (Op.Value)
 	extExpire             // varint (Op.Expire)
 	extFlags              // uvarint (Op.Flags)
 
-	extKnown = extValue | extExpire | extFlags
+	extArgs = 1 << 16 // uvarint n | string* (Op.Args)
+	extDB   = 1 << 17 // uvarint (Op.DB), omitted for database 0
+
+	extKnown = extValue | extExpire | extFlags | extArgs | extDB
 )
 
 // maxDecodeString bounds any string in an entry or frame; the length is also
@@ -128,8 +132,11 @@ func OpsSize(ops []engine.Op) int {
 	for i := range ops {
 		op := &ops[i]
 		n += 2 + 3*binary.MaxVarintLen64 + 1 + 3*binary.MaxVarintLen32 + len(op.Key) + len(op.Pattern) + len(op.Token)
-		if op.Value != nil || op.Expire != 0 || op.Flags != 0 {
-			n += 2*binary.MaxVarintLen32 + binary.MaxVarintLen64 + binary.MaxVarintLen32 + len(op.Value)
+		if op.Value != nil || op.Expire != 0 || op.Flags != 0 || op.Args != nil || op.DB != 0 {
+			n += 2*binary.MaxVarintLen32 + binary.MaxVarintLen64 + binary.MaxVarintLen32 + len(op.Value) + 2*binary.MaxVarintLen32
+			for _, a := range op.Args {
+				n += binary.MaxVarintLen32 + len(a)
+			}
 		}
 		if op.All != nil {
 			n += binary.MaxVarintLen32
@@ -229,6 +236,12 @@ func AppendOp(b []byte, op *engine.Op) []byte {
 	if op.Flags != 0 {
 		ext |= extFlags
 	}
+	if len(op.Args) > 0 {
+		ext |= extArgs
+	}
+	if op.DB != 0 {
+		ext |= extDB
+	}
 	if ext != 0 {
 		mask |= fieldExt
 	}
@@ -274,6 +287,15 @@ func AppendOp(b []byte, op *engine.Op) []byte {
 		}
 		if ext&extFlags != 0 {
 			b = binary.AppendUvarint(b, uint64(op.Flags))
+		}
+		if ext&extArgs != 0 {
+			b = binary.AppendUvarint(b, uint64(len(op.Args)))
+			for _, a := range op.Args {
+				b = AppendStr(b, a)
+			}
+		}
+		if ext&extDB != 0 {
+			b = binary.AppendUvarint(b, uint64(op.DB))
 		}
 	}
 	return b
@@ -377,6 +399,9 @@ const (
 	resultKeys
 	resultEach  // RL.ALL's per-limit results: uvarint n | result*
 	resultValue // a string key's value: string
+	// resultValues: a collection op's list: uvarint n | (uvarint 0 for nil,
+	// else uvarint len+1 | bytes)*
+	resultValues
 )
 
 // AppendError encodes err as its code, detail and number: never a reply
@@ -477,6 +502,9 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	if r.Value != nil {
 		mask |= resultValue
 	}
+	if r.Values != nil {
+		mask |= resultValues
+	}
 	b = binary.AppendUvarint(b, mask)
 	if r.Err != nil {
 		b = AppendError(b, r.Err)
@@ -509,6 +537,17 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	}
 	if r.Value != nil {
 		b = AppendStr(b, r.Value)
+	}
+	if r.Values != nil {
+		b = binary.AppendUvarint(b, uint64(len(r.Values)))
+		for _, v := range r.Values {
+			if v == nil {
+				b = append(b, 0)
+				continue
+			}
+			b = binary.AppendUvarint(b, uint64(len(v))+1)
+			b = append(b, v...)
+		}
 	}
 	return b
 }
@@ -581,7 +620,38 @@ func (d *Decoder) result(nested bool, s Sentinels) engine.Result {
 	if mask&resultValue != 0 {
 		r.Value = append([]byte{}, d.Str()...)
 	}
+	if mask&resultValues != 0 {
+		r.Values = d.values()
+	}
 	return r
+}
+
+// values reads a result's list (resultValues), copied out of the input,
+// its nil elements kept nil.
+func (d *Decoder) values() [][]byte {
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) { // each takes at least one byte
+		d.Err = fmt.Errorf("%w: %d values in %d bytes", ErrMalformed, n, len(d.B))
+	}
+	if d.Err != nil {
+		return nil
+	}
+	vs := make([][]byte, 0, n)
+	for j := uint64(0); j < n && d.Err == nil; j++ {
+		l := d.Uvarint()
+		if l == 0 {
+			vs = append(vs, nil)
+			continue
+		}
+		if d.Err == nil && l-1 > uint64(len(d.B)) {
+			d.Err = fmt.Errorf("%w: a value of %d bytes in %d", ErrMalformed, l-1, len(d.B))
+		}
+		if d.Err == nil {
+			vs = append(vs, append([]byte{}, d.B[:l-1]...))
+			d.B = d.B[l-1:]
+		}
+	}
+	return vs
 }
 
 // AppendStr appends s as a string (the format's "string": uvarint length |
@@ -762,6 +832,26 @@ func (d *Decoder) ext(op *engine.Op, i int) {
 			d.Err = fmt.Errorf("%w: op %d: flags %#x", ErrMalformed, i, f)
 		}
 		op.Flags = uint32(f)
+	}
+	if ext&extArgs != 0 {
+		n := d.Uvarint()
+		if d.Err == nil && (n == 0 || n > uint64(len(d.B))) { // each takes at least its length byte
+			d.Err = fmt.Errorf("%w: op %d: %d arguments in %d bytes", ErrMalformed, i, n, len(d.B))
+			return
+		}
+		if d.Err == nil {
+			op.Args = make([][]byte, 0, n)
+			for j := uint64(0); j < n && d.Err == nil; j++ {
+				op.Args = append(op.Args, d.Str())
+			}
+		}
+	}
+	if ext&extDB != 0 {
+		db := d.Uvarint()
+		if d.Err == nil && (db == 0 || db > math.MaxUint8) {
+			d.Err = fmt.Errorf("%w: op %d: database %d", ErrMalformed, i, db)
+		}
+		op.DB = uint8(db)
 	}
 }
 

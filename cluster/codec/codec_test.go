@@ -36,6 +36,8 @@ func sampleOps() []engine.Op {
 		{Code: engine.OpIncrBy, Key: []byte("s"), Cost: math.MinInt64},
 		{Code: engine.OpExpire, Key: []byte("s"), Expire: math.MinInt64, Flags: math.MaxUint32},
 		{Code: engine.OpGet, Key: []byte("s"), Value: bytes.Repeat([]byte{0}, 512)},
+		{Code: engine.OpGet, Key: []byte("h"), Args: [][]byte{[]byte("f"), {}, []byte("v")}, DB: 15},
+		{Code: engine.OpGet, Key: []byte("h"), DB: 255},
 		// Envoy's rate limit service: a repeated key, a zero limit, the
 		// shadow mask in Cursor.
 		{Code: engine.OpRateLimit, Cursor: 1<<63 | 2, All: []engine.Limit{
@@ -85,7 +87,10 @@ func TestEntryDecodeErrors(t *testing.T) {
 		{"stray bytes", append(bytes.Clone(good), 0), "stray"},
 		{"unknown field", []byte{EntryOps, 0, 1, 1, 0x80, 0x08}, "unknown extension mask 0x8"},
 		{"empty extension", []byte{EntryOps, 0, 1, 1, 0x80, 0}, "unknown extension mask 0x0"},
-		{"reserved extension", []byte{EntryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x04}, "unknown extension mask 0x10000"},
+		{"reserved extension", []byte{EntryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x10}, "unknown extension mask 0x40000"},
+		{"no arguments", []byte{EntryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x04, 0}, "0 arguments"},
+		{"database 0 written", []byte{EntryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x08, 0}, "database 0"},
+		{"database beyond a byte", []byte{EntryOps, 0, 1, 1, 0x80, 0x80, 0x80, 0x08, 0x80, 0x02}, "database 256"},
 		{"truncated extension", []byte{EntryOps, 0, 1, 1, 0x80}, "truncated"},
 		{"flags beyond 32 bits", []byte{EntryOps, 0, 1, 1, 0x80, 0x04, 0x80, 0x80, 0x80, 0x80, 0x10}, "flags"},
 		{"varint overflow", append([]byte{EntryOps}, bytes.Repeat([]byte{0xff}, 11)...), "truncated varint"},
@@ -152,6 +157,8 @@ func sampleResults() []engine.Result {
 		{Kind: engine.KindString, Value: []byte{}},
 		{Kind: engine.KindString, Value: []byte("hello"), Count: 1},
 		{Err: engine.ErrWrongTypeValue},
+		{Values: [][]byte{[]byte("a"), nil, {}, []byte("b")}},
+		{Values: [][]byte{}},
 	}
 }
 

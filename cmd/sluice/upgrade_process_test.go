@@ -16,12 +16,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
 // releaseV010 is the commit of sluice v0.1.0, the last release without
 // cluster versions (cluster version 1); the upgrade test starts from it.
 const releaseV010 = "ae62d5a"
+
+// currentVersion is the cluster version this build runs and raises an
+// upgraded cluster to.
+var currentVersion = strconv.FormatUint(uint64(cluster.SupportedVersion), 10)
 
 // releaseBinary builds sluice at commit from this repository's history
 // (git archive into a temporary directory, then go build), caching the
@@ -310,7 +315,7 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	c.settle(30*time.Second, 100*time.Millisecond, "the cluster version", func() string {
 		for _, p := range c.nodes {
 			for g, v := range c.clusterVersions(p, shards) {
-				if v != "2" {
+				if v != currentVersion {
 					return fmt.Sprintf("%s: group %d at cluster version %q", p.ID, g, v)
 				}
 			}
@@ -344,12 +349,12 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 || cctx.Err() != nil {
 		t.Fatalf("v0.1.0 on a cluster version 2 data dir: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
-	if msg := stderr.String() + stdout.String(); !strings.Contains(msg, "cluster version 2: it needs sluice v0.2.0 or later") {
+	if msg := stderr.String() + stdout.String(); !strings.Contains(msg, "cluster version "+currentVersion+": it needs sluice ") {
 		t.Fatalf("v0.1.0's refusal does not say why:\n%s", msg)
 	}
 	c.startWith(n1, binary)
 	c.waitServing(c.nodes...)
-	if v := c.clusterVersions(n1, shards); v[0] != "2" {
+	if v := c.clusterVersions(n1, shards); v[0] != currentVersion {
 		t.Fatalf("n1 restarted on its snapshot: cluster version %v", v)
 	}
 	c.waitDigests("after the refused start")
