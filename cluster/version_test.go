@@ -55,7 +55,7 @@ func TestFSMHaltsOnEntryItCannotApply(t *testing.T) {
 		{"truncated ops entry", good[:len(good)-2], true, "malformed entry"},
 		{"unknown field bits", append(opsEntry(stamp)[:len(opsEntry(stamp))-1], 1, byte(engine.OpDecide), 0x80 /* the extension bit */, 0x40), true, "unknown extension mask"},
 		{"operation unknown to this build", unknownOp, true, "operation code 250 is unknown"},
-		{"cluster version above this build's", codec.AppendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to "+strconv.Itoa(int(SupportedVersion)+1)},
+		{"cluster version above this build's", codec.AppendVersionEntry(nil, SupportedVersion+1), true, "raises the cluster version to " + strconv.Itoa(int(SupportedVersion)+1)},
 		{"ignorable entry of an unknown type", []byte{codec.EntryIgnorable | 0x09, 1, 2, 3}, false, ""},
 		{"ignorable entry that does not decode", []byte{codec.EntryIgnorable | codec.EntryOps, 0xff}, false, ""},
 		{"known type marked ignorable", append([]byte{codec.EntryIgnorable | codec.EntryOps}, good[1:]...), false, ""},
