@@ -211,52 +211,14 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 				continue
 			}
 		}
+		row := &opRows[op.Code]
 		var r Result
-		switch op.Code {
-		case OpDecide:
-			r = e.Decide(now, op.Key, op.Rule, op.Cost)
-		case OpPeek:
-			r = e.peek(now, op.Key)
-		case OpDelete:
-			r.Count = e.delete(now, op.Key)
-		case OpExists, OpType, OpTTL:
-			r = e.inspect(now, op.Code, op.Key)
-		case OpCount:
-			r.Count = e.count(now)
-		case OpScan:
-			r = e.scan(now, op)
-		case OpKeys:
-			r.Keys = e.keys(now, op.Pattern)
-		case OpFlush:
-			r.Count = e.flush(now)
-		case OpTimeWarp:
-			r.Err = e.clock.warp(wall, op.Clock)
-			now = e.clock.now(wall)
-			// The string keys the jump expired go now (strings.go).
-			e.drainExpired(e.countedAt(now))
-		case OpClockFreeze:
-			r.Err = e.clock.freeze(wall, op.Clock)
-			now = e.clock.now(wall)
-			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
-		case OpClockResume:
-			e.clock.resume(wall)
-			now = e.clock.now(wall)
-		case OpTime:
-			r.Count = now
-		case OpAll:
-			r = e.all(now, op.All, op.Each)
-		case OpRateLimit:
-			r = e.rateLimit(now, op.All, op.Cursor, op.Each)
-		case OpAcquire:
-			r = e.acquireOp(now, op)
-		case OpRelease:
-			r = e.release(now, op.Key, op.Token)
-		case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime:
-			r = e.strOp(now, op)
-			if r.Err == errNoRoom {
-				r = e.strOpFull(now, op)
+		if row.apply != nil {
+			r = row.apply(e, wall, now, op)
+			if row.clock {
+				now = e.clock.now(wall)
 			}
-		default:
+		} else {
 			r.Err = badRule("unknown operation code %d", op.Code)
 		}
 		results[i] = r
@@ -264,6 +226,53 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			e.notify(ops[i : i+1])
 		}
 	}
+}
+
+// The algorithms of the operations of this file's, as the table of
+// operations (ops.go) names them.
+
+func (e *Engine) opDecide(_, now int64, op *Op) Result {
+	return e.Decide(now, op.Key, op.Rule, op.Cost)
+}
+func (e *Engine) opPeek(_, now int64, op *Op) Result   { return e.peek(now, op.Key) }
+func (e *Engine) opDelete(_, now int64, op *Op) Result { return Result{Count: e.delete(now, op.Key)} }
+func (e *Engine) opInspect(_, now int64, op *Op) Result {
+	return e.inspect(now, op.Code, op.Key)
+}
+func (e *Engine) opCount(_, now int64, _ *Op) Result { return Result{Count: e.count(now)} }
+func (e *Engine) opScan(_, now int64, op *Op) Result { return e.scan(now, op) }
+func (e *Engine) opKeys(_, now int64, op *Op) Result {
+	return Result{Keys: e.keys(now, op.Pattern)}
+}
+func (e *Engine) opFlush(_, now int64, _ *Op) Result { return Result{Count: e.flush(now)} }
+func (e *Engine) opTime(_, now int64, _ *Op) Result  { return Result{Time: now} }
+func (e *Engine) opAll(_, now int64, op *Op) Result  { return e.all(now, op.All, op.Each) }
+func (e *Engine) opRateLimit(_, now int64, op *Op) Result {
+	return e.rateLimit(now, op.All, op.Shadow, op.Each)
+}
+func (e *Engine) opAcquire(_, now int64, op *Op) Result { return e.acquireOp(now, op) }
+func (e *Engine) opRelease(_, now int64, op *Op) Result {
+	return e.release(now, op.Key, op.Token)
+}
+
+// opTimeWarp, opClockFreeze and opClockResume move the clock (their rows
+// say so: Apply reads it again after them). The string keys a jump
+// expired go at once (strings.go).
+func (e *Engine) opTimeWarp(wall, _ int64, op *Op) Result {
+	err := e.clock.warp(wall, op.Clock)
+	e.drainExpired(e.countedAt(e.clock.now(wall)))
+	return Result{Err: err}
+}
+
+func (e *Engine) opClockFreeze(wall, _ int64, op *Op) Result {
+	err := e.clock.freeze(wall, op.Clock)
+	e.drainExpired(e.countedAt(e.clock.now(wall))) // a freeze may jump ahead
+	return Result{Err: err}
+}
+
+func (e *Engine) opClockResume(wall, _ int64, _ *Op) Result {
+	e.clock.resume(wall)
+	return Result{}
 }
 
 // notify tells the watcher of the keys ops may have changed: those of a
@@ -359,19 +368,19 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 	case code == OpType && live:
 		r.Kind = rule.Kind
 	case code == OpTTL && !live:
-		r.Count = -2
+		r.TTL = -2
 	case code == OpTTL && kinds[rule.Kind].shape == inLog:
-		r.Count = s.logTTL(ent, rule, now)
+		r.TTL = s.logTTL(ent, rule, now)
 	case code == OpTTL && kinds[rule.Kind].shape == inValue && ent.a == 0:
-		r.Count = -1
+		r.TTL = -1
 	case code == OpTTL && kinds[rule.Kind].shape == inValue:
 		// In milliseconds, as Redis counts (an expiry may lie beyond
 		// what nanoseconds hold): Result.Kind says so.
-		r.Kind, r.Count = rule.Kind, ent.a-now/1e6
+		r.Kind, r.TTL = rule.Kind, ent.a-now/1e6
 	case code == OpTTL && kinds[rule.Kind].shape == inLeases:
-		r.Count = s.leaseTTL(ent, now)
+		r.TTL = s.leaseTTL(ent, now)
 	case code == OpTTL:
-		r.Count = satAdd(ttl(&st, rule, t), t-now)
+		r.TTL = satAdd(ttl(&st, rule, t), t-now)
 	}
 	return r
 }
