@@ -269,7 +269,8 @@ func (e *Engine) charge(now int64, lims []Limit, h []uint64, keys *allKeys, comm
 			}
 			continue
 		}
-		r, _ := s.decide(now, hiHash(h[i]), l.Key, l.Rule, l.Cost)
+		var r Result
+		s.decide(now, hiHash(h[i]), l.Key, l.Rule, l.Cost, &r)
 		if r.Err == nil && !r.Allowed {
 			r.Err = &errcode.Error{Code: errcode.Internal, Detail: "denied after it was evaluated allowed"}
 		}

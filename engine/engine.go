@@ -122,26 +122,29 @@ func (e *Engine) SetClockState(cs ClockState) { e.clock.setState(cs) }
 // Decide runs one OpDecide at time now, without the clock. It does not
 // allocate when key already has state.
 func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
-	return e.decideHashed(now, xxhash.Sum64(key), key, rule, cost)
+	var res Result
+	e.decideHashed(now, xxhash.Sum64(key), key, rule, cost, &res)
+	return res
 }
 
-// decideHashed is Decide with the key's xxhash h computed; the rule is not
-// yet checked.
-func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
+// decideHashed is Decide, its result written to *res, with the key's
+// xxhash h computed; the rule is not yet checked.
+func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64, res *Result) {
 	if err := e.checkRule(rule, cost); err != nil {
-		return Result{Err: err}
+		*res = Result{Err: err}
+		return
 	}
 	if rule.Kind == KindConcurrency {
-		return Result{Err: errNeedsToken}
+		*res = Result{Err: errNeedsToken}
+		return
 	}
 	s := e.stripes[h&e.mask]
 	s.mu.Lock()
-	res, _ := s.decide(now, hiHash(h), key, rule, cost)
+	s.decide(now, hiHash(h), key, rule, cost, res)
 	s.mu.Unlock()
 	if res.Err == errNoRoom {
-		res = e.decideFull(now, h, key, rule, cost)
+		e.decideFull(now, h, key, rule, cost, res)
 	}
-	return res
 }
 
 // lookAhead is how many consecutive decisions Apply looks up before it
@@ -179,7 +182,7 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 	results[0].Count = int64(sink)
 	for i := range ops {
 		op := &ops[i]
-		results[i] = e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost)
+		e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost, &results[i])
 	}
 }
 
@@ -212,16 +215,14 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			}
 		}
 		row := &opRows[op.Code]
-		var r Result
 		if row.apply != nil {
-			r = row.apply(e, wall, now, op)
+			row.apply(e, wall, now, op, &results[i])
 			if row.clock {
 				now = e.clock.now(wall)
 			}
 		} else {
-			r.Err = badRule("unknown operation code %d", op.Code)
+			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
 		}
-		results[i] = r
 		if e.watch != nil {
 			e.notify(ops[i : i+1])
 		}
@@ -231,48 +232,52 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 // The algorithms of the operations of this file's, as the table of
 // operations (ops.go) names them.
 
-func (e *Engine) opDecide(_, now int64, op *Op) Result {
-	return e.Decide(now, op.Key, op.Rule, op.Cost)
+func (e *Engine) opDecide(_, now int64, op *Op, res *Result) {
+	e.decideHashed(now, xxhash.Sum64(op.Key), op.Key, op.Rule, op.Cost, res)
 }
-func (e *Engine) opPeek(_, now int64, op *Op) Result   { return e.peek(now, op.Key) }
-func (e *Engine) opDelete(_, now int64, op *Op) Result { return Result{Count: e.delete(now, op.Key)} }
-func (e *Engine) opInspect(_, now int64, op *Op) Result {
-	return e.inspect(now, op.Code, op.Key)
+func (e *Engine) opPeek(_, now int64, op *Op, res *Result) { *res = e.peek(now, op.Key) }
+func (e *Engine) opDelete(_, now int64, op *Op, res *Result) {
+	*res = Result{Count: e.delete(now, op.Key)}
 }
-func (e *Engine) opCount(_, now int64, _ *Op) Result { return Result{Count: e.count(now)} }
-func (e *Engine) opScan(_, now int64, op *Op) Result { return e.scan(now, op) }
-func (e *Engine) opKeys(_, now int64, op *Op) Result {
-	return Result{Keys: e.keys(now, op.Pattern)}
+func (e *Engine) opInspect(_, now int64, op *Op, res *Result) {
+	*res = e.inspect(now, op.Code, op.Key)
 }
-func (e *Engine) opFlush(_, now int64, _ *Op) Result { return Result{Count: e.flush(now)} }
-func (e *Engine) opTime(_, now int64, _ *Op) Result  { return Result{Time: now} }
-func (e *Engine) opAll(_, now int64, op *Op) Result  { return e.all(now, op.All, op.Each) }
-func (e *Engine) opRateLimit(_, now int64, op *Op) Result {
-	return e.rateLimit(now, op.All, op.Shadow, op.Each)
+func (e *Engine) opCount(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.count(now)} }
+func (e *Engine) opScan(_, now int64, op *Op, res *Result) { *res = e.scan(now, op) }
+func (e *Engine) opKeys(_, now int64, op *Op, res *Result) {
+	*res = Result{Keys: e.keys(now, op.Pattern)}
 }
-func (e *Engine) opAcquire(_, now int64, op *Op) Result { return e.acquireOp(now, op) }
-func (e *Engine) opRelease(_, now int64, op *Op) Result {
-	return e.release(now, op.Key, op.Token)
+func (e *Engine) opFlush(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.flush(now)} }
+func (e *Engine) opTime(_, now int64, _ *Op, res *Result)  { *res = Result{Time: now} }
+func (e *Engine) opAll(_, now int64, op *Op, res *Result) {
+	e.allHashed(now, op.All, nil, op.Each, false, res)
+}
+func (e *Engine) opRateLimit(_, now int64, op *Op, res *Result) {
+	*res = e.rateLimit(now, op.All, op.Shadow, op.Each)
+}
+func (e *Engine) opAcquire(_, now int64, op *Op, res *Result) { *res = e.acquireOp(now, op) }
+func (e *Engine) opRelease(_, now int64, op *Op, res *Result) {
+	*res = e.release(now, op.Key, op.Token)
 }
 
 // opTimeWarp, opClockFreeze and opClockResume move the clock (their rows
 // say so: Apply reads it again after them). The string keys a jump
 // expired go at once (strings.go).
-func (e *Engine) opTimeWarp(wall, _ int64, op *Op) Result {
+func (e *Engine) opTimeWarp(wall, _ int64, op *Op, res *Result) {
 	err := e.clock.warp(wall, op.Clock)
 	e.drainExpired(e.countedAt(e.clock.now(wall)))
-	return Result{Err: err}
+	*res = Result{Err: err}
 }
 
-func (e *Engine) opClockFreeze(wall, _ int64, op *Op) Result {
+func (e *Engine) opClockFreeze(wall, _ int64, op *Op, res *Result) {
 	err := e.clock.freeze(wall, op.Clock)
 	e.drainExpired(e.countedAt(e.clock.now(wall))) // a freeze may jump ahead
-	return Result{Err: err}
+	*res = Result{Err: err}
 }
 
-func (e *Engine) opClockResume(wall, _ int64, _ *Op) Result {
+func (e *Engine) opClockResume(wall, _ int64, _ *Op, res *Result) {
 	e.clock.resume(wall)
-	return Result{}
+	*res = Result{}
 }
 
 // notify tells the watcher of the keys ops may have changed: those of a
@@ -325,8 +330,8 @@ func (e *Engine) peek(now int64, key []byte) Result {
 		}
 		return Result{}
 	}
-	res, live := s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0)
-	if !live {
+	var res Result
+	if !s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0, &res) {
 		return Result{}
 	}
 	return res

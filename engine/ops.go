@@ -143,10 +143,12 @@ const (
 	AnswerTime                // Result.Time
 )
 
-// applyFunc runs one operation: at now, the clock's time for wall (which
-// only the clock operations read). An op whose row sets clock moves the
-// clock: Apply reads the time again after it.
-type applyFunc func(e *Engine, wall, now int64, op *Op) Result
+// applyFunc runs one operation at now, the clock's time for wall (which
+// only the clock operations read), and writes its whole result to *res
+// (Apply's results[i]: written in place, a Result is not copied once more
+// on its way out). An op whose row sets clock moves the clock: Apply reads
+// the time again after it.
+type applyFunc func(e *Engine, wall, now int64, op *Op, res *Result)
 
 // opInfo is one row of the table.
 type opInfo struct {

@@ -292,18 +292,18 @@ type strFunc func(e *Engine, now int64, hi uint32, s *stripe, op *Op) Result
 // would create a key and only an exact count can tell whether there is
 // room (memory.go); it then changed nothing that matters.
 func strOp(f strFunc) applyFunc {
-	return func(e *Engine, _, now int64, op *Op) Result {
+	return func(e *Engine, _, now int64, op *Op, res *Result) {
 		if op.Flags&^strFlagsAll != 0 {
-			return Result{Err: badRule("unknown string flags %#x", op.Flags)}
+			*res = Result{Err: badRule("unknown string flags %#x", op.Flags)}
+			return
 		}
 		hi, s := e.lock(op.Key)
 		s.strDrain(e.countedAt(now))
-		r := f(e, now, hi, s, op)
+		*res = f(e, now, hi, s, op)
 		s.mu.Unlock()
-		if r.Err == errNoRoom {
-			r = e.strOpFull(now, op, f)
+		if res.Err == errNoRoom {
+			*res = e.strOpFull(now, op, f)
 		}
-		return r
 	}
 }
 
