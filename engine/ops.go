@@ -158,8 +158,10 @@ type opInfo struct {
 	// since is the cluster version that introduced the operation
 	// (cluster/version.go): a group refuses it below that version.
 	since uint32
-	// fields are the Op fields the operation uses: what cluster/codec
-	// replicates of it (FieldDB aside, every op may carry it).
+	// fields are the Op fields the operation uses (FieldDB aside: every
+	// op may carry it): cluster/codec chooses by them which field travels
+	// in a shared slot of the wire, and cluster refuses an op carrying
+	// another.
 	fields OpFields
 	// answer is the Result number the op answers in (AnswerCount unless
 	// it says otherwise).
