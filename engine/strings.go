@@ -64,10 +64,6 @@ const (
 	OpExpireTime OpCode = 28
 )
 
-// StringOps lists the OpCodes introduced with string keys, for the
-// cluster-version gate.
-var StringOps = [...]OpCode{OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime}
-
 // Flags of the string ops (Op.Flags).
 const (
 	StrNX        uint32 = 1 << iota // OpSet: only if absent
