@@ -145,3 +145,43 @@ func (v Value) AppendText(dst []byte, s Style) []byte {
 	}
 	return append(dst, v.Str...)
 }
+
+// Error returns the text of an error reply (simple or bulk), "" for any
+// other reply.
+func (v Value) Error() string {
+	if v.Kind == SimpleError || v.Kind == BulkError {
+		return v.Str
+	}
+	return ""
+}
+
+// Ints returns the integers of an array of integers (sluice's limiter
+// replies); ok is false for any other reply.
+func (v Value) Ints() (ints []int64, ok bool) {
+	if v.Kind != Array || v.Null {
+		return nil, false
+	}
+	ints = make([]int64, len(v.Elems))
+	for i, e := range v.Elems {
+		if e.Kind != Integer {
+			return nil, false
+		}
+		ints[i] = e.Int
+	}
+	return ints, true
+}
+
+// Fields returns the pairs of a flat array or map of names and values
+// (RAFT.STATUS, CONFIG GET) as a map of strings; integers in decimal.
+func (v Value) Fields() map[string]string {
+	m := make(map[string]string, len(v.Elems)/2)
+	for i := 0; i+1 < len(v.Elems); i += 2 {
+		val := v.Elems[i+1]
+		if val.Kind == Integer {
+			m[v.Elems[i].Str] = strconv.FormatInt(val.Int, 10)
+		} else {
+			m[v.Elems[i].Str] = val.Str
+		}
+	}
+	return m
+}
