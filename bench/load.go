@@ -135,8 +135,8 @@ const (
 
 // worker is one connection's share of a run.
 type worker struct {
-	conn    *Conn
-	conns   []*Conn // with LoadOptions.Route: one per master, conns[0] == conn
+	conn    *respwire.Conn
+	conns   []*respwire.Conn // with LoadOptions.Route: one per master, conns[0] == conn
 	gen     *requestGen
 	hist    *Histogram
 	done    int64
@@ -223,9 +223,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		wk := &worker{}
 		workers[i] = wk
 		for _, a := range addrs {
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := Dial(dctx, a)
-			cancel()
+			c, err := dial(a)
 			if err != nil {
 				return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 			}
@@ -415,16 +413,16 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 
 // readReplies reads n decisions from c and, in the measured phase, records
 // them; false when the connection failed (wk.fail says why).
-func (wk *worker) readReplies(c *Conn, n int, ph int32, t0 time.Time) bool {
+func (wk *worker) readReplies(c *respwire.Conn, n int, ph int32, t0 time.Time) bool {
 	extra := wk.gen.allow.extraReplies()
 	for range n {
 		for range extra {
-			if err := respwire.Skip(c.br, limits); err != nil {
-				wk.fail = readErr(err)
+			if err := respwire.Skip(c.Reader, limits); err != nil {
+				wk.fail = err
 				return false
 			}
 		}
-		d, err := c.ReadDecision()
+		d, err := readDecision(c.Reader)
 		if err != nil {
 			wk.fail = err
 			return false
@@ -553,7 +551,7 @@ func Populate(ctx context.Context, addrs []string, t Template, prefix string, fr
 }
 
 func populateConn(ctx context.Context, addr string, t Template, prefix string, next *atomic.Uint64, to uint64, batch uint64) error {
-	c, err := Dial(ctx, addr)
+	c, err := dial(addr)
 	if err != nil {
 		return err
 	}
@@ -577,12 +575,12 @@ func populateConn(ctx context.Context, addr string, t Template, prefix string, n
 			return err
 		}
 		for i := lo; i < hi; i++ {
-			d, err := c.ReadDecision()
+			d, err := readDecision(c.Reader)
 			if err != nil {
 				return err
 			}
 			if d.Err {
-				return ReplyError(d.Msg)
+				return errors.New(d.Msg)
 			}
 		}
 	}

@@ -16,13 +16,22 @@ import (
 // strings, the form every Redis server accepts) and returns the extended
 // buffer.
 func AppendCommand(dst []byte, args ...string) []byte {
-	dst = appendHeader(dst, '*', len(args))
+	dst = AppendArray(dst, len(args))
 	for _, a := range args {
-		dst = appendHeader(dst, '$', len(a))
-		dst = append(dst, a...)
-		dst = append(dst, '\r', '\n')
+		dst = AppendBulk(dst, a)
 	}
 	return dst
+}
+
+// AppendArray appends the header of an array of n elements: a command
+// assembled from parts (the load generator's templates).
+func AppendArray(dst []byte, n int) []byte { return appendHeader(dst, '*', n) }
+
+// AppendBulk appends s as a bulk string.
+func AppendBulk[S string | []byte](dst []byte, s S) []byte {
+	dst = appendHeader(dst, '$', len(s))
+	dst = append(dst, s...)
+	return append(dst, '\r', '\n')
 }
 
 // appendHeader appends a type byte, a count and CRLF.
