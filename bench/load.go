@@ -135,8 +135,7 @@ const (
 
 // worker is one connection's share of a run.
 type worker struct {
-	conn    *respwire.Conn
-	conns   []*respwire.Conn // with LoadOptions.Route: one per master, conns[0] == conn
+	conns   []*respwire.Conn // one, or with LoadOptions.Route one per master
 	gen     *requestGen
 	hist    *Histogram
 	done    int64
@@ -156,11 +155,6 @@ type requestGen struct {
 	allow, dent Template
 	aPrefix     string
 	dPrefix     string
-}
-
-func (g *requestGen) append(b []byte) []byte {
-	t, prefix, i := g.next()
-	return t.AppendIndex(b, prefix, i)
 }
 
 // next picks the next request: its template, key prefix and key index.
@@ -220,7 +214,11 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		if o.Route != nil {
 			addrs = o.Route.Addrs
 		}
-		wk := &worker{}
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
+		wk := &worker{hist: NewHistogram(), gen: &requestGen{
+			pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
+			allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
+		}}
 		workers[i] = wk
 		for _, a := range addrs {
 			c, err := dial(a)
@@ -228,17 +226,6 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 				return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 			}
 			wk.conns = append(wk.conns, c)
-		}
-		wk.conn = wk.conns[0]
-		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		*wk = worker{
-			conn:  wk.conn,
-			conns: wk.conns,
-			hist:  NewHistogram(),
-			gen: &requestGen{
-				pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
-				allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
-			},
 		}
 	}
 
@@ -371,38 +358,56 @@ loop:
 	return res, nil
 }
 
-// run drives one connection until the phase is stop or the budget is spent.
-// Only batches sent in the measured phase count, so that every request
-// counted was sent and answered between the start and the end of the phase.
+// run drives one connection (with LoadOptions.Route, one per master) until
+// the phase is stop or the budget is spent: each batch's requests are
+// written to their masters' connections, then read master by master. Only
+// batches sent in the measured phase count, so that every request counted
+// was sent and answered between the start and the end of the phase.
 func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
-	if o.Route != nil {
-		wk.runRouted(ctx, o, phase, budget, measured)
-		return
-	}
-	p := o.Pipeline
-	buf := make([]byte, 0, 256*p)
+	bufs := make([][]byte, len(wk.conns))
+	counts := make([]int, len(wk.conns))
+	var key []byte
 	var lastDeadline time.Time
 	for ctx.Err() == nil {
 		ph, n := nextBatch(o, phase, budget)
 		if n == 0 {
 			return
 		}
-		buf = buf[:0]
-		for range n {
-			buf = wk.gen.append(buf)
+		for i := range bufs {
+			bufs[i], counts[i] = bufs[i][:0], 0
 		}
-		wk.conn.AppendRaw(buf)
+		for range n {
+			t, prefix, i := wk.gen.next()
+			m := 0
+			if o.Route != nil {
+				key = AppendKey(append(key[:0], prefix...), "", i)
+				m = o.Route.Node(key)
+			}
+			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
+			counts[m]++
+		}
 		t0 := time.Now()
-		if t0.Sub(lastDeadline) > o.Timeout/4 { // renewing per batch costs a timer update
-			_ = wk.conn.SetDeadline(t0.Add(o.Timeout))
+		renew := t0.Sub(lastDeadline) > o.Timeout/4 // renewing per batch costs a timer update
+		if renew {
 			lastDeadline = t0
 		}
-		if err := wk.conn.Flush(); err != nil {
-			wk.fail = err
-			return
+		for m, c := range wk.conns {
+			if counts[m] == 0 {
+				continue
+			}
+			if renew {
+				_ = c.SetDeadline(t0.Add(o.Timeout))
+			}
+			c.AppendRaw(bufs[m])
+			if err := c.Flush(); err != nil {
+				wk.fail = err
+				return
+			}
 		}
-		if !wk.readReplies(wk.conn, n, ph, t0) {
-			return
+		for m, c := range wk.conns {
+			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph, t0) {
+				return
+			}
 		}
 		if ph == phaseMeasure {
 			wk.done += int64(n)
@@ -465,59 +470,6 @@ func nextBatch(o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) (int32,
 		}
 	}
 	return ph, p
-}
-
-// runRouted is run for a routed load (LoadOptions.Route): each batch's
-// requests go to their keys' masters, written to every master first, then
-// read master by master.
-func (wk *worker) runRouted(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
-	bufs := make([][]byte, len(wk.conns))
-	counts := make([]int, len(wk.conns))
-	var key []byte
-	var lastDeadline time.Time
-	for ctx.Err() == nil {
-		ph, n := nextBatch(o, phase, budget)
-		if n == 0 {
-			return
-		}
-		for i := range bufs {
-			bufs[i], counts[i] = bufs[i][:0], 0
-		}
-		for range n {
-			t, prefix, i := wk.gen.next()
-			key = AppendKey(append(key[:0], prefix...), "", i)
-			m := o.Route.Node(key)
-			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
-			counts[m]++
-		}
-		t0 := time.Now()
-		renew := t0.Sub(lastDeadline) > o.Timeout/4
-		if renew {
-			lastDeadline = t0
-		}
-		for m, c := range wk.conns {
-			if counts[m] == 0 {
-				continue
-			}
-			if renew {
-				_ = c.SetDeadline(t0.Add(o.Timeout))
-			}
-			c.AppendRaw(bufs[m])
-			if err := c.Flush(); err != nil {
-				wk.fail = err
-				return
-			}
-		}
-		for m, c := range wk.conns {
-			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph, t0) {
-				return
-			}
-		}
-		if ph == phaseMeasure {
-			wk.done += int64(n)
-			measured.Add(int64(n))
-		}
-	}
 }
 
 // Populate sends the request of template t once for every key
