@@ -46,9 +46,6 @@ type LoadOptions struct {
 	// read at the start and the end of the measured phase for ops per log
 	// entry and the mean commit and hold times.
 	LogCounters func(context.Context) (LogStats, error)
-	// OnProgress, if set, is called about every 200 ms with the requests
-	// completed in the measured phase so far.
-	OnProgress func(done int64, elapsed time.Duration)
 }
 
 // Validate checks the options and fills defaults.
@@ -231,7 +228,6 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 
 	var phase atomic.Int32
 	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
-	var measured atomic.Int64
 	budget.Store(o.Requests)
 	if o.Warmup > 0 {
 		phase.Store(phaseWarmup)
@@ -246,7 +242,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk.run(runCtx, o, &phase, &budget, &measured)
+			wk.run(runCtx, o, &phase, &budget)
 		}()
 	}
 	// Closing the connections unblocks workers if the context ends early.
@@ -282,28 +278,16 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if o.LogCounters != nil {
 		log0, logErr = o.LogCounters(ctx)
 	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	var end <-chan time.Time
 	if o.Requests <= 0 {
 		tm := time.NewTimer(o.Duration)
 		defer tm.Stop()
 		end = tm.C
 	}
-loop:
-	for {
-		select {
-		case <-end:
-			break loop
-		case <-allDone:
-			break loop
-		case <-ctx.Done():
-			break loop
-		case <-tick.C:
-			if o.OnProgress != nil {
-				o.OnProgress(measured.Load(), time.Since(start))
-			}
-		}
+	select {
+	case <-end:
+	case <-allDone:
+	case <-ctx.Done():
 	}
 	phase.Store(phaseStop)
 	<-allDone
@@ -329,9 +313,6 @@ loop:
 		if wk.fail != nil {
 			fails = append(fails, fmt.Errorf("connection %d: %w", i, wk.fail))
 		}
-	}
-	if o.OnProgress != nil {
-		o.OnProgress(res.Requests, elapsed)
 	}
 	if elapsed > 0 {
 		res.Throughput = float64(res.Requests) / elapsed.Seconds()
@@ -363,7 +344,7 @@ loop:
 // written to their masters' connections, then read master by master. Only
 // batches sent in the measured phase count, so that every request counted
 // was sent and answered between the start and the end of the phase.
-func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
+func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) {
 	bufs := make([][]byte, len(wk.conns))
 	counts := make([]int, len(wk.conns))
 	var key []byte
@@ -411,7 +392,6 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 		}
 		if ph == phaseMeasure {
 			wk.done += int64(n)
-			measured.Add(int64(n))
 		}
 	}
 }

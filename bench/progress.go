@@ -25,9 +25,6 @@ func (p *Progress) Step(name string, d time.Duration) {
 	}
 }
 
-// Update reports how far the step is (0..1); lines show finished steps only.
-func (p *Progress) Update(frac float64, note string) {}
-
 // Finish prints the step's line.
 func (p *Progress) Finish(note string) {
 	if p != nil {

@@ -221,7 +221,6 @@ func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
 	p := NewProgress(&buf)
 	p.Step("one", time.Second)
-	p.Update(0.5, "x")
 	p.Finish("done one")
 	if !strings.Contains(buf.String(), "one: done one") {
 		t.Errorf("progress: %q", buf.String())

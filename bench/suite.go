@@ -176,14 +176,6 @@ func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (Loa
 		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
 	}
 	o.Seed = uint64(round + 1)
-	planned := o.Duration
-	o.OnProgress = func(done int64, elapsed time.Duration) {
-		if planned <= 0 {
-			return
-		}
-		rate := float64(done) / max(elapsed.Seconds(), 1e-9)
-		r.Progress.Update((float64(o.Warmup)+float64(elapsed))/float64(planned+o.Warmup), FormatCount(rate)+"/s")
-	}
 	lr, err := RunLoad(ctx, c.Workload, t.Dialect, o)
 	if err != nil {
 		if aerr := t.Alive(); aerr != nil {
