@@ -346,25 +346,23 @@ func (p *reqParser) whole(l *reqLimits) int {
 	if i == 0 || count == 0 || count > l.maxArgs || count > l.authArgs {
 		return 0
 	}
-	mark := len(p.argv)
+	argv := p.argv
 	for ; count > 0; count-- {
 		if i >= len(b) || b[i] != '$' {
-			p.argv = p.argv[:mark]
 			return 0
 		}
 		size, j := headerNum(b, i+1)
 		if j == 0 || size > l.maxBulk || size > l.authBulk || size > uint64(len(b)-j) || len(b)-j-int(size) < 2 {
-			p.argv = p.argv[:mark]
 			return 0
 		}
 		k := j + int(size)
 		if b[k] != '\r' || b[k+1] != '\n' {
-			p.argv = p.argv[:mark]
 			return 0
 		}
-		p.argv = append(p.argv, b[j:k:k])
+		argv = append(argv, b[j:k:k])
 		i = k + 2
 	}
+	p.argv = argv
 	p.ends = append(p.ends, len(p.argv))
 	return i
 }
