@@ -346,21 +346,25 @@ func (p *reqParser) whole(l *reqLimits) int {
 	if i == 0 || count == 0 || count > l.maxArgs || count > l.authArgs {
 		return 0
 	}
-	argv := p.argv
+	argv, mark := p.argv, len(p.argv)
 	for ; count > 0; count-- {
 		if i >= len(b) || b[i] != '$' {
-			return 0
+			break
 		}
 		size, j := headerNum(b, i+1)
 		if j == 0 || size > l.maxBulk || size > l.authBulk || size > uint64(len(b)-j) || len(b)-j-int(size) < 2 {
-			return 0
+			break
 		}
 		k := j + int(size)
 		if b[k] != '\r' || b[k+1] != '\n' {
-			return 0
+			break
 		}
 		argv = append(argv, b[j:k:k])
 		i = k + 2
+	}
+	if count > 0 {
+		p.argv = argv[:mark] // keeps any room it grew
+		return 0
 	}
 	p.argv = argv
 	p.ends = append(p.ends, len(p.argv))

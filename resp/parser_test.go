@@ -444,3 +444,28 @@ func TestParserStreamStaysSmall(t *testing.T) {
 		t.Fatalf("%d commands, want %d", n, want)
 	}
 }
+
+// TestParserNoAllocs: a steady client costs the parser no allocation,
+// whether each read holds whole commands or ends inside one.
+func TestParserNoAllocs(t *testing.T) {
+	all := encode("RL.ALL", "3", "TOKEN", "b:all3:u:12345", "1099511627776", "1/60000ms", "1",
+		"TOKEN", "b:all3:t:123", "1099511627776", "1/60000ms", "1", "TOKEN", "b:all3:g:1", "1099511627776", "1/60000ms", "1")
+	data := []byte(strings.Repeat(all, 16))
+	for _, cut := range []int{len(data), 1000, 333, 7} {
+		p := newReqParser(&cutConn{loopConn: loopConn{data: data}, cut: cut}, DefaultLimits())
+		owed := 0
+		run := func() { // 64 pipelines: AllocsPerRun rounds down
+			for owed += 16 * 64; owed > 0; {
+				cmds, err := p.next(false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				owed -= len(cmds)
+			}
+		}
+		run() // sizes the buffer and the slices
+		if allocs := testing.AllocsPerRun(100, run); allocs != 0 {
+			t.Errorf("reads of %d bytes: %v allocations per 1024 commands", cut, allocs)
+		}
+	}
+}
