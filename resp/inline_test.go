@@ -155,3 +155,22 @@ func TestInlineLikeRedis(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestInlineNULHidesLineEnd: as in Redis (measured: 65536 bytes wait,
+// 65537 get the error), a NUL byte in an inline line hides every line end
+// after it, so the bytes from the line's start count against MaxInline.
+func TestInlineNULHidesLineEnd(t *testing.T) {
+	for _, n := range []int{65536, 65537} {
+		in := "PING\x00\r\n" + strings.Repeat("PING\r\n", (n-7)/6) + strings.Repeat("x", (n-7)%6)
+		got := parseAll(t, newReqParser(&scriptConn{chunks: splitEvery([]byte(in), 4096)}, DefaultLimits()), false)
+		var pe *ProtocolError
+		switch {
+		case len(in) != n || len(got.calls) != 0:
+			t.Fatalf("%d bytes: %d calls", len(in), len(got.calls))
+		case n == 65536 && got.err != io.EOF:
+			t.Errorf("%d bytes: %v, want to wait for more", n, got.err)
+		case n == 65537 && (!errors.As(got.err, &pe) || pe.what != protoTooBigInline):
+			t.Errorf("%d bytes: %v, want too big inline request", n, got.err)
+		}
+	}
+}
