@@ -385,6 +385,14 @@ func (f *fsm) outcome(id, index, restores uint64) (int, []engine.Result) {
 	return outcomeNotApplied, nil
 }
 
+// knowsLeaders reports whether the log has announced any member's
+// addresses: a leader of the group was ready once (becomeReady).
+func (f *fsm) knowsLeaders() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.leaders) > 0
+}
+
 // leader returns what the log says about id's addresses.
 func (f *fsm) leader(id string) (codec.Leader, bool) {
 	f.mu.RLock()

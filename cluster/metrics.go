@@ -212,11 +212,13 @@ const readyLag = 256
 
 // versionSettle is how long after its start a node reports itself not
 // ready while its group runs an older cluster version than it supports: a
-// new cluster starts at version 1 and its leaders raise it within a second
-// or two (version.go), and until then the commands of later releases are
-// refused, so a probe that waits for readiness (a load balancer, systemd,
-// Kubernetes) should not send traffic yet. In a cluster that stays mixed
-// (a rolling upgrade), the node is ready after versionSettle anyway.
+// node joined to a cluster, or a cluster upgraded from an older release,
+// waits for its leaders to raise the version (version.go; a cluster this
+// release bootstrapped starts at its version), and until then the commands
+// of later releases are refused, so a probe that waits for readiness (a
+// load balancer, systemd, Kubernetes) should not send traffic yet. In a
+// cluster that stays mixed (a rolling upgrade), the node is ready after
+// versionSettle anyway.
 const versionSettle = 5 * time.Second
 
 // Ready reports whether the node can serve commands now (the /readyz
@@ -249,7 +251,7 @@ func (n *Node) Ready() error {
 	if commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex(); commit > applied+readyLag {
 		return fmt.Errorf("catching up: applied index %d, commit index %d", applied, commit)
 	}
-	if cv := n.fsm.clusterVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
+	if cv := n.gateVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
 		return fmt.Errorf("cluster version %d: waiting up to %s for every member to support %d", cv, versionSettle, SupportedVersion)
 	}
 	return nil

@@ -52,6 +52,10 @@ type Node struct {
 	// start (0 for none): this node's log reached it, so the group runs at
 	// least that version even while the log replays (gateVersion).
 	recordedVersion uint32
+	// bootVersion is the cluster version this node bootstrapped its group
+	// at, when it did at this start (0 otherwise): the gate trusts it until
+	// a leader of the group was ready (gateVersion).
+	bootVersion uint32
 	// started is when the node started: Ready gives a new node's group
 	// versionSettle to reach the newest cluster version (metrics.go).
 	started time.Time
@@ -219,6 +223,17 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if n.startIndex, err = lastCommandIndex(logs); err != nil {
 		return nil, err
 	}
+	// A group this node bootstraps now (no state yet) starts at this
+	// release's cluster version: no member of an older release ever ran
+	// it, so there is nothing to wait for (version.go, bootstrapVersion).
+	fresh := false
+	if !cfg.NoBootstrap {
+		has, err := raft.HasExistingState(logs, stable, snaps)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: read log: %w", err)
+		}
+		fresh = !has
+	}
 
 	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	var provider raft.ServerAddressProvider
@@ -313,6 +328,11 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 			// The same order on every node: the same first log entry.
 			for _, id := range slices.Sorted(maps.Keys(cfg.Peers)) {
 				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(cfg.Peers[id])})
+			}
+		}
+		if fresh {
+			if err := n.recordBootstrapVersion(); err != nil {
+				return nil, err
 			}
 		}
 		// Every node bootstraps the same voters; on restart there is state
@@ -713,6 +733,12 @@ func (n *Node) becomeReady() {
 		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
 		if err == nil {
 			n.replayed.Store(true)
+			// Before the announcement: a follower forwards to this
+			// leader once it sees its address, and by then the version
+			// entry has applied there too.
+			err = n.raiseToRecorded()
+		}
+		if err == nil {
 			entry := codec.AppendLeaderEntry(nil, codec.Leader{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
 			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
 		}
