@@ -127,7 +127,9 @@ func TestDedupSet(t *testing.T) {
 }
 
 // TestFSMAppliesBatchOnce: a batch ID applies once, in the same entry, in a
-// later one, and after a snapshot is restored on another replica.
+// later one, and after a snapshot is restored on another replica; a
+// re-send is answered with the first copy's results where the replica
+// applied it (the reply cache), else errDuplicateBatch.
 func TestFSMAppliesBatchOnce(t *testing.T) {
 	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
@@ -139,11 +141,20 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	f.await(entryID(data))
 	rs, ok := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).([]engine.Result)
 	f.forget(entryID(data), 0)
-	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || rs[2].Err != errDuplicateBatch {
+	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || !reflect.DeepEqual(rs[2], rs[1]) {
 		t.Fatalf("results %+v", rs)
 	}
-	// A later entry with the same ID: skipped.
-	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: batchEntry(stamp+1, []codec.BatchID{testID(1)}, [][]engine.Op{a})})
+	// A later entry with the same ID: skipped, answered from the cache.
+	data = batchEntry(stamp+1, []codec.BatchID{testID(1)}, [][]engine.Op{a})
+	f.await(entryID(data))
+	again, _ := f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: data}).([]engine.Result)
+	f.forget(entryID(data), 0)
+	if len(again) != 1 || !reflect.DeepEqual(again[0], rs[1]) {
+		t.Fatalf("re-send: %+v, want the first copy's %+v", again, rs[1])
+	}
+	if f.replies.batches.Load() != 1 || f.replies.bytes.Load() < resultSize {
+		t.Fatalf("cache: %d batches, %d bytes", f.replies.batches.Load(), f.replies.bytes.Load())
+	}
 	peek := func(e *engine.Engine, key string) int64 {
 		res := make([]engine.Result, 1)
 		e.Apply(stamp+2, []engine.Op{{Code: engine.OpPeek, Key: []byte(key)}}, res)
@@ -170,9 +181,46 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: batchEntry(stamp+2, []codec.BatchID{testID(1), testID(2)}, [][]engine.Op{a, a})})
+	data = batchEntry(stamp+2, []codec.BatchID{testID(1), testID(2)}, [][]engine.Op{a, a})
+	f2.await(entryID(data))
+	rs2, _ := f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: data}).([]engine.Result)
+	f2.forget(entryID(data), 0)
 	if got := peek(eng2, "a"); got != tokenRule.Limit-2 {
 		t.Fatalf("restored replica: a remaining %d, want %d (ID 1 skipped, ID 2 applied)", got, tokenRule.Limit-2)
+	}
+	// The replica never applied ID 1 itself: no reply to give.
+	if len(rs2) != 2 || rs2[0].Err != errDuplicateBatch || !rs2[1].Allowed {
+		t.Fatalf("restored replica's results %+v", rs2)
+	}
+}
+
+// TestReplyCacheBounds: replies are dropped replyWindow of log time after
+// they applied, and the oldest first once they take replyMaxBytes.
+func TestReplyCacheBounds(t *testing.T) {
+	c := newReplyCache()
+	t0 := int64(1e18)
+	c.keep(testID(1), t0, []engine.Result{{Allowed: true}})
+	c.keep(testID(2), t0+int64(replyWindow)/2, []engine.Result{{Allowed: true}})
+	if _, ok := c.get(testID(1)); !ok || c.batches.Load() != 2 {
+		t.Fatal("a fresh reply is not kept")
+	}
+	c.keep(testID(3), t0+int64(replyWindow)+1, []engine.Result{{Remaining: 7}})
+	if _, ok := c.get(testID(1)); ok {
+		t.Fatal("a reply older than the window is kept")
+	}
+	if rs, ok := c.get(testID(3)); !ok || rs[0].Remaining != 7 || c.batches.Load() != 2 || c.bytes.Load() != 2*resultSize {
+		t.Fatalf("after expiry: %d batches, %d bytes", c.batches.Load(), c.bytes.Load())
+	}
+	big := make([]engine.Result, 1)
+	big[0].Value = make([]byte, replyMaxBytes/2)
+	for i := range 4 {
+		c.keep(testID(byte(10+i)), t0+int64(replyWindow)+2, big)
+	}
+	if c.bytes.Load() > replyMaxBytes || c.batches.Load() != 1 {
+		t.Fatalf("over the memory bound: %d batches, %d bytes", c.batches.Load(), c.bytes.Load())
+	}
+	if _, ok := c.get(testID(13)); !ok {
+		t.Fatal("the newest reply was dropped")
 	}
 }
 
@@ -202,8 +250,9 @@ func (c breakOnReply) Read(p []byte) (int, error) {
 
 // TestResentBatchChargesOnce: a follower's forwarded batch whose
 // connection breaks after it was written (and applied) is sent again on a
-// new connection with the same ID; the FSM skips it, the reply is
-// UNCERTAIN, and the key is charged once on every replica.
+// new connection with the same ID; the FSM skips it, the reply is the
+// first copy's (the leader's reply cache), and the key is charged once on
+// every replica.
 func TestResentBatchChargesOnce(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	leader := tc.leader()
@@ -224,8 +273,8 @@ func TestResentBatchChargesOnce(t *testing.T) {
 	if !broke.Load() || dials.Load() < 2 {
 		t.Fatalf("the connection did not break after the write (broke %v, %d dials)", broke.Load(), dials.Load())
 	}
-	if err != errDuplicateBatch {
-		t.Fatalf("err = %v, want %v", err, errDuplicateBatch)
+	if err != nil || !res[0].Allowed || res[0].Remaining != tokenRule.Limit-1 {
+		t.Fatalf("re-sent batch: %+v, %v; want the first copy's reply (allowed, remaining %d)", res[0], err, tokenRule.Limit-1)
 	}
 	tc.waitConverged(leader)
 	for i, e := range tc.engines {
