@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -378,5 +379,78 @@ func TestFSMAwaitedByID(t *testing.T) {
 	f.forget(entryID(data), 0)
 	if rs := apply(4); rs != nil || len(f.awaited) != 0 {
 		t.Fatalf("forgotten entry still awaited: %+v, %v", rs, f.awaited)
+	}
+}
+
+// hookOnReply runs hook when the first reply arrives, then breaks the
+// connection instead of delivering it.
+type hookOnReply struct {
+	net.Conn
+	once *sync.Once
+	hook func()
+}
+
+func (c hookOnReply) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		hit := false
+		c.once.Do(func() { hit = true })
+		if hit {
+			c.hook()
+			c.Conn.Close()
+			return 0, io.ErrUnexpectedEOF
+		}
+	}
+	return n, err
+}
+
+// TestResentBatchAnsweredByNewLeader: the leader applies a forwarded
+// batch, the follower's connection breaks before the reply arrives, and
+// the leadership moves to the follower itself before it sends the batch
+// again: the new leader applied the first copy as a follower, so it
+// answers the re-send with that copy's results, and the key is charged
+// once.
+func TestResentBatchAnsweredByNewLeader(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	leader := tc.leader()
+	f := (leader + 1) % 3
+	exec(t, tc.nodes[f], decide("moved", tokenRule, 2)) // a reply to tell from a fresh decision
+	var once sync.Once
+	tc.nodes[f].fwd.wrap = func(c net.Conn) net.Conn {
+		return hookOnReply{Conn: c, once: &once, hook: func() {
+			// The follower has applied what the leader has (the entry
+			// committed before the leader answered); move the leadership
+			// to it.
+			waitFor(t, 5*time.Second, func() error {
+				if a, b := tc.nodes[f].fsm.applied.Load(), tc.nodes[leader].fsm.applied.Load(); a < b {
+					return fmt.Errorf("follower applied %d of %d", a, b)
+				}
+				return nil
+			})
+			if err := tc.nodes[leader].Transfer(context.Background(), tc.cfgs[f].ID); err != nil {
+				t.Errorf("transfer: %v", err)
+			}
+		}}
+	}
+	tc.nodes[f].fwd.close()
+	tc.nodes[f].fwd.mu.Lock()
+	tc.nodes[f].fwd.closed = false
+	tc.nodes[f].fwd.mu.Unlock()
+
+	res := make([]engine.Result, 1)
+	err := tc.nodes[f].Execute(context.Background(), []engine.Op{decide("moved", tokenRule, 1)}, res)
+	if k, _ := tc.nodes[f].route(); k != routeLocal {
+		t.Fatalf("the leadership did not move to the follower (route %d)", k)
+	}
+	if err != nil || !res[0].Allowed || res[0].Remaining != tokenRule.Limit-3 {
+		t.Fatalf("re-sent batch: %+v, %v; want the first copy's reply (allowed, remaining %d)", res[0], err, tokenRule.Limit-3)
+	}
+	tc.waitConverged(f)
+	for i, e := range tc.engines {
+		rs := make([]engine.Result, 1)
+		e.Apply(tc.clock.now(), []engine.Op{{Code: engine.OpPeek, Key: []byte("moved")}}, rs)
+		if rs[0].Remaining != tokenRule.Limit-3 {
+			t.Fatalf("node %d: remaining %d, want %d", i+1, rs[0].Remaining, tokenRule.Limit-3)
+		}
 	}
 }
