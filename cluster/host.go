@@ -490,12 +490,16 @@ func (h *Host) Ready() error {
 
 // Starting implements resp.Starter: ErrLoading until every group was
 // ready (Ready) once since the host started, then nil for good; PING, INFO
-// and CLUSTER INFO answer as a loading node meanwhile.
+// and CLUSTER INFO answer as a loading node meanwhile (ErrRemoved instead
+// on a node started after its removal).
 func (h *Host) Starting() error {
 	if h.servedOnce.Load() {
 		return nil
 	}
 	if err := h.Ready(); err != nil {
+		if errors.Is(err, ErrRemoved) {
+			return ErrRemoved // it will not serve: no LOADING
+		}
 		return ErrLoading
 	}
 	h.servedOnce.Store(true)

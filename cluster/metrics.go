@@ -265,6 +265,9 @@ func (n *Node) Ready() error {
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
+	if n.removed.Load() {
+		return ErrRemoved
+	}
 	kind, _ := n.route()
 	if kind == routeWait && n.transferring.Load() > 0 {
 		kind = routeLocal // a transfer of ours holds commands a moment; it fails none

@@ -83,6 +83,12 @@ type Node struct {
 	// soloVoter: the configuration last seen has this node as its only
 	// voter (readLocally).
 	soloVoter atomic.Bool
+	// removed: the group's latest configuration no longer has this node,
+	// which was a member (noteRemoved); it serves the group no more.
+	// member: a configuration seen since the start had it; lackedAtStart:
+	// the log's configuration at start did not (a node removed while it
+	// was down).
+	removed, member, lackedAtStart atomic.Bool
 	// handingOff: handOffAfterFault is running (diskhandoff.go).
 	handingOff atomic.Bool
 	// readyTerm is the term in which this node, as leader, finished its
@@ -343,6 +349,13 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		}
 	}
 
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		if servers := f.Configuration().Servers; len(servers) > 0 && !hasServer(servers, n.cfg.ID) {
+			n.lackedAtStart.Store(true)
+		}
+	}
+	n.noteRemoved()
+
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
@@ -416,6 +429,9 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	}
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
+	}
+	if n.removed.Load() {
+		return ErrRemoved
 	}
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		// A node still starting (replaying its log, its leader not ready

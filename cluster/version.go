@@ -165,6 +165,7 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.BadExpire:        2,
 	errcode.ValueTooLong:     2,
 	errcode.LogWriteFailed:   2,
+	errcode.Removed:          2,
 }
 
 // codeVersion is the cluster version that introduced code c.

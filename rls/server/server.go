@@ -260,7 +260,8 @@ func grpcError(err error) error {
 	case e.Code.Class() == errcode.MayHaveApplied:
 		c = codes.Unknown
 	case e.Code == errcode.ClusterDown, e.Code == errcode.ShuttingDown, e.Code == errcode.Loading,
-		e.Code == errcode.ClusterVersion, e.Code == errcode.ApplyHalted, e.Code == errcode.LogWriteFailed:
+		e.Code == errcode.ClusterVersion, e.Code == errcode.ApplyHalted, e.Code == errcode.LogWriteFailed,
+		e.Code == errcode.Removed:
 		c = codes.Unavailable
 	case e.Code == errcode.WrongType:
 		c = codes.FailedPrecondition

@@ -345,7 +345,7 @@ func TestDecisionDeadline(t *testing.T) {
 // retry, and 503 on /json; never INTERNAL.
 func TestTransientRefusalsAreUnavailable(t *testing.T) {
 	for _, c := range []errcode.Code{errcode.ClusterDown, errcode.ShuttingDown, errcode.Loading,
-		errcode.ClusterVersion, errcode.ApplyHalted, errcode.LogWriteFailed} {
+		errcode.ClusterVersion, errcode.ApplyHalted, errcode.LogWriteFailed, errcode.Removed} {
 		if got := status.Code(grpcError(&errcode.Error{Code: c, Num: 2, Detail: "1"})); got != codes.Unavailable {
 			t.Errorf("%s: %s, want Unavailable", c, got)
 		}
