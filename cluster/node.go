@@ -231,7 +231,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 	// A group this node bootstraps now (no state yet) starts at this
 	// release's cluster version: no member of an older release ever ran
-	// it, so there is nothing to wait for (version.go, bootstrapVersion).
+	// it, so there is nothing to wait for (version.go, recordBootstrapVersion).
 	fresh := false
 	if !cfg.NoBootstrap {
 		has, err := raft.HasExistingState(logs, stable, snaps)
