@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
@@ -163,26 +162,29 @@ func restoreDedup(meta [][2]string) (*dedupSet, error) {
 
 // The reply cache. The set above makes a re-sent batch apply at most once;
 // the cache gives its sender the first copy's results. Every replica keeps
-// the results of the forwarded batches it applied lately, by batch ID
-// (replies; filled as entries apply, like the set), so whichever node
-// leads when the re-send arrives answers it with what the first copy
-// decided: the same leader, or a new one that applied the first copy as a
-// follower. A replica that never applied the first copy itself (it
-// restored a snapshot past it) has no reply, and the re-send is answered
-// UNCERTAIN (errDuplicateBatch): the only outcome no node can tell.
+// the results of the forwarded batches it applied lately, by batch ID,
+// encoded as the forwarding wire carries them (codec.AppendResults: bytes
+// the garbage collector need not scan, about 10 to 20 per result), filled
+// as entries apply, like the set; so whichever node leads when the re-send
+// arrives answers it with what the first copy decided: the same leader, or
+// a new one that applied the first copy as a follower. A replica that
+// never applied the first copy itself (it restored a snapshot past it) has
+// no reply, and the re-send is answered UNCERTAIN (errDuplicateBatch): the
+// only outcome no node can tell.
 //
 // The cache is memory only, never in a snapshot, and bounded: a reply is
 // dropped replyWindow of log time after its batch applied (a follower
 // re-sends for at most fwdResendWindow after its first write), or sooner
-// once the replies kept take more than replyMaxBytes (so at most about
-// replyMaxBytes per group and replica, whatever the load; under a load
-// that fills it faster, the window shrinks and a late re-send is answered
-// UNCERTAIN as before).
+// once the replies kept take more than replyMaxBytes or outnumber
+// dedupMax (so at most about replyMaxBytes per group and replica, whatever
+// the load; under a load that fills it faster, the window shrinks and a
+// late re-send is answered UNCERTAIN as before).
 const (
 	replyWindow   = 15 * time.Second
 	replyMaxBytes = 32 << 20
-	// resultSize is what one engine.Result takes in the cache.
-	resultSize = int64(unsafe.Sizeof(engine.Result{}))
+	// replyOverhead is what a kept reply costs besides its bytes: its map
+	// entry and its place in the FIFO.
+	replyOverhead = 96
 )
 
 // replyRec is one kept reply, in the cache's FIFO.
@@ -195,43 +197,48 @@ type replyRec struct {
 // replyCache is a replica's recent replies. It is owned by the FSM
 // goroutine; bytes and batches are read by the metrics.
 type replyCache struct {
-	m       map[codec.BatchID][]engine.Result
-	order   []replyRec // a FIFO: order[head:] are live, oldest first
+	m       map[codec.BatchID][]byte // the encoded results
+	order   []replyRec               // a FIFO: order[head:] are live, oldest first
 	head    int
+	scratch []byte // keep's encoding buffer
 	bytes   atomic.Int64
 	batches atomic.Int64
 }
 
 func newReplyCache() *replyCache {
-	return &replyCache{m: make(map[codec.BatchID][]engine.Result)}
+	return &replyCache{m: make(map[codec.BatchID][]byte)}
 }
 
-// keep stores rs, which the cache owns from now on, as the reply of batch
-// id applied at log time stamp, and drops what is past the bounds.
-func (c *replyCache) keep(id codec.BatchID, stamp int64, rs []engine.Result) {
+// keep stores b, which the cache owns from now on, as the encoded reply of
+// batch id applied at log time stamp, and drops what is past the bounds.
+func (c *replyCache) keep(id codec.BatchID, stamp int64, b []byte) {
 	if _, ok := c.m[id]; ok {
 		return
 	}
-	size := resultsSize(rs)
-	c.m[id] = rs
+	size := int64(len(b)) + replyOverhead
+	c.m[id] = b
 	c.order = append(c.order, replyRec{id: id, stamp: stamp, size: size})
 	c.bytes.Add(size)
 	c.batches.Add(1)
 	c.expire(stamp)
 }
 
-// get returns the reply kept for batch id.
-func (c *replyCache) get(id codec.BatchID) ([]engine.Result, bool) {
-	rs, ok := c.m[id]
-	return rs, ok
+// get decodes the reply kept for batch id into rs, which must have as many
+// results as the batch had ops; false when none is kept (or it does not
+// fit rs).
+func (c *replyCache) get(id codec.BatchID, rs []engine.Result) bool {
+	b, ok := c.m[id]
+	return ok && codec.DecodeResults(b, rs, sentinels) == nil
 }
 
 // expire drops the replies older than replyWindow at log time now, and
-// the oldest while the cache holds more than replyMaxBytes.
+// the oldest while the cache holds more than replyMaxBytes or more
+// batches than the set remembers (a re-send of a batch the set forgot
+// applies again: its reply is of no use).
 func (c *replyCache) expire(now int64) {
 	for c.head < len(c.order) {
 		r := c.order[c.head]
-		if r.stamp >= now-int64(replyWindow) && c.bytes.Load() <= replyMaxBytes {
+		if r.stamp >= now-int64(replyWindow) && c.bytes.Load() <= replyMaxBytes && c.batches.Load() <= dedupMax {
 			break
 		}
 		delete(c.m, r.id)
@@ -244,33 +251,5 @@ func (c *replyCache) expire(now int64) {
 		n := copy(c.order, c.order[c.head:])
 		clear(c.order[n:])
 		c.order, c.head = c.order[:n], 0
-	}
-}
-
-// resultsSize is about the memory rs holds: the results and what they
-// point to.
-func resultsSize(rs []engine.Result) int64 {
-	n := int64(len(rs)) * resultSize
-	for i := range rs {
-		n += int64(len(rs[i].Value))
-		for _, k := range rs[i].Keys {
-			n += int64(len(k)) + 24
-		}
-		n += resultsSize(rs[i].Each)
-	}
-	return n
-}
-
-// cloneResults copies rs into dst (len(dst) == len(rs)), with copies of
-// the slices results keep of their own (RL.ALL's Each may be a buffer of
-// the op).
-func cloneResults(dst, rs []engine.Result) {
-	copy(dst, rs)
-	for i := range dst {
-		if dst[i].Each != nil {
-			each := make([]engine.Result, len(dst[i].Each))
-			cloneResults(each, dst[i].Each)
-			dst[i].Each = each
-		}
 	}
 }

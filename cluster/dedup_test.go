@@ -153,7 +153,7 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	if len(again) != 1 || !reflect.DeepEqual(again[0], rs[1]) {
 		t.Fatalf("re-send: %+v, want the first copy's %+v", again, rs[1])
 	}
-	if f.replies.batches.Load() != 1 || f.replies.bytes.Load() < resultSize {
+	if f.replies.batches.Load() != 1 || f.replies.bytes.Load() <= replyOverhead {
 		t.Fatalf("cache: %d batches, %d bytes", f.replies.batches.Load(), f.replies.bytes.Load())
 	}
 	peek := func(e *engine.Engine, key string) int64 {
@@ -200,27 +200,31 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 func TestReplyCacheBounds(t *testing.T) {
 	c := newReplyCache()
 	t0 := int64(1e18)
-	c.keep(testID(1), t0, []engine.Result{{Allowed: true}})
-	c.keep(testID(2), t0+int64(replyWindow)/2, []engine.Result{{Allowed: true}})
-	if _, ok := c.get(testID(1)); !ok || c.batches.Load() != 2 {
+	enc := func(rs ...engine.Result) []byte { return codec.AppendResults(nil, rs) }
+	got := make([]engine.Result, 1)
+	c.keep(testID(1), t0, enc(engine.Result{Allowed: true}))
+	c.keep(testID(2), t0+int64(replyWindow)/2, enc(engine.Result{Allowed: true}))
+	if !c.get(testID(1), got) || !got[0].Allowed || c.batches.Load() != 2 {
 		t.Fatal("a fresh reply is not kept")
 	}
-	c.keep(testID(3), t0+int64(replyWindow)+1, []engine.Result{{Remaining: 7}})
-	if _, ok := c.get(testID(1)); ok {
+	if c.get(testID(1), make([]engine.Result, 2)) {
+		t.Fatal("a reply decoded into results of another length")
+	}
+	c.keep(testID(3), t0+int64(replyWindow)+1, enc(engine.Result{Remaining: 7, Err: engine.ErrWrongType}))
+	if c.get(testID(1), got) {
 		t.Fatal("a reply older than the window is kept")
 	}
-	if rs, ok := c.get(testID(3)); !ok || rs[0].Remaining != 7 || c.batches.Load() != 2 || c.bytes.Load() != 2*resultSize {
-		t.Fatalf("after expiry: %d batches, %d bytes", c.batches.Load(), c.bytes.Load())
+	if !c.get(testID(3), got) || got[0].Remaining != 7 || got[0].Err != engine.ErrWrongType || c.batches.Load() != 2 {
+		t.Fatalf("after expiry: %+v, %d batches", got[0], c.batches.Load())
 	}
-	big := make([]engine.Result, 1)
-	big[0].Value = make([]byte, replyMaxBytes/2)
+	big := enc(engine.Result{Value: make([]byte, replyMaxBytes/2)})
 	for i := range 4 {
 		c.keep(testID(byte(10+i)), t0+int64(replyWindow)+2, big)
 	}
 	if c.bytes.Load() > replyMaxBytes || c.batches.Load() != 1 {
 		t.Fatalf("over the memory bound: %d batches, %d bytes", c.batches.Load(), c.bytes.Load())
 	}
-	if _, ok := c.get(testID(13)); !ok {
+	if !c.get(testID(13), got) {
 		t.Fatal("the newest reply was dropped")
 	}
 }

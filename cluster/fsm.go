@@ -313,9 +313,7 @@ func (f *fsm) applyBatch(e codec.Entry, results []engine.Result) {
 	}
 	f.keepReplies(e, dups, results)
 	for _, sp := range dups {
-		rs, ok := f.replies.get(sp.ID)
-		if ok && len(rs) == sp.N {
-			cloneResults(results[sp.Off:sp.Off+sp.N], rs)
+		if f.replies.get(sp.ID, results[sp.Off:sp.Off+sp.N]) {
 			f.metrics.resent(true)
 			continue
 		}
@@ -326,20 +324,17 @@ func (f *fsm) applyBatch(e codec.Entry, results []engine.Result) {
 	}
 }
 
-// keepReplies copies the results of the entry's forwarded requests that
+// keepReplies encodes the results of the entry's forwarded requests that
 // applied (not dups) into the reply cache: one allocation for the entry.
 func (f *fsm) keepReplies(e codec.Entry, dups []codec.Span, results []engine.Result) {
-	n := 0
-	for _, sp := range e.Spans {
-		if sp.ID != (codec.BatchID{}) {
-			n += sp.N
-		}
+	c := f.replies
+	type kept struct {
+		id       codec.BatchID
+		from, to int
 	}
-	if n == 0 {
-		return
-	}
-	kept := make([]engine.Result, n)
-	off := 0
+	var spans [16]kept
+	ks := spans[:0]
+	b := c.scratch[:0]
 spans:
 	for _, sp := range e.Spans {
 		if sp.ID == (codec.BatchID{}) {
@@ -350,10 +345,20 @@ spans:
 				continue spans
 			}
 		}
-		rs := kept[off : off+sp.N : off+sp.N]
-		off += sp.N
-		cloneResults(rs, results[sp.Off:sp.Off+sp.N])
-		f.replies.keep(sp.ID, e.Stamp, rs)
+		from := len(b)
+		b = codec.AppendResults(b, results[sp.Off:sp.Off+sp.N])
+		ks = append(ks, kept{sp.ID, from, len(b)})
+	}
+	if len(ks) == 0 {
+		return
+	}
+	own := make([]byte, len(b))
+	copy(own, b)
+	if cap(b) <= maxScratch*64 {
+		c.scratch = b[:0]
+	}
+	for _, k := range ks {
+		c.keep(k.id, e.Stamp, own[k.from:k.to:k.to])
 	}
 }
 
