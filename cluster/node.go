@@ -231,14 +231,19 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 	// A group this node bootstraps now (no state yet) starts at this
 	// release's cluster version: no member of an older release ever ran
-	// it, so there is nothing to wait for (version.go, recordBootstrapVersion).
-	fresh := false
+	// it, so there is nothing to wait for (version.go,
+	// recordBootstrapVersion). Before Raft starts: once it runs, a leader
+	// may replicate the version entry here, which the FSM records too.
 	if !cfg.NoBootstrap {
 		has, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: read log: %w", err)
 		}
-		fresh = !has
+		if !has {
+			if err := n.recordBootstrapVersion(); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
@@ -334,11 +339,6 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 			// The same order on every node: the same first log entry.
 			for _, id := range slices.Sorted(maps.Keys(cfg.Peers)) {
 				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(cfg.Peers[id])})
-			}
-		}
-		if fresh {
-			if err := n.recordBootstrapVersion(); err != nil {
-				return nil, err
 			}
 		}
 		// Every node bootstraps the same voters; on restart there is state

@@ -46,12 +46,16 @@ func TestRemovedNodeSaysSo(t *testing.T) {
 				return err.Error()
 			}
 			defer conn.Close()
-			v, err := conn.Do(5*time.Second, "INCRBY", "removed", "1")
+			// A read until it knows (a write before then would apply).
+			v, err := conn.Do(5*time.Second, "GET", "removed")
 			if err != nil {
 				return err.Error()
 			}
 			if !strings.HasPrefix(v.Str, removedText) {
-				return "INCRBY: " + v.Text(respwire.NoLengths)
+				return "GET: " + v.Text(respwire.NoLengths)
+			}
+			if v, err = conn.Do(5*time.Second, "INCRBY", "removed", "1"); err != nil || !strings.HasPrefix(v.Str, removedText) {
+				return fmt.Sprintf("INCRBY once GET is refused: %s, %v", v.Text(respwire.NoLengths), err)
 			}
 			for g := range shardCount {
 				st, err := c.raftStatus(n3, g)
