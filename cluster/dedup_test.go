@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -422,17 +423,26 @@ func TestResentBatchAnsweredByNewLeader(t *testing.T) {
 	var once sync.Once
 	tc.nodes[f].fwd.wrap = func(c net.Conn) net.Conn {
 		return hookOnReply{Conn: c, once: &once, hook: func() {
+			// On the forward client's reader goroutine: no t.Fatal here.
 			// The follower has applied what the leader has (the entry
 			// committed before the leader answered); move the leadership
-			// to it.
-			waitFor(t, 5*time.Second, func() error {
-				if a, b := tc.nodes[f].fsm.applied.Load(), tc.nodes[leader].fsm.applied.Load(); a < b {
-					return fmt.Errorf("follower applied %d of %d", a, b)
+			// to it from whichever node leads now.
+			err := testkit.Poll(5*time.Second, 5*time.Millisecond, func() error {
+				for i, n := range tc.nodes {
+					if k, _ := n.route(); k == routeLocal && i != f {
+						if a, b := tc.nodes[f].fsm.applied.Load(), n.fsm.applied.Load(); a < b {
+							return fmt.Errorf("follower applied %d of %d", a, b)
+						}
+						return n.Transfer(context.Background(), tc.cfgs[f].ID)
+					}
 				}
-				return nil
+				if k, _ := tc.nodes[f].route(); k == routeLocal {
+					return nil // it leads already
+				}
+				return errors.New("no ready leader")
 			})
-			if err := tc.nodes[leader].Transfer(context.Background(), tc.cfgs[f].ID); err != nil {
-				t.Errorf("transfer: %v", err)
+			if err != nil {
+				t.Errorf("moving the leadership to the follower: %v", err)
 			}
 		}}
 	}
