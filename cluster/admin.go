@@ -99,8 +99,8 @@ func hasServer(servers []raft.Server, id string) bool {
 // Removed stops this node serving the group (Execute, Ready); a later
 // configuration that has it again (a new RAFT.JOIN) clears it.
 func (n *Node) noteRemoved() {
-	f := n.raft.GetConfiguration()
-	if waitFuture(n.closing, f, 200*time.Millisecond) != nil {
+	f := n.raft.GetConfiguration() // answered at once: Raft's latest configuration
+	if f.Error() != nil {
 		return
 	}
 	servers := f.Configuration().Servers
