@@ -196,6 +196,10 @@ var catalogue = [NumCodes]Entry{
 		Bare:     "MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can",
 		Producer: "cluster: a full disk or an I/O error on this node's log (the failed entry was never stored or replicated)",
 		Assume:   "certainly not applied; retry, or another node; the node serves again by itself once it can write"},
+	Removed: {Name: "removed from the cluster", Class: NotApplied,
+		Reply:    "ERR this node was removed from the cluster (RAFT.REMOVE) and serves no more as a member: send commands to another node; to serve again, wipe its data dir and RAFT.JOIN it (RAFT.STATUS shows removed:1)",
+		Producer: "cluster, on a node whose group's configuration no longer has it",
+		Assume:   "not applied; send it to another node"},
 }
 
 // Entry returns c's row of the catalogue; a zero Entry for a code beyond
