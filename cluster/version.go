@@ -110,6 +110,31 @@ var opVersions = []struct {
 	{engine.OpExpireTime, 2},
 	// v0.2.0: Envoy's rate limit service (engine/ratelimit.go).
 	{engine.OpRateLimit, 2},
+	// v0.3.0: hashes, sorted sets and lists (engine/colls.go).
+	{engine.OpHSet, 3},
+	{engine.OpHGet, 3},
+	{engine.OpHMGet, 3},
+	{engine.OpHGetAll, 3},
+	{engine.OpHDel, 3},
+	{engine.OpHLen, 3},
+	{engine.OpHIncrBy, 3},
+	{engine.OpHIncrByFloat, 3},
+	{engine.OpZAdd, 3},
+	{engine.OpZRem, 3},
+	{engine.OpZCard, 3},
+	{engine.OpZScore, 3},
+	{engine.OpZRank, 3},
+	{engine.OpZRange, 3},
+	{engine.OpZRemRange, 3},
+	{engine.OpZPop, 3},
+	{engine.OpLPush, 3},
+	{engine.OpLPop, 3},
+	{engine.OpLLen, 3},
+	{engine.OpLIndex, 3},
+	{engine.OpLRange, 3},
+	{engine.OpLTrim, 3},
+	{engine.OpLSet, 3},
+	{engine.OpLRem, 3},
 }
 
 // entryVersions gives every log entry type the cluster version from which
@@ -176,6 +201,15 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.BadExpire:        2,
 	errcode.ValueTooLong:     2,
 	errcode.LogWriteFailed:   2,
+
+	errcode.HashNotInteger:     3,
+	errcode.HashNotFloat:       3,
+	errcode.NaNOrInfinity:      3,
+	errcode.ScoreNaN:           3,
+	errcode.NoSuchKey:          3,
+	errcode.IndexOutOfRange:    3,
+	errcode.CollectionTooLarge: 3,
+	errcode.NotFloat:           3,
 }
 
 // codeVersion is the cluster version that introduced code c.

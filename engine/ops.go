@@ -75,7 +75,7 @@ type opInfo struct {
 
 // numOps bounds the operation codes: every OpCode is below it. An untyped
 // constant, so that it is no OpCode itself.
-const numOps = int(OpRateLimit) + 1
+const numOps = 120
 
 // ops is the table, indexed by OpCode; a code without an operation has a
 // zero row (no name). Read-only.
@@ -107,6 +107,35 @@ var ops = [numOps]opInfo{
 	OpPersist:    {name: "OpPersist", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpStrlen:     {name: "OpStrlen", route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpExpireTime: {name: "OpExpireTime", route: RouteKey, merge: MergeOne, keys: KeysKey},
+
+	// Collections (colls.go). Their replies grow with one key's
+	// collection, bounded by max-collection-len, not with the keyspace:
+	// none is growsReply, so HGETALL, ZRANGE and LRANGE run in MULTI as
+	// in Redis (docs/design.md, "Collections").
+	OpHSet:         {name: "OpHSet", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHGet:         {name: "OpHGet", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHMGet:        {name: "OpHMGet", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHGetAll:      {name: "OpHGetAll", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHDel:         {name: "OpHDel", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHLen:         {name: "OpHLen", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHIncrBy:      {name: "OpHIncrBy", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpHIncrByFloat: {name: "OpHIncrByFloat", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZAdd:         {name: "OpZAdd", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZRem:         {name: "OpZRem", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZCard:        {name: "OpZCard", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZScore:       {name: "OpZScore", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZRank:        {name: "OpZRank", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZRange:       {name: "OpZRange", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZRemRange:    {name: "OpZRemRange", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpZPop:         {name: "OpZPop", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLPush:        {name: "OpLPush", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLPop:         {name: "OpLPop", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLLen:         {name: "OpLLen", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLIndex:       {name: "OpLIndex", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLRange:       {name: "OpLRange", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLTrim:        {name: "OpLTrim", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLSet:         {name: "OpLSet", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpLRem:         {name: "OpLRem", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 
 	// Every key of a rate limit request carries its domain as the hash
 	// tag (rls), so they share one slot: All[0].Key routes it.

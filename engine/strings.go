@@ -328,7 +328,7 @@ func (e *Engine) strOpLocked(now int64, hi uint32, s *stripe, op *Op) Result {
 		switch {
 		case kind == KindNone:
 			return Result{}
-		case kind != KindString:
+		case !isValueKind(kind):
 			return Result{Err: ErrWrongType}
 		case s.entry(idx).a == 0:
 			return Result{}
@@ -349,13 +349,14 @@ func (e *Engine) strOpLocked(now int64, hi uint32, s *stripe, op *Op) Result {
 		switch kind {
 		case KindNone:
 			return Result{Count: -2}
-		case KindString:
-			if a := s.entry(idx).a; a != 0 {
-				return Result{Count: a}
-			}
-			return Result{Count: -1}
 		}
-		return Result{Err: ErrWrongType}
+		if !isValueKind(kind) {
+			return Result{Err: ErrWrongType}
+		}
+		if a := s.entry(idx).a; a != 0 {
+			return Result{Count: a}
+		}
+		return Result{Count: -1}
 	}
 	return Result{Err: badRule("unknown operation code %d", op.Code)}
 }
@@ -521,11 +522,10 @@ func (s *stripe) strExpire(now int64, hi uint32, op *Op) Result {
 		return Result{Err: err}
 	}
 	pos, idx, kind := s.strLookup(now, hi, op.Key)
-	switch kind {
-	case KindNone:
+	switch {
+	case kind == KindNone:
 		return Result{}
-	case KindString:
-	default:
+	case !isValueKind(kind):
 		return Result{Err: ErrWrongType}
 	}
 	cur := s.entry(idx).a // 0: none

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/cursor"
@@ -283,6 +284,34 @@ func parseRecord(c *cursor.Cursor, base int64, kinds byte) (engine.Record, error
 			return rec, fmt.Errorf("%w: a string key with a log", ErrCorrupt)
 		}
 		rec.Value = append([]byte{}, c.Bytes(MaxValueLen)...)
+		return rec, c.Err
+	}
+	if isColl(rec.Rule.Kind) {
+		if flags&flagLog != 0 {
+			return rec, fmt.Errorf("%w: a collection with a log", ErrCorrupt)
+		}
+		n := c.Uvarint()
+		if c.Err != nil {
+			return rec, c.Err
+		}
+		// Each element takes at least its length byte (and a score 8).
+		if n == 0 || n > MaxElems || n > uint64(len(c.B)) {
+			return rec, fmt.Errorf("%w: %d elements with %d bytes left", ErrCorrupt, n, len(c.B))
+		}
+		rec.Elems = make([][]byte, 0, n)
+		if rec.Rule.Kind == engine.KindZSet {
+			rec.Scores = make([]float64, 0, n)
+		}
+		for i := uint64(0); i < n && c.Err == nil; i++ {
+			rec.Elems = append(rec.Elems, append([]byte{}, c.Bytes(MaxValueLen)...))
+			if rec.Rule.Kind == engine.KindZSet {
+				if len(c.B) < 8 {
+					return rec, fmt.Errorf("%w: element %d's score truncated", ErrCorrupt, i)
+				}
+				rec.Scores = append(rec.Scores, math.Float64frombits(binary.LittleEndian.Uint64(c.B[:8])))
+				c.B = c.B[8:]
+			}
+		}
 		return rec, c.Err
 	}
 	if flags&flagLog != 0 && rec.Rule.Kind == engine.KindConcurrency {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 
 	"github.com/sluice-rl/sluice/engine"
 )
@@ -216,6 +217,18 @@ func checkRecord(rec engine.Record) error {
 	if rec.Rule.Kind == engine.KindString && (len(rec.Log) > 0 || len(rec.Leases) > 0) {
 		return fmt.Errorf("string key with timestamps or leases")
 	}
+	if isColl(rec.Rule.Kind) != (len(rec.Elems) > 0) || len(rec.Elems) > MaxElems ||
+		(rec.Rule.Kind == engine.KindZSet) != (len(rec.Scores) > 0) || len(rec.Scores) > 0 && len(rec.Scores) != len(rec.Elems) {
+		return fmt.Errorf("%s key with %d elements and %d scores", rec.Rule.Kind, len(rec.Elems), len(rec.Scores))
+	}
+	if isColl(rec.Rule.Kind) && (len(rec.Log) > 0 || len(rec.Leases) > 0 || len(rec.Value) > 0) {
+		return fmt.Errorf("%s key with timestamps, leases or a value", rec.Rule.Kind)
+	}
+	for _, el := range rec.Elems {
+		if len(el) > MaxValueLen {
+			return fmt.Errorf("%s key with an element of %d bytes", rec.Rule.Kind, len(el))
+		}
+	}
 	if len(rec.Leases) > MaxLogLen {
 		return fmt.Errorf("%d leases: at most %d", len(rec.Leases), MaxLogLen)
 	}
@@ -256,6 +269,17 @@ func appendRecord(b []byte, base int64, rec engine.Record) []byte {
 	if rec.Rule.Kind == engine.KindString {
 		b = binary.AppendUvarint(b, uint64(len(rec.Value)))
 		return append(b, rec.Value...)
+	}
+	if isColl(rec.Rule.Kind) {
+		b = binary.AppendUvarint(b, uint64(len(rec.Elems)))
+		for i, el := range rec.Elems {
+			b = binary.AppendUvarint(b, uint64(len(el)))
+			b = append(b, el...)
+			if rec.Rule.Kind == engine.KindZSet {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(rec.Scores[i]))
+			}
+		}
+		return b
 	}
 	if len(rec.Log) > 0 {
 		b = binary.AppendUvarint(b, uint64(len(rec.Log)))
