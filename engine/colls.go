@@ -255,6 +255,9 @@ type valuesBuilder struct {
 }
 
 func (v *valuesBuilder) add(b []byte) {
+	if v.buf == nil {
+		v.buf = make([]byte, 0, 64) // an empty value is not nil
+	}
 	v.buf = append(v.buf, b...)
 	v.ends = append(v.ends, len(v.buf))
 }

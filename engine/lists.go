@@ -39,6 +39,9 @@ const (
 const (
 	ListRight uint32 = 1 << iota
 	ListX
+	// ListBadInt: OpLIndex's or OpLSet's index was not an integer, an
+	// error Redis reports only once it found the list.
+	ListBadInt
 )
 
 // ListOps lists the list OpCodes.
@@ -216,6 +219,9 @@ func (c *collCtx) listOp() Result {
 		if l == nil {
 			return Result{}
 		}
+		if op.Flags&ListBadInt != 0 {
+			return Result{Err: ErrNotInteger}
+		}
 		i := op.Cost
 		if i < 0 {
 			i += int64(l.n)
@@ -265,6 +271,9 @@ func (c *collCtx) listOp() Result {
 		if l == nil {
 			return Result{Err: errcode.New(errcode.NoSuchKey)}
 		}
+		if op.Flags&ListBadInt != 0 {
+			return Result{Err: ErrNotInteger}
+		}
 		i := op.Cost
 		if i < 0 {
 			i += int64(l.n)
@@ -304,16 +313,16 @@ func (l *listVal) rem(v []byte, count int64) int64 {
 	n := l.n
 	keep := make([]bool, n)
 	removed := int64(0)
-	limit := count
-	if limit < 0 {
-		limit = -limit
+	limit := uint64(count)
+	if count < 0 {
+		limit = uint64(-(count + 1)) + 1
 	}
 	for k := range n {
 		i := k
 		if count < 0 {
 			i = n - 1 - k
 		}
-		if (limit == 0 || removed < limit) && string(l.at(i)) == string(v) {
+		if (limit == 0 || uint64(removed) < limit) && string(l.at(i)) == string(v) {
 			removed++
 			continue
 		}
