@@ -485,3 +485,31 @@ func (e *Engine) importColl(rec Record) error {
 	s.account()
 	return nil
 }
+
+// firstTimes reports, for each element of args from index from by step,
+// whether it is the first occurrence of its bytes there (HSET's fields,
+// ZADD's members named twice count once): a map for long lists, so a
+// command of n elements costs O(n), not O(n^2).
+func firstTimes(args [][]byte, from, step int) []bool {
+	out := make([]bool, len(args))
+	if (len(args)-from)/step <= 16 {
+		for i := from; i < len(args); i += step {
+			out[i] = true
+			for j := from; j < i; j += step {
+				if string(args[j]) == string(args[i]) {
+					out[i] = false
+					break
+				}
+			}
+		}
+		return out
+	}
+	seen := make(map[string]struct{}, (len(args)-from)/step)
+	for i := from; i < len(args); i += step {
+		if _, dup := seen[string(args[i])]; !dup {
+			seen[string(args[i])] = struct{}{}
+			out[i] = true
+		}
+	}
+	return out
+}

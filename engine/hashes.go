@@ -225,6 +225,7 @@ func (c *collCtx) hashOp() Result {
 		nx := op.Flags&HashNX != 0
 		// Count what is new first: nothing changes when refused.
 		newElems, newBytes := 0, int64(0)
+		first := firstTimes(op.Args, 0, 2)
 		for i := 0; i < len(op.Args); i += 2 {
 			f := op.Args[i]
 			if h != nil {
@@ -235,14 +236,7 @@ func (c *collCtx) hashOp() Result {
 					continue
 				}
 			}
-			dup := false
-			for j := 0; j < i; j += 2 {
-				if string(op.Args[j]) == string(f) {
-					dup = true
-					break
-				}
-			}
-			if !dup {
+			if first[i] {
 				newElems++
 				newBytes += int64(len(f) + len(op.Args[i+1]))
 			}

@@ -692,6 +692,7 @@ func (c *collCtx) zadd(z *zsetVal) Result {
 	// What is new, first: nothing changes when refused.
 	newElems, newBytes := 0, int64(0)
 	if f&ZXX == 0 {
+		first := firstTimes(op.Args, 1, 2)
 		for i := 1; i < len(op.Args); i += 2 {
 			m := op.Args[i]
 			if z != nil {
@@ -699,14 +700,7 @@ func (c *collCtx) zadd(z *zsetVal) Result {
 					continue
 				}
 			}
-			dup := false
-			for j := 1; j < i; j += 2 {
-				if string(op.Args[j]) == string(m) {
-					dup = true
-					break
-				}
-			}
-			if !dup {
+			if first[i] {
 				newElems++
 				newBytes += int64(len(m))
 			}
