@@ -58,3 +58,41 @@ func TestCollectionsRoundTrip(t *testing.T) {
 		t.Fatalf("corrupt count: %v", err)
 	}
 }
+
+// TestLargeCollectionChunks: a collection larger than a chunk is written
+// as several records and read back as one, a hash's fields with their
+// values, with the records around it intact.
+func TestLargeCollectionChunks(t *testing.T) {
+	mb := bytes.Repeat([]byte{'v'}, 1<<20)
+	h := engine.Record{Key: []byte("bighash"), Rule: engine.Rule{Kind: engine.KindHash}, A: now/1e6 + 1}
+	z := engine.Record{Key: []byte("bigzset"), Rule: engine.Rule{Kind: engine.KindZSet}}
+	for i := range 41 {
+		h.Elems = append(h.Elems, []byte("f"+strings.Repeat("x", i)), mb)
+		z.Elems = append(z.Elems, append([]byte{byte(i)}, mb...))
+		z.Scores = append(z.Scores, float64(i))
+	}
+	recs := []engine.Record{collRecords()[0], h, z, collRecords()[2]}
+	var buf bytes.Buffer
+	enc, err := NewEncoder(&buf, sampleHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := enc.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if enc.Records() <= uint64(len(recs)) {
+		t.Fatalf("%d records written: the large collections were not split", enc.Records())
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := decodeAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, recs) {
+		t.Fatalf("read back %d records, differing from the %d written", len(got), len(recs))
+	}
+}

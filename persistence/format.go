@@ -27,7 +27,10 @@
 //	          is its expiry as a string's): uvarint n | element*, where an
 //	          element is a hash's string field | string value (in insertion
 //	          order), a sorted set's string member | 8-byte little-endian
-//	          IEEE 754 score (in score order), a list's string (head first)
+//	          IEEE 754 score (in score order), a list's string (head first);
+//	          a collection of more than 16 MiB is written as several such
+//	          records of its key, each after the first with bit 7 set
+//	          ("continues the previous record", A 0), read back as one
 //
 // Version 4 added the collection kinds, version 3 the string kind, version 2 the concurrency kind; version
 // 1 and 2 streams (without those kinds, the same encoding otherwise) are
