@@ -47,7 +47,7 @@ type collection interface {
 const (
 	// collCost is a collection key's cost beyond its entry: its slab
 	// slot, heap slot and the collection's header.
-	collCost = 96
+	collCost = 48
 	// hashElemCost, zsetElemCost, listElemCost: one element's record.
 	hashElemCost = 20
 	zsetElemCost = 40
@@ -56,6 +56,10 @@ const (
 
 // DefaultMaxCollectionLen is Config.MaxCollectionLen's default.
 const DefaultMaxCollectionLen = 1_000_000
+
+// maxCollBytes bounds one collection's accounted bytes (its arena's
+// offsets are 32 bits).
+const maxCollBytes = 1 << 31
 
 func (c *collSlab) alloc(o collection) uint32 {
 	var id uint32
@@ -181,10 +185,12 @@ func collKindOf(c OpCode) Kind {
 // within the memory limit (errNoRoom asks the caller to reclaim and run
 // the op again, as for strings). It changes nothing.
 func (c *collCtx) room(elems int, bytes int64) error {
-	if c.n0+elems > c.e.maxColl {
+	add := int64(elems)*elemCost(c.kind) + bytes
+	// The arena's offsets are 32 bits: a collection stays within 2 GiB
+	// of elements whatever the bounds multiply to.
+	if c.n0+elems > c.e.maxColl || c.b0+add > maxCollBytes {
 		return &errcode.Error{Code: errcode.CollectionTooLarge, Num: int64(c.e.maxColl)}
 	}
-	add := int64(elems)*elemCost(c.kind) + bytes
 	if c.obj == nil {
 		return c.s.roomExtra(c.op.Key, c.kind, 0, add)
 	}
@@ -387,8 +393,8 @@ func tableSize(n int) int {
 // exportColl fills a record's elements from collection o (copies).
 func exportColl(o collection, rec *Record) {
 	switch v := o.(type) {
-	case *hashVal:
-		rec.Elems = make([][]byte, 0, 2*v.n)
+	case hashColl:
+		rec.Elems = make([][]byte, 0, 2*v.size())
 		v.each(func(i uint32) {
 			rec.Elems = append(rec.Elems, slices.Clone(v.keyAt(i)), slices.Clone(v.val(i)))
 		})
@@ -441,7 +447,14 @@ func (e *Engine) importColl(rec Record) error {
 	var o collection
 	switch k {
 	case KindHash:
-		h := &hashVal{}
+		var h hashColl = &smallHash{}
+		size := 0
+		for _, el := range rec.Elems {
+			size += len(el) + 2
+		}
+		if len(rec.Elems)/2 > smallHashFields || size > smallHashBytes {
+			h = &hashVal{}
+		}
 		for i := 0; i < len(rec.Elems); i += 2 {
 			if !h.set(rec.Elems[i], rec.Elems[i+1]) {
 				return bad("field %q twice", rec.Elems[i])

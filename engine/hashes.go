@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"math"
 	"math/big"
 	"strconv"
@@ -210,9 +211,9 @@ func (h *hashVal) each(f func(rec uint32)) {
 // hashOp runs one hash op.
 func (c *collCtx) hashOp() Result {
 	op := c.op
-	var h *hashVal
+	var h hashColl
 	if c.obj != nil {
-		h = c.obj.(*hashVal)
+		h = c.obj.(hashColl)
 	}
 	switch op.Code {
 	case OpHSet:
@@ -229,7 +230,7 @@ func (c *collCtx) hashOp() Result {
 		for i := 0; i < len(op.Args); i += 2 {
 			f := op.Args[i]
 			if h != nil {
-				if _, _, ok := h.find(f); ok {
+				if _, ok := h.get(f); ok {
 					if !nx {
 						newBytes += int64(len(op.Args[i+1]))
 					}
@@ -248,9 +249,10 @@ func (c *collCtx) hashOp() Result {
 			return Result{Err: err}
 		}
 		if h == nil {
-			h = &hashVal{}
+			h = &smallHash{}
 			c.create(h)
 		}
+		h = c.hashFor(h, newElems, newBytes)
 		added := int64(0)
 		for i := 0; i < len(op.Args); i += 2 {
 			if h.set(op.Args[i], op.Args[i+1]) {
@@ -262,7 +264,7 @@ func (c *collCtx) hashOp() Result {
 		if h == nil || len(op.Args) != 1 {
 			return Result{}
 		}
-		if _, rec, ok := h.find(op.Args[0]); ok {
+		if rec, ok := h.get(op.Args[0]); ok {
 			return Result{Count: 1, Kind: KindHash, Value: append([]byte{}, h.val(rec)...)}
 		}
 		return Result{}
@@ -273,7 +275,7 @@ func (c *collCtx) hashOp() Result {
 				vb.addNil()
 				continue
 			}
-			if _, rec, ok := h.find(f); ok {
+			if rec, ok := h.get(f); ok {
 				vb.add(h.val(rec))
 			} else {
 				vb.addNil()
@@ -285,7 +287,7 @@ func (c *collCtx) hashOp() Result {
 			return Result{Values: [][]byte{}}
 		}
 		var vb valuesBuilder
-		vb.buf = make([]byte, 0, h.data)
+		vb.buf = make([]byte, 0, h.dataBytes())
 		h.each(func(rec uint32) {
 			if op.Pattern != nil && !MatchGlob(op.Pattern, h.keyAt(rec)) {
 				return
@@ -313,7 +315,7 @@ func (c *collCtx) hashOp() Result {
 		if h == nil {
 			return Result{}
 		}
-		return Result{Count: int64(h.n)}
+		return Result{Count: int64(h.size())}
 	case OpHIncrBy:
 		if len(op.Args) != 1 {
 			return Result{Err: badRule("HINCRBY needs a field")}
@@ -325,7 +327,7 @@ func (c *collCtx) hashOp() Result {
 		found := false
 		if h != nil {
 			var rec uint32
-			if _, rec, found = h.find(op.Args[0]); found {
+			if rec, found = h.get(op.Args[0]); found {
 				var ok bool
 				if v, ok = ParseInt(h.val(rec)); !ok {
 					return Result{Err: errcode.New(errcode.HashNotInteger)}
@@ -358,7 +360,7 @@ func (c *collCtx) hashOp() Result {
 		found := false
 		if h != nil {
 			var rec uint32
-			if _, rec, found = h.find(op.Args[0]); found {
+			if rec, found = h.get(op.Args[0]); found {
 				if v, ok = ParseLongDouble(h.val(rec)); !ok {
 					return Result{Err: errcode.New(errcode.HashNotFloat)}
 				}
@@ -379,7 +381,7 @@ func (c *collCtx) hashOp() Result {
 
 // hashStore stores val at field Args[0] of h (nil: a new hash) and
 // returns res, or the room's error.
-func (c *collCtx) hashStore(h *hashVal, found bool, val []byte, res Result) Result {
+func (c *collCtx) hashStore(h hashColl, found bool, val []byte, res Result) Result {
 	f := c.op.Args[0]
 	if !found {
 		if err := c.room(1, int64(len(f)+len(val))); err != nil {
@@ -387,9 +389,10 @@ func (c *collCtx) hashStore(h *hashVal, found bool, val []byte, res Result) Resu
 		}
 	}
 	if h == nil {
-		h = &hashVal{}
+		h = &smallHash{}
 		c.create(h)
 	}
+	h = c.hashFor(h, 1, int64(len(f)+len(val)))
 	h.set(f, val)
 	return res
 }
@@ -578,4 +581,130 @@ func indexByte(b []byte, c byte) int {
 		}
 	}
 	return -1
+}
+
+// hashColl is a hash in either representation: a smallHash, or a hashVal
+// once it outgrows it. A record is what get returns: a record number of a
+// hashVal, an offset of a smallHash.
+type hashColl interface {
+	collection
+	get(f []byte) (rec uint32, ok bool)
+	set(f, v []byte) bool
+	del(f []byte) bool
+	keyAt(rec uint32) []byte
+	val(rec uint32) []byte
+	each(fn func(rec uint32))
+}
+
+func (h *hashVal) get(f []byte) (uint32, bool) {
+	_, rec, ok := h.find(f)
+	return rec, ok
+}
+
+// smallHash is a hash of at most smallHashFields fields and
+// smallHashBytes bytes: its fields and values packed in one byte slice,
+// each a uvarint length and its bytes, in insertion order, found by a
+// scan (as redis-server's listpack keeps a small hash). A token bucket's
+// hash of two fields costs its entry, this header and one allocation.
+type smallHash struct {
+	b []byte
+}
+
+const (
+	smallHashFields = bdictMin
+	smallHashBytes  = 512
+)
+
+func (h *smallHash) next(off uint32) (uint32, []byte) {
+	n, w := binary.Uvarint(h.b[off:])
+	start := off + uint32(w)
+	return start + uint32(n), h.b[start : start+uint32(n)]
+}
+
+func (h *smallHash) keyAt(rec uint32) []byte { _, f := h.next(rec); return f }
+func (h *smallHash) val(rec uint32) []byte {
+	end, _ := h.next(rec)
+	_, v := h.next(end)
+	return v
+}
+
+func (h *smallHash) each(fn func(rec uint32)) {
+	for off := uint32(0); off < uint32(len(h.b)); {
+		end, _ := h.next(off)
+		next, _ := h.next(end)
+		fn(off)
+		off = next
+	}
+}
+
+func (h *smallHash) size() int {
+	n := 0
+	h.each(func(uint32) { n++ })
+	return n
+}
+
+func (h *smallHash) dataBytes() int64 {
+	d := int64(0)
+	h.each(func(rec uint32) { d += int64(len(h.keyAt(rec))+len(h.val(rec))) + hashElemCost })
+	return d
+}
+
+func (h *smallHash) get(f []byte) (uint32, bool) {
+	for off := uint32(0); off < uint32(len(h.b)); {
+		end, k := h.next(off)
+		next, _ := h.next(end)
+		if string(k) == string(f) {
+			return off, true
+		}
+		off = next
+	}
+	return 0, false
+}
+
+// set sets f to v in place (the rest moved), or appends it.
+func (h *smallHash) set(f, v []byte) bool {
+	rec, ok := h.get(f)
+	if !ok {
+		h.b = binary.AppendUvarint(h.b, uint64(len(f)))
+		h.b = append(h.b, f...)
+		h.b = binary.AppendUvarint(h.b, uint64(len(v)))
+		h.b = append(h.b, v...)
+		return true
+	}
+	end, _ := h.next(rec)
+	next, _ := h.next(end)
+	nb := make([]byte, 0, len(h.b)-int(next-end)+uvarintLen(uint64(len(v)))+len(v))
+	nb = append(nb, h.b[:end]...)
+	nb = binary.AppendUvarint(nb, uint64(len(v)))
+	nb = append(nb, v...)
+	h.b = append(nb, h.b[next:]...)
+	return false
+}
+
+func (h *smallHash) del(f []byte) bool {
+	rec, ok := h.get(f)
+	if !ok {
+		return false
+	}
+	end, _ := h.next(rec)
+	next, _ := h.next(end)
+	h.b = append(h.b[:rec], h.b[next:]...)
+	if len(h.b) == 0 {
+		h.b = nil
+	}
+	return true
+}
+
+// hashFor returns h, or h converted to a hashVal when adding elems fields
+// and bytes bytes would outgrow a smallHash; c's collection is replaced.
+func (c *collCtx) hashFor(h hashColl, elems int, bytes int64) hashColl {
+	sh, ok := h.(*smallHash)
+	if !ok || c.n0+elems <= smallHashFields && int64(len(sh.b))+bytes+int64(4*elems) <= smallHashBytes {
+		return h
+	}
+	big := &hashVal{}
+	sh.each(func(rec uint32) { big.set(sh.keyAt(rec), sh.val(rec)) })
+	c.s.colls.objs[c.s.entry(c.idx).b] = big
+	c.obj = big
+	return big
 }

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/sluice-rl/sluice/internal/errcode"
+import (
+	"encoding/binary"
+
+	"github.com/sluice-rl/sluice/internal/errcode"
+)
 
 // Lists (KindList): LPUSH, LINDEX, LTRIM... (SPEC section 15), no blocking
 // commands. A list is a ring of records pointing into its byte arena: a
@@ -47,30 +51,38 @@ const (
 // ListOps lists the list OpCodes.
 var ListOps = [...]OpCode{OpLPush, OpLPop, OpLLen, OpLIndex, OpLRange, OpLTrim, OpLSet, OpLRem}
 
+// listVal is one list: its elements in arena, each after its length as
+// a uvarint (as a listpack packs them), and a ring of their offsets.
 type listVal struct {
 	arena   []byte
-	ring    []lrec // len is a power of two (or 0)
+	ring    []uint32 // offsets into arena; len is a power of two (or 0)
 	head    int
 	n       int
 	garbage int
 	data    int64
 }
 
-type lrec struct{ off, len uint32 }
-
 func (l *listVal) size() int        { return l.n }
 func (l *listVal) dataBytes() int64 { return l.data + int64(l.n)*listElemCost }
 
-func (l *listVal) rec(i int) *lrec { return &l.ring[(l.head+i)&(len(l.ring)-1)] }
+func (l *listVal) rec(i int) *uint32 { return &l.ring[(l.head+i)&(len(l.ring)-1)] }
+
+// elem returns the element at arena offset off and its stored size
+// (length prefix included).
+func (l *listVal) elem(off uint32) ([]byte, int) {
+	n, w := binary.Uvarint(l.arena[off:])
+	start := int(off) + w
+	return l.arena[start : start+int(n)], w + int(n)
+}
 
 func (l *listVal) at(i int) []byte {
-	r := l.rec(i)
-	return l.arena[r.off : r.off+r.len]
+	v, _ := l.elem(*l.rec(i))
+	return v
 }
 
 func (l *listVal) grow() {
 	size := max(4, 2*len(l.ring))
-	ring := make([]lrec, size)
+	ring := make([]uint32, size)
 	for i := range l.n {
 		ring[i] = *l.rec(i)
 	}
@@ -82,8 +94,8 @@ func (l *listVal) push(v []byte, left bool) {
 	if l.n == len(l.ring) {
 		l.grow()
 	}
-	r := lrec{off: uint32(len(l.arena)), len: uint32(len(v))}
-	l.arena = append(l.arena, v...)
+	r := uint32(len(l.arena))
+	l.arena = append(binary.AppendUvarint(l.arena, uint64(len(v))), v...)
 	if left {
 		l.head = (l.head - 1) & (len(l.ring) - 1)
 		l.ring[l.head] = r
@@ -100,9 +112,9 @@ func (l *listVal) pop(right bool) {
 	if right {
 		i = l.n - 1
 	}
-	r := l.rec(i)
-	l.garbage += int(r.len)
-	l.data -= int64(r.len)
+	v, size := l.elem(*l.rec(i))
+	l.garbage += size
+	l.data -= int64(len(v))
 	if !right {
 		l.head = (l.head + 1) & (len(l.ring) - 1)
 	}
@@ -122,16 +134,16 @@ func (l *listVal) settle() {
 }
 
 func (l *listVal) compact() {
-	arena := make([]byte, 0, l.data)
+	arena := make([]byte, 0, l.data+int64(l.n))
 	size := 4
 	for size < l.n {
 		size *= 2
 	}
-	ring := make([]lrec, size)
+	ring := make([]uint32, size)
 	for i := range l.n {
 		v := l.at(i)
-		ring[i] = lrec{off: uint32(len(arena)), len: uint32(len(v))}
-		arena = append(arena, v...)
+		ring[i] = uint32(len(arena))
+		arena = append(binary.AppendUvarint(arena, uint64(len(v))), v...)
 	}
 	l.arena, l.ring, l.head, l.garbage = arena, ring, 0, 0
 }
@@ -282,20 +294,22 @@ func (c *collCtx) listOp() Result {
 			return Result{Err: errcode.New(errcode.IndexOutOfRange)}
 		}
 		r := l.rec(int(i))
-		if d := int64(len(op.Value)) - int64(r.len); d > 0 {
+		old, size := l.elem(*r)
+		if d := int64(len(op.Value)) - int64(len(old)); d > 0 {
 			if err := c.room(0, d); err != nil {
 				return Result{Err: err}
 			}
 		}
-		l.data += int64(len(op.Value)) - int64(r.len)
-		if len(op.Value) <= int(r.len) {
-			copy(l.arena[r.off:], op.Value)
-			l.garbage += int(r.len) - len(op.Value)
-			r.len = uint32(len(op.Value))
+		l.data += int64(len(op.Value)) - int64(len(old))
+		need := uvarintLen(uint64(len(op.Value))) + len(op.Value)
+		if need <= size {
+			w := binary.PutUvarint(l.arena[*r:], uint64(len(op.Value)))
+			copy(l.arena[int(*r)+w:], op.Value)
+			l.garbage += size - need
 		} else {
-			l.garbage += int(r.len)
-			r.off, r.len = uint32(len(l.arena)), uint32(len(op.Value))
-			l.arena = append(l.arena, op.Value...)
+			l.garbage += size
+			*r = uint32(len(l.arena))
+			l.arena = append(binary.AppendUvarint(l.arena, uint64(len(op.Value))), op.Value...)
 		}
 		l.settle()
 		return Result{}
@@ -331,7 +345,7 @@ func (l *listVal) rem(v []byte, count int64) int64 {
 	if removed == 0 {
 		return 0
 	}
-	ring := make([]lrec, len(l.ring))
+	ring := make([]uint32, len(l.ring))
 	m := 0
 	for i := range n {
 		r := *l.rec(i)
@@ -339,8 +353,9 @@ func (l *listVal) rem(v []byte, count int64) int64 {
 			ring[m] = r
 			m++
 		} else {
-			l.garbage += int(r.len)
-			l.data -= int64(r.len)
+			v, size := l.elem(r)
+			l.garbage += size
+			l.data -= int64(len(v))
 		}
 	}
 	l.ring, l.head, l.n = ring, 0, m
