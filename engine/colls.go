@@ -122,6 +122,15 @@ type collCtx struct {
 	b0 int64
 }
 
+// collApply is every collection op's applyFunc: the op on its key's
+// stripe, and again on exact figures when it found no room (as strOp).
+func collApply(e *Engine, _, now int64, op *Op, res *Result) {
+	*res = e.collOp(now, op)
+	if res.Err == errNoRoom {
+		*res = e.collOpFull(now, op)
+	}
+}
+
 // collOp runs one collection op on its key's stripe.
 func (e *Engine) collOp(now int64, op *Op) Result {
 	hi, s := e.lock(op.Key)

@@ -171,7 +171,7 @@ func TestCollectionsModel(t *testing.T) {
 				if right {
 					fl = ListRight
 				}
-				res := apply1(e, now, Op{Code: OpLPop, Key: L, Cost: k, Flags: fl})
+				res := apply1(e, now, Op{Code: OpLPop, Key: L, Count: k, Flags: fl})
 				var want []string
 				for range min(int(k), len(m.list)) {
 					if right {
@@ -188,7 +188,7 @@ func TestCollectionsModel(t *testing.T) {
 			case 11:
 				switch r.IntN(4) {
 				case 0:
-					res := apply1(e, now, Op{Code: OpLRem, Key: L, Cost: int64(r.IntN(5) - 2), Value: []byte(f)})
+					res := apply1(e, now, Op{Code: OpLRem, Key: L, Args: bs(strconv.Itoa(r.IntN(5)-2), f)})
 					_ = res
 					// the model: redo it
 					var cnt int64
@@ -208,7 +208,7 @@ func TestCollectionsModel(t *testing.T) {
 				case 1:
 					if len(m.list) > 0 {
 						i := r.IntN(len(m.list))
-						res := apply1(e, now, Op{Code: OpLSet, Key: L, Cost: int64(i), Value: []byte(v)})
+						res := apply1(e, now, Op{Code: OpLSet, Key: L, Args: bs(strconv.Itoa(i), v)})
 						if res.Err != nil {
 							t.Fatal(res.Err)
 						}
@@ -229,7 +229,7 @@ func TestCollectionsModel(t *testing.T) {
 					}
 					if len(m.list) > 0 {
 						i := r.IntN(len(m.list))
-						ix := apply1(e, now, Op{Code: OpLIndex, Key: L, Cost: int64(i - len(m.list))})
+						ix := apply1(e, now, Op{Code: OpLIndex, Key: L, Args: bs(strconv.Itoa(i - len(m.list)))})
 						if string(ix.Value) != m.list[i] {
 							t.Fatalf("seed %d step %d: LINDEX %d: %q, want %q", seed, step, i, ix.Value, m.list[i])
 						}
@@ -291,7 +291,7 @@ func randomCollOps(r *rand.Rand, n int) []Op {
 		case 0, 1:
 			op = Op{Code: OpHSet, Key: k, Args: bs(f, strconv.Itoa(r.IntN(100)))}
 		case 2:
-			op = Op{Code: OpHIncrBy, Key: k, Args: bs(f), Cost: int64(r.IntN(9) - 4)}
+			op = Op{Code: OpHIncrBy, Key: k, Args: bs(f), Delta: int64(r.IntN(9) - 4)}
 		case 3:
 			op = Op{Code: OpHDel, Key: k, Args: bs(f)}
 		case 4, 5:
@@ -309,7 +309,7 @@ func randomCollOps(r *rand.Rand, n int) []Op {
 		case 12:
 			op = Op{Code: OpSet, Key: keys[6], Value: []byte("v")}
 		default:
-			op = Op{Code: OpZPop, Key: k, Cost: 1}
+			op = Op{Code: OpZPop, Key: k, Count: 1}
 		}
 		ops = append(ops, op)
 	}
@@ -429,10 +429,10 @@ func TestCollectionExpiry(t *testing.T) {
 		if r := apply1(e, now, Op{Code: OpExpire, Key: op.Key, Expire: 1000, Flags: StrExpireRel}); r.Count != 1 {
 			t.Fatalf("EXPIRE %s: %+v", op.Key, r)
 		}
-		if r := apply1(e, now, Op{Code: OpTTL, Key: op.Key}); r.Count != 1000 || r.Kind != kindOfKey(op.Code) {
+		if r := apply1(e, now, Op{Code: OpTTL, Key: op.Key}); r.TTL != 1000 || r.Kind != kindOfKey(op.Code) {
 			t.Fatalf("TTL %s: %+v", op.Key, r)
 		}
-		if r := apply1(e, now, Op{Code: OpExpireTime, Key: op.Key}); r.Count != now/1e6+1000 {
+		if r := apply1(e, now, Op{Code: OpExpireTime, Key: op.Key}); r.Time != now/1e6+1000 {
 			t.Fatalf("EXPIRETIME %s: %+v", op.Key, r)
 		}
 	}

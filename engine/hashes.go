@@ -37,7 +37,7 @@ const (
 	OpHDel OpCode = 64
 	// OpHLen sets Result.Count to the number of fields.
 	OpHLen OpCode = 65
-	// OpHIncrBy adds Cost to the integer in field Args[0] (0 when absent);
+	// OpHIncrBy adds Delta to the integer in field Args[0] (0 when absent);
 	// Result.Count is the new value.
 	OpHIncrBy OpCode = 66
 	// OpHIncrByFloat adds the float Args[1] to field Args[0]; Result.Value
@@ -334,7 +334,7 @@ func (c *collCtx) hashOp() Result {
 				}
 			}
 		}
-		d := op.Cost
+		d := op.Delta
 		if d < 0 && v < 0 && d < math.MinInt64-v || d > 0 && v > 0 && d > math.MaxInt64-v {
 			return Result{Err: ErrIncrOverflow}
 		}

@@ -19,23 +19,26 @@ const (
 	// ListX: only onto an existing list (LPUSHX). Result.Count is the
 	// new length (0 when ListX found no list).
 	OpLPush OpCode = 100
-	// OpLPop pops Cost elements from the head (ListRight: the tail) into
+	// OpLPop pops Count elements from the head (ListRight: the tail) into
 	// Result.Values; Result.Kind is KindList when the key existed.
 	OpLPop OpCode = 101
 	// OpLLen sets Result.Count to the length.
 	OpLLen OpCode = 102
-	// OpLIndex reads the element at index Cost (negative from the tail):
-	// Result.Count 1 and Result.Value when there is one.
+	// OpLIndex reads the element at index Args[0] (text, negative from
+	// the tail; parsed once the list is found, as Redis does): Result.Count
+	// 1 and Result.Value when there is one.
 	OpLIndex OpCode = 103
 	// OpLRange reads the elements from index Args[0] to Args[1] (text,
 	// inclusive, negative from the tail) into Result.Values.
 	OpLRange OpCode = 104
 	// OpLTrim keeps only the elements from Args[0] to Args[1].
 	OpLTrim OpCode = 105
-	// OpLSet sets the element at index Cost to Value.
+	// OpLSet sets the element at index Args[0] (text, as OpLIndex's) to
+	// Args[1].
 	OpLSet OpCode = 106
-	// OpLRem removes elements equal to Value: the first Cost from the head
-	// (negative: from the tail; 0: all); Result.Count is how many.
+	// OpLRem removes elements equal to Args[1]: the first Args[0] (text)
+	// from the head (negative: from the tail; 0: all); Result.Count is how
+	// many.
 	OpLRem OpCode = 107
 )
 
@@ -43,9 +46,6 @@ const (
 const (
 	ListRight uint32 = 1 << iota
 	ListX
-	// ListBadInt: OpLIndex's or OpLSet's index was not an integer, an
-	// error Redis reports only once it found the list.
-	ListBadInt
 )
 
 // ListOps lists the list OpCodes.
@@ -206,10 +206,10 @@ func (c *collCtx) listOp() Result {
 		if l == nil {
 			return Result{}
 		}
-		if op.Cost < 0 {
+		if op.Count < 0 {
 			return Result{Err: badRule("negative count")}
 		}
-		k := int(min(op.Cost, int64(l.n)))
+		k := int(min(op.Count, int64(l.n)))
 		var vb valuesBuilder
 		right := op.Flags&ListRight != 0
 		for range k {
@@ -231,10 +231,11 @@ func (c *collCtx) listOp() Result {
 		if l == nil {
 			return Result{}
 		}
-		if op.Flags&ListBadInt != 0 {
+		// The index is parsed once the list is found, as Redis does.
+		i, ok := c.argInt(0)
+		if !ok {
 			return Result{Err: ErrNotInteger}
 		}
-		i := op.Cost
 		if i < 0 {
 			i += int64(l.n)
 		}
@@ -277,16 +278,20 @@ func (c *collCtx) listOp() Result {
 		l.settle()
 		return Result{}
 	case OpLSet:
-		if err := c.e.valueTooLong(len(op.Value)); err != nil {
+		if len(op.Args) != 2 {
+			return Result{Err: badRule("LSET needs an index and an element")}
+		}
+		val := op.Args[1]
+		if err := c.e.valueTooLong(len(val)); err != nil {
 			return Result{Err: err}
 		}
 		if l == nil {
 			return Result{Err: errcode.New(errcode.NoSuchKey)}
 		}
-		if op.Flags&ListBadInt != 0 {
+		i, ok := c.argInt(0) // parsed once the list is found, as Redis does
+		if !ok {
 			return Result{Err: ErrNotInteger}
 		}
-		i := op.Cost
 		if i < 0 {
 			i += int64(l.n)
 		}
@@ -295,21 +300,21 @@ func (c *collCtx) listOp() Result {
 		}
 		r := l.rec(int(i))
 		old, size := l.elem(*r)
-		if d := int64(len(op.Value)) - int64(len(old)); d > 0 {
+		if d := int64(len(val)) - int64(len(old)); d > 0 {
 			if err := c.room(0, d); err != nil {
 				return Result{Err: err}
 			}
 		}
-		l.data += int64(len(op.Value)) - int64(len(old))
-		need := uvarintLen(uint64(len(op.Value))) + len(op.Value)
+		l.data += int64(len(val)) - int64(len(old))
+		need := uvarintLen(uint64(len(val))) + len(val)
 		if need <= size {
-			w := binary.PutUvarint(l.arena[*r:], uint64(len(op.Value)))
-			copy(l.arena[int(*r)+w:], op.Value)
+			w := binary.PutUvarint(l.arena[*r:], uint64(len(val)))
+			copy(l.arena[int(*r)+w:], val)
 			l.garbage += size - need
 		} else {
 			l.garbage += size
 			*r = uint32(len(l.arena))
-			l.arena = append(binary.AppendUvarint(l.arena, uint64(len(op.Value))), op.Value...)
+			l.arena = append(binary.AppendUvarint(l.arena, uint64(len(val))), val...)
 		}
 		l.settle()
 		return Result{}
@@ -317,7 +322,11 @@ func (c *collCtx) listOp() Result {
 		if l == nil {
 			return Result{}
 		}
-		return Result{Count: l.rem(op.Value, op.Cost)}
+		n, ok := c.argInt(0)
+		if !ok || len(op.Args) != 2 {
+			return Result{Err: ErrNotInteger}
+		}
+		return Result{Count: l.rem(op.Args[1], n)}
 	}
 	return Result{Err: badRule("unknown operation code %d", op.Code)}
 }

@@ -46,7 +46,7 @@ const (
 	// OpZRemRange removes a range of ranks, or of scores (ZByScore), or
 	// of members (ZByLex); Args are min and max. Result.Count is how many.
 	OpZRemRange OpCode = 86
-	// OpZPop removes and returns the Cost lowest members (ZRev: highest),
+	// OpZPop removes and returns the Count lowest members (ZRev: highest),
 	// each followed by its score, in Result.Values.
 	OpZPop OpCode = 87
 )
@@ -568,12 +568,12 @@ func (c *collCtx) zsetOp() Result {
 		}
 		return Result{Count: int64(hi - lo)}
 	case OpZPop:
-		if op.Cost < 0 {
+		if op.Count < 0 {
 			return Result{Err: badRule("negative count")}
 		}
 		var vb valuesBuilder
 		var buf []byte
-		for k := int64(0); k < op.Cost && z != nil && z.n > 0; k++ {
+		for k := int64(0); k < op.Count && z != nil && z.n > 0; k++ {
 			rec := z.at(0)
 			if op.Flags&ZRev != 0 {
 				rec = z.at(uint32(z.n - 1))

@@ -103,7 +103,7 @@ func hashCommands() []*command {
 					return
 				}
 				if s.checkKey(c, args[1]) && s.checkElems(c, args[2:3]) {
-					c.enqueue(p, engine.Op{Code: engine.OpHIncrBy, Key: args[1], Args: args[2:3], Cost: n})
+					c.enqueue(p, engine.Op{Code: engine.OpHIncrBy, Key: args[1], Args: args[2:3], Delta: n})
 				}
 			}, renderCollCount),
 		cmd("hincrbyfloat", 4, flagWrite|flagDenyOOM|flagFast, "2.6.0", "O(1)", "Add a float to a field's number",

@@ -36,7 +36,7 @@ func listCommands() []*command {
 					c.local.Error(msgArity.Text(p.cmd.name))
 					return
 				}
-				op := engine.Op{Code: engine.OpLPop, Key: args[1], Flags: flags, Cost: 1}
+				op := engine.Op{Code: engine.OpLPop, Key: args[1], Flags: flags, Count: 1}
 				p.arg = listReplyOne
 				if len(args) == 3 {
 					n, ok := engine.ParseInt(args[2])
@@ -44,7 +44,7 @@ func listCommands() []*command {
 						c.local.Error(msgCountRange.Text())
 						return
 					}
-					op.Cost = n
+					op.Count = n
 					p.arg = listReplyCount
 				}
 				c.enqueue(p, op)
@@ -75,12 +75,9 @@ func listCommands() []*command {
 			[]argDoc{keyArg("key"), intArg("index")},
 			func(s *Server, c *client, args [][]byte, p *pending) {
 				p.arg = listReplyOne
-				i, ok := engine.ParseInt(args[2])
-				op := engine.Op{Code: engine.OpLIndex, Key: args[1], Cost: i}
-				if !ok {
-					op.Flags = engine.ListBadInt // Redis looks the key up first
-				}
-				c.enqueue(p, op)
+				// The index is checked by the engine once it found the
+				// list, as Redis looks the key up first.
+				c.enqueue(p, engine.Op{Code: engine.OpLIndex, Key: args[1], Args: args[2:3]})
 			}, renderList),
 		cmd("lrange", 4, flagReadonly, "1.0.0", "O(S+N)", "The elements from start to stop (inclusive; negative from the tail)",
 			[]argDoc{keyArg("key"), intArg("start"), intArg("stop")},
@@ -104,22 +101,16 @@ func listCommands() []*command {
 				if !s.checkElems(c, args[3:]) {
 					return
 				}
-				i, ok := engine.ParseInt(args[2])
-				op := engine.Op{Code: engine.OpLSet, Key: args[1], Cost: i, Value: args[3]}
-				if !ok {
-					op.Flags = engine.ListBadInt // Redis looks the key up first
-				}
-				c.enqueue(p, op)
+				c.enqueue(p, engine.Op{Code: engine.OpLSet, Key: args[1], Args: args[2:4]})
 			}, renderList),
 		cmd("lrem", 4, flagWrite, "1.0.0", "O(N)", "Remove elements equal to one (count > 0 from the head, < 0 from the tail, 0 all)",
 			[]argDoc{keyArg("key"), intArg("count"), strArg("element")},
 			func(s *Server, c *client, args [][]byte, p *pending) {
-				n, ok := engine.ParseInt(args[2])
-				if !ok {
+				if _, ok := engine.ParseInt(args[2]); !ok {
 					c.local.Error(msgNotInteger.Text())
 					return
 				}
-				c.enqueue(p, engine.Op{Code: engine.OpLRem, Key: args[1], Cost: n, Value: args[3]})
+				c.enqueue(p, engine.Op{Code: engine.OpLRem, Key: args[1], Args: args[2:4]})
 			}, renderCollCount),
 	}
 }

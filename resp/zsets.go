@@ -64,7 +64,7 @@ func zsetCommands() []*command {
 					c.local.Error(msgSyntax.Text())
 					return
 				}
-				op := engine.Op{Code: engine.OpZPop, Key: args[1], Cost: 1}
+				op := engine.Op{Code: engine.OpZPop, Key: args[1], Count: 1}
 				if rev {
 					op.Flags = engine.ZRev
 				}
@@ -76,7 +76,7 @@ func zsetCommands() []*command {
 						c.local.Error(msgCountRange.Text())
 						return
 					}
-					op.Cost = n
+					op.Count = n
 					p.arg |= zReplyPairs
 				}
 				c.enqueue(p, op)
