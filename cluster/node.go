@@ -503,7 +503,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				return f
 			}
 		}
-		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
+		if e := errcode.Of(err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
 			// This try was not applied, but an earlier one may have been.
 			return giveUpError(true, stopDeadline, err, n.cfg.ClusterTimeout)
 		}
