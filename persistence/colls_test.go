@@ -82,8 +82,8 @@ func TestLargeCollectionChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if enc.Records() <= uint64(len(recs)) {
-		t.Fatalf("%d records written: the large collections were not split", enc.Records())
+	if enc.records <= uint64(len(recs)) {
+		t.Fatalf("%d records written: the large collections were not split", enc.records)
 	}
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)
