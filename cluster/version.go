@@ -139,6 +139,15 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.ValueTooLong:     2,
 	errcode.LogWriteFailed:   2,
 	errcode.Removed:          2,
+
+	errcode.HashNotInteger:     3,
+	errcode.HashNotFloat:       3,
+	errcode.NaNOrInfinity:      3,
+	errcode.ScoreNaN:           3,
+	errcode.NoSuchKey:          3,
+	errcode.IndexOutOfRange:    3,
+	errcode.CollectionTooLarge: 3,
+	errcode.NotFloat:           3,
 }
 
 // codeVersion is the cluster version that introduced code c.

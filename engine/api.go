@@ -37,6 +37,11 @@ const (
 	// KindString: a Redis string key (GET, SET, INCRBY, EXPIRE...), not
 	// a limiter: its Rule has no parameters (strings.go).
 	KindString Kind = 8
+	// KindHash, KindZSet, KindList: Redis's hashes, sorted sets and lists
+	// (colls.go), not limiters: their Rule has no parameters.
+	KindHash Kind = 9
+	KindZSet Kind = 10
+	KindList Kind = 11
 )
 
 // String returns the name TYPE replies for the kind, its row's in the

@@ -212,7 +212,7 @@ func (s *stripe) liveState(e *entry, now int64) (st state, r Rule, t int64, live
 		return st, r, now, ring.n > 0 && ring.newest() > now-r.Period
 	case inLeases:
 		return st, r, now, s.leaseLive(e, now)
-	case inValue:
+	case inValue, inColl:
 		return st, r, now, strLive(e, now)
 	}
 	st = state{e.a, e.b, e.c}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"math"
 	"slices"
 )
 
@@ -47,6 +48,16 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 			if kindOf(r.Rule.Kind).shape == inValue {
 				word(int64(len(r.Value)))
 				buf = append(buf, r.Value...)
+			}
+			if kindOf(r.Rule.Kind).shape == inColl {
+				word(int64(len(r.Elems)))
+				for _, el := range r.Elems {
+					word(int64(len(el)))
+					buf = append(buf, el...)
+				}
+				for _, sc := range r.Scores {
+					word(int64(math.Float64bits(sc)))
+				}
 			}
 			if kindOf(r.Rule.Kind).shape == inLeases {
 				word(int64(len(r.Leases)))

@@ -37,10 +37,12 @@ type Engine struct {
 	maxLog  int64
 	// maxValue is Config.MaxValueLen (strings.go).
 	maxValue int
-	clock    clock
-	sweep    sweepCursor
-	tot      *totals // nil without limits (memory.go)
-	watch    Watcher // nil unless Config.Watcher is set
+	// maxColl is Config.MaxCollectionLen (colls.go).
+	maxColl int
+	clock   clock
+	sweep   sweepCursor
+	tot     *totals // nil without limits (memory.go)
+	watch   Watcher // nil unless Config.Watcher is set
 }
 
 const (
@@ -74,6 +76,10 @@ func New(cfg Config) *Engine {
 		e.maxValue = DefaultMaxValueLen
 	}
 	e.maxValue = min(e.maxValue, maxValueLenCap)
+	e.maxColl = cfg.MaxCollectionLen
+	if e.maxColl <= 0 {
+		e.maxColl = DefaultMaxCollectionLen
+	}
 	if cfg.MaxKeys > 0 || cfg.MaxBytes > 0 {
 		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
 		e.tot.errKeys = &errcode.Error{Code: errcode.KeyLimit, Num: e.tot.maxKeys}
@@ -324,7 +330,7 @@ func (e *Engine) peek(now int64, key []byte) Result {
 	if !ok {
 		return Result{}
 	}
-	if ent := s.entry(idx); s.rules.get(ent.rule).Kind == KindString {
+	if ent := s.entry(idx); isValueKind(s.rules.get(ent.rule).Kind) {
 		if strLive(ent, now) {
 			return Result{Err: ErrWrongType}
 		}
@@ -376,9 +382,9 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 		r.TTL = -2
 	case code == OpTTL && kinds[rule.Kind].shape == inLog:
 		r.TTL = s.logTTL(ent, rule, now)
-	case code == OpTTL && kinds[rule.Kind].shape == inValue && ent.a == 0:
+	case code == OpTTL && isValueKind(rule.Kind) && ent.a == 0:
 		r.TTL = -1
-	case code == OpTTL && kinds[rule.Kind].shape == inValue:
+	case code == OpTTL && isValueKind(rule.Kind):
 		// In milliseconds, as Redis counts (an expiry may lie beyond
 		// what nanoseconds hold): Result.Kind says so.
 		r.Kind, r.TTL = rule.Kind, ent.a-now/1e6

@@ -46,6 +46,9 @@ func (e *Engine) ExportStripe(i int, now int64) []Record {
 		case inValue:
 			rec.A = ent.a
 			rec.Value = slices.Clone(s.strValue(idx))
+		case inColl:
+			rec.A = ent.a
+			exportColl(s.colls.objs[ent.b], &rec)
 		default:
 			rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
 		}
@@ -63,6 +66,12 @@ func (e *Engine) Import(rec Record) error {
 	shape := kindOf(rec.Rule.Kind).shape
 	if shape == inValue {
 		return e.importString(rec)
+	}
+	if shape == inColl {
+		return e.importColl(rec)
+	}
+	if len(rec.Elems) != 0 || len(rec.Scores) != 0 {
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("elements given for a %s key", rec.Rule.Kind))
 	}
 	if len(rec.Value) != 0 {
 		return fmt.Errorf("import key %q: %w", rec.Key, badRule("a value given for a %s key", rec.Rule.Kind))

@@ -9,7 +9,7 @@ package engine
 // NumKinds is one more than the highest Kind: the kinds are KindNone (0)
 // and 1..NumKinds-1. persistence derives the highest kind a snapshot may
 // hold from it.
-const NumKinds = KindString + 1
+const NumKinds = KindList + 1
 
 // stateShape says where a key's state lives besides its entry, and so the
 // shape of its snapshot record (Record).
@@ -26,6 +26,9 @@ const (
 	// inValue: a string value (Record.Value, Record.A its expiry in ms;
 	// strings.go).
 	inValue
+	// inColl: a collection (a hash, sorted set or list; Record.Elems,
+	// Record.A its expiry in ms; colls.go).
+	inColl
 	numShapes
 )
 
@@ -91,6 +94,11 @@ var kinds = [NumKinds]kindInfo{
 		name: "string", checkRule: refuseRule, shape: inValue,
 		keyBytes: strCost, // the value's bytes come as roomExtra's bytes
 	},
+	// Collections are not limiters either (colls.go); their elements'
+	// bytes come as roomExtra's bytes.
+	KindHash: {name: "hash", checkRule: refuseRule, shape: inColl, keyBytes: collCost},
+	KindZSet: {name: "zset", checkRule: refuseRule, shape: inColl, keyBytes: collCost},
+	KindList: {name: "list", checkRule: refuseRule, shape: inColl, keyBytes: collCost},
 }
 
 // kindOf is k's row; a Kind beyond the table reads as KindNone's.

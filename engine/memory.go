@@ -85,7 +85,8 @@ func (s *stripe) bytes() int64 {
 	sets := int64(len(s.leases.sets) - len(s.leases.free))
 	return s.count.Load()*entryCost + int64(s.arena.live) + rings*ringCost + s.logs.ts*tsCost + int64(len(s.rules.ids))*ruleCost +
 		sets*leaseSetCost + s.leases.count*leaseCost + s.leases.tokenBytes +
-		s.strs.live()*strCost + s.strs.bytes
+		s.strs.live()*strCost + s.strs.bytes +
+		s.colls.live()*collCost + s.colls.bytes
 }
 
 // account brings the engine's totals up to date after a change of the

@@ -230,6 +230,35 @@ var opRows = [NumOps]opInfo{
 	// request carries its domain as the hash tag (rls), so they share one
 	// slot: All[0].Key routes it.
 	OpRateLimit: answers(AnswerTime, row(allWrite, "OpRateLimit", 2, (*Engine).opRateLimit, FieldAll|FieldShadow)),
+
+	// v0.3.0: hashes, sorted sets and lists (colls.go). Their replies grow
+	// with one key's collection, bounded by max-collection-len, not with
+	// the keyspace: none is growsReply, so HGETALL, ZRANGE and LRANGE run
+	// in MULTI as in Redis (docs/design.md, "Collections").
+	OpHSet:         row(keyWrite, "OpHSet", 3, collApply, FieldKey|FieldArgs|FieldFlags),
+	OpHGet:         row(keyRead, "OpHGet", 3, collApply, FieldKey|FieldArgs),
+	OpHMGet:        row(keyRead, "OpHMGet", 3, collApply, FieldKey|FieldArgs),
+	OpHGetAll:      row(keyRead, "OpHGetAll", 3, collApply, FieldKey|FieldFlags|FieldPattern),
+	OpHDel:         row(keyWrite, "OpHDel", 3, collApply, FieldKey|FieldArgs),
+	OpHLen:         row(keyRead, "OpHLen", 3, collApply, FieldKey),
+	OpHIncrBy:      row(keyWrite, "OpHIncrBy", 3, collApply, FieldKey|FieldArgs|FieldDelta),
+	OpHIncrByFloat: row(keyWrite, "OpHIncrByFloat", 3, collApply, FieldKey|FieldArgs),
+	OpZAdd:         row(keyWrite, "OpZAdd", 3, collApply, FieldKey|FieldArgs|FieldFlags),
+	OpZRem:         row(keyWrite, "OpZRem", 3, collApply, FieldKey|FieldArgs),
+	OpZCard:        row(keyRead, "OpZCard", 3, collApply, FieldKey),
+	OpZScore:       row(keyRead, "OpZScore", 3, collApply, FieldKey|FieldArgs),
+	OpZRank:        row(keyRead, "OpZRank", 3, collApply, FieldKey|FieldArgs|FieldFlags),
+	OpZRange:       row(keyRead, "OpZRange", 3, collApply, FieldKey|FieldArgs|FieldFlags),
+	OpZRemRange:    row(keyWrite, "OpZRemRange", 3, collApply, FieldKey|FieldArgs|FieldFlags),
+	OpZPop:         row(keyWrite, "OpZPop", 3, collApply, FieldKey|FieldCount|FieldFlags),
+	OpLPush:        row(keyWrite, "OpLPush", 3, collApply, FieldKey|FieldArgs|FieldFlags),
+	OpLPop:         row(keyWrite, "OpLPop", 3, collApply, FieldKey|FieldCount|FieldFlags),
+	OpLLen:         row(keyRead, "OpLLen", 3, collApply, FieldKey),
+	OpLIndex:       row(keyRead, "OpLIndex", 3, collApply, FieldKey|FieldArgs),
+	OpLRange:       row(keyRead, "OpLRange", 3, collApply, FieldKey|FieldArgs),
+	OpLTrim:        row(keyWrite, "OpLTrim", 3, collApply, FieldKey|FieldArgs),
+	OpLSet:         row(keyWrite, "OpLSet", 3, collApply, FieldKey|FieldArgs),
+	OpLRem:         row(keyWrite, "OpLRem", 3, collApply, FieldKey|FieldArgs),
 }
 
 var (

@@ -332,7 +332,7 @@ func (e *Engine) strPersist(now int64, hi uint32, s *stripe, op *Op) Result {
 	switch {
 	case kind == KindNone:
 		return Result{}
-	case kind != KindString:
+	case !isValueKind(kind):
 		return Result{Err: ErrWrongType}
 	case s.entry(idx).a == 0:
 		return Result{}
@@ -356,10 +356,10 @@ func (e *Engine) strStrlen(now int64, hi uint32, s *stripe, op *Op) Result {
 // strExpireTime is OpExpireTime.
 func (e *Engine) strExpireTime(now int64, hi uint32, s *stripe, op *Op) Result {
 	_, idx, kind := s.strLookup(now, hi, op.Key)
-	switch kind {
-	case KindNone:
+	switch {
+	case kind == KindNone:
 		return Result{Time: -2}
-	case KindString:
+	case isValueKind(kind):
 		if a := s.entry(idx).a; a != 0 {
 			return Result{Time: a}
 		}
@@ -529,11 +529,10 @@ func (e *Engine) strExpire(now int64, hi uint32, s *stripe, op *Op) Result {
 		return Result{Err: err}
 	}
 	pos, idx, kind := s.strLookup(now, hi, op.Key)
-	switch kind {
-	case KindNone:
+	switch {
+	case kind == KindNone:
 		return Result{}
-	case KindString:
-	default:
+	case !isValueKind(kind):
 		return Result{Err: ErrWrongType}
 	}
 	cur := s.entry(idx).a // 0: none

@@ -44,6 +44,7 @@ type stripe struct {
 	logs   logSlab   // log.go
 	leases leaseSlab // concurrency.go
 	strs   strSlab   // strings.go
+	colls  collSlab  // colls.go
 
 	_ [64]byte // keep neighbouring stripes' locks off this cache line
 }
@@ -91,6 +92,11 @@ func (s *stripe) remove(pos, idx uint32) {
 			s.heapRemove(idx)
 		}
 		s.strs.release(uint32(e.b))
+	case inColl:
+		if e.c != 0 {
+			s.heapRemove(idx)
+		}
+		s.colls.release(uint32(e.b))
 	}
 	s.rules.release(e.rule)
 	if e.klen == arenaKey {
@@ -148,6 +154,7 @@ func (s *stripe) reset() {
 	s.logs = logSlab{}
 	s.leases = leaseSlab{}
 	s.strs = strSlab{}
+	s.colls = collSlab{}
 	s.count.Store(0)
 	s.reclaimedAt = math.MinInt64
 	s.account()

@@ -27,6 +27,10 @@ type Config struct {
 	// MaxValueLen bounds a string key's value in bytes (default
 	// DefaultMaxValueLen): a longer one fails with errcode.ValueTooLong.
 	MaxValueLen int
+	// MaxCollectionLen bounds a hash's, sorted set's or list's elements
+	// (default DefaultMaxCollectionLen): an op that would grow one past
+	// it fails with errcode.CollectionTooLarge.
+	MaxCollectionLen int
 	// Watcher, when set, is told of every key whose state may have
 	// changed (client-side caching's invalidations). Nil by default: the
 	// engine then pays one predictable branch per change.
@@ -70,6 +74,12 @@ type Record struct {
 	// Value is a KindString key's value (A is then its expiry, a Unix time
 	// in ms, 0 for none).
 	Value []byte
+	// Elems is a collection's elements (A is then its expiry, as for a
+	// string): a hash's fields and values alternating, in insertion
+	// order; a sorted set's members in score order, with Scores their
+	// scores; a list's elements from head to tail.
+	Elems  [][]byte
+	Scores []float64
 }
 
 // Lease is one RL.ACQUIRE lease: its token, units and expiry (nanoseconds

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/cursor"
@@ -75,6 +76,38 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 	h.Format = int(v)
 
 	var records, blocks uint64
+	// A collection split into chunks is passed to fn whole: pending holds
+	// the record until a record of another key (or the end) follows.
+	var pending *engine.Record
+	flush := func() error {
+		if pending == nil {
+			return nil
+		}
+		rec := *pending
+		pending = nil
+		return fn(rec)
+	}
+	merge := func(rec engine.Record) error {
+		if rec.Log != nil && len(rec.Log) == 0 && isColl(rec.Rule.Kind) { // a continuation
+			if pending == nil || string(pending.Key) != string(rec.Key) || pending.Rule != rec.Rule || rec.A != 0 {
+				return fmt.Errorf("%w: a collection chunk that continues no record", ErrCorrupt)
+			}
+			if len(pending.Elems)+len(rec.Elems) > MaxElems {
+				return fmt.Errorf("%w: a collection of more than %d elements", ErrCorrupt, MaxElems)
+			}
+			pending.Elems = append(pending.Elems, rec.Elems...)
+			pending.Scores = append(pending.Scores, rec.Scores...)
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if isColl(rec.Rule.Kind) {
+			pending = &rec
+			return nil
+		}
+		return fn(rec)
+	}
 	for {
 		start := d.offset
 		typ, p, err := d.frame()
@@ -83,7 +116,7 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 		}
 		switch typ {
 		case frameBlock:
-			n, err := parseBlock(p, h.Clock.Last, kinds, records, fn)
+			n, err := parseBlock(p, h.Clock.Last, kinds, records, merge)
 			if err != nil {
 				return Header{}, fmt.Errorf("block %d at offset %d: %w", blocks, start, err)
 			}
@@ -98,6 +131,9 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 			if wantRecords != records || wantBlocks != blocks {
 				return Header{}, fmt.Errorf("%w: end frame says %d records in %d blocks, read %d in %d",
 					ErrCorrupt, wantRecords, wantBlocks, records, blocks)
+			}
+			if err := flush(); err != nil {
+				return Header{}, err
 			}
 			if _, err := d.r.ReadByte(); err == nil {
 				return Header{}, fmt.Errorf("%w: data after the end frame at offset %d", ErrCorrupt, d.offset)
@@ -285,6 +321,37 @@ func parseRecord(c *cursor.Cursor, base int64, kinds byte) (engine.Record, error
 		rec.Value = append([]byte{}, c.Bytes(MaxValueLen)...)
 		return rec, c.Err
 	}
+	if isColl(rec.Rule.Kind) {
+		// Bit 7 marks a chunk continuing the previous record's
+		// collection (Encoder.Write splits a large one).
+		rec.Log = nil
+		if flags&flagLog != 0 {
+			rec.Log = contMark
+		}
+		n := c.Uvarint()
+		if c.Err != nil {
+			return rec, c.Err
+		}
+		// Each element takes at least its length byte (and a score 8).
+		if n == 0 || n > MaxElems || n > uint64(len(c.B)) {
+			return rec, fmt.Errorf("%w: %d elements with %d bytes left", ErrCorrupt, n, len(c.B))
+		}
+		rec.Elems = make([][]byte, 0, n)
+		if rec.Rule.Kind == engine.KindZSet {
+			rec.Scores = make([]float64, 0, n)
+		}
+		for i := uint64(0); i < n && c.Err == nil; i++ {
+			rec.Elems = append(rec.Elems, append([]byte{}, c.Bytes(MaxValueLen)...))
+			if rec.Rule.Kind == engine.KindZSet {
+				if len(c.B) < 8 {
+					return rec, fmt.Errorf("%w: element %d's score truncated", ErrCorrupt, i)
+				}
+				rec.Scores = append(rec.Scores, math.Float64frombits(binary.LittleEndian.Uint64(c.B[:8])))
+				c.B = c.B[8:]
+			}
+		}
+		return rec, c.Err
+	}
 	if flags&flagLog != 0 && rec.Rule.Kind == engine.KindConcurrency {
 		n := c.Uvarint()
 		if c.Err != nil {
@@ -334,3 +401,7 @@ func absolute(v, base int64, relative bool) int64 {
 	}
 	return v
 }
+
+// contMark is the Log a parsed collection chunk carries when it continues
+// the previous record (an empty, non-nil slice: collections have no log).
+var contMark = []int64{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 
 	"github.com/sluice-rl/sluice/engine"
 )
@@ -91,11 +92,61 @@ func (e *Encoder) Write(rec engine.Record) error {
 		e.err = fmt.Errorf("persistence: record %d: a %s key does not fit the stream's older format", e.records, rec.Rule.Kind)
 		return e.err
 	}
+	if isColl(rec.Rule.Kind) {
+		return e.writeColl(rec)
+	}
+	return e.appendRec(rec, false)
+}
+
+// appendRec appends one record (a continuing chunk of a collection when
+// cont) to the open block, closing the block when it is full.
+func (e *Encoder) appendRec(rec engine.Record, cont bool) error {
+	n := len(e.block)
 	e.block = appendRecord(e.block, e.base, rec)
+	if cont {
+		e.block[n] |= flagLog
+	}
 	e.nblock++
 	e.records++
 	if len(e.block) >= blockTarget {
 		return e.flushBlock()
+	}
+	return nil
+}
+
+// collChunk bounds the element bytes of one collection record: a larger
+// collection is written as several records of the same key, the later
+// ones marked as continuing it, so no frame exceeds MaxFrameLen.
+const collChunk = 16 << 20
+
+// writeColl writes a collection record, in chunks if it is large.
+func (e *Encoder) writeColl(rec engine.Record) error {
+	step := 1
+	if rec.Rule.Kind == engine.KindHash {
+		step = 2 // a field stays with its value
+	}
+	first := true
+	for start := 0; start < len(rec.Elems); {
+		end, size := start, 0
+		for end < len(rec.Elems) && (end == start || size+len(rec.Elems[end])+len(rec.Elems[end+step-1]) <= collChunk) {
+			for j := end; j < end+step; j++ {
+				size += len(rec.Elems[j]) + 10
+			}
+			end += step
+		}
+		chunk := rec
+		chunk.Elems = rec.Elems[start:end]
+		if rec.Scores != nil {
+			chunk.Scores = rec.Scores[start:end]
+		}
+		if !first {
+			chunk.A = 0
+		}
+		if err := e.appendRec(chunk, !first); err != nil {
+			return err
+		}
+		first = false
+		start = end
 	}
 	return nil
 }
@@ -213,6 +264,18 @@ func checkRecord(rec engine.Record) error {
 	if rec.Rule.Kind == engine.KindString && (len(rec.Log) > 0 || len(rec.Leases) > 0) {
 		return fmt.Errorf("string key with timestamps or leases")
 	}
+	if isColl(rec.Rule.Kind) != (len(rec.Elems) > 0) || len(rec.Elems) > MaxElems ||
+		(rec.Rule.Kind == engine.KindZSet) != (len(rec.Scores) > 0) || len(rec.Scores) > 0 && len(rec.Scores) != len(rec.Elems) {
+		return fmt.Errorf("%s key with %d elements and %d scores", rec.Rule.Kind, len(rec.Elems), len(rec.Scores))
+	}
+	if isColl(rec.Rule.Kind) && (len(rec.Log) > 0 || len(rec.Leases) > 0 || len(rec.Value) > 0) {
+		return fmt.Errorf("%s key with timestamps, leases or a value", rec.Rule.Kind)
+	}
+	for _, el := range rec.Elems {
+		if len(el) > MaxValueLen {
+			return fmt.Errorf("%s key with an element of %d bytes", rec.Rule.Kind, len(el))
+		}
+	}
 	if len(rec.Leases) > MaxLogLen {
 		return fmt.Errorf("%d leases: at most %d", len(rec.Leases), MaxLogLen)
 	}
@@ -253,6 +316,17 @@ func appendRecord(b []byte, base int64, rec engine.Record) []byte {
 	if rec.Rule.Kind == engine.KindString {
 		b = binary.AppendUvarint(b, uint64(len(rec.Value)))
 		return append(b, rec.Value...)
+	}
+	if isColl(rec.Rule.Kind) {
+		b = binary.AppendUvarint(b, uint64(len(rec.Elems)))
+		for i, el := range rec.Elems {
+			b = binary.AppendUvarint(b, uint64(len(el)))
+			b = append(b, el...)
+			if rec.Rule.Kind == engine.KindZSet {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(rec.Scores[i]))
+			}
+		}
+		return b
 	}
 	if len(rec.Log) > 0 {
 		b = binary.AppendUvarint(b, uint64(len(rec.Log)))

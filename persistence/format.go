@@ -23,8 +23,16 @@
 //	          varint (expiry - previous expiry, the first from base))*]
 //	          or, for a string key (kind 8): string value (A is its expiry,
 //	          a Unix time in ms, 0 for none; B and C are 0)
+//	          or, for a collection (kind 9 hash, 10 sorted set, 11 list; A
+//	          is its expiry as a string's): uvarint n | element*, where an
+//	          element is a hash's string field | string value (in insertion
+//	          order), a sorted set's string member | 8-byte little-endian
+//	          IEEE 754 score (in score order), a list's string (head first);
+//	          a collection of more than 16 MiB is written as several such
+//	          records of its key, each after the first with bit 7 set
+//	          ("continues the previous record", A 0), read back as one
 //
-// Version 3 added the string kind, version 2 the concurrency kind; version
+// Version 4 added the collection kinds, version 3 the string kind, version 2 the concurrency kind; version
 // 1 and 2 streams (without those kinds, the same encoding otherwise) are
 // still read.
 //
@@ -50,7 +58,7 @@ const Magic = "SLUICESN"
 
 // Version is the format version Encode writes; Decode reads it and every
 // version from minVersion on.
-const Version = 3
+const Version = 4
 
 // minVersion is the oldest format version Decode reads.
 const minVersion = 1
@@ -100,6 +108,7 @@ const (
 	maxKind   = engine.NumKinds - 1
 	maxKindV1 = 6
 	maxKindV2 = 7
+	maxKindV3 = 8
 )
 
 // A record's kind is 4 bits of its flags.
@@ -107,6 +116,10 @@ const _ = uint(flagKindMask - maxKind)
 
 // MaxValueLen is the longest string value a snapshot may hold.
 const MaxValueLen = 16 << 20
+
+// MaxElems is the most elements a collection record may hold (a hash's
+// fields and values count apart).
+const MaxElems = 2 * 16_000_000
 
 // Errors Decode wraps; test them with errors.Is.
 var (
@@ -146,6 +159,13 @@ func maxKindIn(v uint64) byte {
 		return maxKindV1 // version 1 knew no concurrency keys
 	case 2:
 		return maxKindV2 // version 2 knew no string keys
+	case 3:
+		return maxKindV3 // version 3 knew no collections
 	}
 	return byte(maxKind)
+}
+
+// isColl reports whether k is a collection kind (format 4).
+func isColl(k engine.Kind) bool {
+	return k == engine.KindHash || k == engine.KindZSet || k == engine.KindList
 }

@@ -172,8 +172,8 @@ func TestTruncations(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	good := encode(t, sampleHeader(), sampleRecords()[:2])
-	v4 := bytes.Clone(good)
-	v4[len(Magic)] = 4
+	v5 := bytes.Clone(good)
+	v5[len(Magic)] = 5
 	tests := []struct {
 		name string
 		data []byte
@@ -181,7 +181,7 @@ func TestDecodeErrors(t *testing.T) {
 		text string
 	}{
 		{"not a snapshot", []byte("*1\r\n$4\r\nPING\r\n"), ErrNotSnapshot, "bad magic"},
-		{"future version", v4, ErrVersion, "version 4"},
+		{"future version", v5, ErrVersion, "version 5"},
 		{"trailing garbage", append(bytes.Clone(good), 0), ErrCorrupt, "after the end frame"},
 		{"huge frame length", append([]byte(Magic+"\x01H"), 0xff, 0xff, 0xff, 0xff, 0x0f), ErrCorrupt, "exceeds"},
 		{"long frame length", append([]byte(Magic+"\x01H"), 0xff, 0xff, 0xff, 0x1f), ErrTruncated, "frame payload"},

@@ -137,7 +137,8 @@ var costArgDoc = optional(tokenArg("COST", "n", "integer"))
 func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	list := limiterCommands()
 	list = append(list, keyspaceCommands()...)
-	list = append(list, stringCommands()...) // strings.go
+	list = append(list, stringCommands()...)     // strings.go
+	list = append(list, collectionCommands()...) // hashes.go, zsets.go, lists.go
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
 	list = append(list, transactionCommands()...)

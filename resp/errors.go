@@ -165,6 +165,14 @@ const (
 	msgNoBackup
 	msgClientType
 	msgClientID
+	msgNaNOrInf
+	msgZAddXXNX
+	msgZAddGTLTNX
+	msgZAddIncrPair
+	msgMinMaxFloat
+	msgMinMaxLex
+	msgLimitNeedsBy
+	msgWithScoresLex
 
 	numMsgs
 )
@@ -236,6 +244,14 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgNoBackup:           {"ERR this node cannot take backups", "RAFT.BACKUP on a server whose executor keeps no Raft log (an in-memory test server)"},
 	msgClientType:         {"ERR Unknown client type '{type}'", "CLIENT LIST TYPE with another type than normal, master, replica, slave or pubsub (Redis's text)"},
 	msgClientID:           {"ERR Invalid client ID", "CLIENT LIST ID with an ID that is not an integer (Redis's text)"},
+	msgNaNOrInf:           {"ERR value is NaN or Infinity", "HINCRBYFLOAT with an infinite increment (Redis's text)"},
+	msgZAddXXNX:           {"ERR XX and NX options at the same time are not compatible", "ZADD with XX and NX (Redis's text)"},
+	msgZAddGTLTNX:         {"ERR GT, LT, and/or NX options at the same time are not compatible", "ZADD with two of GT, LT and NX (Redis's text)"},
+	msgZAddIncrPair:       {"ERR INCR option supports a single increment-element pair", "ZADD INCR with more than one score and member (Redis's text)"},
+	msgMinMaxFloat:        {"ERR min or max is not a float", "a score range (ZRANGEBYSCORE, ZCOUNT, ZREMRANGEBYSCORE...) whose bound is not a number (Redis's text)"},
+	msgMinMaxLex:          {"ERR min or max not valid string range item", "a BYLEX range whose bound is not -, + or starts with [ or ( (Redis's text)"},
+	msgLimitNeedsBy:       {"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX", "ZRANGE with LIMIT on ranks (Redis's text)"},
+	msgWithScoresLex:      {"ERR syntax error, WITHSCORES not supported in combination with BYLEX", "ZRANGE BYLEX with WITHSCORES (Redis's text)"},
 }
 
 // Text returns m's reply text (without the leading '-'), its placeholders

@@ -145,8 +145,8 @@ func renderTTL(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 		return
 	}
 	ms := (ns + 999_999) / 1_000_000
-	if results[0].Kind == engine.KindString {
-		ms = ns // a string key's expiry is counted in milliseconds
+	if results[0].Kind != engine.KindNone {
+		ms = ns // a string's or collection's expiry is counted in milliseconds
 	}
 	if p.arg == ttlSeconds {
 		r.Int((ms + 500) / 1000)

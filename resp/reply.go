@@ -113,3 +113,24 @@ func (r *replyBuf) Set(n int) {
 	}
 	r.header('*', int64(n))
 }
+
+// Double appends a double already printed as text (Redis's %.17g, "inf",
+// "-inf"): a RESP3 double, or a bulk string in RESP2.
+func (r *replyBuf) Double(text []byte) {
+	if r.proto != 3 {
+		r.Bulk(text)
+		return
+	}
+	r.b = append(r.b, ',')
+	r.b = append(r.b, text...)
+	r.b = append(r.b, '\r', '\n')
+}
+
+// NullArray appends RESP2's null array (*-1), or RESP3's null.
+func (r *replyBuf) NullArray() {
+	if r.proto == 3 {
+		r.b = append(r.b, '_', '\r', '\n')
+		return
+	}
+	r.b = append(r.b, "*-1\r\n"...)
+}

@@ -37,6 +37,7 @@ type config struct {
 	MaxKeyLen      int
 	MaxLogLimit    int64
 	MaxValueLen    int
+	MaxCollLen     int // --max-collection-len
 	MaxClients     int
 	Limits         resp.Limits
 	LogLevel       string
@@ -142,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.MaxKeyLen, "max-key-len", 1024, "longest key in bytes")
 	fs.Int64Var(&c.MaxLogLimit, "max-log-limit", 100000, "largest RL.LOG limit and RL.ACQUIRE limit")
 	fs.IntVar(&c.MaxValueLen, "max-value-len", 512, "longest string value in bytes (SET, INCRBY); the same on every node")
+	fs.IntVar(&c.MaxCollLen, "max-collection-len", 1_000_000, "most elements of a hash, sorted set or list; the same on every node")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most connected clients")
 	fs.Int64Var(&c.Limits.MaxBulk, "proto-max-bulk-len", c.Limits.MaxBulk, "longest bulk string in bytes")
 	fs.Int64Var(&c.Limits.MaxArgs, "max-args", c.Limits.MaxArgs, "most arguments in one command")
@@ -211,6 +213,9 @@ func (c *config) validate() error {
 	if c.MaxValueLen < 20 || c.MaxValueLen > 1<<20 {
 		// 20 bytes hold any 64-bit integer INCRBY can write.
 		bad("max-value-len", "want 20 to 1048576, got %d", c.MaxValueLen)
+	}
+	if c.MaxCollLen < 1 || c.MaxCollLen > 100_000_000 {
+		bad("max-collection-len", "want 1 to 100000000, got %d", c.MaxCollLen)
 	}
 	if c.MaxClients < 1 {
 		bad("maxclients", "want at least 1, got %d", c.MaxClients)

@@ -108,7 +108,7 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 	// be shared between groups.
 	engines := make([]*engine.Engine, cfg.Shards)
 	for g := range engines {
-		engines[g] = engine.New(engine.Config{Stripes: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
+		engines[g] = engine.New(engine.Config{Stripes: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen, MaxCollectionLen: cfg.MaxCollLen,
 			MaxKeys: share(cfg.MaxKeys, cfg.Shards), MaxBytes: share(int64(cfg.MaxMemory), cfg.Shards), Watcher: tracker})
 	}
 	var engView resp.EngineView = engines[0]

@@ -138,6 +138,29 @@ const (
 	// Removed: this node was removed from the cluster (RAFT.REMOVE): it
 	// serves no more as a member. Not applied.
 	Removed
+	// HashNotInteger: HINCRBY on a field whose value is not a 64-bit
+	// integer (Redis's "hash value is not an integer"). Not applied.
+	HashNotInteger
+	// HashNotFloat: HINCRBYFLOAT on a field whose value is not a float.
+	// Not applied.
+	HashNotFloat
+	// NaNOrInfinity: HINCRBYFLOAT would produce NaN or an infinity. Not
+	// applied.
+	NaNOrInfinity
+	// ScoreNaN: a sorted set's score would become NaN (ZADD INCR, ZINCRBY
+	// adding -inf to inf). Not applied.
+	ScoreNaN
+	// NoSuchKey: LSET on a key that does not exist (Redis's "no such
+	// key"). Not applied.
+	NoSuchKey
+	// IndexOutOfRange: LSET at an index beyond the list. Not applied.
+	IndexOutOfRange
+	// CollectionTooLarge: a hash, sorted set or list would hold more than
+	// max-collection-len (Num) elements. Not applied.
+	CollectionTooLarge
+	// NotFloat: a float argument that is not a number (Redis's "value is
+	// not a valid float"). Not applied.
+	NotFloat
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
