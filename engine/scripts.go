@@ -422,7 +422,10 @@ func (e *Engine) eval(now int64, op *Op) Result {
 	for _, s := range e.stripes {
 		s.mu.Lock()
 	}
-	tx := &ScriptTx{view: e.scriptView(), now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
+	if e.view == nil {
+		e.view = e.scriptView() // once: its fields never change after New
+	}
+	tx := &ScriptTx{view: e.view, now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
 	reply := e.runner.RunScript(tx)
 	if tx.abort {
 		tx.undo()
