@@ -23,7 +23,7 @@ import (
 type testRunner struct{ rt *script.Runtime }
 
 func newTestRunner() *testRunner {
-	return &testRunner{rt: script.New(script.Config{MaxSteps: 100000, MaxMemory: 1 << 20}, script.Texts{
+	return &testRunner{rt: script.New(script.Config{MaxSteps: 20000, MaxMemory: 256 << 10}, script.Texts{
 		Compile: "ERR compile: ", Steps: "ERR steps budget", Memory: "ERR memory budget", Nesting: "ERR nesting",
 		NoArgs: "ERR no args", BadArg: "ERR bad arg", ReadOnly: "read-only", NoGlobal: "no global '%s'",
 		WrongArgs: "ERR wrong args", BadResp: "ERR resp", Format: "bad format"})}
