@@ -148,6 +148,9 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.IndexOutOfRange:    3,
 	errcode.CollectionTooLarge: 3,
 	errcode.NotFloat:           3,
+	errcode.NoScript:           3,
+	errcode.ScriptCacheFull:    3,
+	errcode.NoScripting:        3,
 }
 
 // codeVersion is the cluster version that introduced code c.

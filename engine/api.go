@@ -164,6 +164,9 @@ type Op struct {
 	Delta int64
 	// Count is OpScan's COUNT: about how many keys the step examines.
 	Count int64
+	// NumKeys is how many of a script's Args are keys (OpEval,
+	// OpEvalSha: EVAL's numkeys).
+	NumKeys int64
 	// Clock is the clock ops' argument, in nanoseconds: OpTimeWarp's jump,
 	// OpClockFreeze's instant since the epoch (0: the current time).
 	Clock int64

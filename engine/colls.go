@@ -134,7 +134,7 @@ func collApply(e *Engine, _, now int64, op *Op, res *Result) {
 // collOp runs one collection op on its key's stripe.
 func (e *Engine) collOp(now int64, op *Op) Result {
 	hi, s := e.lock(op.Key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	s.strDrain(e.countedAt(now))
 	return e.collOpLocked(now, hi, s, op)
 }
@@ -143,7 +143,7 @@ func (e *Engine) collOp(now int64, op *Op) Result {
 func (e *Engine) collOpFull(now int64, op *Op) Result {
 	e.reclaimAll(now)
 	hi, s := e.lock(op.Key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	s.final = true
 	res := e.collOpLocked(now, hi, s, op)
 	s.final = false
@@ -492,8 +492,8 @@ func (e *Engine) importColl(rec Record) error {
 	h := xxhash.Sum64(rec.Key)
 	hi := hiHash(h)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	e.lk(s)
+	defer e.unlk(s)
 	if pos, idx, ok := s.find(hi, rec.Key); ok {
 		s.remove(pos, idx)
 	}

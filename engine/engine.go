@@ -43,6 +43,12 @@ type Engine struct {
 	sweep   sweepCursor
 	tot     *totals // nil without limits (memory.go)
 	watch   Watcher // nil unless Config.Watcher is set
+	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
+	// only on a script's view of the engine) and that view.
+	runner  ScriptRunner
+	scripts scriptCache
+	nolock  bool
+	view    *Engine // made by the first script, under every stripe lock
 }
 
 const (
@@ -87,6 +93,14 @@ func New(cfg Config) *Engine {
 	for i := range e.stripes {
 		e.stripes[i] = newStripe(e.tot)
 		e.stripes[i].watch = cfg.Watcher
+	}
+	e.runner = cfg.Scripts
+	e.scripts.maxCount, e.scripts.maxBytes = cfg.ScriptCacheMax, cfg.ScriptCacheBytes
+	if e.scripts.maxCount <= 0 {
+		e.scripts.maxCount = DefaultScriptCacheMax
+	}
+	if e.scripts.maxBytes <= 0 {
+		e.scripts.maxBytes = DefaultScriptCacheBytes
 	}
 	e.clock.init()
 	return e
@@ -145,9 +159,9 @@ func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost i
 		return
 	}
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
+	e.lk(s)
 	s.decide(now, hiHash(h), key, rule, cost, res)
-	s.mu.Unlock()
+	e.unlk(s)
 	if res.Err == errNoRoom {
 		e.decideFull(now, h, key, rule, cost, res)
 	}
@@ -172,15 +186,15 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 		h := xxhash.Sum64(ops[i].Key)
 		hashes[i] = h
 		s := e.stripes[h&e.mask]
-		s.mu.Lock()
+		e.lk(s)
 		sink += s.touchSlot(hiHash(h))
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 	for _, h := range hashes[:len(ops)] {
 		s := e.stripes[h&e.mask]
-		s.mu.Lock()
+		e.lk(s)
 		sink += s.touchEntry(hiHash(h))
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 	// The loaded words stay in a register until here: a store of one
 	// before the next lock would make that lock wait for the miss. The
@@ -318,14 +332,14 @@ func (e *Engine) notify(ops []Op) {
 func (e *Engine) lock(key []byte) (uint32, *stripe) {
 	h := xxhash.Sum64(key)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
+	e.lk(s)
 	return hiHash(h), s
 }
 
 // peek is OpPeek: the key's own rule with cost 0.
 func (e *Engine) peek(now int64, key []byte) Result {
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	_, idx, ok := s.find(hi, key)
 	if !ok {
 		return Result{}
@@ -346,7 +360,7 @@ func (e *Engine) peek(now int64, key []byte) Result {
 // delete forgets key and returns 1 if it had state at now, else 0.
 func (e *Engine) delete(now int64, key []byte) int64 {
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	pos, idx, ok := s.find(hi, key)
 	if !ok {
 		return 0
@@ -362,7 +376,7 @@ func (e *Engine) delete(now int64, key []byte) int64 {
 // inspect answers OpExists, OpType and OpTTL without changing anything.
 func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	var r Result
 	var live bool
 	var st state

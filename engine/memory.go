@@ -207,11 +207,11 @@ func (s *stripe) reclaim(now int64) {
 func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int64, res *Result) {
 	e.reclaimAll(now)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
+	e.lk(s)
 	s.final = true
 	s.decide(now, hiHash(h), key, rule, cost, res)
 	s.final = false
-	s.mu.Unlock()
+	e.unlk(s)
 }
 
 // reclaimAll makes every stripe's accounting exact at now, one stripe lock at

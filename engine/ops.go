@@ -92,10 +92,13 @@ const (
 	// FieldDB: Op.DB, which every op may carry (the database of its keys,
 	// or the one it acts on), so that no row needs to name it.
 	FieldDB
+	// FieldNumKeys: Op.NumKeys, a script's number of keys, in the cost
+	// slot.
+	FieldNumKeys
 
 	// CostSlot and CursorSlot are the fields that share the wire's cost
 	// and cursor slots.
-	CostSlot   = FieldCost | FieldDelta | FieldCount | FieldClock
+	CostSlot   = FieldCost | FieldDelta | FieldCount | FieldClock | FieldNumKeys
 	CursorSlot = FieldCursor | FieldShadow
 )
 
@@ -112,6 +115,7 @@ func (op *Op) Fields() OpFields {
 	set(op.Delta != 0, FieldDelta)
 	set(op.Count != 0, FieldCount)
 	set(op.Clock != 0, FieldClock)
+	set(op.NumKeys != 0, FieldNumKeys)
 	set(op.Cursor != 0, FieldCursor)
 	set(op.Shadow != 0, FieldShadow)
 	set(len(op.Key) > 0, FieldKey)
@@ -259,6 +263,17 @@ var opRows = [NumOps]opInfo{
 	OpLTrim:        row(keyWrite, "OpLTrim", 3, collApply, FieldKey|FieldArgs),
 	OpLSet:         row(keyWrite, "OpLSet", 3, collApply, FieldKey|FieldArgs),
 	OpLRem:         row(keyWrite, "OpLRem", 3, collApply, FieldKey|FieldArgs),
+	// v0.3.0: RENAME and scripts (scripts.go). RENAME's keys share a slot
+	// (the server checks): Key routes it. A script runs in the group of
+	// its first key (Key; group 0 without keys); its nested ops tell the
+	// watcher of their own keys. The script cache is each group's:
+	// SCRIPT LOAD and FLUSH reach every group, EXISTS asks group 0.
+	OpRename:       row(keyWrite, "OpRename", 3, (*Engine).opRename, FieldKey|FieldArgs|FieldFlags),
+	OpEval:         row(keyWrite, "OpEval", 3, (*Engine).opEval, FieldKey|FieldValue|FieldArgs|FieldNumKeys|FieldFlags),
+	OpEvalSha:      row(keyWrite, "OpEvalSha", 3, (*Engine).opEval, FieldKey|FieldValue|FieldArgs|FieldNumKeys|FieldFlags),
+	OpScriptLoad:   row(opInfo{mutates: true, route: RouteEvery, merge: MergeFirst}, "OpScriptLoad", 3, (*Engine).opScript, FieldValue),
+	OpScriptExists: row(opInfo{route: RouteGroup0, merge: MergeOne}, "OpScriptExists", 3, (*Engine).opScript, FieldArgs),
+	OpScriptFlush:  row(opInfo{mutates: true, route: RouteEvery, merge: MergeFirst}, "OpScriptFlush", 3, (*Engine).opScript, 0),
 }
 
 var (

@@ -300,7 +300,7 @@ func strOp(f strFunc) applyFunc {
 		hi, s := e.lock(op.Key)
 		s.strDrain(e.countedAt(now))
 		*res = f(e, now, hi, s, op)
-		s.mu.Unlock()
+		e.unlk(s)
 		if res.Err == errNoRoom {
 			*res = e.strOpFull(now, op, f)
 		}
@@ -604,7 +604,7 @@ func ParseInt(b []byte) (int64, bool) {
 func (e *Engine) strOpFull(now int64, op *Op, f strFunc) Result {
 	e.reclaimAll(now)
 	hi, s := e.lock(op.Key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	s.final = true
 	res := f(e, now, hi, s, op)
 	s.final = false

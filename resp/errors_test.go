@@ -87,6 +87,10 @@ func TestErrorTexts(t *testing.T) {
 		{e(errcode.IndexOutOfRange, "", 0), "ERR index out of range"},
 		{e(errcode.CollectionTooLarge, "", 1000000), "ERR collection is too large: at most 1000000 elements (max-collection-len)"},
 		{e(errcode.NotFloat, "", 0), "ERR value is not a valid float"},
+		{e(errcode.NoScript, "", 0), "NOSCRIPT No matching script. Please use EVAL."},
+		{e(errcode.ScriptCacheFull, "67108864", 10000),
+			"ERR the script cache is full: at most 10000 scripts and 67108864 bytes (script-cache-max); SCRIPT FLUSH frees it"},
+		{e(errcode.NoScripting, "", 0), "ERR scripting is not available on this node"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

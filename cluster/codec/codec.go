@@ -204,6 +204,8 @@ func costField(op *engine.Op) *int64 {
 		return &op.Count
 	case engine.FieldClock:
 		return &op.Clock
+	case engine.FieldNumKeys:
+		return &op.NumKeys
 	}
 	return &op.Cost
 }

@@ -150,8 +150,8 @@ const (
 	// ScoreNaN: a sorted set's score would become NaN (ZADD INCR, ZINCRBY
 	// adding -inf to inf). Not applied.
 	ScoreNaN
-	// NoSuchKey: LSET on a key that does not exist (Redis's "no such
-	// key"). Not applied.
+	// NoSuchKey: LSET, RENAME or RENAMENX on a key that does not exist
+	// (Redis's "no such key"). Not applied.
 	NoSuchKey
 	// IndexOutOfRange: LSET at an index beyond the list. Not applied.
 	IndexOutOfRange
@@ -161,6 +161,15 @@ const (
 	// NotFloat: a float argument that is not a number (Redis's "value is
 	// not a valid float"). Not applied.
 	NotFloat
+	// NoScript: EVALSHA of a script the cache does not hold (Redis's
+	// NOSCRIPT). Not applied.
+	NoScript
+	// ScriptCacheFull: a new script beyond --script-cache-max (Num
+	// scripts, Detail bytes). Not applied.
+	ScriptCacheFull
+	// NoScripting: a script op on an engine without a script runner.
+	// Not applied.
+	NoScripting
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
