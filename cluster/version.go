@@ -110,6 +110,13 @@ var opVersions = []struct {
 	{engine.OpExpireTime, 2},
 	// v0.2.0: Envoy's rate limit service (engine/ratelimit.go).
 	{engine.OpRateLimit, 2},
+	// v0.3.0: scripts and RENAME (engine/scripts.go).
+	{engine.OpRename, 3},
+	{engine.OpEval, 3},
+	{engine.OpEvalSha, 3},
+	{engine.OpScriptLoad, 3},
+	{engine.OpScriptExists, 3},
+	{engine.OpScriptFlush, 3},
 }
 
 // entryVersions gives every log entry type the cluster version from which
@@ -176,6 +183,10 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.BadExpire:        2,
 	errcode.ValueTooLong:     2,
 	errcode.LogWriteFailed:   2,
+	errcode.NoScript:         3,
+	errcode.ScriptCacheFull:  3,
+	errcode.NoScripting:      3,
+	errcode.NoSuchKey:        3,
 }
 
 // codeVersion is the cluster version that introduced code c.

@@ -132,17 +132,17 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 			hashes[n] = h
 			n++
 			s := e.stripes[h&e.mask]
-			s.mu.Lock()
+			e.lk(s)
 			sink += s.touchSlot(hiHash(h))
-			s.mu.Unlock()
+			e.unlk(s)
 		}
 		ends[i] = n
 	}
 	for _, h := range hashes[:n] {
 		s := e.stripes[h&e.mask]
-		s.mu.Lock()
+		e.lk(s)
 		sink += s.touchEntry(hiHash(h))
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 	results[0].Count = int64(sink) // overwritten below; keeps the loads
 	start := 0
@@ -158,13 +158,13 @@ func (e *Engine) allRun(now int64, ops []Op, results []Result) {
 
 func (e *Engine) lockAll(k *allKeys) {
 	for _, si := range k.stripes[:k.ns] {
-		e.stripes[si].mu.Lock()
+		e.lk(e.stripes[si])
 	}
 }
 
 func (e *Engine) unlockAll(k *allKeys) {
 	for i := k.ns - 1; i >= 0; i-- {
-		e.stripes[k.stripes[i]].mu.Unlock()
+		e.unlk(e.stripes[k.stripes[i]])
 	}
 }
 

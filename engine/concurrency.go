@@ -402,14 +402,14 @@ func (e *Engine) acquireOp(now int64, op *Op) Result {
 	}
 	hi, s := e.lock(op.Key)
 	res, _ := s.acquire(now, hi, op.Key, op.Rule, op.Cost, op.Token)
-	s.mu.Unlock()
+	e.unlk(s)
 	if res.Err == errNoRoom {
 		e.reclaimAll(now)
-		s.mu.Lock()
+		e.lk(s)
 		s.final = true
 		res, _ = s.acquire(now, hi, op.Key, op.Rule, op.Cost, op.Token)
 		s.final = false
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 	return res
 }
@@ -420,7 +420,7 @@ func (e *Engine) release(now int64, key, token []byte) Result {
 		return Result{Err: err}
 	}
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	pos, idx, found := s.find(hi, key)
 	if !found {
 		return Result{}

@@ -62,6 +62,12 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 		}
 		keys += len(recs)
 	}
+	// The loaded scripts, after the keys and only when there are some, so
+	// that a digest without scripts is what it was before them.
+	for _, body := range e.Scripts() {
+		word(int64(len(body)))
+		buf = append(buf, body...)
+	}
 	h.Write(buf)
 	h.Sum(sum[:0])
 	return sum, keys

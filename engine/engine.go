@@ -41,6 +41,11 @@ type Engine struct {
 	sweep    sweepCursor
 	tot      *totals // nil without limits (memory.go)
 	watch    Watcher // nil unless Config.Watcher is set
+	// Scripts (scripts.go): the runner, the loaded scripts, and nolock,
+	// set only on a script's view of the engine.
+	runner  ScriptRunner
+	scripts scriptCache
+	nolock  bool
 }
 
 const (
@@ -81,6 +86,14 @@ func New(cfg Config) *Engine {
 	for i := range e.stripes {
 		e.stripes[i] = newStripe(e.tot)
 		e.stripes[i].watch = cfg.Watcher
+	}
+	e.runner = cfg.Scripts
+	e.scripts.maxCount, e.scripts.maxBytes = cfg.ScriptCacheMax, cfg.ScriptCacheBytes
+	if e.scripts.maxCount <= 0 {
+		e.scripts.maxCount = DefaultScriptCacheMax
+	}
+	if e.scripts.maxBytes <= 0 {
+		e.scripts.maxBytes = DefaultScriptCacheBytes
 	}
 	e.clock.init()
 	return e
@@ -135,9 +148,9 @@ func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost i
 		return Result{Err: errNeedsToken}
 	}
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
+	e.lk(s)
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
-	s.mu.Unlock()
+	e.unlk(s)
 	if res.Err == errNoRoom {
 		res = e.decideFull(now, h, key, rule, cost)
 	}
@@ -163,15 +176,15 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 		h := xxhash.Sum64(ops[i].Key)
 		hashes[i] = h
 		s := e.stripes[h&e.mask]
-		s.mu.Lock()
+		e.lk(s)
 		sink += s.touchSlot(hiHash(h))
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 	for _, h := range hashes[:len(ops)] {
 		s := e.stripes[h&e.mask]
-		s.mu.Lock()
+		e.lk(s)
 		sink += s.touchEntry(hiHash(h))
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 	// The loaded words stay in a register until here: a store of one
 	// before the next lock would make that lock wait for the miss. The
@@ -213,22 +226,6 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		}
 		var r Result
 		switch op.Code {
-		case OpDecide:
-			r = e.Decide(now, op.Key, op.Rule, op.Cost)
-		case OpPeek:
-			r = e.peek(now, op.Key)
-		case OpDelete:
-			r.Count = e.delete(now, op.Key)
-		case OpExists, OpType, OpTTL:
-			r = e.inspect(now, op.Code, op.Key)
-		case OpCount:
-			r.Count = e.count(now)
-		case OpScan:
-			r = e.scan(now, op)
-		case OpKeys:
-			r.Keys = e.keys(now, op.Pattern)
-		case OpFlush:
-			r.Count = e.flush(now)
 		case OpTimeWarp:
 			r.Err = e.clock.warp(wall, op.Clock)
 			now = e.clock.now(wall)
@@ -241,29 +238,63 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpClockResume:
 			e.clock.resume(wall)
 			now = e.clock.now(wall)
-		case OpTime:
-			r.Count = now
-		case OpAll:
-			r = e.all(now, op.All, op.Each)
-		case OpRateLimit:
-			r = e.rateLimit(now, op.All, op.Cursor, op.Each)
-		case OpAcquire:
-			r = e.acquireOp(now, op)
-		case OpRelease:
-			r = e.release(now, op.Key, op.Token)
-		case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime:
-			r = e.strOp(now, op)
-			if r.Err == errNoRoom {
-				r = e.strOpFull(now, op)
-			}
+		case OpEval, OpEvalSha:
+			r = e.eval(now, op) // scripts.go
 		default:
-			r.Err = badRule("unknown operation code %d", op.Code)
+			r = e.applyOne(now, op)
 		}
 		results[i] = r
 		if e.watch != nil {
 			e.notify(ops[i : i+1])
 		}
 	}
+}
+
+// applyOne runs one op at now: every op but the clock's and the scripts'
+// (Apply runs those), so that a script's nested ops (scripts.go) run the
+// same code as a client's.
+func (e *Engine) applyOne(now int64, op *Op) Result {
+	var r Result
+	switch op.Code {
+	case OpDecide:
+		r = e.Decide(now, op.Key, op.Rule, op.Cost)
+	case OpPeek:
+		r = e.peek(now, op.Key)
+	case OpDelete:
+		r.Count = e.delete(now, op.Key)
+	case OpExists, OpType, OpTTL:
+		r = e.inspect(now, op.Code, op.Key)
+	case OpCount:
+		r.Count = e.count(now)
+	case OpScan:
+		r = e.scan(now, op)
+	case OpKeys:
+		r.Keys = e.keys(now, op.Pattern)
+	case OpFlush:
+		r.Count = e.flush(now)
+	case OpTime:
+		r.Count = now
+	case OpAll:
+		r = e.all(now, op.All, op.Each)
+	case OpRateLimit:
+		r = e.rateLimit(now, op.All, op.Cursor, op.Each)
+	case OpAcquire:
+		r = e.acquireOp(now, op)
+	case OpRelease:
+		r = e.release(now, op.Key, op.Token)
+	case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime:
+		r = e.strOp(now, op)
+		if r.Err == errNoRoom {
+			r = e.strOpFull(now, op)
+		}
+	case OpRename:
+		r = e.rename(now, op) // scripts.go
+	case OpScriptLoad, OpScriptExists, OpScriptFlush:
+		r = e.scriptOp(op) // scripts.go
+	default:
+		r.Err = badRule("unknown operation code %d", op.Code)
+	}
+	return r
 }
 
 // notify tells the watcher of the keys ops may have changed: those of a
@@ -298,14 +329,14 @@ func (e *Engine) notify(ops []Op) {
 func (e *Engine) lock(key []byte) (uint32, *stripe) {
 	h := xxhash.Sum64(key)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
+	e.lk(s)
 	return hiHash(h), s
 }
 
 // peek is OpPeek: the key's own rule with cost 0.
 func (e *Engine) peek(now int64, key []byte) Result {
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	_, idx, ok := s.find(hi, key)
 	if !ok {
 		return Result{}
@@ -326,7 +357,7 @@ func (e *Engine) peek(now int64, key []byte) Result {
 // delete forgets key and returns 1 if it had state at now, else 0.
 func (e *Engine) delete(now int64, key []byte) int64 {
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	pos, idx, ok := s.find(hi, key)
 	if !ok {
 		return 0
@@ -342,7 +373,7 @@ func (e *Engine) delete(now int64, key []byte) int64 {
 // inspect answers OpExists, OpType and OpTTL without changing anything.
 func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 	hi, s := e.lock(key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	var r Result
 	var live bool
 	var st state

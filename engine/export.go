@@ -19,39 +19,45 @@ func (e *Engine) ExportStripe(i int, now int64) []Record {
 	}
 	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
 	s := e.stripes[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	e.lk(s)
+	defer e.unlk(s)
 	recs := make([]Record, 0, s.count.Load())
 	s.walkAll(func(idx uint32, ent *entry) {
 		_, rule, _, live := s.liveState(ent, now)
 		if !live {
 			return
 		}
-		rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
-		switch kinds[rule.Kind].shape {
-		case inLog:
-			ring := &s.logs.rings[ent.a]
-			rec.Log = make([]int64, ring.n)
-			for j := range rec.Log {
-				rec.Log[j] = ring.at(j)
-			}
-		case inLeases:
-			ls := &s.leases.sets[ent.a]
-			rec.Leases = make([]Lease, 0, ls.n)
-			ls.each(ls.root, func(l *lease) {
-				if l.expiry > now {
-					rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
-				}
-			})
-		case inValue:
-			rec.A = ent.a
-			rec.Value = slices.Clone(s.strValue(idx))
-		default:
-			rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
-		}
-		recs = append(recs, rec)
+		recs = append(recs, s.record(idx, ent, rule, now))
 	})
 	return recs
+}
+
+// record returns the record of the live entry ent (at slab index idx),
+// owning its bytes. The stripe's lock is held.
+func (s *stripe) record(idx uint32, ent *entry, rule Rule, now int64) Record {
+	rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
+	switch kinds[rule.Kind].shape {
+	case inLog:
+		ring := &s.logs.rings[ent.a]
+		rec.Log = make([]int64, ring.n)
+		for j := range rec.Log {
+			rec.Log[j] = ring.at(j)
+		}
+	case inLeases:
+		ls := &s.leases.sets[ent.a]
+		rec.Leases = make([]Lease, 0, ls.n)
+		ls.each(ls.root, func(l *lease) {
+			if l.expiry > now {
+				rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
+			}
+		})
+	case inValue:
+		rec.A = ent.a
+		rec.Value = slices.Clone(s.strValue(idx))
+	default:
+		rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
+	}
+	return rec
 }
 
 // Import adds one record (on snapshot restore), replacing any state the key
@@ -76,8 +82,8 @@ func (e *Engine) Import(rec Record) error {
 	h := xxhash.Sum64(rec.Key)
 	hi := hiHash(h)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	e.lk(s)
+	defer e.unlk(s)
 	if pos, idx, ok := s.find(hi, rec.Key); ok {
 		s.remove(pos, idx)
 	}
@@ -271,8 +277,8 @@ func (e *Engine) importString(rec Record) error {
 	h := xxhash.Sum64(rec.Key)
 	hi := hiHash(h)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	e.lk(s)
+	defer e.unlk(s)
 	if pos, idx, ok := s.find(hi, rec.Key); ok {
 		s.remove(pos, idx)
 	}

@@ -206,11 +206,11 @@ func (s *stripe) reclaim(now int64) {
 func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
 	e.reclaimAll(now)
 	s := e.stripes[h&e.mask]
-	s.mu.Lock()
+	e.lk(s)
 	s.final = true
 	res, _ := s.decide(now, hiHash(h), key, rule, cost)
 	s.final = false
-	s.mu.Unlock()
+	e.unlk(s)
 	return res
 }
 

@@ -75,7 +75,7 @@ type opInfo struct {
 
 // numOps bounds the operation codes: every OpCode is below it. An untyped
 // constant, so that it is no OpCode itself.
-const numOps = int(OpRateLimit) + 1
+const numOps = int(OpScriptFlush) + 1
 
 // ops is the table, indexed by OpCode; a code without an operation has a
 // zero row (no name). Read-only.
@@ -107,6 +107,18 @@ var ops = [numOps]opInfo{
 	OpPersist:    {name: "OpPersist", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpStrlen:     {name: "OpStrlen", route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpExpireTime: {name: "OpExpireTime", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	// RENAME's keys share a slot (the server checks): Key routes it.
+	OpRename: {name: "OpRename", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+
+	// A script runs in the group of its first key (Key; group 0 without
+	// keys); its nested ops tell the watcher of their own keys. The
+	// script cache is each group's: SCRIPT LOAD and FLUSH reach every
+	// group, EXISTS asks group 0.
+	OpEval:         {name: "OpEval", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpEvalSha:      {name: "OpEvalSha", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpScriptLoad:   {name: "OpScriptLoad", mutates: true, route: RouteEvery, merge: MergeFirst},
+	OpScriptExists: {name: "OpScriptExists", route: RouteGroup0, merge: MergeOne},
+	OpScriptFlush:  {name: "OpScriptFlush", mutates: true, route: RouteEvery, merge: MergeFirst},
 
 	// Every key of a rate limit request carries its domain as the hash
 	// tag (rls), so they share one slot: All[0].Key routes it.

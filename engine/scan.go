@@ -44,7 +44,7 @@ func (e *Engine) scan(now int64, op *Op) Result {
 			si, idx = si+1, 0
 			continue
 		}
-		s.mu.Lock()
+		e.lk(s)
 		var done bool
 		idx, done, budget, work = s.scanWalk(idx, budget, work, func(ent *entry) {
 			if op.Rule.Kind != KindNone && s.rules.get(ent.rule).Kind != op.Rule.Kind {
@@ -52,7 +52,7 @@ func (e *Engine) scan(now int64, op *Op) Result {
 			}
 			keys = s.appendIfMatch(keys, ent, now, op.Pattern)
 		})
-		s.mu.Unlock()
+		e.unlk(s)
 		if done {
 			si, idx = si+1, 0
 		} else if budget == 0 {
@@ -148,9 +148,9 @@ func (s *stripe) walkAll(fn func(idx uint32, ent *entry)) {
 // (one stripe lock at a time, never two).
 func (e *Engine) eachStripe(fn func(s *stripe)) {
 	for _, s := range e.stripes {
-		s.mu.Lock()
+		e.lk(s)
 		fn(s)
-		s.mu.Unlock()
+		e.unlk(s)
 	}
 }
 
@@ -221,7 +221,7 @@ func (e *Engine) Sweep(now int64, maxKeys int) int {
 		}
 		visited++
 		s := e.stripes[si]
-		s.mu.Lock()
+		e.lk(s)
 		var done bool
 		var left int
 		idx, done, left = s.walk(idx, min(budget, sweepBatch), func(i uint32, ent *entry) {
@@ -230,7 +230,7 @@ func (e *Engine) Sweep(now int64, maxKeys int) int {
 				removed++
 			}
 		})
-		s.mu.Unlock()
+		e.unlk(s)
 		budget -= min(budget, sweepBatch) - left
 		if done {
 			si, idx = si+1, 0

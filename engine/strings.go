@@ -292,7 +292,7 @@ func (s *stripe) strValue(idx uint32) []byte { return s.strs.vals[s.entry(idx).b
 // matters and is run again with s.final set.
 func (e *Engine) strOp(now int64, op *Op) Result {
 	hi, s := e.lock(op.Key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	s.strDrain(e.countedAt(now))
 	return e.strOpLocked(now, hi, s, op)
 }
@@ -597,7 +597,7 @@ func ParseInt(b []byte) (int64, bool) {
 func (e *Engine) strOpFull(now int64, op *Op) Result {
 	e.reclaimAll(now)
 	hi, s := e.lock(op.Key)
-	defer s.mu.Unlock()
+	defer e.unlk(s)
 	s.final = true
 	res := e.strOpLocked(now, hi, s, op)
 	s.final = false

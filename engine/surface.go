@@ -31,6 +31,14 @@ type Config struct {
 	// changed (client-side caching's invalidations). Nil by default: the
 	// engine then pays one predictable branch per change.
 	Watcher Watcher
+	// Scripts runs OpEval and OpEvalSha (scripts.go); without it they
+	// fail with errcode.NoScripting.
+	Scripts ScriptRunner
+	// ScriptCacheMax and ScriptCacheBytes bound the loaded scripts
+	// (defaults DefaultScriptCacheMax, DefaultScriptCacheBytes): a new
+	// script beyond them fails with errcode.ScriptCacheFull.
+	ScriptCacheMax   int64
+	ScriptCacheBytes int64
 }
 
 // Watcher is told which keys' state may have changed: by a decision with a

@@ -193,7 +193,7 @@ func AppendOps(b []byte, ops []engine.Op) []byte {
 // older entries and members decode and encode them alike.
 func costField(op *engine.Op) *int64 {
 	switch op.Code {
-	case engine.OpScan:
+	case engine.OpScan, engine.OpEval, engine.OpEvalSha:
 		return &op.Count
 	case engine.OpTimeWarp, engine.OpClockFreeze:
 		return &op.Clock

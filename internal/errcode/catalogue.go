@@ -196,6 +196,22 @@ var catalogue = [NumCodes]Entry{
 		Bare:     "MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can",
 		Producer: "cluster: a full disk or an I/O error on this node's log (the failed entry was never stored or replicated)",
 		Assume:   "certainly not applied; retry, or another node; the node serves again by itself once it can write"},
+	NoScript: {Name: "no script", Class: NotApplied,
+		Reply:    "NOSCRIPT No matching script. Please use EVAL.",
+		Producer: "engine: EVALSHA of a script not in the script cache (Redis's text)",
+		Assume:   "not applied; send EVAL with the script"},
+	ScriptCacheFull: {Name: "script cache full", Class: NotApplied,
+		Reply:    "ERR the script cache is full: at most {num} scripts and {detail} bytes (script-cache-max); SCRIPT FLUSH frees it",
+		Producer: "engine: SCRIPT LOAD or EVAL of a new script beyond --script-cache-max",
+		Assume:   "not applied; nothing was evicted"},
+	NoScripting: {Name: "no scripting", Class: NotApplied,
+		Reply:    "ERR scripting is not available on this node",
+		Producer: "engine: a script on an engine started without a script runner",
+		Assume:   "not applied"},
+	NoSuchKey: {Name: "no such key", Class: NotApplied,
+		Reply:    "ERR no such key",
+		Producer: "engine: RENAME or RENAMENX of a missing key (Redis's text)",
+		Assume:   "not applied"},
 }
 
 // Entry returns c's row of the catalogue; a zero Entry for a code beyond

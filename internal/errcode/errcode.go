@@ -135,6 +135,18 @@ const (
 	// applied (rendered MISCONF, Redis's code for a server that cannot
 	// persist).
 	LogWriteFailed
+	// NoScript: EVALSHA of a script the cache does not hold (Redis's
+	// NOSCRIPT). Not applied.
+	NoScript
+	// ScriptCacheFull: a new script beyond --script-cache-max (Num
+	// scripts, Detail bytes). Not applied.
+	ScriptCacheFull
+	// NoScripting: a script op on an engine without a script runner.
+	// Not applied.
+	NoScripting
+	// NoSuchKey: RENAME of a missing key (Redis's "no such key"). Not
+	// applied.
+	NoSuchKey
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes

@@ -1,0 +1,324 @@
+package script
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Conversions between Lua values and RESP replies, as Redis 7.0's
+// script_lua.c does them (docs "Lua API").
+
+// maxNesting bounds the depth of a reply converted either way (Redis's
+// "reached lua stack limit").
+const maxNesting = 100
+
+// reply appends lv as a reply in protocol resp (Lua to Redis): a number
+// is truncated to an integer, true is 1, false and nil are null, a table
+// is an error ({err=}), a status ({ok=}), a RESP3 type ({double=},
+// {big_number=}, {map=}, {set=}) or an array up to its first nil. ok is
+// false when the value nests too deep.
+func (v *vm) reply(b []byte, lv lua.LValue, resp, depth int) ([]byte, bool) {
+	if depth > maxNesting {
+		return b, false
+	}
+	switch x := lv.(type) {
+	case lua.LString:
+		return appendBulk(b, string(x)), true
+	case lua.LNumber:
+		return appendInt(b, ':', toInteger(float64(x))), true
+	case lua.LBool:
+		if x {
+			return append(b, ":1\r\n"...), true
+		}
+		return appendNull(b, resp), true
+	case *lua.LTable:
+		if e, ok := x.RawGetString("err").(lua.LString); ok {
+			return errorReply(b, string(e)), true
+		}
+		if s, ok := x.RawGetString("ok").(lua.LString); ok {
+			b = append(b, '+')
+			b = append(b, spaces(string(s))...)
+			return append(b, '\r', '\n'), true
+		}
+		if d, ok := x.RawGetString("double").(lua.LNumber); ok {
+			if resp == 3 {
+				b = append(b, ',')
+				b = append(b, fmtDouble(float64(d))...)
+				return append(b, '\r', '\n'), true
+			}
+			return appendBulk(b, fmtDouble(float64(d))), true
+		}
+		if n, ok := x.RawGetString("big_number").(lua.LString); ok {
+			if resp == 3 {
+				b = append(b, '(')
+				b = append(b, spaces(string(n))...)
+				return append(b, '\r', '\n'), true
+			}
+			return appendBulk(b, string(n)), true
+		}
+		if m, ok := x.RawGetString("map").(*lua.LTable); ok {
+			var pairs []lua.LValue
+			for k, val := m.Next(lua.LNil); k != lua.LNil; k, val = m.Next(k) {
+				pairs = append(pairs, k, val)
+			}
+			if resp == 3 {
+				b = appendInt(b, '%', int64(len(pairs)/2))
+			} else {
+				b = appendInt(b, '*', int64(len(pairs)))
+			}
+			for _, e := range pairs {
+				var ok bool
+				if b, ok = v.reply(b, e, resp, depth+1); !ok {
+					return b, false
+				}
+			}
+			return b, true
+		}
+		if s, ok := x.RawGetString("set").(*lua.LTable); ok {
+			var members []lua.LValue
+			for k, _ := s.Next(lua.LNil); k != lua.LNil; k, _ = s.Next(k) {
+				members = append(members, k)
+			}
+			if resp == 3 {
+				b = appendInt(b, '~', int64(len(members)))
+			} else {
+				b = appendInt(b, '*', int64(len(members)))
+			}
+			for _, e := range members {
+				var ok bool
+				if b, ok = v.reply(b, e, resp, depth+1); !ok {
+					return b, false
+				}
+			}
+			return b, true
+		}
+		n := 0
+		for x.RawGetInt(n+1) != lua.LNil {
+			n++
+		}
+		b = appendInt(b, '*', int64(n))
+		for i := 1; i <= n; i++ {
+			var ok bool
+			if b, ok = v.reply(b, x.RawGetInt(i), resp, depth+1); !ok {
+				return b, false
+			}
+		}
+		return b, true
+	}
+	return appendNull(b, resp), true
+}
+
+// toInteger truncates f as Redis's (long long) cast does on x86: NaN and
+// values out of range give the smallest integer.
+func toInteger(f float64) int64 {
+	if math.IsNaN(f) || f >= 9223372036854775808.0 || f < -9223372036854775808.0 {
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+func appendNull(b []byte, resp int) []byte {
+	if resp == 3 {
+		return append(b, "_\r\n"...)
+	}
+	return append(b, "$-1\r\n"...)
+}
+
+func appendInt(b []byte, prefix byte, n int64) []byte {
+	b = append(b, prefix)
+	b = strconv.AppendInt(b, n, 10)
+	return append(b, '\r', '\n')
+}
+
+func appendBulk(b []byte, s string) []byte {
+	b = appendInt(b, '$', int64(len(s)))
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+// spaces replaces line breaks by spaces (a status or error line).
+func spaces(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// fmtNumber formats f as C's printf %.<prec>g does, with inf and nan
+// spelled as glibc spells them.
+func fmtNumber(f float64, prec int) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "-nan" // as x86 computes 0/0 and glibc prints it
+	}
+	return strconv.FormatFloat(f, 'g', prec, 64)
+}
+
+// fmtDouble formats a RESP3 double as Redis does (%.17g, inf, -inf, nan).
+func fmtDouble(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	return strconv.FormatFloat(f, 'g', 17, 64)
+}
+
+// parseReply reads one RESP reply from b into a Lua value (Redis to Lua)
+// and returns the rest of b: an integer is a number, a bulk a string, a
+// nil bulk or array false (nil in RESP3), an array a table, a status
+// {ok=}, an error {err=} (its code split off as Redis's luaPushErrorBuff
+// does), and the RESP3 types {map=}, {set=}, {double=}, {big_number=},
+// {verbatim_string=}, booleans and nil.
+func (v *vm) parseReply(b []byte, depth int) (lua.LValue, []byte, bool) {
+	if len(b) < 3 || depth > maxNesting {
+		return lua.LNil, nil, false
+	}
+	end := indexCRLF(b)
+	if end < 0 {
+		return lua.LNil, nil, false
+	}
+	line, rest := string(b[1:end]), b[end+2:]
+	L := v.L
+	switch b[0] {
+	case '+':
+		t := L.NewTable()
+		t.RawSetString("ok", lua.LString(line))
+		return t, rest, true
+	case '-':
+		return errorTable(L, line), rest, true
+	case ':':
+		n, err := strconv.ParseInt(line, 10, 64)
+		return lua.LNumber(n), rest, err == nil
+	case '$', '=':
+		n, err := strconv.Atoi(line)
+		if err != nil {
+			return lua.LNil, nil, false
+		}
+		if n < 0 {
+			return lua.LFalse, rest, true
+		}
+		if len(rest) < n+2 {
+			return lua.LNil, nil, false
+		}
+		s := string(rest[:n])
+		rest = rest[n+2:]
+		if b[0] == '=' {
+			t, vt := L.NewTable(), L.NewTable()
+			if len(s) >= 4 {
+				vt.RawSetString("format", lua.LString(s[:3]))
+				s = s[4:]
+			}
+			vt.RawSetString("string", lua.LString(s))
+			t.RawSetString("verbatim_string", vt)
+			return t, rest, true
+		}
+		return lua.LString(s), rest, true
+	case '*', '~', '%':
+		n, err := strconv.Atoi(line)
+		if err != nil {
+			return lua.LNil, nil, false
+		}
+		if n < 0 {
+			return lua.LFalse, rest, true
+		}
+		items := n
+		if b[0] == '%' {
+			items = 2 * n
+		}
+		vals := make([]lua.LValue, 0, min(items, 1024))
+		for i := 0; i < items; i++ {
+			var e lua.LValue
+			var ok bool
+			if e, rest, ok = v.parseReply(rest, depth+1); !ok {
+				return lua.LNil, nil, false
+			}
+			vals = append(vals, e)
+		}
+		switch b[0] {
+		case '%':
+			m := L.NewTable()
+			for i := 0; i+1 < len(vals); i += 2 {
+				if vals[i] != lua.LNil {
+					m.RawSet(vals[i], vals[i+1])
+				}
+			}
+			t := L.NewTable()
+			t.RawSetString("map", m)
+			return t, rest, true
+		case '~':
+			s := L.NewTable()
+			for _, e := range vals {
+				if e != lua.LNil {
+					s.RawSet(e, lua.LTrue)
+				}
+			}
+			t := L.NewTable()
+			t.RawSetString("set", s)
+			return t, rest, true
+		}
+		t := L.CreateTable(len(vals), 0)
+		for i, e := range vals {
+			t.RawSetInt(i+1, e)
+		}
+		return t, rest, true
+	case '_':
+		return lua.LNil, rest, true
+	case '#':
+		return lua.LBool(line == "t"), rest, true
+	case ',':
+		f, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			return lua.LNil, nil, false
+		}
+		t := L.NewTable()
+		t.RawSetString("double", lua.LNumber(f))
+		return t, rest, true
+	case '(':
+		t := L.NewTable()
+		t.RawSetString("big_number", lua.LString(line))
+		return t, rest, true
+	}
+	return lua.LNil, nil, false
+}
+
+// errorTable is Redis's error table for an error reply line (without
+// its '-'): {err="CODE msg"}, the code ERR when the line has none.
+func errorTable(L *lua.LState, line string) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetString("err", lua.LString(errorText("-"+line)))
+	return t
+}
+
+// errorText is luaPushErrorBuff's text: "-CODE msg" keeps its code, a
+// text without '-' or without a space gets ERR; trailing line breaks go.
+func errorText(s string) string {
+	code, msg := "ERR", s
+	if strings.HasPrefix(s, "-") {
+		if i := strings.IndexByte(s, ' '); i >= 0 {
+			code, msg = s[1:i], s[i+1:]
+		} else {
+			msg = s[1:]
+		}
+	}
+	return code + " " + strings.TrimRight(msg, "\r\n")
+}
+
+func indexCRLF(b []byte) int {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] == '\r' && b[i+1] == '\n' {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,530 @@
+package script
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// The sandbox: the libraries Redis 7.0 loads, as it loads them. The base
+// library without dofile, loadfile, print, getfenv, setfenv, newproxy,
+// module and require (Redis removes them); table, string, math; cjson and
+// bit (written here, as lua-cjson and LuaBitOp behave); redis. No os, io,
+// debug, coroutine. Every global and library table is read-only, as Redis
+// 7.0 makes them: the scripts' environment is an empty table whose
+// metatable reads the real globals and refuses writes, and reading a
+// global that does not exist is an error.
+
+// rand48Init is redisLrand48's state before any seed (rand.c's X0..X2),
+// which Redis starts from: a script's math.random gives what the first
+// script after a redis-server start gets.
+const rand48Init = 0x1234ABCD330E
+
+func newVM(rt *Runtime) *vm {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       maxCallDepth,
+		RegistrySize:        1024,
+		RegistryMaxSize:     maxRegistry,
+		IncludeGoStackTrace: false,
+	})
+	v := &vm{rt: rt, L: L, readonly: make(map[*lua.LTable]bool)}
+	for _, lib := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
+		L.Push(L.NewFunction(lib.fn))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	g := L.G.Global
+	v.g = g
+	for _, name := range []string{"dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require", "_printregs", "_GOPHER_LUA_VERSION"} {
+		g.RawSetString(name, lua.LNil)
+	}
+	v.overrideBase(g)
+	v.overrideString(g.RawGetString("string").(*lua.LTable))
+	v.overrideTable(g.RawGetString("table").(*lua.LTable))
+	v.overrideMath(g.RawGetString("math").(*lua.LTable))
+	g.RawSetString("cjson", v.cjsonLib())
+	g.RawSetString("bit", v.bitLib())
+	g.RawSetString("redis", v.redisLib())
+	// The library tables become read-only views of themselves.
+	for _, name := range []string{"string", "table", "math", "cjson", "bit", "redis"} {
+		g.RawSetString(name, v.readOnly(g.RawGetString(name).(*lua.LTable), nil))
+	}
+	// The string metatable's __index is the string library's view.
+	if mt, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
+		mt.RawSetString("__index", g.RawGetString("string"))
+	}
+	v.env = v.readOnly(g, L.NewFunction(v.noGlobal))
+	g.RawSetString("_G", v.env)
+	return v
+}
+
+// readOnly returns an empty table reading t and refusing writes; a read
+// of a missing key calls missing when set.
+func (v *vm) readOnly(t *lua.LTable, missing *lua.LFunction) *lua.LTable {
+	L := v.L
+	if missing != nil {
+		gm := L.NewTable()
+		gm.RawSetString("__index", missing)
+		L.SetMetatable(t, gm)
+	}
+	view := L.NewTable()
+	mt := L.NewTable()
+	mt.RawSetString("__index", t)
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("%s", v.rt.texts.ReadOnly)
+		return 0
+	}))
+	mt.RawSetString("__metatable", lua.LFalse)
+	L.SetMetatable(view, mt)
+	v.readonly[view] = true
+	return view
+}
+
+func (v *vm) noGlobal(L *lua.LState) int {
+	L.RaiseError(v.rt.texts.NoGlobal, L.ToString(2))
+	return 0
+}
+
+// overrideBase replaces the base functions whose gopher-lua behaviour a
+// script can tell from C Lua's.
+func (v *vm) overrideBase(g *lua.LTable) {
+	L := v.L
+	rawset := g.RawGetString("rawset").(*lua.LFunction)
+	g.RawSetString("rawset", L.NewFunction(func(L *lua.LState) int {
+		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
+			L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
+		}
+		return rawset.GFunction(L)
+	}))
+	setmt := g.RawGetString("setmetatable").(*lua.LFunction)
+	g.RawSetString("setmetatable", L.NewFunction(func(L *lua.LState) int {
+		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
+			L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
+		}
+		return setmt.GFunction(L)
+	}))
+	// collectgarbage runs a full Go GC in gopher-lua: answer without.
+	g.RawSetString("collectgarbage", L.NewFunction(func(L *lua.LState) int {
+		L.Push(lua.LNumber(0))
+		return 1
+	}))
+	g.RawSetString("gcinfo", L.NewFunction(func(L *lua.LState) int {
+		L.Push(lua.LNumber(0))
+		return 1
+	}))
+	tostr := g.RawGetString("tostring").(*lua.LFunction)
+	g.RawSetString("tostring", L.NewFunction(func(L *lua.LState) int {
+		if n, ok := L.Get(1).(lua.LNumber); ok {
+			L.Push(lua.LString(fmtNumber(float64(n), 14)))
+			return 1
+		}
+		if _, ok := L.Get(1).(*lua.LTable); ok {
+			L.Push(lua.LString("table"))
+			return 1
+		}
+		if _, ok := L.Get(1).(*lua.LFunction); ok {
+			L.Push(lua.LString("function"))
+			return 1
+		}
+		return tostr.GFunction(L)
+	}))
+	tonum := g.RawGetString("tonumber").(*lua.LFunction)
+	g.RawSetString("tonumber", L.NewFunction(func(L *lua.LState) int {
+		if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
+			if b, ok := L.Get(2).(lua.LNumber); !ok || b != 10 {
+				return tonum.GFunction(L)
+			}
+		}
+		switch x := L.Get(1).(type) {
+		case lua.LNumber:
+			L.Push(x)
+		case lua.LString:
+			if f, ok := strToNumber(string(x)); ok {
+				L.Push(lua.LNumber(f))
+			} else {
+				L.Push(lua.LNil)
+			}
+		default:
+			L.CheckAny(1)
+			L.Push(lua.LNil)
+		}
+		return 1
+	}))
+	// load and loadstring: the chunk runs in the scripts' environment.
+	for _, name := range []string{"load", "loadstring"} {
+		orig := g.RawGetString(name).(*lua.LFunction)
+		g.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			n := orig.GFunction(L)
+			if fn, ok := L.Get(-n).(*lua.LFunction); ok && n > 0 {
+				fn.Env = v.env
+			}
+			return n
+		}))
+	}
+}
+
+// strToNumber is C Lua 5.1's luaO_str2d over glibc's strtod: surrounding
+// space, decimal and hex integers, exponents, inf and nan.
+func strToNumber(s string) (float64, bool) {
+	s = strings.Trim(s, " \t\n\v\f\r")
+	if s == "" {
+		return 0, false
+	}
+	body := strings.TrimLeft(s, "+-")
+	if len(s)-len(body) > 1 {
+		return 0, false
+	}
+	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') {
+		n, err := strconv.ParseUint(body[2:], 16, 64)
+		if err != nil {
+			return 0, false
+		}
+		f := float64(n)
+		if s[0] == '-' {
+			f = -f
+		}
+		return f, true
+	}
+	for _, c := range body {
+		if c == '_' {
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return f, true
+		}
+		return 0, false
+	}
+	return f, true
+}
+
+// overrideString bounds the functions that create large strings, and
+// string.format's widths as C Lua does.
+func (v *vm) overrideString(t *lua.LTable) {
+	L := v.L
+	rep := t.RawGetString("rep").(*lua.LFunction)
+	t.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
+		s := L.CheckString(1)
+		n := L.CheckInt64(2)
+		if n > 0 && !v.charge(int64(len(s))*n, n) {
+			return 0
+		}
+		return rep.GFunction(L)
+	}))
+	format := t.RawGetString("format").(*lua.LFunction)
+	t.RawSetString("format", L.NewFunction(func(L *lua.LState) int {
+		f := L.CheckString(1)
+		if !checkFormat(f) {
+			L.RaiseError("%s", v.rt.texts.Format)
+		}
+		// Numbers given to %s print as C Lua's tostring does.
+		for i := 2; i <= L.GetTop(); i++ {
+			if n, ok := L.Get(i).(lua.LNumber); ok && formatVerb(f, i-1) == 's' {
+				L.Replace(i, lua.LString(fmtNumber(float64(n), 14)))
+			}
+		}
+		var in int64
+		for i := 1; i <= L.GetTop(); i++ {
+			if s, ok := L.Get(i).(lua.LString); ok {
+				in += int64(len(s))
+			}
+		}
+		if !v.charge(in+int64(L.GetTop())*100, 1) {
+			return 0
+		}
+		return format.GFunction(L)
+	}))
+	gsub := t.RawGetString("gsub").(*lua.LFunction)
+	t.RawSetString("gsub", L.NewFunction(func(L *lua.LState) int {
+		s := L.CheckString(1)
+		worst := int64(len(s))
+		if r, ok := L.Get(3).(lua.LString); ok {
+			worst += (int64(len(s)) + 1) * int64(len(r))
+		}
+		if !v.charge(worst, 1) {
+			return 0
+		}
+		return gsub.GFunction(L)
+	}))
+}
+
+// checkFormat reports whether every conversion of f has a width and a
+// precision of at most two digits (C Lua's "invalid format").
+func checkFormat(f string) bool {
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		i++
+		if i < len(f) && f[i] == '%' {
+			continue
+		}
+		for i < len(f) && strings.IndexByte("-+ #0", f[i]) >= 0 {
+			i++
+		}
+		d := 0
+		for i < len(f) && f[i] >= '0' && f[i] <= '9' {
+			i, d = i+1, d+1
+		}
+		if d > 2 {
+			return false
+		}
+		if i < len(f) && f[i] == '.' {
+			i++
+			d = 0
+			for i < len(f) && f[i] >= '0' && f[i] <= '9' {
+				i, d = i+1, d+1
+			}
+			if d > 2 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// formatVerb returns the verb of f's n-th conversion (1-based), or 0.
+func formatVerb(f string, n int) byte {
+	k := 0
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		i++
+		if i < len(f) && f[i] == '%' {
+			continue
+		}
+		for i < len(f) && strings.IndexByte("-+ #0123456789.", f[i]) >= 0 {
+			i++
+		}
+		if k++; k == n && i < len(f) {
+			return f[i]
+		}
+	}
+	return 0
+}
+
+// charge counts n created bytes against the run's memory budget (count
+// items at least a byte each), raising the budget error when spent.
+func (v *vm) charge(n, count int64) bool {
+	if n < 0 || count < 0 || n < count || !v.b.charge(max(n, count)) {
+		v.b.memoryOut = true
+		v.L.RaiseError("%s", v.rt.texts.Memory)
+		return false
+	}
+	return true
+}
+
+func (v *vm) overrideTable(t *lua.LTable) {
+	L := v.L
+	concat := t.RawGetString("concat").(*lua.LFunction)
+	t.RawSetString("concat", L.NewFunction(func(L *lua.LState) int {
+		tb := L.CheckTable(1)
+		sep := int64(len(L.OptString(2, "")))
+		var n int64
+		for i := 1; ; i++ {
+			e := tb.RawGetInt(i)
+			if e == lua.LNil {
+				break
+			}
+			if s, ok := e.(lua.LString); ok {
+				n += int64(len(s))
+			} else {
+				n += 24
+			}
+			n += sep
+		}
+		if !v.charge(n, 1) {
+			return 0
+		}
+		return concat.GFunction(L)
+	}))
+	insert := t.RawGetString("insert").(*lua.LFunction)
+	t.RawSetString("insert", L.NewFunction(func(L *lua.LState) int {
+		if !v.charge(16, 1) {
+			return 0
+		}
+		return insert.GFunction(L)
+	}))
+}
+
+// overrideMath: math.huge is infinity, and math.random is Redis's
+// redisLrand48, restarted from the same state for every run.
+func (v *vm) overrideMath(t *lua.LTable) {
+	L := v.L
+	t.RawSetString("huge", lua.LNumber(math.Inf(1)))
+	t.RawSetString("random", L.NewFunction(func(L *lua.LState) int {
+		v.rng = (0x5DEECE66D*v.rng + 0xB) & (1<<48 - 1)
+		r := float64(int32(v.rng>>17)%math.MaxInt32) / float64(math.MaxInt32)
+		switch L.GetTop() {
+		case 0:
+			L.Push(lua.LNumber(r))
+		case 1:
+			u := L.CheckInt(1)
+			if u < 1 {
+				L.ArgError(1, "interval is empty")
+			}
+			L.Push(lua.LNumber(math.Floor(r*float64(u)) + 1))
+		case 2:
+			l, u := L.CheckInt(1), L.CheckInt(2)
+			if l > u {
+				L.ArgError(2, "interval is empty")
+			}
+			L.Push(lua.LNumber(math.Floor(r*float64(u-l+1)) + float64(l)))
+		default:
+			L.RaiseError("wrong number of arguments")
+		}
+		return 1
+	}))
+	t.RawSetString("randomseed", L.NewFunction(func(L *lua.LState) int {
+		seed := uint32(int32(L.CheckInt(1)))
+		v.rng = uint64(seed)<<16 | 0x330E
+		return 0
+	}))
+}
+
+// redisLib is the redis table.
+func (v *vm) redisLib() *lua.LTable {
+	L := v.L
+	t := L.NewTable()
+	t.RawSetString("call", L.NewFunction(func(L *lua.LState) int { return v.call(L, true) }))
+	t.RawSetString("pcall", L.NewFunction(func(L *lua.LState) int { return v.call(L, false) }))
+	t.RawSetString("error_reply", L.NewFunction(func(L *lua.LState) int {
+		s, ok := L.Get(1).(lua.LString)
+		if L.GetTop() != 1 || !ok {
+			L.Push(errorTable(L, v.rt.texts.WrongArgs))
+			return 1
+		}
+		e := string(s)
+		if !strings.HasPrefix(e, "-") {
+			e = "-" + e
+		}
+		r := L.NewTable()
+		r.RawSetString("err", lua.LString(errorText(e)))
+		L.Push(r)
+		return 1
+	}))
+	t.RawSetString("status_reply", L.NewFunction(func(L *lua.LState) int {
+		s, ok := L.Get(1).(lua.LString)
+		if L.GetTop() != 1 || !ok {
+			L.Push(errorTable(L, v.rt.texts.WrongArgs))
+			return 1
+		}
+		r := L.NewTable()
+		r.RawSetString("ok", s)
+		L.Push(r)
+		return 1
+	}))
+	t.RawSetString("sha1hex", L.NewFunction(func(L *lua.LState) int {
+		if L.GetTop() != 1 {
+			L.RaiseError("wrong number of arguments")
+		}
+		sum := sha1.Sum([]byte(L.ToString(1)))
+		L.Push(lua.LString(hex.EncodeToString(sum[:])))
+		return 1
+	}))
+	t.RawSetString("log", L.NewFunction(func(L *lua.LState) int {
+		if L.GetTop() < 2 {
+			L.RaiseError("redis.log() requires two arguments or more.")
+		}
+		level := L.CheckInt(1)
+		if level < 0 || level > 3 {
+			L.RaiseError("Invalid debug level.")
+		}
+		if v.rt.cfg.Log != nil {
+			var parts []string
+			for i := 2; i <= L.GetTop(); i++ {
+				parts = append(parts, L.ToString(i))
+			}
+			v.rt.cfg.Log(level, strings.Join(parts, " "))
+		}
+		return 0
+	}))
+	t.RawSetString("setresp", L.NewFunction(func(L *lua.LState) int {
+		n, ok := L.Get(1).(lua.LNumber)
+		if L.GetTop() != 1 || !ok || (n != 2 && n != 3) {
+			L.RaiseError("%s", v.rt.texts.BadResp)
+		}
+		v.resp = int(n)
+		return 0
+	}))
+	t.RawSetString("replicate_commands", L.NewFunction(func(L *lua.LState) int {
+		L.Push(lua.LTrue)
+		return 1
+	}))
+	t.RawSetString("set_repl", L.NewFunction(func(L *lua.LState) int { return 0 }))
+	t.RawSetString("breakpoint", L.NewFunction(func(L *lua.LState) int {
+		L.Push(lua.LFalse)
+		return 1
+	}))
+	t.RawSetString("debug", L.NewFunction(func(L *lua.LState) int { return 0 }))
+	// In a fixed order: pairs(redis) must not depend on a Go map's.
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"LOG_DEBUG", 0}, {"LOG_VERBOSE", 1}, {"LOG_NOTICE", 2}, {"LOG_WARNING", 3},
+		{"REPL_NONE", 0}, {"REPL_AOF", 1}, {"REPL_SLAVE", 2}, {"REPL_REPLICA", 2}, {"REPL_ALL", 3}} {
+		t.RawSetString(c.name, lua.LNumber(c.n))
+	}
+	t.RawSetString("REDIS_VERSION", lua.LString("7.0.15"))
+	t.RawSetString("REDIS_VERSION_NUM", lua.LNumber(0x07000f))
+	return t
+}
+
+// call is redis.call (raise) and redis.pcall: the arguments, strings or
+// numbers (formatted %.17g as Redis 7.0 does), go to the Host, and its
+// reply comes back as a Lua value; an error reply is raised by
+// redis.call and returned by redis.pcall.
+func (v *vm) call(L *lua.LState, raise bool) int {
+	n := L.GetTop()
+	fail := func(text string) int {
+		e := errorTable(L, text)
+		if raise {
+			if line := v.line(); line > 0 {
+				e.RawSetString("line", lua.LNumber(line))
+			}
+			L.Error(e, 0)
+		}
+		L.Push(e)
+		return 1
+	}
+	if n == 0 {
+		return fail(v.rt.texts.NoArgs)
+	}
+	args := make([][]byte, n)
+	for i := 1; i <= n; i++ {
+		switch x := L.Get(i).(type) {
+		case lua.LString:
+			args[i-1] = []byte(x)
+		case lua.LNumber:
+			args[i-1] = []byte(fmtNumber(float64(x), 17))
+		default:
+			return fail(v.rt.texts.BadArg)
+		}
+	}
+	out := v.host.Call(args, v.resp)
+	val, _, ok := v.parseReply(out, 0)
+	if !ok {
+		return fail(v.rt.texts.Nesting)
+	}
+	if t, isT := val.(*lua.LTable); isT && raise {
+		if _, isErr := t.RawGetString("err").(lua.LString); isErr {
+			if line := v.line(); line > 0 {
+				t.RawSetString("line", lua.LNumber(line))
+			}
+			L.Error(t, 0)
+		}
+	}
+	L.Push(val)
+	return 1
+}
