@@ -65,6 +65,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadArchive$$' -fuzztime $(FUZZTIME) ./persistence/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME) ./cluster/codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rls/rules/
+	$(GO) test -run '^$$' -fuzz '^FuzzScript$$' -fuzztime $(FUZZTIME) ./internal/script/
 
 # Fault injection on a real three-node cluster (cmd/sluice-chaos); output in results/chaos.
 # CHAOS_SLUICE_FLAGS="--raft-log wal --fsync everysec" runs it on another log store or mode;

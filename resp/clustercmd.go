@@ -387,6 +387,9 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string
 	if !s.cfg.Redirect && s.slotTable.Groups() == 1 {
 		return "" // nothing to check: spare the hot path the hashing
 	}
+	if cmd.keysOf != nil {
+		return s.routeKeys(cmd, cmd.keysOf(args), readOnly)
+	}
 	first := cmd.firstKey
 	if first <= 0 || first >= len(args) {
 		return ""
@@ -404,6 +407,28 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string
 			if s.slotTable.Group(slots.Of(args[i])) != group {
 				return msgCrossSlot.Text()
 			}
+		}
+	}
+	if !s.cfg.Redirect || readOnly && cmd.flags.has(flagReadonly) {
+		return ""
+	}
+	addr, local := s.admin.Route(group)
+	if local || addr == "" {
+		return ""
+	}
+	return msgMoved.Text(strconv.Itoa(slot), addr)
+}
+
+// routeKeys is clusterRoute for a command whose keys keysOf found.
+func (s *Server) routeKeys(cmd *command, keys [][]byte, readOnly bool) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	slot := slots.Of(keys[0])
+	group := s.slotTable.Group(slot)
+	for _, k := range keys[1:] {
+		if s.slotTable.Group(slots.Of(k)) != group {
+			return msgCrossSlot.Text()
 		}
 	}
 	if !s.cfg.Redirect || readOnly && cmd.flags.has(flagReadonly) {

@@ -31,6 +31,14 @@ type command struct {
 	// reply grows with the keyspace (the op's GrowsReply: KEYS, SCAN):
 	// MULTI refuses such a command (multi.go). 0 for the others.
 	op engine.OpCode
+	// keysOf, when set, finds the keys of a command whose key positions
+	// move (EVAL's numkeys): COMMAND INFO says movablekeys, and the
+	// cluster slot check and tracking use it instead of the positions.
+	keysOf func(args [][]byte) [][]byte
+	// notInScripts refuses the command inside a script although Redis
+	// allows it: its reply depends on the node, not on the log (INFO,
+	// COMMAND, CLUSTER, RAFT.*, RL.CHECK), so replicas would diverge.
+	notInScripts bool
 
 	// run parses the arguments and either renders a reply into c.local or
 	// enqueues engine operations (c.enqueue) to be rendered by render.
@@ -49,13 +57,16 @@ type command struct {
 type cmdFlags uint16
 
 const (
-	flagWrite    cmdFlags = 1 << iota // changes state
-	flagReadonly                      // reads state only; its keys are tracked reads
-	flagDenyOOM                       // may create a key (the engine refuses it at the memory limit)
-	flagLoading                       // answers while loading (renders the executor's error)
-	flagStale                         // printed for clients (Redis: allowed on a stale replica)
-	flagFast                          // O(1) or O(log N); printed for clients
-	flagNoAuth                        // allowed before AUTH
+	flagWrite           cmdFlags = 1 << iota // changes state
+	flagReadonly                             // reads state only; its keys are tracked reads
+	flagDenyOOM                              // may create a key (the engine refuses it at the memory limit)
+	flagLoading                              // answers while loading (renders the executor's error)
+	flagStale                                // printed for clients (Redis: allowed on a stale replica)
+	flagFast                                 // O(1) or O(log N); printed for clients
+	flagNoAuth                               // allowed before AUTH
+	flagNoScript                             // refused inside a script (scripts.go)
+	flagNoMandatoryKeys                      // printed for clients (EVAL: keys may be none)
+	flagMovableKeys                          // printed for clients (the command's keysOf finds its keys)
 )
 
 // has reports whether every flag of f is set.
@@ -63,11 +74,16 @@ func (fl cmdFlags) has(f cmdFlags) bool { return fl&f == f }
 
 // names lists the flags set, in COMMAND INFO's order (Redis's).
 func (fl cmdFlags) names() []string {
-	all := [...]string{"write", "readonly", "denyoom", "loading", "stale", "fast", "no_auth"} // by bit
+	all := [...]struct {
+		f    cmdFlags
+		name string
+	}{{flagWrite, "write"}, {flagReadonly, "readonly"}, {flagDenyOOM, "denyoom"}, {flagNoScript, "noscript"},
+		{flagLoading, "loading"}, {flagStale, "stale"}, {flagFast, "fast"}, {flagNoAuth, "no_auth"},
+		{flagNoMandatoryKeys, "no_mandatory_keys"}, {flagMovableKeys, "movablekeys"}}
 	var out []string
-	for i, n := range all {
-		if fl.has(1 << i) {
-			out = append(out, n)
+	for _, n := range all {
+		if fl.has(n.f) {
+			out = append(out, n.name)
 		}
 	}
 	return out
@@ -76,6 +92,9 @@ func (fl cmdFlags) names() []string {
 // keys returns the key arguments of args as the command's key positions
 // (first, last, step) name them.
 func (c *command) keys(args [][]byte) [][]byte {
+	if c.keysOf != nil {
+		return c.keysOf(args)
+	}
 	if c.firstKey <= 0 || c.firstKey >= len(args) {
 		return nil
 	}
@@ -141,7 +160,8 @@ func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
 	list = append(list, transactionCommands()...)
-	list = append(list, rlsCommands()...) // rls.go
+	list = append(list, rlsCommands()...)    // rls.go
+	list = append(list, scriptCommands()...) // scripts.go
 	if cluster {
 		list = append(list, raftCommands()...)
 	}
@@ -154,6 +174,7 @@ func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	for _, c := range list {
 		table[c.name] = c
 	}
+	markScriptRules(table) // scripts.go
 	return table
 }
 

@@ -165,6 +165,26 @@ const (
 	msgNoBackup
 	msgClientType
 	msgClientID
+	msgScriptUnknownCommand
+	msgScriptArity
+	msgScriptNotAllowed
+	msgScriptReadOnly
+	msgScriptNonLocal
+	msgScriptNoArgs
+	msgScriptBadArg
+	msgScriptCompile
+	msgScriptSteps
+	msgScriptMemory
+	msgScriptNesting
+	msgScriptReadOnlyTable
+	msgScriptNoGlobal
+	msgScriptWrongArgs
+	msgScriptBadResp
+	msgScriptFormat
+	msgNumKeysNegative
+	msgNumKeysTooMany
+	msgNotBusy
+	msgScriptFlushOption
 
 	numMsgs
 )
@@ -236,7 +256,34 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgNoBackup:           {"ERR this node cannot take backups", "RAFT.BACKUP on a server whose executor keeps no Raft log (an in-memory test server)"},
 	msgClientType:         {"ERR Unknown client type '{type}'", "CLIENT LIST TYPE with another type than normal, master, replica, slave or pubsub (Redis's text)"},
 	msgClientID:           {"ERR Invalid client ID", "CLIENT LIST ID with an ID that is not an integer (Redis's text)"},
+	// Scripts (scripts.go, internal/script). Inside a script, an error of
+	// redis.call ends the script with the text followed by
+	// " script: <sha1>, on @user_script:<line>." (Redis's).
+	msgScriptUnknownCommand: {"ERR Unknown Redis command called from script", "redis.call of a command sluice does not know (Redis's text)"},
+	msgScriptArity:          {"ERR Wrong number of args calling Redis command from script", "redis.call with a wrong number of arguments (Redis's text)"},
+	msgScriptNotAllowed:     {"ERR This Redis command is not allowed from script", "redis.call of a command Redis refuses in scripts (MULTI, EVAL, SCRIPT, CLIENT, blocking and pub/sub commands...) or whose reply depends on the node (INFO, COMMAND, CLUSTER, RAFT.*, RL.CHECK) (Redis's text)"},
+	msgScriptReadOnly:       {"ERR Write commands are not allowed from read-only scripts.", "a write command called by EVAL_RO or EVALSHA_RO (Redis's text)"},
+	msgScriptNonLocal:       {"ERR Script attempted to access a non local key in a cluster node", "with --shards > 1, a script touching a key of another group (Redis's text)"},
+	msgScriptNoArgs:         {"ERR Please specify at least one argument for this redis lib call", "redis.call() without arguments (Redis's text)"},
+	msgScriptBadArg:         {"ERR Lua redis lib command arguments must be strings or integers", "redis.call with an argument that is neither a string nor a number (Redis's text)"},
+	msgScriptCompile:        {"ERR Error compiling script (new function): {error}", "EVAL or SCRIPT LOAD of a script that does not compile (the error is the compiler's); the script is not cached"},
+	msgScriptSteps:          {"ERR script exceeded its budget of {steps} instructions (script-max-steps)", "a script that ran --script-max-steps Lua instructions; its writes are undone"},
+	msgScriptMemory:         {"ERR script exceeded its budget of {bytes} bytes of memory (script-max-memory)", "a script that created more than --script-max-memory bytes of strings, or recursed too deep; its writes are undone"},
+	msgScriptNesting:        {"ERR reached lua stack limit", "a script reply nested deeper than 100 levels (Redis's text)"},
+	msgScriptReadOnlyTable:  {"Attempt to modify a readonly table", "a script assigning a global or a field of a library table (Redis's text, after the script's position)"},
+	msgScriptNoGlobal:       {"Script attempted to access nonexistent global variable '{name}'", "a script reading a global that does not exist (Redis's text, after the script's position)"},
+	msgScriptWrongArgs:      {"ERR wrong number or type of arguments", "redis.error_reply or redis.status_reply without one string (Redis's text)"},
+	msgScriptBadResp:        {"ERR RESP version must be 2 or 3.", "redis.setresp with another version (Redis's text)"},
+	msgScriptFormat:         {"invalid format (width or precision too long)", "string.format with a width or precision of more than two digits (C Lua's text, after the script's position)"},
+	msgNumKeysNegative:      {"ERR Number of keys can't be negative", "EVAL with a negative numkeys (Redis's text)"},
+	msgNumKeysTooMany:       {"ERR Number of keys can't be greater than number of args", "EVAL with a numkeys beyond its arguments (Redis's text)"},
+	msgNotBusy:              {"NOTBUSY No scripts in execution right now.", "SCRIPT KILL: a script never runs past its budget (Redis's text)"},
+	msgScriptFlushOption:    {"ERR SCRIPT FLUSH only support SYNC|ASYNC option", "SCRIPT FLUSH with another argument (Redis's text)"},
 }
+
+// errNoScript is EVALSHA's reply to a SHA1 that cannot be one (the
+// engine's NOSCRIPT).
+var errNoScript = errcode.New(errcode.NoScript)
 
 // Text returns m's reply text (without the leading '-'), its placeholders
 // filled with args in order. A fixed text costs no allocation.

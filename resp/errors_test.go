@@ -77,6 +77,11 @@ func TestErrorTexts(t *testing.T) {
 		{e(errcode.ValueTooLong, "", 512), "ERR value is too long: at most 512 bytes (max-value-len)"},
 		{e(errcode.LogWriteFailed, "append to the log in /d/raft-wal failed: no space left on device", 0),
 			"MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: append to the log in /d/raft-wal failed: no space left on device"},
+		{e(errcode.NoScript, "", 0), "NOSCRIPT No matching script. Please use EVAL."},
+		{e(errcode.ScriptCacheFull, "67108864", 10000),
+			"ERR the script cache is full: at most 10000 scripts and 67108864 bytes (script-cache-max); SCRIPT FLUSH frees it"},
+		{e(errcode.NoScripting, "", 0), "ERR scripting is not available on this node"},
+		{e(errcode.NoSuchKey, "", 0), "ERR no such key"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

@@ -25,7 +25,10 @@ func startServer(t testing.TB, cfg Config) string {
 	if cfg.Tracker == nil {
 		cfg.Tracker = NewTracker(0)
 	}
-	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Stripes: 16, MaxLogLimit: cfg.MaxLogLimit, Watcher: cfg.Tracker}))
+	if cfg.Scripts == nil {
+		cfg.Scripts = NewScriptRunner(ScriptConfig{MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen})
+	}
+	_, addr := serveEngine(t, cfg, engine.New(engine.Config{Stripes: 16, MaxLogLimit: cfg.MaxLogLimit, Watcher: cfg.Tracker, Scripts: cfg.Scripts}))
 	return addr
 }
 

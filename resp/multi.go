@@ -129,7 +129,7 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 		c.localReply(cmd, func(r *replyBuf) {
 			r.Error(msgNotInMulti.Text(strings.ToUpper(name)))
 		})
-	case s.clusterOn && cmd.firstKey > 0 && s.clusterRoute(cmd, args, c.readOnly) != "":
+	case s.clusterOn && (cmd.firstKey > 0 || cmd.keysOf != nil) && s.clusterRoute(cmd, args, c.readOnly) != "":
 		// MOVED or CROSSSLOT at queue time, as Redis Cluster replies;
 		// EXEC then aborts (clustercmd.go).
 		m.dirty = true
@@ -157,10 +157,11 @@ func (s *Server) multiStep(c *client, args [][]byte) {
 // of the transaction's earlier keyed commands (and records the group of
 // the first). clusterRoute has checked that its own keys share a group.
 func (m *multiState) sameGroup(s *Server, cmd *command, args [][]byte) bool {
-	if s.slotTable.Groups() == 1 || cmd.firstKey <= 0 || cmd.firstKey >= len(args) {
+	keys := cmd.keys(args)
+	if s.slotTable.Groups() == 1 || len(keys) == 0 {
 		return true
 	}
-	g := s.slotTable.Group(slots.Of(args[cmd.firstKey])) + 1
+	g := s.slotTable.Group(slots.Of(keys[0])) + 1
 	if m.group == 0 {
 		m.group = g
 	}

@@ -250,7 +250,7 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 		c.local.Error(msgArity.Text(cmd.name))
 		return
 	}
-	if s.clusterOn && cmd.firstKey > 0 && !c.execing {
+	if s.clusterOn && (cmd.firstKey > 0 || cmd.keysOf != nil) && !c.execing {
 		if msg := s.clusterRoute(cmd, args, c.readOnly); msg != "" { // clustercmd.go
 			c.local.Error(msg)
 			return

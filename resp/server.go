@@ -64,6 +64,11 @@ type Config struct {
 	// Watcher of the engine the executor applies operations to (on every
 	// node of a cluster, each its own), which tells it of changed keys.
 	Tracker *Tracker
+	// Scripts, when set, is a runner of the engines behind the executor
+	// (scripts.go): EVAL and SCRIPT LOAD check a script compiles with it
+	// before it enters the log, and INFO and the metrics report its
+	// scripts.
+	Scripts *ScriptRunner
 	// Cluster makes a node whose executor is a ClusterAdmin speak the
 	// Redis Cluster protocol (CLUSTER SLOTS and the rest, clustercmd.go);
 	// without it CLUSTER replies that cluster support is disabled.

@@ -108,12 +108,12 @@ func parseTranscript(t *testing.T, path string) []*transcriptCase {
 }
 
 // splitCommand splits a transcript command into arguments: words separated
-// by spaces, a word in double quotes taken as a Go string literal, "s"*N
-// as that string N times.
+// by spaces, a word in double quotes taken as a Go string literal (spaces
+// inside it included), "s"*N as that string N times.
 func splitCommand(t testing.TB, cmd string) []string {
 	t.Helper()
 	var args []string
-	for _, w := range strings.Fields(cmd) {
+	for _, w := range commandWords(cmd) {
 		if strings.HasPrefix(w, `"`) {
 			lit, times := w, 1
 			if i := strings.LastIndex(w, `"*`); i > 0 {
@@ -132,6 +132,31 @@ func splitCommand(t testing.TB, cmd string) []string {
 		args = append(args, w)
 	}
 	return args
+}
+
+// commandWords splits cmd at spaces outside double-quoted words.
+func commandWords(cmd string) []string {
+	var words []string
+	for i := 0; i < len(cmd); {
+		if cmd[i] == ' ' || cmd[i] == '\t' {
+			i++
+			continue
+		}
+		j := i
+		if cmd[i] == '"' {
+			for j++; j < len(cmd) && cmd[j] != '"'; j++ {
+				if cmd[j] == '\\' {
+					j++
+				}
+			}
+		}
+		for j < len(cmd) && cmd[j] != ' ' && cmd[j] != '\t' {
+			j++
+		}
+		words = append(words, cmd[i:j])
+		i = j
+	}
+	return words
 }
 
 // replyText renders a reply for a transcript: one line, exact types.

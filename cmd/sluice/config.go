@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/script"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -43,9 +45,14 @@ type config struct {
 	LogFormat      string
 	GCPercent      int
 	GCMinHeadroom  byteSize
-	opsConfig      // TLS, memory limits, metrics, --config (opsconfig.go)
-	debugConfig    // hidden flags for fault-injection tests only (debugflags.go)
-	rlsConfig      // Envoy's rate limit service (rls.go)
+	// Scripts (SPEC section 14): the budgets of one run and the bound of
+	// the script cache; the same on every node (replicated behaviour).
+	ScriptMaxSteps  int64
+	ScriptMaxMemory byteSize
+	ScriptCacheMax  int64
+	opsConfig       // TLS, memory limits, metrics, --config (opsconfig.go)
+	debugConfig     // hidden flags for fault-injection tests only (debugflags.go)
+	rlsConfig       // Envoy's rate limit service (rls.go)
 
 	// ShutdownTimeout bounds a graceful stop (main.go): the handover, then
 	// the commands taken in.
@@ -152,6 +159,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.IntVar(&c.GCPercent, "gc-percent", 25, "Go GC target: heap growth over live data before a collection (the GOGC environment variable wins)")
+	fs.Int64Var(&c.ScriptMaxSteps, "script-max-steps", script.DefaultMaxSteps, "Lua instructions one script may run before it stops with an error and its writes are undone; the same on every node")
+	c.ScriptMaxMemory = script.DefaultMaxMemory
+	fs.Var(&c.ScriptMaxMemory, "script-max-memory", "bytes of strings one script may create (e.g. 64mb) before it stops with an error and its writes are undone; the same on every node")
+	fs.Int64Var(&c.ScriptCacheMax, "script-cache-max", engine.DefaultScriptCacheMax, "most scripts kept by SCRIPT LOAD and EVAL (and 64 MiB of them): beyond it a new script is refused, nothing is evicted")
 	c.GCMinHeadroom = 16 << 20
 	fs.Var(&c.GCMinHeadroom, "gc-min-headroom", "least heap growth in bytes between collections (e.g. 16mb): raises --gc-percent, up to 1000, while the live heap is small (0: keep --gc-percent fixed)")
 	c.registerOps(fs)
@@ -211,6 +222,15 @@ func (c *config) validate() error {
 	if c.MaxValueLen < 20 || c.MaxValueLen > 1<<20 {
 		// 20 bytes hold any 64-bit integer INCRBY can write.
 		bad("max-value-len", "want 20 to 1048576, got %d", c.MaxValueLen)
+	}
+	if c.ScriptMaxSteps < 1000 || c.ScriptMaxSteps > 1_000_000_000 {
+		bad("script-max-steps", "want 1000 to 1000000000, got %d", c.ScriptMaxSteps)
+	}
+	if c.ScriptMaxMemory < 1<<20 || c.ScriptMaxMemory > 1<<30 {
+		bad("script-max-memory", "want 1mb to 1gb, got %d", int64(c.ScriptMaxMemory))
+	}
+	if c.ScriptCacheMax < 1 || c.ScriptCacheMax > 1_000_000 {
+		bad("script-cache-max", "want 1 to 1000000, got %d", c.ScriptCacheMax)
 	}
 	if c.MaxClients < 1 {
 		bad("maxclients", "want at least 1, got %d", c.MaxClients)

@@ -106,10 +106,17 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 	// node's key and memory limits (the slots, hence the keys, spread
 	// evenly): each group's replicas must decide alike, so no limit can
 	// be shared between groups.
+	// Each engine runs its scripts with a runner of its own (its group's
+	// keys are the local ones); the server asks the first to compile.
 	engines := make([]*engine.Engine, cfg.Shards)
+	runners := make([]*resp.ScriptRunner, cfg.Shards)
 	for g := range engines {
+		runners[g] = resp.NewScriptRunner(resp.ScriptConfig{MaxSteps: cfg.ScriptMaxSteps, MaxMemory: int64(cfg.ScriptMaxMemory),
+			MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
+			Groups: cfg.Shards, Group: g, Logger: log})
 		engines[g] = engine.New(engine.Config{Stripes: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
-			MaxKeys: share(cfg.MaxKeys, cfg.Shards), MaxBytes: share(int64(cfg.MaxMemory), cfg.Shards), Watcher: tracker})
+			MaxKeys: share(cfg.MaxKeys, cfg.Shards), MaxBytes: share(int64(cfg.MaxMemory), cfg.Shards), Watcher: tracker,
+			Scripts: runners[g], ScriptCacheMax: cfg.ScriptCacheMax})
 	}
 	var engView resp.EngineView = engines[0]
 	if len(engines) > 1 {
@@ -170,6 +177,7 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 		Cluster:     cfg.Peers != "" || cfg.NoBootstrap,
 		Redirect:    cfg.Redirect,
 		RLS:         rlsSvc,
+		Scripts:     runners[0],
 	}, exec)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()

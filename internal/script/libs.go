@@ -453,7 +453,11 @@ func (v *vm) redisLib() *lua.LTable {
 	t.RawSetString("setresp", L.NewFunction(func(L *lua.LState) int {
 		n, ok := L.Get(1).(lua.LNumber)
 		if L.GetTop() != 1 || !ok || (n != 2 && n != 3) {
-			L.RaiseError("%s", v.rt.texts.BadResp)
+			e := errorTable(L, v.rt.texts.BadResp)
+			if line := v.line(); line > 0 {
+				e.RawSetString("line", lua.LNumber(line))
+			}
+			L.Error(e, 0)
 		}
 		v.resp = int(n)
 		return 0

@@ -257,7 +257,11 @@ func (v *vm) run(proto *lua.FunctionProto, sha string, keys, args [][]byte, resp
 	case v.b.memoryOut:
 		return errorReply(nil, v.rt.texts.Memory), OutOfMemory
 	case err != nil:
-		return v.failure(err, sha), Failed
+		reply := v.failure(err, sha)
+		if v.b.memoryOut { // a stack overflow: the memory budget
+			return reply, OutOfMemory
+		}
+		return reply, Failed
 	}
 	ret := L.Get(-1)
 	buf, ok := v.reply(nil, ret, resp, 0)

@@ -16,7 +16,8 @@ import (
 func Start(t testing.TB) string {
 	t.Helper()
 	tr := resp.NewTracker(0)
-	eng := engine.New(engine.Config{Watcher: tr})
-	srv := resp.NewServer(resp.Config{EnableDebug: true, Engine: eng, Tracker: tr}, resp.NewLocalExecutor(eng, nil))
+	scripts := resp.NewScriptRunner(resp.ScriptConfig{})
+	eng := engine.New(engine.Config{Watcher: tr, Scripts: scripts})
+	srv := resp.NewServer(resp.Config{EnableDebug: true, Engine: eng, Tracker: tr, Scripts: scripts}, resp.NewLocalExecutor(eng, nil))
 	return servetest.Start(t, srv)
 }

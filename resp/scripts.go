@@ -1,0 +1,481 @@
+package resp
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/script"
+	"github.com/sluice-rl/sluice/internal/slots"
+)
+
+// Scripts (SPEC section 14): EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT,
+// and RENAME/RENAMENX, which the limiters' scripts use. A script is one
+// engine op (engine.OpEval, OpEvalSha) that every replica applies: the
+// engine hands it to a ScriptRunner (the engine.ScriptRunner below),
+// which runs the Lua (internal/script) and executes each redis.call
+// through this package's command table with a connection of its own,
+// exactly as Redis's scripting calls commands with a fake client: the
+// command's run enqueues its ops, the script's tx applies them at the
+// entry's time, and the command's render writes the reply the script
+// reads. Every reply and error inside a script is therefore the
+// command's, byte for byte.
+
+// scriptCommands are the scripting commands' table rows.
+func scriptCommands() []*command {
+	evalDocs := []argDoc{strArg("script"), intArg("numkeys"), optional(multiple(keyArg("key"))), optional(multiple(strArg("arg")))}
+	shaDocs := append([]argDoc{strArg("sha1")}, evalDocs[1:]...)
+	eval := func(name, summary string, sha, ro bool) *command {
+		docs := evalDocs
+		if sha {
+			docs = shaDocs
+		}
+		fl := flagNoScript | flagStale | flagNoMandatoryKeys | flagMovableKeys
+		if ro {
+			fl |= flagReadonly
+		}
+		return &command{
+			name: name, arity: -3, flags: fl, keysOf: evalKeys,
+			group: "scripting", since: map[bool]string{false: "2.6.0", true: "7.0.0"}[ro], complexity: "Depends on the script that is executed.",
+			summary: summary, args: docs,
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				s.runEval(c, args, p, sha, ro)
+			},
+			render: renderScript,
+		}
+	}
+	return []*command{
+		eval("eval", "Executes a server-side Lua script", false, false),
+		eval("evalsha", "Executes a server-side Lua script by SHA1 digest", true, false),
+		eval("eval_ro", "Executes a read-only server-side Lua script", false, true),
+		eval("evalsha_ro", "Executes a read-only server-side Lua script by SHA1 digest", true, true),
+		{
+			name: "script", arity: -2, group: "scripting", since: "2.6.0", complexity: "Depends on subcommand.",
+			summary: "A container for Lua scripts management commands", run: runSubcommand,
+			subs: []*command{
+				{
+					name: "script|load", arity: 3, flags: flagNoScript | flagStale, group: "scripting", since: "2.6.0",
+					complexity: "O(N) with N being the length in bytes of the script body.",
+					summary:    "Loads a server-side Lua script to the script cache", args: []argDoc{strArg("script")},
+					run: func(s *Server, c *client, args [][]byte, p *pending) {
+						if msg := s.scriptCompile(args[1]); msg != "" {
+							c.local.Error(msg)
+							return
+						}
+						c.enqueue(p, engine.Op{Code: engine.OpScriptLoad, Value: args[1]})
+					},
+					render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+						if res := &results[0]; res.Err != nil {
+							r.Error(errorText(res.Err))
+						} else {
+							r.Bulk(res.Value)
+						}
+					},
+				},
+				{
+					name: "script|exists", arity: -3, flags: flagNoScript, group: "scripting", since: "2.6.0",
+					complexity: "O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation).",
+					summary:    "Determines whether server-side Lua scripts exist in the script cache", args: []argDoc{multiple(strArg("sha1"))},
+					run: func(s *Server, c *client, args [][]byte, p *pending) {
+						c.enqueue(p, engine.Op{Code: engine.OpScriptExists, Args: args[1:]})
+					},
+					render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+						res := &results[0]
+						if res.Err != nil {
+							r.Error(errorText(res.Err))
+							return
+						}
+						r.Array(len(res.Values))
+						for _, v := range res.Values {
+							if len(v) == 1 && v[0] == '1' {
+								r.Int(1)
+							} else {
+								r.Int(0)
+							}
+						}
+					},
+				},
+				{
+					name: "script|flush", arity: -2, flags: flagNoScript, group: "scripting", since: "2.6.0",
+					complexity: "O(N) with N being the number of scripts in cache",
+					summary:    "Removes all server-side Lua scripts from the script cache",
+					args: []argDoc{optional(argDoc{name: "flush-type", typ: "oneof", subargs: []argDoc{
+						{name: "async", typ: "pure-token", token: "ASYNC"}, {name: "sync", typ: "pure-token", token: "SYNC"}}})},
+					run: func(s *Server, c *client, args [][]byte, p *pending) {
+						if len(args) > 2 || len(args) == 2 && !strings.EqualFold(string(args[1]), "sync") && !strings.EqualFold(string(args[1]), "async") {
+							c.local.Error(msgScriptFlushOption.Text())
+							return
+						}
+						c.enqueue(p, engine.Op{Code: engine.OpScriptFlush})
+					},
+					render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+						if res := &results[0]; res.Err != nil {
+							r.Error(errorText(res.Err))
+						} else {
+							r.OK()
+						}
+					},
+				},
+				{
+					name: "script|kill", arity: 2, flags: flagNoScript, group: "scripting", since: "2.6.0", complexity: "O(1)",
+					summary: "Terminates a server-side Lua script during execution",
+					run: func(s *Server, c *client, args [][]byte, p *pending) {
+						// A script never runs past its budget: nothing to kill.
+						c.local.Error(msgNotBusy.Text())
+					},
+				},
+			},
+		},
+		{
+			name: "rename", arity: 3, flags: flagWrite, firstKey: 1, lastKey: 2, keyStep: 1,
+			group: "generic", since: "1.0.0", complexity: "O(1)",
+			summary: "Renames a key and overwrites the destination", args: []argDoc{keyArg("key"), keyArg("newkey")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if s.checkKey(c, args[2]) {
+					c.enqueue(p, engine.Op{Code: engine.OpRename, Key: args[1], Args: args[2:3]})
+				}
+			},
+			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+				if res := &results[0]; res.Err != nil {
+					r.Error(errorText(res.Err))
+				} else {
+					r.OK()
+				}
+			},
+		},
+		{
+			name: "renamenx", arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 2, keyStep: 1,
+			group: "generic", since: "1.0.0", complexity: "O(1)",
+			summary: "Renames a key only when the target key name doesn't exist", args: []argDoc{keyArg("key"), keyArg("newkey")},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if s.checkKey(c, args[2]) {
+					c.enqueue(p, engine.Op{Code: engine.OpRename, Key: args[1], Args: args[2:3], Flags: engine.RenameNX})
+				}
+			},
+			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+				if res := &results[0]; res.Err != nil {
+					r.Error(errorText(res.Err))
+				} else {
+					r.Int(res.Count)
+				}
+			},
+		},
+	}
+}
+
+// The commands Redis 7.0 flags noscript, among sluice's (COMMAND INFO
+// shows the flag as Redis does), and those sluice refuses in scripts
+// because their replies depend on the node rather than on the log.
+var (
+	redisNoScript = []string{"auth", "hello", "quit", "reset", "multi", "exec", "discard", "watch", "unwatch",
+		"debug", "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ssubscribe", "sunsubscribe",
+		"blpop", "brpop", "brpoplpush", "blmove", "bzpopmin", "bzpopmax", "wait", "monitor", "role"}
+	nodeDependent = []string{"info", "command", "cluster", "client", "config", "rl.check", "rl.rules",
+		"readonly", "readwrite", "asking", "select", "lastsave", "memory", "latency", "slowlog"}
+)
+
+// markScriptRules flags the commands refused inside scripts: Redis's
+// noscript ones (their subcommands included), and the node-dependent ones
+// and every RAFT.* command (notInScripts).
+func markScriptRules(table map[string]*command) {
+	for _, name := range redisNoScript {
+		if c := table[name]; c != nil {
+			c.flags |= flagNoScript
+			for _, sub := range c.subs {
+				sub.flags |= flagNoScript
+			}
+		}
+	}
+	for _, name := range nodeDependent {
+		if c := table[name]; c != nil {
+			c.notInScripts = true
+		}
+	}
+	for name, c := range table {
+		if strings.HasPrefix(name, "raft.") {
+			c.notInScripts = true
+		}
+	}
+	if c := table["client"]; c != nil {
+		for _, sub := range c.subs {
+			sub.flags |= flagNoScript
+		}
+	}
+	if c := table["config"]; c != nil {
+		for _, sub := range c.subs {
+			if sub.name != "config|help" {
+				sub.flags |= flagNoScript
+			}
+		}
+	}
+}
+
+// evalKeys returns EVAL's keys: numkeys arguments after it (none when
+// numkeys is not a valid count).
+func evalKeys(args [][]byte) [][]byte {
+	if len(args) < 3 {
+		return nil
+	}
+	n, err := strconv.Atoi(string(args[2]))
+	if err != nil || n <= 0 || n > len(args)-3 {
+		return nil
+	}
+	return args[3 : 3+n]
+}
+
+// runEval parses EVAL, EVALSHA and their _RO forms and enqueues the op.
+func (s *Server) runEval(c *client, args [][]byte, p *pending, sha, ro bool) {
+	n, ok := engine.ParseInt(args[2])
+	switch {
+	case !ok:
+		c.local.Error(msgNotInteger.Text())
+		return
+	case n < 0:
+		c.local.Error(msgNumKeysNegative.Text())
+		return
+	case n > int64(len(args)-3):
+		c.local.Error(msgNumKeysTooMany.Text())
+		return
+	}
+	op := engine.Op{Code: engine.OpEval, Value: args[1], Args: args[3:], Count: n}
+	if n > 0 {
+		op.Key = args[3]
+	}
+	if c.proto == 3 {
+		op.Flags |= engine.ScriptRESP3
+	}
+	if ro {
+		op.Flags |= engine.ScriptReadOnly
+	}
+	if sha {
+		op.Code = engine.OpEvalSha
+		if len(args[1]) != 40 {
+			c.local.Error(errorText(errNoScript))
+			return
+		}
+	} else if msg := s.scriptCompile(args[1]); msg != "" {
+		c.local.Error(msg)
+		return
+	}
+	c.enqueue(p, op)
+}
+
+// renderScript writes a script's reply, which the runner rendered.
+func renderScript(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+	res := &results[0]
+	if res.Err != nil {
+		r.Error(errorText(res.Err))
+		return
+	}
+	r.b = append(r.b, res.Value...)
+}
+
+// scriptCompile returns the compile error of a script body, or "".
+func (s *Server) scriptCompile(body []byte) string {
+	if s.cfg.Scripts == nil {
+		return ""
+	}
+	if _, msg := s.cfg.Scripts.rt.Compile(body); msg != "" {
+		return msg
+	}
+	return ""
+}
+
+// ScriptConfig configures a ScriptRunner.
+type ScriptConfig struct {
+	// MaxSteps and MaxMemory are the budgets of one run
+	// (--script-max-steps, --script-max-memory; internal/script's
+	// defaults when 0).
+	MaxSteps  int64
+	MaxMemory int64
+	// MaxKeyLen, MaxLogLimit and MaxValueLen are the server's (Config's)
+	// bounds, which the commands a script calls check.
+	MaxKeyLen   int
+	MaxLogLimit int64
+	MaxValueLen int
+	// Groups is the number of Raft groups (slot ranges) of the node, and
+	// Group the one whose engine this runner serves: a script may touch
+	// an undeclared key only in its own group. 0 and 0 for one group.
+	Groups int
+	Group  int
+	// Logger receives redis.log's messages (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// ScriptRunner runs scripts for an engine (engine.Config.Scripts): give
+// each engine its own (several groups: Group differs) and the server
+// (Config.Scripts) any of them, for its compile checks and statistics.
+type ScriptRunner struct {
+	rt        *script.Runtime
+	srv       *Server // the command table, with no executor or listener
+	slotTable slots.Table
+	group     int
+	maxSteps  int64
+	maxMemory int64
+
+	mu    sync.Mutex
+	stats map[string]*scriptStat // by the SHA1's first 8 hex digits
+}
+
+// scriptStat is one script's counters (metrics).
+type scriptStat struct {
+	calls, errors int64
+	seconds       float64
+}
+
+// NewScriptRunner returns a runner.
+func NewScriptRunner(cfg ScriptConfig) *ScriptRunner {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger
+	steps, memory := cfg.MaxSteps, cfg.MaxMemory
+	if steps <= 0 {
+		steps = script.DefaultMaxSteps
+	}
+	if memory <= 0 {
+		memory = script.DefaultMaxMemory
+	}
+	texts := script.Texts{
+		Compile:   msgScriptCompile.Text(""),
+		Steps:     msgScriptSteps.Text(strconv.FormatInt(steps, 10)),
+		Memory:    msgScriptMemory.Text(strconv.FormatInt(memory, 10)),
+		Nesting:   msgScriptNesting.Text(),
+		NoArgs:    msgScriptNoArgs.Text(),
+		BadArg:    msgScriptBadArg.Text(),
+		ReadOnly:  msgScriptReadOnlyTable.Text(),
+		NoGlobal:  msgScriptNoGlobal.Text("%s"),
+		WrongArgs: msgScriptWrongArgs.Text(),
+		BadResp:   msgScriptBadResp.Text(),
+		Format:    msgScriptFormat.Text(),
+	}
+	rt := script.New(script.Config{MaxSteps: steps, MaxMemory: memory, Log: func(level int, m string) {
+		lv := [...]slog.Level{slog.LevelDebug, slog.LevelDebug, slog.LevelInfo, slog.LevelWarn}[level]
+		log.Log(nil, lv, "redis.log", "msg", m)
+	}}, texts)
+	srv := NewServer(Config{MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen, Logger: cfg.Logger}, nil)
+	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, stats: make(map[string]*scriptStat)}
+	var err error
+	if r.slotTable, err = slots.Even(max(cfg.Groups, 1)); err != nil {
+		r.slotTable, _ = slots.Even(1)
+	}
+	return r
+}
+
+// RunScript implements engine.ScriptRunner.
+func (r *ScriptRunner) RunScript(tx *engine.ScriptTx) []byte {
+	start := time.Now()
+	args := tx.Args()
+	n := tx.NumKeys()
+	proto := 2
+	if tx.Flags()&engine.ScriptRESP3 != 0 {
+		proto = 3
+	}
+	h := &scriptHost{r: r, tx: tx, ro: tx.Flags()&engine.ScriptReadOnly != 0, keys: args[:n]}
+	h.c.authed = true
+	reply, out := r.rt.Run(tx.SHA(), tx.Body(), args[:n], args[n:], proto, h)
+	if out == script.OutOfSteps || out == script.OutOfMemory {
+		tx.Abort()
+	}
+	r.count(tx.SHA(), out != script.Done || len(reply) > 0 && reply[0] == '-', time.Since(start))
+	return reply
+}
+
+func (r *ScriptRunner) count(sha string, failed bool, d time.Duration) {
+	if len(sha) > 8 {
+		sha = sha[:8]
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stats[sha]
+	if st == nil {
+		if len(r.stats) >= 1000 {
+			return // a bounded set of series
+		}
+		st = &scriptStat{}
+		r.stats[sha] = st
+	}
+	st.calls++
+	if failed {
+		st.errors++
+	}
+	st.seconds += d.Seconds()
+}
+
+// scriptHost runs a script's commands (script.Host).
+type scriptHost struct {
+	r    *ScriptRunner
+	tx   *engine.ScriptTx
+	ro   bool
+	keys [][]byte
+	c    client
+	res  []engine.Result
+}
+
+// Call implements script.Host.
+func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
+	srv := h.r.srv
+	cmd := srv.lookup(args[0])
+	if cmd == nil {
+		return errLine(msgScriptUnknownCommand.Text())
+	}
+	if !cmd.arityOK(len(args)) {
+		return errLine(msgScriptArity.Text())
+	}
+	eff := cmd
+	if len(cmd.subs) > 0 && len(args) > 1 {
+		for _, sub := range cmd.subs {
+			if sub.name == cmd.name+"|"+strings.ToLower(string(args[1])) {
+				eff = sub
+			}
+		}
+	}
+	if eff.flags.has(flagNoScript) || cmd.flags.has(flagNoScript) || cmd.notInScripts {
+		return errLine(msgScriptNotAllowed.Text())
+	}
+	if h.ro && (eff.flags.has(flagWrite) || cmd.flags.has(flagWrite)) {
+		return errLine(msgScriptReadOnly.Text())
+	}
+	if h.r.slotTable.Groups() > 1 {
+		for _, k := range cmd.keys(args) {
+			if h.r.slotTable.Group(slots.Of(k)) != h.r.group {
+				return errLine(msgScriptNonLocal.Text())
+			}
+		}
+	}
+	c := &h.c
+	c.proto = proto
+	c.ops, c.limits, c.each, c.local.b = c.ops[:0], c.limits[:0], c.each[:0], c.local.b[:0]
+	c.pending = c.pending[:0]
+	var p pending
+	defer func() {
+		// A command's bug must not take the node down inside the apply.
+		if rec := recover(); rec != nil {
+			srv.cfg.Logger.Error("a command inside a script panicked", "command", string(args[0]), "panic", fmt.Sprint(rec))
+			out = errLine(msgScriptNotAllowed.Text())
+		}
+	}()
+	srv.dispatch(c, args, &p)
+	if !p.deferred {
+		return append([]byte(nil), c.local.b[p.localStart:p.localEnd]...)
+	}
+	ops := c.ops[p.opStart:p.opEnd]
+	if cap(h.res) < len(ops) {
+		h.res = make([]engine.Result, len(ops))
+	}
+	res := h.res[:len(ops)]
+	clear(res)
+	h.tx.Apply(ops, res)
+	rb := replyBuf{proto: proto}
+	p.cmd.render(srv, &rb, &p, res)
+	return rb.b
+}
+
+// errLine is an error reply's bytes.
+func errLine(text string) []byte {
+	return append(append([]byte{'-'}, text...), '\r', '\n')
+}
