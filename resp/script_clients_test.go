@@ -17,15 +17,11 @@ import (
 // (cmd/sluice's TestScriptClientsCluster runs them on a 3-node cluster).
 
 // scriptServers starts a redis-server and a sluice node (with its clock
-// running, as in production) and returns their ports; the test is skipped
-// while sluice has no EVAL.
+// running, as in production) and returns their ports.
 func scriptServers(t *testing.T) (redisPort, sluicePort string) {
 	t.Helper()
 	redisAddr := startRedisServer(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
-	if r := rawDial(t, sluiceAddr).do(t, "EVAL", "return 1", "0"); strings.Contains(string(r), "unknown command") {
-		t.Skip("sluice has no EVAL yet (issue #31)")
-	}
 	_, redisPort, _ = strings.Cut(redisAddr, ":")
 	_, sluicePort, _ = strings.Cut(sluiceAddr, ":")
 	return redisPort, sluicePort

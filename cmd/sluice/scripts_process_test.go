@@ -29,19 +29,6 @@ import (
 // data).
 const scriptsDir = "../../resp/testdata"
 
-// requireEval skips the test when the node at addr has no EVAL.
-func requireEval(t *testing.T, addr string) {
-	t.Helper()
-	c, err := scriptdiff.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if r, _ := c.Do("EVAL", "return 1", "0"); strings.Contains(r, "unknown command") {
-		t.Skip("sluice has no EVAL yet (issue #31)")
-	}
-}
-
 // TestLimiterScriptsShardedCluster runs, against a redis-server and a
 // 3-node cluster with --shards 3 (through one node, which forwards the
 // calls on keys of the groups it does not lead), first the real clients
@@ -56,7 +43,6 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 	redisAddr := startRedisProcess(t)
 	c := newBalancedShardCluster(t, false)
 	sluiceAddr := c.nodes[0].RESP
-	requireEval(t, sluiceAddr)
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
 	_, sluicePort, _ := net.SplitHostPort(sluiceAddr)
 	same := func(t *testing.T, want, got string) {
@@ -169,7 +155,6 @@ func TestSpringScriptKillLeader(t *testing.T) {
 	}
 	script := redis.NewScript(string(text))
 	c := newBalancedShardCluster(t, false)
-	requireEval(t, c.nodes[0].RESP)
 	ctx := context.Background()
 	if err := c.client(c.nodes[0]).Do(ctx, "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
 		t.Fatal(err)
