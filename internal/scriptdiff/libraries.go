@@ -229,14 +229,20 @@ func pythonLimitsMoving() Library {
 }
 
 // apisixLimitCount is APISIX limit-count's redis policy: the commit script
-// with limit, window and cost.
+// with limit, window and cost; now and then a negative cost, which the
+// script's assert refuses (a Lua runtime error, whose text Redis writes
+// with the script's SHA1).
 func apisixLimitCount() Library {
 	return Library{Name: "apisix-limit-count", Send: EvalshaEval, Start: func() func(*rand.Rand, *int64) Step {
 		return func(r *rand.Rand, _ *int64) Step {
 			i := r.IntN(3)
 			limit := []string{"5", "10", "100"}[i]
+			cost := pick(r, "1", "1", "1", "2", "0")
+			if r.IntN(30) == 0 {
+				cost = "-1"
+			}
 			return one(Call{Script: "apisix_limit_count.lua", Keys: []string{"plugin-limit-count:v1:/apisix/routes/1:3:10.0.0." + strconv.Itoa(i)},
-				Args: []string{limit, pick(r, "3600", "1000"), pick(r, "1", "1", "1", "2", "0")}, Compare: TTLAt(1)})
+				Args: []string{limit, pick(r, "3600", "1000"), cost}, Compare: TTLAt(1), MayFail: cost == "-1"})
 		}
 	}}
 }
