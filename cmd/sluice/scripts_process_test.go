@@ -32,10 +32,10 @@ const scriptsDir = "../../resp/testdata"
 
 // TestLimiterScriptsShardedCluster runs, against a redis-server and a
 // 3-node cluster with --shards 3 (through one node, which forwards the
-// calls on keys of the groups it does not lead), first the real clients
-// (rate-limiter-flexible's RateLimiterRedis and rate-limit-redis over
-// ioredis, Python's limits, go-redis/redis_rate), which must print the same
-// outcomes, then the differential test of internal/scriptdiff with the
+// calls on keys of the groups it does not lead) and through each client's
+// cluster-aware form, first the real clients (rate-limiter-flexible's
+// RateLimiterRedis and rate-limit-redis over ioredis, Python's limits,
+// go-redis/redis_rate), which must print the same outcomes, then the differential test of internal/scriptdiff with the
 // cluster's clock frozen, which must give the same replies. Each group
 // keeps the scripts EVAL loads on its keys, as each master of a Redis
 // Cluster does, so a library may meet NOSCRIPT once per group and fall
@@ -59,15 +59,22 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 			t.Fatalf("too few outcomes:\n%s", want)
 		}
 	}
+	// Each client runs once against redis-server, then against the
+	// cluster through a plain connection to one node and through its
+	// cluster-aware form.
 	t.Run("rate-limiter-flexible", func(t *testing.T) {
 		node, dir := scriptdiff.Node(t, "rate-limiter-flexible", "ioredis")
 		script := filepath.Join(scriptsDir, "node", "flexible_redis.mjs")
-		same(t, scriptdiff.RunNode(t, node, dir, script, redisPort), scriptdiff.RunNode(t, node, dir, script, sluicePort))
+		want := scriptdiff.RunNode(t, node, dir, script, redisPort)
+		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort))
+		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort, "cluster"))
 	})
 	t.Run("rate-limit-redis", func(t *testing.T) {
 		node, dir := scriptdiff.Node(t, "rate-limit-redis", "express-rate-limit", "express", "ioredis")
 		script := filepath.Join(scriptsDir, "node", "rate_limit_redis.mjs")
-		same(t, scriptdiff.RunNode(t, node, dir, script, redisPort), scriptdiff.RunNode(t, node, dir, script, sluicePort))
+		want := scriptdiff.RunNode(t, node, dir, script, redisPort)
+		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort))
+		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort, "cluster"))
 	})
 	t.Run("limits", func(t *testing.T) {
 		python := pyredis.Find("limits.storage")
@@ -82,19 +89,24 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 			probe.Close()
 		}
 		script := filepath.Join(scriptsDir, "python", "limits_client.py")
-		same(t, scriptdiff.RunProgram(t, python, script, redisPort, mode, "cluster"), scriptdiff.RunProgram(t, python, script, sluicePort, mode, "cluster"))
+		want := scriptdiff.RunProgram(t, python, script, redisPort, mode, "cluster")
+		same(t, want, scriptdiff.RunProgram(t, python, script, sluicePort, mode, "cluster"))
+		if pyredis.Find("redis.cluster") != "" {
+			same(t, want, scriptdiff.RunProgram(t, python, script, sluicePort, mode, "clusterclient"))
+		}
 	})
 	t.Run("redis_rate", func(t *testing.T) {
-		outcomes := func(addr string) string {
-			rdb := redis.NewClient(&redis.Options{Addr: addr})
+		outcomes := func(rdb redis.UniversalClient) string {
 			defer rdb.Close()
 			out, err := scriptdiff.RedisRateOutcomes(context.Background(), rdb)
 			if err != nil {
-				t.Fatalf("%s: %v", addr, err)
+				t.Fatal(err)
 			}
 			return strings.Join(out, "\n")
 		}
-		same(t, outcomes(redisAddr), outcomes(sluiceAddr))
+		want := outcomes(redis.NewClient(&redis.Options{Addr: redisAddr}))
+		same(t, want, outcomes(redis.NewClient(&redis.Options{Addr: sluiceAddr})))
+		same(t, want, outcomes(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{sluiceAddr}})))
 	})
 	t.Run("differential", func(t *testing.T) {
 		scripts, err := scriptdiff.LoadScripts(filepath.Join(scriptsDir, "scripts"))

@@ -5,14 +5,19 @@
 // and redis-server. A seeded sequence of consume, penalty, reward, get,
 // delete, with SCRIPT FLUSH now and then. Times are printed in whole
 // seconds, rounded up: the two servers' clocks differ by the milliseconds
-// between the runs.
+// between the runs. A second argument "cluster" uses ioredis's cluster
+// client.
 import Redis from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 
 const port = Number(process.argv[2]);
-const io = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: true });
+// "cluster": ioredis's cluster client, given one node (it reads CLUSTER SLOTS).
+const io = process.argv[3] === 'cluster'
+  ? new Redis.Cluster([{ port, host: '127.0.0.1' }], { lazyConnect: true })
+  : new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: true });
 await io.connect();
-for (const k of await io.keys('rlflxlua*')) await io.del(k);
+for (let i = 0; i < 4; i++) await io.del(`rlflxlua:user${i}`);
+for (let i = 0; i < 4; i++) await io.del(`rlflxlua{t}:user${i}`);
 const limiters = [
   new RateLimiterRedis({ storeClient: io, keyPrefix: 'rlflxlua', points: 5, duration: 1000 }),
   new RateLimiterRedis({ storeClient: io, keyPrefix: 'rlflxlua{t}', points: 3, duration: 3600 }),

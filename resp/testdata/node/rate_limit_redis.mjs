@@ -3,17 +3,25 @@
 // ioredis against the server on the port given, serving an Express app on
 // 127.0.0.1, and prints each request's status and RateLimit headers and the
 // store's get, one per line, for the tests to compare between sluice and
-// redis-server. Reset times are printed in whole seconds, rounded up.
+// redis-server. Reset times are printed in whole seconds, rounded up. A
+// second argument "cluster" uses ioredis's cluster client.
 import Redis from 'ioredis';
 import express from 'express';
 import { rateLimit } from 'express-rate-limit';
 import { RedisStore } from 'rate-limit-redis';
 
 const port = Number(process.argv[2]);
-const io = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: true });
+// "cluster": ioredis's cluster client, given one node (it reads CLUSTER
+// SLOTS), under the store's sendCommandCluster.
+const cluster = process.argv[3] === 'cluster';
+const io = cluster
+  ? new Redis.Cluster([{ port, host: '127.0.0.1' }], { lazyConnect: true })
+  : new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: true });
 await io.connect();
-for (const k of await io.keys('rl*')) await io.del(k);
-const store = (prefix) => new RedisStore({ sendCommand: (command, ...args) => io.call(command, ...args), prefix });
+for (const k of ['rl:alice', 'rl:bob', 'rl:carol', 'rl{f}:dave']) await io.del(k);
+const store = (prefix) => new RedisStore(cluster
+  ? { sendCommandCluster: ({ command }) => io.call(...command), prefix }
+  : { sendCommand: (command, ...args) => io.call(command, ...args), prefix });
 const limiter = rateLimit({ windowMs: 1000 * 1000, limit: 3, standardHeaders: 'draft-6', legacyHeaders: false,
   store: store('rl:'), keyGenerator: (req) => req.query.who });
 const lenient = rateLimit({ windowMs: 3600 * 1000, limit: 2, standardHeaders: 'draft-6', legacyHeaders: false,
