@@ -433,6 +433,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.RUnlock()
 	s.header.Meta = append(s.header.Meta, f.dedup.meta()...)
+	s.header.Meta = append(s.header.Meta, scriptsMeta(f.eng.Scripts())...) // scripts.go
 	if f.metrics != nil {
 		f.metrics.snapCapture.Observe(time.Since(start).Seconds())
 		s.persisted = f.metrics.snapPersist
@@ -456,6 +457,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: restore snapshot: %w", err)
 	}
 	f.dedup = dedup
+	scripts, err := restoreScripts(h.Meta) // scripts.go
+	if err != nil {
+		return fmt.Errorf("cluster: restore snapshot: %w", err)
+	}
+	f.eng.LoadScripts(scripts)
 	leaders := make(map[string]codec.Leader)
 	version := BaseVersion
 	var applied uint64

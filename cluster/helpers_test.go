@@ -116,7 +116,7 @@ func (tc *testCluster) start(i int) {
 		tc.trans[i], tc.cfgs[i].Transport = tr, tr
 		tc.heal(i)
 	}
-	eng := engine.New(engine.Config{Stripes: 16})
+	eng := engine.New(engine.Config{Stripes: 16, Scripts: newTestRunner()}) // scripts_test.go
 	n, err := New(context.Background(), tc.cfgs[i], eng)
 	if err != nil {
 		tc.t.Fatalf("node %d: %v", i+1, err)

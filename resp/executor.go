@@ -97,6 +97,15 @@ func (es Engines) Limits() (maxKeys, maxBytes int64) {
 	return maxKeys, maxBytes
 }
 
+// ScriptStats returns the scripts cached by the first group's engine
+// (SCRIPT LOAD reaches every group; INFO's number_of_cached_scripts).
+func (es Engines) ScriptStats() (int, int64) {
+	if len(es) == 0 {
+		return 0, 0
+	}
+	return es[0].ScriptStats()
+}
+
 // Digest implements EngineView.
 func (es Engines) Digest() (sum [sha256.Size]byte, keys int) {
 	h := sha256.New()

@@ -126,10 +126,14 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	if mask&infoMemory != 0 {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		var engBytes, maxKeys, maxBytes int64
+		var engBytes, maxKeys, maxBytes, scriptBytes int64
+		var scripts int
 		if eng := s.cfg.Engine; eng != nil {
 			engBytes = eng.MemoryBytes()
 			maxKeys, maxBytes = eng.Limits()
+			if ss, ok := eng.(interface{ ScriptStats() (int, int64) }); ok {
+				scripts, scriptBytes = ss.ScriptStats()
+			}
 		}
 		section(infoMemory, "Memory",
 			"used_memory", strconv.FormatUint(ms.HeapAlloc, 10),
@@ -138,7 +142,9 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			"used_memory_engine", itoa(engBytes),
 			"maxmemory", itoa(maxBytes),
 			"maxmemory_policy", "noeviction",
-			"max_keys", itoa(maxKeys))
+			"max_keys", itoa(maxKeys),
+			"used_memory_scripts", itoa(scriptBytes),
+			"number_of_cached_scripts", strconv.Itoa(scripts))
 	}
 	loading := "0"
 	if err := results[0].Err; err != nil && errcode.Is(err, errcode.Loading) {

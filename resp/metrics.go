@@ -95,6 +95,9 @@ func newServerMetrics(s *Server) *serverMetrics {
 		gaugeFunc("sluice_maxclients", "The --maxclients limit.",
 			func() float64 { return float64(s.cfg.MaxClients) }),
 	}
+	if s.cfg.Scripts != nil {
+		m.all = append(m.all, s.cfg.Scripts) // scripts.go
+	}
 	if eng := s.cfg.Engine; eng != nil {
 		maxKeys, maxBytes := eng.Limits()
 		m.all = append(m.all,

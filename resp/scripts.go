@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/script"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -317,8 +319,14 @@ type ScriptRunner struct {
 	maxSteps  int64
 	maxMemory int64
 
+	stats *scriptStats // shared by the runners of one node (ForGroup)
+}
+
+// scriptStats are the per-script counters of a node's runners.
+type scriptStats struct {
 	mu    sync.Mutex
-	stats map[string]*scriptStat // by the SHA1's first 8 hex digits
+	by    map[string]*scriptStat // by the SHA1's first 8 hex digits
+	descs [3]*prometheus.Desc
 }
 
 // scriptStat is one script's counters (metrics).
@@ -358,7 +366,15 @@ func NewScriptRunner(cfg ScriptConfig) *ScriptRunner {
 		log.Log(nil, lv, "redis.log", "msg", m)
 	}}, texts)
 	srv := NewServer(Config{MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen, Logger: cfg.Logger}, nil)
-	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, stats: make(map[string]*scriptStat)}
+	st := &scriptStats{by: make(map[string]*scriptStat)}
+	for i, d := range [3][2]string{
+		{"sluice_script_calls_total", "Script runs (EVAL, EVALSHA), by the first 8 hex digits of the script's SHA1."},
+		{"sluice_script_errors_total", "Script runs that replied an error (a budget, a runtime error, an error reply), by SHA1 prefix."},
+		{"sluice_script_apply_seconds_total", "Time spent running scripts in the apply, by SHA1 prefix (every replica runs every script)."},
+	} {
+		st.descs[i] = prometheus.NewDesc(d[0], d[1], []string{"sha"}, nil)
+	}
+	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, stats: st}
 	var err error
 	if r.slotTable, err = slots.Even(max(cfg.Groups, 1)); err != nil {
 		r.slotTable, _ = slots.Even(1)
@@ -385,25 +401,53 @@ func (r *ScriptRunner) RunScript(tx *engine.ScriptTx) []byte {
 	return reply
 }
 
+// ForGroup returns a runner for the engine of group g that shares r's
+// Lua states, compiled scripts and statistics.
+func (r *ScriptRunner) ForGroup(g int) *ScriptRunner {
+	c := *r
+	c.group = g
+	return &c
+}
+
 func (r *ScriptRunner) count(sha string, failed bool, d time.Duration) {
 	if len(sha) > 8 {
 		sha = sha[:8]
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.stats[sha]
+	s := r.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.by[sha]
 	if st == nil {
-		if len(r.stats) >= 1000 {
+		if len(s.by) >= 1000 {
 			return // a bounded set of series
 		}
 		st = &scriptStat{}
-		r.stats[sha] = st
+		s.by[sha] = st
 	}
 	st.calls++
 	if failed {
 		st.errors++
 	}
 	st.seconds += d.Seconds()
+}
+
+// Describe implements prometheus.Collector: the per-script metrics.
+func (r *ScriptRunner) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range r.stats.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (r *ScriptRunner) Collect(ch chan<- prometheus.Metric) {
+	s := r.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sha, st := range s.by {
+		ch <- prometheus.MustNewConstMetric(s.descs[0], prometheus.CounterValue, float64(st.calls), sha)
+		ch <- prometheus.MustNewConstMetric(s.descs[1], prometheus.CounterValue, float64(st.errors), sha)
+		ch <- prometheus.MustNewConstMetric(s.descs[2], prometheus.CounterValue, st.seconds, sha)
+	}
 }
 
 // scriptHost runs a script's commands (script.Host).

@@ -110,10 +110,11 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 	// keys are the local ones); the server asks the first to compile.
 	engines := make([]*engine.Engine, cfg.Shards)
 	runners := make([]*resp.ScriptRunner, cfg.Shards)
+	scripts := resp.NewScriptRunner(resp.ScriptConfig{MaxSteps: cfg.ScriptMaxSteps, MaxMemory: int64(cfg.ScriptMaxMemory),
+		MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
+		Groups: cfg.Shards, Logger: log})
 	for g := range engines {
-		runners[g] = resp.NewScriptRunner(resp.ScriptConfig{MaxSteps: cfg.ScriptMaxSteps, MaxMemory: int64(cfg.ScriptMaxMemory),
-			MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
-			Groups: cfg.Shards, Group: g, Logger: log})
+		runners[g] = scripts.ForGroup(g)
 		engines[g] = engine.New(engine.Config{Stripes: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
 			MaxKeys: share(cfg.MaxKeys, cfg.Shards), MaxBytes: share(int64(cfg.MaxMemory), cfg.Shards), Watcher: tracker,
 			Scripts: runners[g], ScriptCacheMax: cfg.ScriptCacheMax})
