@@ -47,12 +47,12 @@ func springKeys(routeID, id string) []string {
 	return []string{p + "tokens", p + "timestamp"}
 }
 
-// springGateway is RedisRateLimiter.isAllowed exactly: the arguments
-// replenishRate, burstCapacity, "" and requestedTokens, so the script takes
-// its time from TIME. Bursts on fresh keys, compared when within one second
+// springGateway is RedisRateLimiter.isAllowed exactly, over RESP3 as
+// Lettuce speaks it: the arguments replenishRate, burstCapacity, "" and
+// requestedTokens, so the script takes its time from TIME. Bursts on fresh keys, compared when within one second
 // of redis-server's clock.
 func springGateway() Library {
-	return Library{Name: "spring-cloud-gateway", Send: EvalshaEval, Start: func() func(*rand.Rand, *int64) Step {
+	return Library{Name: "spring-cloud-gateway", Send: EvalshaEval, RESP3: true, Start: func() func(*rand.Rand, *int64) Step {
 		return func(r *rand.Rand, _ *int64) Step {
 			rate, capacity, requested := pick(r, 1, 2, 5), pick(r, 5, 10), pick(r, 1, 2, 3)
 			keys := springKeys("route"+strconv.Itoa(r.IntN(3)), "user-"+strconv.FormatUint(r.Uint64(), 36))
@@ -95,7 +95,7 @@ func redisRate() Library {
 		period      string
 	}
 	limits := []limit{{10, 10, "3600"}, {5, 20, "3600"}, {100, 100, "86400"}, {1, 3, "3600"}}
-	return Library{Name: "redis_rate", Send: EvalshaEval, TimeWarp: true, Start: func() func(*rand.Rand, *int64) Step {
+	return Library{Name: "redis_rate", Send: EvalshaEval, RESP3: true, TimeWarp: true, Start: func() func(*rand.Rand, *int64) Step {
 		return func(r *rand.Rand, _ *int64) Step {
 			i := r.IntN(len(limits))
 			l := limits[i]

@@ -201,6 +201,10 @@ type Library struct {
 	Send Sending
 	// Load are the scripts a LoadEvalsha library loads first.
 	Load []string
+	// RESP3 says the library's usual client speaks RESP3 (Lettuce, which
+	// Spring Data Redis uses, and go-redis v9 say HELLO 3): the run's
+	// connections do too.
+	RESP3 bool
 	// TimeWarp makes the sluice side's frozen clock move 1 ms before each
 	// script call (scripts that read TIME to the microsecond).
 	TimeWarp bool
@@ -262,6 +266,18 @@ func Run(t testing.TB, scripts Scripts, lib Library, a, b *Side, opt Options) Re
 		if r, err := b.Conn.Do("DEBUG", "CLOCK", "FREEZE", strconv.FormatInt(Epoch, 10)); err != nil || r != "+OK\r\n" {
 			mustOK(t, b, "DEBUG", "CLOCK", "FREEZE")
 		}
+	}
+	if lib.RESP3 {
+		for _, s := range []*Side{a, b} {
+			if r, err := s.Conn.Do("HELLO", "3"); err != nil || !strings.HasPrefix(r, "%") {
+				t.Fatalf("%s: HELLO 3: %q %v", s.Name, r, err)
+			}
+		}
+		defer func() {
+			for _, s := range []*Side{a, b} {
+				_, _ = s.Conn.Do("HELLO", "2")
+			}
+		}()
 	}
 	for seed := range opt.Seeds {
 		r := rand.New(rand.NewPCG(seed, 31))
