@@ -132,7 +132,7 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 				if scriptdiff.NeedsLists(lib) && !hasLists {
 					t.Skip("sluice has no lists yet (issue #32)")
 				}
-				rep := scriptdiff.Run(t, scripts, lib, redisSide, sluiceSide, scriptdiff.Options{Seeds: 2, Steps: 150, FlushEvery: 40, Flush: true, Cluster: true})
+				rep := scriptdiff.Run(t, scripts, lib, redisSide, sluiceSide, scriptdiff.Options{Seeds: 1, Steps: 200, FlushEvery: 40, Flush: true, Cluster: true})
 				t.Logf("%d calls compared, %d bursts skipped, %d calls met NOSCRIPT in a group only", rep.Calls, rep.Skipped, rep.ExtraNoscript)
 			})
 		}

@@ -1,9 +1,12 @@
 package scriptdiff
 
 import (
+	"fmt"
 	"net"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +84,55 @@ func TestCompareTTL(t *testing.T) {
 			t.Errorf("TTLAt(1)(%q, %q) = %v, want ok %v", c.a, c.b, err, c.ok)
 		}
 	}
+}
+
+// recorder is a testing.TB whose Fatalf records the failure and ends the
+// goroutine, so a test can run Run and see it fail.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Log(...any) {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestHarnessCatchesDifference: Run fails when the second server's state
+// differs (a counter the first server lacks), naming the call.
+func TestHarnessCatchesDifference(t *testing.T) {
+	scripts, err := LoadScripts("../../resp/testdata/scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &Side{Name: "redis-a", Conn: startRedis(t)}, &Side{Name: "redis-b", Conn: startRedis(t)}
+	for _, lib := range Libraries(false) {
+		if lib.Name != "rate-limit-redis" {
+			continue
+		}
+		for _, s := range []*Side{a, b} {
+			if _, err := s.Conn.Do("FLUSHALL"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := b.Conn.Do("SET", "rl:10.0.0.1", "41", "EX", "5000"); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Run(rec, scripts, lib, a, b, Options{Seeds: 1, Steps: 100})
+		}()
+		<-done
+		if !strings.Contains(rec.failed, "rl:10.0.0.1") {
+			t.Fatalf("Run did not fail on the differing counter: %q", rec.failed)
+		}
+		return
+	}
+	t.Fatal("no library rate-limit-redis")
 }
