@@ -42,14 +42,17 @@ func sameOutcomes(t *testing.T, want, got string, must ...string) {
 }
 
 // TestRateLimiterFlexibleRedis: rate-limiter-flexible's RateLimiterRedis
-// (the Lua one) over ioredis.
+// (the Lua one) over ioredis (EVALSHA, EVAL on NOSCRIPT) and over
+// node-redis (RESP3; EVAL every time).
 func TestRateLimiterFlexibleRedis(t *testing.T) {
-	node, dir := scriptdiff.Node(t, "rate-limiter-flexible", "ioredis")
+	node, dir := scriptdiff.Node(t, "rate-limiter-flexible", "ioredis", "redis")
 	redisPort, sluicePort := scriptServers(t)
 	const script = "testdata/node/flexible_redis.mjs"
-	want := scriptdiff.RunNode(t, node, dir, script, redisPort)
-	got := scriptdiff.RunNode(t, node, dir, script, sluicePort)
-	sameOutcomes(t, want, got, "rlflxlua:user1 rejected consumed=6 remaining=0 next=1000 first=false", "reward", "penalty", "delete true", "get null", "script flush OK")
+	for _, mode := range []string{"ioredis", "node-redis"} {
+		want := scriptdiff.RunNode(t, node, dir, script, redisPort, mode)
+		got := scriptdiff.RunNode(t, node, dir, script, sluicePort, mode)
+		sameOutcomes(t, want, got, "rlflxlua:user1 rejected consumed=6 remaining=0 next=1000 first=false", "reward", "penalty", "delete true", "get null", "script flush OK")
+	}
 }
 
 // TestRateLimitRedisStore: express-rate-limit with rate-limit-redis's

@@ -63,11 +63,12 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 	// cluster through a plain connection to one node and through its
 	// cluster-aware form.
 	t.Run("rate-limiter-flexible", func(t *testing.T) {
-		node, dir := scriptdiff.Node(t, "rate-limiter-flexible", "ioredis")
+		node, dir := scriptdiff.Node(t, "rate-limiter-flexible", "ioredis", "redis")
 		script := filepath.Join(scriptsDir, "node", "flexible_redis.mjs")
 		want := scriptdiff.RunNode(t, node, dir, script, redisPort)
 		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort))
 		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort, "cluster"))
+		same(t, want, scriptdiff.RunNode(t, node, dir, script, sluicePort, "node-redis"))
 	})
 	t.Run("rate-limit-redis", func(t *testing.T) {
 		node, dir := scriptdiff.Node(t, "rate-limit-redis", "express-rate-limit", "express", "ioredis")

@@ -56,6 +56,10 @@ func springGateway() Library {
 		return func(r *rand.Rand, _ *int64) Step {
 			rate, capacity, requested := pick(r, 1, 2, 5), pick(r, 5, 10), pick(r, 1, 2, 3)
 			keys := springKeys("route"+strconv.Itoa(r.IntN(3)), "user-"+strconv.FormatUint(r.Uint64(), 36))
+			if r.IntN(2) == 0 { // releases before 4.2: no route in the key
+				p := "request_rate_limiter.{user-" + strconv.FormatUint(r.Uint64(), 36) + "}."
+				keys = []string{p + "tokens", p + "timestamp"}
+			}
 			args := []string{strconv.Itoa(rate), strconv.Itoa(capacity), "", strconv.Itoa(requested)}
 			st := Step{SameSecond: true}
 			for range capacity/requested + 3 {

@@ -6,21 +6,33 @@
 // delete, with SCRIPT FLUSH now and then. Times are printed in whole
 // seconds, rounded up: the two servers' clocks differ by the milliseconds
 // between the runs. A second argument "cluster" uses ioredis's cluster
-// client.
+// client, "node-redis" node-redis instead of ioredis.
 import Redis from 'ioredis';
+import { createClient } from 'redis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 
 const port = Number(process.argv[2]);
-// "cluster": ioredis's cluster client, given one node (it reads CLUSTER SLOTS).
-const io = process.argv[3] === 'cluster'
-  ? new Redis.Cluster([{ port, host: '127.0.0.1' }], { lazyConnect: true })
-  : new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: true });
+const mode = process.argv[3];
+// "cluster": ioredis's cluster client, given one node (it reads CLUSTER
+// SLOTS); "node-redis": node-redis (RESP3), with which the limiter sends
+// EVAL every time.
+let io;
+if (mode === 'node-redis') {
+  io = createClient({ socket: { port, host: '127.0.0.1' } });
+  io.script = (what) => io.sendCommand(['SCRIPT', what]);
+  io.disconnect = () => io.quit();
+} else {
+  io = mode === 'cluster'
+    ? new Redis.Cluster([{ port, host: '127.0.0.1' }], { lazyConnect: true })
+    : new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: true });
+}
 await io.connect();
 for (let i = 0; i < 4; i++) await io.del(`rlflxlua:user${i}`);
 for (let i = 0; i < 4; i++) await io.del(`rlflxlua{t}:user${i}`);
+const useRedisPackage = mode === 'node-redis';
 const limiters = [
-  new RateLimiterRedis({ storeClient: io, keyPrefix: 'rlflxlua', points: 5, duration: 1000 }),
-  new RateLimiterRedis({ storeClient: io, keyPrefix: 'rlflxlua{t}', points: 3, duration: 3600 }),
+  new RateLimiterRedis({ storeClient: io, useRedisPackage, keyPrefix: 'rlflxlua', points: 5, duration: 1000 }),
+  new RateLimiterRedis({ storeClient: io, useRedisPackage, keyPrefix: 'rlflxlua{t}', points: 3, duration: 3600 }),
 ];
 const secs = (ms) => (ms < 0 ? ms : Math.ceil(ms / 1000));
 const show = (what, r) => console.log(what, r === null ? 'null'
