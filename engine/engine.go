@@ -46,6 +46,7 @@ type Engine struct {
 	runner  ScriptRunner
 	scripts scriptCache
 	nolock  bool
+	view    *Engine // the scripts' view (scriptView), made by the first script under every stripe lock
 }
 
 const (

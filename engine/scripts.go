@@ -353,9 +353,20 @@ func (tx *ScriptTx) saveKey(key []byte) {
 	tx.saved = append(tx.saved, savedKey{key: slices.Clone(key), rec: rec, present: ok})
 }
 
-// undo puts back every before-image, the last saved first.
+// undo puts back every before-image, the last taken first: the image of
+// every key (taken by the first op over all keys, after the keys saved
+// one by one before it), then those keys in reverse order.
 func (tx *ScriptTx) undo() {
 	v := tx.view
+	if tx.allSeen {
+		v.eachStripe(func(s *stripe) { s.reset() })
+		if v.watch != nil {
+			v.watch.AllChanged()
+		}
+		for _, rec := range tx.all {
+			_ = v.Import(rec) // a record the engine exported
+		}
+	}
 	for i := len(tx.saved) - 1; i >= 0; i-- {
 		sk := &tx.saved[i]
 		v.delete(tx.now, sk.key)
@@ -363,16 +374,7 @@ func (tx *ScriptTx) undo() {
 			v.watch.KeyChanged(sk.key)
 		}
 		if sk.present {
-			_ = v.Import(sk.rec) // a record the engine exported
-		}
-	}
-	if tx.allSeen {
-		v.eachStripe(func(s *stripe) { s.reset() })
-		if v.watch != nil {
-			v.watch.AllChanged()
-		}
-		for _, rec := range tx.all {
-			_ = v.Import(rec)
+			_ = v.Import(sk.rec)
 		}
 	}
 }
@@ -422,7 +424,10 @@ func (e *Engine) eval(now int64, op *Op) Result {
 	for _, s := range e.stripes {
 		s.mu.Lock()
 	}
-	tx := &ScriptTx{view: e.scriptView(), now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
+	if e.view == nil {
+		e.view = e.scriptView() // once: its fields never change after New
+	}
+	tx := &ScriptTx{view: e.view, now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
 	reply := e.runner.RunScript(tx)
 	if tx.abort {
 		tx.undo()

@@ -320,6 +320,7 @@ type ScriptRunner struct {
 	maxMemory int64
 
 	stats *scriptStats // shared by the runners of one node (ForGroup)
+	hosts *sync.Pool   // idle *scriptHost, shared likewise
 }
 
 // scriptStats are the per-script counters of a node's runners.
@@ -374,7 +375,7 @@ func NewScriptRunner(cfg ScriptConfig) *ScriptRunner {
 	} {
 		st.descs[i] = prometheus.NewDesc(d[0], d[1], []string{"sha"}, nil)
 	}
-	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, stats: st}
+	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, stats: st, hosts: &sync.Pool{}}
 	var err error
 	if r.slotTable, err = slots.Even(max(cfg.Groups, 1)); err != nil {
 		r.slotTable, _ = slots.Even(1)
@@ -391,9 +392,15 @@ func (r *ScriptRunner) RunScript(tx *engine.ScriptTx) []byte {
 	if tx.Flags()&engine.ScriptRESP3 != 0 {
 		proto = 3
 	}
-	h := &scriptHost{r: r, tx: tx, ro: tx.Flags()&engine.ScriptReadOnly != 0, keys: args[:n]}
-	h.c.authed = true
+	h, _ := r.hosts.Get().(*scriptHost)
+	if h == nil {
+		h = &scriptHost{r: r}
+		h.c.authed = true
+	}
+	h.tx, h.ro = tx, tx.Flags()&engine.ScriptReadOnly != 0
 	reply, out := r.rt.Run(tx.SHA(), tx.Body(), args[:n], args[n:], proto, h)
+	h.tx = nil
+	r.hosts.Put(h)
 	if out == script.OutOfSteps || out == script.OutOfMemory {
 		tx.Abort()
 	}
@@ -452,12 +459,12 @@ func (r *ScriptRunner) Collect(ch chan<- prometheus.Metric) {
 
 // scriptHost runs a script's commands (script.Host).
 type scriptHost struct {
-	r    *ScriptRunner
-	tx   *engine.ScriptTx
-	ro   bool
-	keys [][]byte
-	c    client
-	res  []engine.Result
+	r   *ScriptRunner
+	tx  *engine.ScriptTx
+	ro  bool
+	c   client
+	res []engine.Result
+	out replyBuf
 }
 
 // Call implements script.Host.
@@ -505,7 +512,7 @@ func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
 	}()
 	srv.dispatch(c, args, &p)
 	if !p.deferred {
-		return append([]byte(nil), c.local.b[p.localStart:p.localEnd]...)
+		return c.local.b[p.localStart:p.localEnd] // read by the caller before the next call
 	}
 	ops := c.ops[p.opStart:p.opEnd]
 	if cap(h.res) < len(ops) {
@@ -514,9 +521,9 @@ func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
 	res := h.res[:len(ops)]
 	clear(res)
 	h.tx.Apply(ops, res)
-	rb := replyBuf{proto: proto}
-	p.cmd.render(srv, &rb, &p, res)
-	return rb.b
+	h.out.proto, h.out.b = proto, h.out.b[:0]
+	p.cmd.render(srv, &h.out, &p, res)
+	return h.out.b // read by the caller before the next call
 }
 
 // errLine is an error reply's bytes.

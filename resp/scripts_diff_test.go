@@ -170,6 +170,20 @@ var scriptDiffCases = []struct {
 	{args: []string{"RENAME", "r6", "r7"}},
 	{args: []string{"EXISTS", "r6", "r7"}},
 	{args: []string{"EVAL", "return redis.call('rename', 'r7', 'r8')", "0"}},
+	// EVAL inside MULTI is queued and runs at EXEC.
+	{args: []string{"MULTI"}},
+	{args: []string{"EVAL", "return redis.call('incr', 'm1')", "0"}},
+	{args: []string{"EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"}},
+	{args: []string{"INCR", "m1"}},
+	{args: []string{"EXEC"}},
+	{args: []string{"DEL", "m1"}},
+	// Keyspace commands inside a script.
+	{args: []string{"EVAL", "redis.call('set', KEYS[1], 'v') return {redis.call('exists', KEYS[1]), redis.call('type', KEYS[1]), redis.call('ttl', KEYS[1]), redis.call('del', KEYS[1]), redis.call('exists', KEYS[1])}", "1", "ks"}},
+	{args: []string{"EVAL", "redis.call('set', KEYS[1], '5', 'EX', 100) return {redis.call('ttl', KEYS[1]), redis.call('pttl', KEYS[1]) > 99000, redis.call('getex', KEYS[1], 'PERSIST'), redis.call('ttl', KEYS[1])}", "1", "ks"}},
+	{args: []string{"EVAL", "return redis.call('set', KEYS[1], 'v', 'GET')", "1", "ks"}},
+	{args: []string{"EVAL", "return redis.call('set', KEYS[1], 'v', 'NX')", "1", "ks"}},
+	{args: []string{"EVAL", "return redis.call('incrby', KEYS[1], 'x')", "1", "ks2"}},
+	{args: []string{"EVAL", "return redis.pcall('expire', KEYS[1], 10, 'NX', 'XX')", "1", "ks"}},
 }
 
 // TestScriptsDifferential runs the semantics table on redis-server 7 and

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -505,18 +506,23 @@ func (v *vm) call(L *lua.LState, raise bool) int {
 	if n == 0 {
 		return fail(v.rt.texts.NoArgs)
 	}
-	args := make([][]byte, n)
+	// The arguments alias the Lua strings (the Host keeps none of them
+	// past the call: the engine copies what it stores), in a slice
+	// reused from call to call.
+	args := v.args[:0]
 	for i := 1; i <= n; i++ {
 		switch x := L.Get(i).(type) {
 		case lua.LString:
-			args[i-1] = []byte(x)
+			args = append(args, unsafe.Slice(unsafe.StringData(string(x)), len(x)))
 		case lua.LNumber:
-			args[i-1] = []byte(fmtNumber(float64(x), 17))
+			args = append(args, []byte(fmtNumber(float64(x), 17)))
 		default:
 			return fail(v.rt.texts.BadArg)
 		}
 	}
+	v.args = args
 	out := v.host.Call(args, v.resp)
+	clear(args)
 	val, _, ok := v.parseReply(out, 0)
 	if !ok {
 		return fail(v.rt.texts.Nesting)

@@ -227,6 +227,8 @@ type vm struct {
 	resp     int    // redis.setresp's protocol
 	rng      uint64 // math.random's state (redisLrand48)
 	broken   bool   // a run left the state unusable: do not pool it
+	handler  *lua.LFunction
+	args     [][]byte // redis.call's arguments, reused
 }
 
 func (v *vm) run(proto *lua.FunctionProto, sha string, keys, args [][]byte, resp int, host Host) (reply []byte, out Outcome) {
@@ -250,7 +252,10 @@ func (v *vm) run(proto *lua.FunctionProto, sha string, keys, args [][]byte, resp
 		}
 	}()
 	L.Push(fn)
-	err := L.PCall(0, 1, L.NewFunction(v.errorHandler))
+	if v.handler == nil {
+		v.handler = L.NewFunction(v.errorHandler)
+	}
+	err := L.PCall(0, 1, v.handler)
 	switch {
 	case v.b.stepsOut:
 		return errorReply(nil, v.rt.texts.Steps), OutOfSteps

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// opsRunner is a ScriptRunner that applies its ops and aborts when told.
+type opsRunner struct {
+	ops   []Op
+	abort bool
+	got   []Result
+}
+
+func (r *opsRunner) RunScript(tx *ScriptTx) []byte {
+	r.got = make([]Result, len(r.ops))
+	tx.Apply(r.ops, r.got)
+	if r.abort {
+		tx.Abort()
+	}
+	return []byte("+OK\r\n")
+}
+
+// A script its runner aborts (a spent budget) changes nothing: every key
+// it wrote, created, deleted, renamed or flushed is as it was; one that
+// is not aborted keeps its writes.
+func TestScriptAbortUndoesEverything(t *testing.T) {
+	now := int64(1893456000) * 1e9
+	bucket := Rule{Kind: KindToken, Limit: 5, Period: int64(time.Second)}
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+	}{
+		{"set and incr", []Op{{Code: OpSet, Key: []byte("s"), Value: []byte("new")}, {Code: OpIncrBy, Key: []byte("n"), Cost: 5}, {Code: OpIncrBy, Key: []byte("fresh"), Cost: 1}}},
+		{"delete and decide", []Op{{Code: OpDelete, Key: []byte("s")}, {Code: OpDecide, Key: []byte("b"), Rule: bucket, Cost: 3}, {Code: OpDecide, Key: []byte("b2"), Rule: bucket, Cost: 1}}},
+		{"expire and rename", []Op{{Code: OpExpire, Key: []byte("n"), Expire: 1, Flags: StrExpireRel}, {Code: OpRename, Key: []byte("s"), Args: [][]byte{[]byte("n")}}}},
+		{"flushall", []Op{{Code: OpSet, Key: []byte("x"), Value: []byte("1")}, {Code: OpFlush}, {Code: OpSet, Key: []byte("y"), Value: []byte("2")}}},
+	} {
+		for _, abort := range []bool{true, false} {
+			r := &opsRunner{ops: tc.ops, abort: abort}
+			e := New(Config{Stripes: 8, Scripts: r})
+			res := make([]Result, 4)
+			e.Apply(now, []Op{
+				{Code: OpSet, Key: []byte("s"), Value: []byte("old"), Expire: 100_000, Flags: StrExpireRel},
+				{Code: OpIncrBy, Key: []byte("n"), Cost: 7},
+				{Code: OpDecide, Key: []byte("b"), Rule: bucket, Cost: 1},
+			}, res)
+			e.Apply(now, []Op{{Code: OpEval, Value: []byte("script")}}, res[:1])
+			if res[0].Err != nil {
+				t.Fatalf("%s: %v", tc.name, res[0].Err)
+			}
+			// The script cache holds the script either way: compare the
+			// keys with an engine that ran no script.
+			e.Apply(now, []Op{{Code: OpScriptFlush}}, res[:1])
+			after, keysAfter := e.Digest()
+			e2 := New(Config{Stripes: 8, Scripts: &opsRunner{}})
+			e2.Apply(now, []Op{
+				{Code: OpSet, Key: []byte("s"), Value: []byte("old"), Expire: 100_000, Flags: StrExpireRel},
+				{Code: OpIncrBy, Key: []byte("n"), Cost: 7},
+				{Code: OpDecide, Key: []byte("b"), Rule: bucket, Cost: 1},
+			}, res)
+			before, keys := e2.Digest()
+			if abort && (after != before || keysAfter != keys) {
+				t.Errorf("%s: an aborted script changed the state (%d keys, %d before)", tc.name, keysAfter, keys)
+			}
+			if !abort && after == before {
+				t.Errorf("%s: a script that ran to its end changed nothing", tc.name)
+			}
+		}
+	}
+}
+
+// An EVALSHA of an unknown script is NOSCRIPT; the cache refuses a new
+// script beyond its bounds and evicts none.
+func TestScriptCacheBounds(t *testing.T) {
+	e := New(Config{Stripes: 8, Scripts: &opsRunner{}, ScriptCacheMax: 2})
+	res := make([]Result, 1)
+	e.Apply(1, []Op{{Code: OpEvalSha, Value: []byte(strings.Repeat("a", 40))}}, res)
+	if res[0].Err == nil || !strings.HasPrefix(res[0].Err.Error(), "no script") {
+		t.Fatalf("EVALSHA of an unknown script: %v", res[0].Err)
+	}
+	for i, body := range []string{"a", "b", "c"} {
+		e.Apply(1, []Op{{Code: OpScriptLoad, Value: []byte(body)}}, res)
+		if full := res[0].Err != nil; full != (i == 2) {
+			t.Fatalf("SCRIPT LOAD %d: %v", i, res[0].Err)
+		}
+	}
+	e.Apply(1, []Op{{Code: OpScriptExists, Args: [][]byte{[]byte(ScriptSHA([]byte("a"))), []byte(ScriptSHA([]byte("c")))}}}, res)
+	if string(res[0].Values[0]) != "1" || string(res[0].Values[1]) != "0" {
+		t.Fatalf("SCRIPT EXISTS: %q", res[0].Values)
+	}
+}
