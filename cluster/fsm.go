@@ -394,7 +394,7 @@ func (f *fsm) leader(id string) (codec.Leader, bool) {
 }
 
 // Snapshot implements raft.FSM. It runs on the FSM goroutine, so no Apply
-// runs meanwhile: it copies every shard (ExportShard copies keys and logs)
+// runs meanwhile: it copies every stripe (ExportStripe copies keys and logs)
 // and leaves the encoding to Persist, which runs concurrently with later
 // Applies. The copy is the only part that stalls decisions.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

@@ -189,7 +189,7 @@ func (h *Host) routeOp(op *engine.Op) (int, opRouting) {
 		}
 		// The RESP server checked that every limit of RL.ALL is in one
 		// group; every key of a rate limit request carries its domain as
-		// the hash tag (rls/decision), so they share one slot.
+		// the hash tag (rls.HashTag), so they share one slot.
 		key = op.All[0].Key
 	}
 	return h.table.Group(slots.Of(key)), toOne

@@ -23,7 +23,7 @@ import (
 type testRunner struct{ rt *script.Runtime }
 
 func newTestRunner() *testRunner {
-	return &testRunner{rt: script.New(script.Config{MaxSteps: 100000, MaxMemory: 1 << 20}, script.Texts{
+	return &testRunner{rt: script.New(script.Config{MaxSteps: 20000, MaxMemory: 256 << 10}, script.Texts{
 		Compile: "ERR compile: ", Steps: "ERR steps budget", Memory: "ERR memory budget", Nesting: "ERR nesting",
 		NoArgs: "ERR no args", BadArg: "ERR bad arg", ReadOnly: "read-only", NoGlobal: "no global '%s'",
 		WrongArgs: "ERR wrong args", BadResp: "ERR resp", Format: "bad format"})}
@@ -45,7 +45,7 @@ func (h testHost) Call(args [][]byte, resp int) []byte {
 	switch strings.ToLower(string(args[0])) {
 	case "incrby":
 		d, _ := strconv.ParseInt(string(args[2]), 10, 64)
-		op = engine.Op{Code: engine.OpIncrBy, Key: args[1], Cost: d}
+		op = engine.Op{Code: engine.OpIncrBy, Key: args[1], Delta: d}
 	case "set":
 		op = engine.Op{Code: engine.OpSet, Key: args[1], Value: args[2]}
 	case "get":
@@ -64,7 +64,7 @@ func (h testHost) Call(args [][]byte, resp int) []byte {
 	case op.Code == engine.OpIncrBy:
 		return []byte(":" + strconv.FormatInt(r.Count, 10) + "\r\n")
 	case op.Code == engine.OpTime:
-		return []byte(fmt.Sprintf("*2\r\n:%d\r\n:%d\r\n", r.Time()/1e9, r.Time()/1e3%1e6))
+		return []byte(fmt.Sprintf("*2\r\n:%d\r\n:%d\r\n", r.Time/1e9, r.Time/1e3%1e6))
 	case op.Code == engine.OpGet && r.Kind != engine.KindString:
 		return []byte("$-1\r\n")
 	case op.Code == engine.OpGet:
@@ -74,7 +74,7 @@ func (h testHost) Call(args [][]byte, resp int) []byte {
 }
 
 func eval(body string, keys []string, args ...string) engine.Op {
-	op := engine.Op{Code: engine.OpEval, Value: []byte(body), Count: int64(len(keys))}
+	op := engine.Op{Code: engine.OpEval, Value: []byte(body), NumKeys: int64(len(keys))}
 	for _, k := range keys {
 		op.Args = append(op.Args, []byte(k))
 	}
@@ -147,7 +147,7 @@ func TestScriptsReplicatedDeterministically(t *testing.T) {
 	// The group serves at once after the budget errors, and EVALSHA finds
 	// the cached scripts on every replica.
 	sha := engine.ScriptSHA([]byte(scripts[0]))
-	res := exec(t, tc.nodes[l], engine.Op{Code: engine.OpEvalSha, Value: []byte(sha), Count: 1, Args: [][]byte{[]byte("k:0")}, Key: []byte("k:0")})
+	res := exec(t, tc.nodes[l], engine.Op{Code: engine.OpEvalSha, Value: []byte(sha), NumKeys: 1, Args: [][]byte{[]byte("k:0")}, Key: []byte("k:0")})
 	if res[0].Err != nil || !bytes.HasPrefix(res[0].Value, []byte(":")) {
 		t.Fatalf("EVALSHA after the run: %+v %q", res[0].Err, res[0].Value)
 	}

@@ -41,12 +41,12 @@ type Engine struct {
 	sweep    sweepCursor
 	tot      *totals // nil without limits (memory.go)
 	watch    Watcher // nil unless Config.Watcher is set
-	// Scripts (scripts.go): the runner, the loaded scripts, and nolock,
-	// set only on a script's view of the engine.
+	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
+	// only on a script's view of the engine) and that view.
 	runner  ScriptRunner
 	scripts scriptCache
 	nolock  bool
-	view    *Engine // the scripts' view (scriptView), made by the first script under every stripe lock
+	view    *Engine // made by the first script, under every stripe lock
 }
 
 const (
@@ -136,26 +136,29 @@ func (e *Engine) SetClockState(cs ClockState) { e.clock.setState(cs) }
 // Decide runs one OpDecide at time now, without the clock. It does not
 // allocate when key already has state.
 func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
-	return e.decideHashed(now, xxhash.Sum64(key), key, rule, cost)
+	var res Result
+	e.decideHashed(now, xxhash.Sum64(key), key, rule, cost, &res)
+	return res
 }
 
-// decideHashed is Decide with the key's xxhash h computed; the rule is not
-// yet checked.
-func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
+// decideHashed is Decide, its result written to *res, with the key's
+// xxhash h computed; the rule is not yet checked.
+func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64, res *Result) {
 	if err := e.checkRule(rule, cost); err != nil {
-		return Result{Err: err}
+		*res = Result{Err: err}
+		return
 	}
 	if rule.Kind == KindConcurrency {
-		return Result{Err: errNeedsToken}
+		*res = Result{Err: errNeedsToken}
+		return
 	}
 	s := e.stripes[h&e.mask]
 	e.lk(s)
-	res, _ := s.decide(now, hiHash(h), key, rule, cost)
+	s.decide(now, hiHash(h), key, rule, cost, res)
 	e.unlk(s)
 	if res.Err == errNoRoom {
-		res = e.decideFull(now, h, key, rule, cost)
+		e.decideFull(now, h, key, rule, cost, res)
 	}
-	return res
 }
 
 // lookAhead is how many consecutive decisions Apply looks up before it
@@ -193,7 +196,7 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 	results[0].Count = int64(sink)
 	for i := range ops {
 		op := &ops[i]
-		results[i] = e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost)
+		e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost, &results[i])
 	}
 }
 
@@ -225,77 +228,70 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 				continue
 			}
 		}
-		var r Result
-		switch op.Code {
-		case OpTimeWarp:
-			r.Err = e.clock.warp(wall, op.Clock)
-			now = e.clock.now(wall)
-			// The string keys the jump expired go now (strings.go).
-			e.drainExpired(e.countedAt(now))
-		case OpClockFreeze:
-			r.Err = e.clock.freeze(wall, op.Clock)
-			now = e.clock.now(wall)
-			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
-		case OpClockResume:
-			e.clock.resume(wall)
-			now = e.clock.now(wall)
-		case OpEval, OpEvalSha:
-			r = e.eval(now, op) // scripts.go
-		default:
-			r = e.applyOne(now, op)
+		row := &opRows[op.Code]
+		if row.apply != nil {
+			row.apply(e, wall, now, op, &results[i])
+			if row.clock {
+				now = e.clock.now(wall)
+			}
+		} else {
+			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
 		}
-		results[i] = r
 		if e.watch != nil {
 			e.notify(ops[i : i+1])
 		}
 	}
 }
 
-// applyOne runs one op at now: every op but the clock's and the scripts'
-// (Apply runs those), so that a script's nested ops (scripts.go) run the
-// same code as a client's.
-func (e *Engine) applyOne(now int64, op *Op) Result {
-	var r Result
-	switch op.Code {
-	case OpDecide:
-		r = e.Decide(now, op.Key, op.Rule, op.Cost)
-	case OpPeek:
-		r = e.peek(now, op.Key)
-	case OpDelete:
-		r.Count = e.delete(now, op.Key)
-	case OpExists, OpType, OpTTL:
-		r = e.inspect(now, op.Code, op.Key)
-	case OpCount:
-		r.Count = e.count(now)
-	case OpScan:
-		r = e.scan(now, op)
-	case OpKeys:
-		r.Keys = e.keys(now, op.Pattern)
-	case OpFlush:
-		r.Count = e.flush(now)
-	case OpTime:
-		r.Count = now
-	case OpAll:
-		r = e.all(now, op.All, op.Each)
-	case OpRateLimit:
-		r = e.rateLimit(now, op.All, op.Cursor, op.Each)
-	case OpAcquire:
-		r = e.acquireOp(now, op)
-	case OpRelease:
-		r = e.release(now, op.Key, op.Token)
-	case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime:
-		r = e.strOp(now, op)
-		if r.Err == errNoRoom {
-			r = e.strOpFull(now, op)
-		}
-	case OpRename:
-		r = e.rename(now, op) // scripts.go
-	case OpScriptLoad, OpScriptExists, OpScriptFlush:
-		r = e.scriptOp(op) // scripts.go
-	default:
-		r.Err = badRule("unknown operation code %d", op.Code)
-	}
-	return r
+// The algorithms of the operations of this file's, as the table of
+// operations (ops.go) names them.
+
+func (e *Engine) opDecide(_, now int64, op *Op, res *Result) {
+	e.decideHashed(now, xxhash.Sum64(op.Key), op.Key, op.Rule, op.Cost, res)
+}
+func (e *Engine) opPeek(_, now int64, op *Op, res *Result) { *res = e.peek(now, op.Key) }
+func (e *Engine) opDelete(_, now int64, op *Op, res *Result) {
+	*res = Result{Count: e.delete(now, op.Key)}
+}
+func (e *Engine) opInspect(_, now int64, op *Op, res *Result) {
+	*res = e.inspect(now, op.Code, op.Key)
+}
+func (e *Engine) opCount(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.count(now)} }
+func (e *Engine) opScan(_, now int64, op *Op, res *Result) { *res = e.scan(now, op) }
+func (e *Engine) opKeys(_, now int64, op *Op, res *Result) {
+	*res = Result{Keys: e.keys(now, op.Pattern)}
+}
+func (e *Engine) opFlush(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.flush(now)} }
+func (e *Engine) opTime(_, now int64, _ *Op, res *Result)  { *res = Result{Time: now} }
+func (e *Engine) opAll(_, now int64, op *Op, res *Result) {
+	e.allHashed(now, op.All, nil, op.Each, false, res)
+}
+func (e *Engine) opRateLimit(_, now int64, op *Op, res *Result) {
+	*res = e.rateLimit(now, op.All, op.Shadow, op.Each)
+}
+func (e *Engine) opAcquire(_, now int64, op *Op, res *Result) { *res = e.acquireOp(now, op) }
+func (e *Engine) opRelease(_, now int64, op *Op, res *Result) {
+	*res = e.release(now, op.Key, op.Token)
+}
+
+// opTimeWarp, opClockFreeze and opClockResume move the clock (their rows
+// say so: Apply reads it again after them). The string keys a jump
+// expired go at once (strings.go).
+func (e *Engine) opTimeWarp(wall, _ int64, op *Op, res *Result) {
+	err := e.clock.warp(wall, op.Clock)
+	e.drainExpired(e.countedAt(e.clock.now(wall)))
+	*res = Result{Err: err}
+}
+
+func (e *Engine) opClockFreeze(wall, _ int64, op *Op, res *Result) {
+	err := e.clock.freeze(wall, op.Clock)
+	e.drainExpired(e.countedAt(e.clock.now(wall))) // a freeze may jump ahead
+	*res = Result{Err: err}
+}
+
+func (e *Engine) opClockResume(wall, _ int64, _ *Op, res *Result) {
+	e.clock.resume(wall)
+	*res = Result{}
 }
 
 // notify tells the watcher of the keys ops may have changed: those of a
@@ -348,8 +344,8 @@ func (e *Engine) peek(now int64, key []byte) Result {
 		}
 		return Result{}
 	}
-	res, live := s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0)
-	if !live {
+	var res Result
+	if !s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0, &res) {
 		return Result{}
 	}
 	return res
@@ -391,19 +387,19 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 	case code == OpType && live:
 		r.Kind = rule.Kind
 	case code == OpTTL && !live:
-		r.Count = -2
+		r.TTL = -2
 	case code == OpTTL && kinds[rule.Kind].shape == inLog:
-		r.Count = s.logTTL(ent, rule, now)
+		r.TTL = s.logTTL(ent, rule, now)
 	case code == OpTTL && kinds[rule.Kind].shape == inValue && ent.a == 0:
-		r.Count = -1
+		r.TTL = -1
 	case code == OpTTL && kinds[rule.Kind].shape == inValue:
 		// In milliseconds, as Redis counts (an expiry may lie beyond
 		// what nanoseconds hold): Result.Kind says so.
-		r.Kind, r.Count = rule.Kind, ent.a-now/1e6
+		r.Kind, r.TTL = rule.Kind, ent.a-now/1e6
 	case code == OpTTL && kinds[rule.Kind].shape == inLeases:
-		r.Count = s.leaseTTL(ent, now)
+		r.TTL = s.leaseTTL(ent, now)
 	case code == OpTTL:
-		r.Count = satAdd(ttl(&st, rule, t), t-now)
+		r.TTL = satAdd(ttl(&st, rule, t), t-now)
 	}
 	return r
 }

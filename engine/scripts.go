@@ -33,7 +33,7 @@ const (
 	// the new key present. A missing Key fails with errcode.NoSuchKey.
 	OpRename OpCode = 30
 	// OpEval runs the script Value (EVAL): Args holds its keys then its
-	// arguments, Count how many of Args are keys, Key its first key
+	// arguments, NumKeys how many of Args are keys, Key its first key
 	// (routing), Flags the Script* flags. The script is added to the
 	// script cache first. Result.Value is the script's reply, rendered by
 	// the runner as RESP bytes for the client's protocol.
@@ -280,7 +280,7 @@ func (tx *ScriptTx) Body() []byte { return tx.body }
 func (tx *ScriptTx) SHA() string { return tx.sha }
 
 // NumKeys returns how many of Args are keys.
-func (tx *ScriptTx) NumKeys() int { return int(tx.op.Count) }
+func (tx *ScriptTx) NumKeys() int { return int(tx.op.NumKeys) }
 
 // Args returns the script's keys, then its arguments.
 func (tx *ScriptTx) Args() [][]byte { return tx.op.Args }
@@ -295,21 +295,26 @@ func (tx *ScriptTx) Now() int64 { return tx.now }
 // Abort has the script's changes undone once the runner returns.
 func (tx *ScriptTx) Abort() { tx.abort = true }
 
-// Apply runs a script command's ops in order at the script's time. Clock
-// and script ops are refused (resp refuses their commands first).
+// Apply runs a script command's ops in order at the script's time, each
+// through its row of the table of operations. Clock and script ops are
+// refused (resp refuses their commands first).
 func (tx *ScriptTx) Apply(ops []Op, results []Result) {
 	v := tx.view
 	for i := range ops {
 		op := &ops[i]
-		switch op.Code {
-		case OpTimeWarp, OpClockFreeze, OpClockResume, OpEval, OpEvalSha:
+		row := &opRows[op.Code]
+		switch {
+		case row.apply == nil:
+			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
+			continue
+		case row.clock || op.Code == OpEval || op.Code == OpEvalSha:
 			results[i] = Result{Err: badRule("operation %s inside a script", op.Code)}
 			continue
 		}
-		if op.Code.Mutates() {
+		if row.mutates {
 			tx.save(op)
 		}
-		results[i] = v.applyOne(tx.now, op)
+		row.apply(v, 0, tx.now, op, &results[i])
 		if v.watch != nil {
 			v.notify(ops[i : i+1])
 		}
@@ -418,8 +423,8 @@ func (e *Engine) eval(now int64, op *Op) Result {
 			return Result{Err: &errcode.Error{Code: errcode.NoScript}}
 		}
 	}
-	if op.Count < 0 || op.Count > int64(len(op.Args)) {
-		return Result{Err: badRule("numkeys %d of %d arguments", op.Count, len(op.Args))}
+	if op.NumKeys < 0 || op.NumKeys > int64(len(op.Args)) {
+		return Result{Err: badRule("numkeys %d of %d arguments", op.NumKeys, len(op.Args))}
 	}
 	for _, s := range e.stripes {
 		s.mu.Lock()
@@ -451,6 +456,13 @@ func (e *Engine) scriptView() *Engine {
 		nolock:   true,
 	}
 }
+
+// The algorithms of the operations of this file, as the table of
+// operations (ops.go) names them.
+
+func (e *Engine) opRename(_, now int64, op *Op, res *Result) { *res = e.rename(now, op) }
+func (e *Engine) opEval(_, now int64, op *Op, res *Result)   { *res = e.eval(now, op) }
+func (e *Engine) opScript(_, _ int64, op *Op, res *Result)   { *res = e.scriptOp(op) }
 
 // rename is OpRename at now: the record of Key moves to Args[0].
 func (e *Engine) rename(now int64, op *Op) Result {

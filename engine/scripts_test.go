@@ -32,7 +32,7 @@ func TestScriptAbortUndoesEverything(t *testing.T) {
 		name string
 		ops  []Op
 	}{
-		{"set and incr", []Op{{Code: OpSet, Key: []byte("s"), Value: []byte("new")}, {Code: OpIncrBy, Key: []byte("n"), Cost: 5}, {Code: OpIncrBy, Key: []byte("fresh"), Cost: 1}}},
+		{"set and incr", []Op{{Code: OpSet, Key: []byte("s"), Value: []byte("new")}, {Code: OpIncrBy, Key: []byte("n"), Delta: 5}, {Code: OpIncrBy, Key: []byte("fresh"), Delta: 1}}},
 		{"delete and decide", []Op{{Code: OpDelete, Key: []byte("s")}, {Code: OpDecide, Key: []byte("b"), Rule: bucket, Cost: 3}, {Code: OpDecide, Key: []byte("b2"), Rule: bucket, Cost: 1}}},
 		{"expire and rename", []Op{{Code: OpExpire, Key: []byte("n"), Expire: 1, Flags: StrExpireRel}, {Code: OpRename, Key: []byte("s"), Args: [][]byte{[]byte("n")}}}},
 		{"flushall", []Op{{Code: OpSet, Key: []byte("x"), Value: []byte("1")}, {Code: OpFlush}, {Code: OpSet, Key: []byte("y"), Value: []byte("2")}}},
@@ -43,7 +43,7 @@ func TestScriptAbortUndoesEverything(t *testing.T) {
 			res := make([]Result, 4)
 			e.Apply(now, []Op{
 				{Code: OpSet, Key: []byte("s"), Value: []byte("old"), Expire: 100_000, Flags: StrExpireRel},
-				{Code: OpIncrBy, Key: []byte("n"), Cost: 7},
+				{Code: OpIncrBy, Key: []byte("n"), Delta: 7},
 				{Code: OpDecide, Key: []byte("b"), Rule: bucket, Cost: 1},
 			}, res)
 			e.Apply(now, []Op{{Code: OpEval, Value: []byte("script")}}, res[:1])
@@ -57,7 +57,7 @@ func TestScriptAbortUndoesEverything(t *testing.T) {
 			e2 := New(Config{Stripes: 8, Scripts: &opsRunner{}})
 			e2.Apply(now, []Op{
 				{Code: OpSet, Key: []byte("s"), Value: []byte("old"), Expire: 100_000, Flags: StrExpireRel},
-				{Code: OpIncrBy, Key: []byte("n"), Cost: 7},
+				{Code: OpIncrBy, Key: []byte("n"), Delta: 7},
 				{Code: OpDecide, Key: []byte("b"), Rule: bucket, Cost: 1},
 			}, res)
 			before, keys := e2.Digest()

@@ -354,9 +354,5 @@ func groupFailure(results []engine.Result) error {
 // isBatchFailure reports whether c is about a batch's fate, not one
 // operation's outcome.
 func isBatchFailure(c errcode.Code) bool {
-	switch c {
-	case errcode.ClusterDown, errcode.ShuttingDown, errcode.Loading:
-		return true
-	}
-	return c.Class() == errcode.MayHaveApplied
+	return c.Class() == errcode.Unavailable || c.Class() == errcode.MayHaveApplied
 }

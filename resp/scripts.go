@@ -243,7 +243,7 @@ func (s *Server) runEval(c *client, args [][]byte, p *pending, sha, ro bool) {
 		c.local.Error(msgNumKeysTooMany.Text())
 		return
 	}
-	op := engine.Op{Code: engine.OpEval, Value: args[1], Args: args[3:], Count: n}
+	op := engine.Op{Code: engine.OpEval, Value: args[1], Args: args[3:], NumKeys: n}
 	if n > 0 {
 		op.Key = args[3]
 	}

@@ -20,7 +20,7 @@ func BenchmarkSpringScript(b *testing.B) {
 	res := make([]engine.Result, 1)
 	eng.Apply(1e18, []engine.Op{{Code: engine.OpScriptLoad, Value: body}}, res)
 	sha := res[0].Value
-	op := engine.Op{Code: engine.OpEvalSha, Value: sha, Count: 2, Key: []byte("{u}.tokens"),
+	op := engine.Op{Code: engine.OpEvalSha, Value: sha, NumKeys: 2, Key: []byte("{u}.tokens"),
 		Args: [][]byte{[]byte("{u}.tokens"), []byte("{u}.ts"), []byte("100"), []byte("1000"), []byte(""), []byte("1")}}
 	ops := []engine.Op{op}
 	b.ReportAllocs()

@@ -10,7 +10,6 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -301,7 +300,7 @@ func (p *Plan) HasOp() bool { return len(p.limits) > 0 }
 
 // Op returns the plan's engine operation (valid when HasOp).
 func (p *Plan) Op() engine.Op {
-	return engine.Op{Code: engine.OpRateLimit, All: p.limits, Cursor: p.mask, Each: p.each[:0:len(p.limits)]}
+	return engine.Op{Code: engine.OpRateLimit, All: p.limits, Shadow: p.mask, Each: p.each[:0:len(p.limits)]}
 }
 
 // Prepare matches req against the rules in force and plans its operation.
@@ -455,9 +454,6 @@ func (s *Service) Decide(ctx context.Context, exec Executor, req *Request) (*Res
 	return out, err
 }
 
-// ErrNoTime is returned by Finish when a result lacks the decision time.
-var ErrNoTime = errors.New("rls: the engine's result carries no decision time")
-
 // Finish turns the operation's result into the response and counts the
 // metrics. res is ignored when the plan has no operation; res.Err (a key
 // of another kind, the memory limit) is returned as is.
@@ -470,7 +466,7 @@ func (s *Service) Finish(p *Plan, res *engine.Result) (*Response, error) {
 			return nil, fmt.Errorf("rls: %d results for %d limits", len(res.Each), len(p.limits))
 		}
 	}
-	nowSec := res.Time() / 1e9
+	nowSec := res.Time / 1e9
 	out := &Response{Overall: CodeOK, Statuses: make([]Status, len(p.desc))}
 	for i := range p.desc {
 		pd := &p.desc[i]

@@ -169,6 +169,11 @@ const (
 	NotApplied Class = iota
 	// MayHaveApplied: the command may have been applied (UNCERTAIN).
 	MayHaveApplied
+	// Unavailable: the node or the cluster could not take the command
+	// (no quorum in time, shutting down, loading): certainly not applied,
+	// and it may be sent again, later or to another node. It is about a
+	// batch's fate, not one operation's outcome.
+	Unavailable
 )
 
 // Class returns what a client may assume after c.

@@ -72,6 +72,17 @@ func (b *budget) charge(n int64) bool {
 	return true
 }
 
+// chargeSteps counts n more steps (work done out of the VM) and reports
+// whether the budget holds them.
+func (b *budget) chargeSteps(n float64) bool {
+	if n >= float64(b.maxSteps-b.steps) {
+		b.stepsOut = true
+		return false
+	}
+	b.steps += int64(n)
+	return true
+}
+
 // spent reports whether a budget ran out.
 func (b *budget) spent() bool { return b.stepsOut || b.memoryOut }
 

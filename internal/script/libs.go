@@ -48,6 +48,7 @@ func newVM(rt *Runtime) *vm {
 		g.RawSetString(name, lua.LNil)
 	}
 	v.overrideBase(g)
+	v.boundResults(g)
 	v.overrideString(g.RawGetString("string").(*lua.LTable))
 	v.overrideTable(g.RawGetString("table").(*lua.LTable))
 	v.overrideMath(g.RawGetString("math").(*lua.LTable))
@@ -127,8 +128,8 @@ func (v *vm) overrideBase(g *lua.LTable) {
 			L.Push(lua.LString(fmtNumber(float64(n), 14)))
 			return 1
 		}
-		if _, ok := L.Get(1).(*lua.LTable); ok {
-			L.Push(lua.LString("table"))
+		if t, ok := L.Get(1).(*lua.LTable); ok && L.GetMetaField(t, "__tostring") == lua.LNil {
+			L.Push(lua.LString("table")) // never an address: replicas must agree
 			return 1
 		}
 		if _, ok := L.Get(1).(*lua.LFunction); ok {
@@ -163,6 +164,10 @@ func (v *vm) overrideBase(g *lua.LTable) {
 	for _, name := range []string{"load", "loadstring"} {
 		orig := g.RawGetString(name).(*lua.LFunction)
 		g.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			// Compiling is work out of the VM: a step per source byte.
+			if src, ok := L.Get(1).(lua.LString); ok && !v.b.chargeSteps(float64(len(src))) {
+				L.RaiseError("%s", v.rt.texts.Steps)
+			}
 			n := orig.GFunction(L)
 			if fn, ok := L.Get(-n).(*lua.LFunction); ok && n > 0 {
 				fn.Env = v.env
@@ -170,6 +175,45 @@ func (v *vm) overrideBase(g *lua.LTable) {
 			return n
 		}))
 	}
+}
+
+// boundResults refuses, as C Lua does, to push more than maxResults
+// values from unpack and string.byte.
+func (v *vm) boundResults(g *lua.LTable) {
+	L := v.L
+	unpack := g.RawGetString("unpack").(*lua.LFunction)
+	g.RawSetString("unpack", L.NewFunction(func(L *lua.LState) int {
+		t := L.CheckTable(1)
+		i := L.OptInt64(2, 1)
+		j := L.OptInt64(3, int64(t.Len()))
+		if i <= j && j-i >= maxResults-1 {
+			L.RaiseError("too many results to unpack")
+		}
+		return unpack.GFunction(L)
+	}))
+	str := g.RawGetString("string").(*lua.LTable)
+	byteFn := str.RawGetString("byte").(*lua.LFunction)
+	str.RawSetString("byte", L.NewFunction(func(L *lua.LState) int {
+		s := L.CheckString(1)
+		i, j := L.OptInt64(2, 1), int64(0)
+		if L.GetTop() >= 3 {
+			j = L.CheckInt64(3)
+		} else {
+			j = i
+		}
+		n := int64(len(s))
+		if i < 0 {
+			i += n + 1
+		}
+		if j < 0 {
+			j += n + 1
+		}
+		i, j = max(i, 1), min(j, n)
+		if i <= j && j-i >= maxResults-1 {
+			L.RaiseError("stack overflow (string slice too long)")
+		}
+		return byteFn.GFunction(L)
+	}))
 }
 
 // strToNumber is C Lua 5.1's luaO_str2d over glibc's strtod: surrounding
@@ -245,9 +289,19 @@ func (v *vm) overrideString(t *lua.LTable) {
 		}
 		return format.GFunction(L)
 	}))
+	// Pattern matching backtracks inside one builtin call, out of the
+	// VM's instruction count: charge each call its worst case first.
+	for _, name := range []string{"find", "match", "gmatch"} {
+		orig := t.RawGetString(name).(*lua.LFunction)
+		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			v.chargePattern(L.CheckString(1), L.CheckString(2))
+			return orig.GFunction(L)
+		}))
+	}
 	gsub := t.RawGetString("gsub").(*lua.LFunction)
 	t.RawSetString("gsub", L.NewFunction(func(L *lua.LState) int {
 		s := L.CheckString(1)
+		v.chargePattern(s, L.CheckString(2))
 		worst := int64(len(s))
 		if r, ok := L.Get(3).(lua.LString); ok {
 			worst += (int64(len(s)) + 1) * int64(len(r))
@@ -257,6 +311,34 @@ func (v *vm) overrideString(t *lua.LTable) {
 		}
 		return gsub.GFunction(L)
 	}))
+}
+
+// chargePattern charges a match of pattern over s its worst case against
+// the step budget: Lua patterns backtrack, each quantifier (*, +, -) over
+// up to len(s) positions, from every start position unless anchored. A
+// step is a VM instruction, about 100 pattern steps. Plain find
+// (string.find's fourth argument) is charged the same: a bound, not an
+// estimate.
+func (v *vm) chargePattern(s, pattern string) {
+	n := float64(len(s) + 1)
+	cost := n
+	if strings.HasPrefix(pattern, "^") {
+		cost = 1
+	}
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '%':
+			i++ // an escape: the next byte is literal or a class
+		case '*', '+', '-':
+			cost *= n
+		}
+		if cost > 1e18 {
+			break
+		}
+	}
+	if !v.b.chargeSteps(cost / 100) {
+		v.L.RaiseError("%s", v.rt.texts.Steps)
+	}
 }
 
 // checkFormat reports whether every conversion of f has a width and a

@@ -51,7 +51,10 @@ const (
 	// memory budget's error).
 	maxCallDepth = 200
 	// maxRegistry bounds a state's value stack, in slots.
-	maxRegistry = 256 * 1024
+	maxRegistry = 64 * 1024
+	// maxResults is C Lua's LUAI_MAXCSTACK: the most values a builtin
+	// may push (unpack, string.byte), as Redis's Lua refuses more.
+	maxResults = 8000
 	// maxProtos bounds the compiled scripts kept (a local cache: a miss
 	// compiles again).
 	maxProtos = 4096
@@ -333,14 +336,14 @@ func (v *vm) failure(err error, sha string) []byte {
 				line = int(n)
 			}
 		} else if ae.Object != nil && ae.Object != lua.LNil {
-			if strings.Contains(v.str(ae.Object), "stack overflow") {
+			if isStackOverflow(v.str(ae.Object)) {
 				v.b.memoryOut = true
 				return errorReply(nil, v.rt.texts.Memory)
 			}
 			msg = "ERR " + v.str(ae.Object)
 		}
 	}
-	if strings.Contains(msg, "stack overflow") {
+	if isStackOverflow(msg) {
 		v.b.memoryOut = true
 		return errorReply(nil, v.rt.texts.Memory)
 	}
@@ -349,6 +352,10 @@ func (v *vm) failure(err error, sha string) []byte {
 	}
 	return errorReply(nil, msg)
 }
+
+// isStackOverflow reports whether msg is gopher-lua's error for a call
+// stack past maxCallDepth (deep recursion: the memory budget).
+func isStackOverflow(msg string) bool { return strings.HasSuffix(msg, "stack overflow") }
 
 // str is tostring of a Lua value for an error text.
 func (v *vm) str(lv lua.LValue) string {

@@ -257,7 +257,7 @@ func grpcError(err error) error {
 	switch {
 	case e.Code.Class() == errcode.MayHaveApplied:
 		c = codes.Unknown
-	case e.Code == errcode.ClusterDown, e.Code == errcode.ShuttingDown, e.Code == errcode.Loading:
+	case e.Code.Class() == errcode.Unavailable:
 		c = codes.Unavailable
 	case e.Code == errcode.WrongType:
 		c = codes.FailedPrecondition
