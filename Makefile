@@ -59,8 +59,7 @@ lint:
 # Each fuzz target for FUZZTIME (CI: 10s); seed corpora in testdata/fuzz/.
 FUZZTIME ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./resp/
-	$(GO) test -run '^$$' -fuzz '^FuzzReqReader$$' -fuzztime $(FUZZTIME) ./resp/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzGrammar$$' -fuzztime $(FUZZTIME) ./resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzEngineOps$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzStringOps$$' -fuzztime $(FUZZTIME) ./engine/

@@ -199,7 +199,7 @@ func connectionCommands() []*command {
 }
 
 // authenticate checks a username and password in constant time and updates
-// the connection (and its protocol guard's limits) on success.
+// the connection (and its parser's limits) on success.
 func (s *Server) authenticate(c *client, user, pass []byte) bool {
 	ok := subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
 	ok = ok && bytes.Equal(user, []byte("default"))
@@ -209,12 +209,9 @@ func (s *Server) authenticate(c *client, user, pass []byte) bool {
 	return ok
 }
 
-func (c *client) setAuthenticated(ok bool) {
-	c.authed = ok
-	if c.guard != nil {
-		c.guard.SetAuthenticated(ok)
-	}
-}
+// setAuthenticated sets the connection's authentication, and with it the
+// parser's limits from its next read on.
+func (c *client) setAuthenticated(ok bool) { c.authed = ok }
 
 // runHello implements HELLO [protover [AUTH user pass] [SETNAME name]].
 func runHello(s *Server, c *client, args [][]byte, p *pending) {

@@ -107,3 +107,38 @@ func TestErrorTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestProtocolErrorTexts pins the reply of every protocol error (Redis
+// 7's texts), and that an expected '$' never puts a line end in one.
+func TestProtocolErrorTexts(t *testing.T) {
+	want := map[protoErr]string{
+		protoInvalidMultibulk: "-ERR Protocol error: invalid multibulk length\r\n",
+		protoInvalidBulk:      "-ERR Protocol error: invalid bulk length\r\n",
+		protoUnauthMultibulk:  "-ERR Protocol error: unauthenticated multibulk length\r\n",
+		protoUnauthBulk:       "-ERR Protocol error: unauthenticated bulk length\r\n",
+		protoTooBigInline:     "-ERR Protocol error: too big inline request\r\n",
+		protoQueryBuffer:      "-ERR Protocol error: query buffer limit exceeded\r\n",
+		protoUnbalancedQuotes: "-ERR Protocol error: unbalanced quotes in request\r\n",
+		protoExpectedDollar:   "-ERR Protocol error: expected '$', got ':'\r\n",
+		protoHTTP:             "", // closes without a reply
+	}
+	for e := protoErr(1); e < numProtoErrs; e++ {
+		w, ok := want[e]
+		if !ok {
+			t.Errorf("protocol error %d has no test here", e)
+		}
+		pe := &ProtocolError{what: e, got: ':'}
+		if got := pe.Reply(); got != w {
+			t.Errorf("protocol error %d: reply %q, want %q", e, got, w)
+		}
+		if protoErrs[e].reason == "" {
+			t.Errorf("protocol error %d has no reason", e)
+		}
+	}
+	for _, c := range []byte{'\r', '\n', 0, 0xff, '{'} {
+		got := (&ProtocolError{what: protoExpectedDollar, got: c}).Reply()
+		if w := "-ERR Protocol error: expected '$', got '" + map[bool]string{true: "{", false: " "}[c == '{'] + "'\r\n"; got != w {
+			t.Errorf("expected '$' for %q: %q, want %q", c, got, w)
+		}
+	}
+}
