@@ -31,7 +31,7 @@ func TestScriptRunnersPerGroup(t *testing.T) {
 	res := make([]engine.Result, 1)
 	for i := range 200 {
 		g := i % groups
-		op := engine.Op{Code: engine.OpEval, Value: []byte("return redis.call('INCR', KEYS[1])"), Count: 1, Key: keys[g], Args: [][]byte{keys[g]}}
+		op := engine.Op{Code: engine.OpEval, Value: []byte("return redis.call('INCR', KEYS[1])"), NumKeys: 1, Key: keys[g], Args: [][]byte{keys[g]}}
 		engines[g].Apply(1e18+int64(i)*1e6, []engine.Op{op}, res)
 		if want := ":" + strconv.Itoa(i/groups+1) + "\r\n"; res[0].Err != nil || string(res[0].Value) != want {
 			t.Fatalf("run %d in group %d on its key %s: %v %q, want %q", i, g, keys[g], res[0].Err, res[0].Value, want)
