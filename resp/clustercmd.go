@@ -350,7 +350,7 @@ func runClusterInfo(s *Server, c *client, args [][]byte, p *pending) {
 			size++
 		}
 	}
-	if v.ok() {
+	if v.ok() && s.starting() == nil {
 		state = "ok"
 	}
 	epoch := strconv.FormatUint(v.top.Epoch, 10)

@@ -106,6 +106,10 @@ func connectionCommands() []*command {
 			name: "ping", arity: -1, flags: flagFast, group: "connection", since: "1.0.0", complexity: "O(1)",
 			summary: "PONG, or the message", args: []argDoc{optional(strArg("message"))},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if err := s.starting(); err != nil && len(args) <= 2 {
+					c.local.Error(errorText(err)) // as Redis while it loads
+					return
+				}
 				switch len(args) {
 				case 1:
 					c.local.Simple("PONG")

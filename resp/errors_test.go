@@ -77,6 +77,8 @@ func TestErrorTexts(t *testing.T) {
 		{e(errcode.ValueTooLong, "", 512), "ERR value is too long: at most 512 bytes (max-value-len)"},
 		{e(errcode.LogWriteFailed, "append to the log in /d/raft-wal failed: no space left on device", 0),
 			"MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: append to the log in /d/raft-wal failed: no space left on device"},
+		{e(errcode.Removed, "", 0),
+			"ERR this node was removed from the cluster (RAFT.REMOVE) and serves no more as a member: send commands to another node; to serve again, wipe its data dir and RAFT.JOIN it (RAFT.STATUS shows removed:1)"},
 		{e(errcode.NoScript, "", 0), "NOSCRIPT No matching script. Please use EVAL."},
 		{e(errcode.ScriptCacheFull, "67108864", 10000),
 			"ERR the script cache is full: at most 10000 scripts and 67108864 bytes (script-cache-max); SCRIPT FLUSH frees it"},

@@ -147,7 +147,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			"number_of_cached_scripts", strconv.Itoa(scripts))
 	}
 	loading := "0"
-	if err := results[0].Err; err != nil && errcode.Is(err, errcode.Loading) {
+	if err := results[0].Err; (err != nil && errcode.Is(err, errcode.Loading)) || s.starting() != nil {
 		loading = "1"
 	}
 	aof := "0"

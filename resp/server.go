@@ -133,6 +133,7 @@ type Server struct {
 	cfg      Config
 	exec     Executor
 	admin    ClusterAdmin // nil unless exec is a cluster node
+	starter  Starter      // nil unless exec takes a while to start
 	commands map[string]*command
 	started  time.Time
 	// slotTable maps slots to Raft groups (ClusterAdmin.Groups of them);
@@ -168,6 +169,7 @@ func NewServer(cfg Config, exec Executor) *Server {
 		clients: make(map[*client]struct{}),
 	}
 	s.admin, _ = exec.(ClusterAdmin)
+	s.starter, _ = exec.(Starter)
 	s.clusterOn = cfg.Cluster && s.admin != nil
 	groups := 1
 	if s.admin != nil {
@@ -469,4 +471,13 @@ func (s *Server) closed(c *client, err error) {
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.cfg.Logger.Debug("client connection ended", "id", c.id, "addr", c.addr, "err", err)
 	}
+}
+
+// starting returns why the executor cannot serve yet since the process
+// started (Starter), or nil.
+func (s *Server) starting() error {
+	if s.starter == nil {
+		return nil
+	}
+	return s.starter.Starting()
 }

@@ -278,9 +278,10 @@ func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, fun
 	if err := c.Start(victim); err != nil {
 		return "", nil, err
 	}
-	// It listens once its Raft and forward listeners are bound.
+	// It listens once its Raft and forward listeners are bound (and
+	// answers PING with LOADING until it is joined and serves).
 	if err := testkit.PollContext(ctx, 10*time.Second, 20*time.Millisecond, func() error {
-		if r, err := command(victim.RESP, time.Second, "PING"); err != nil || r.Error() != "" {
+		if r, err := command(victim.RESP, time.Second, "PING"); err != nil || (r.Error() != "" && !strings.HasPrefix(r.Error(), "LOADING")) {
 			return fmt.Errorf("the replacement %s never answered PING", victim.ID)
 		}
 		return nil

@@ -135,6 +135,9 @@ const (
 	// applied (rendered MISCONF, Redis's code for a server that cannot
 	// persist).
 	LogWriteFailed
+	// Removed: this node was removed from the cluster (RAFT.REMOVE): it
+	// serves no more as a member. Not applied.
+	Removed
 	// NoScript: EVALSHA of a script the cache does not hold (Redis's
 	// NOSCRIPT). Not applied.
 	NoScript
