@@ -394,10 +394,13 @@ func (r *ScriptRunner) RunScript(tx *engine.ScriptTx) []byte {
 	}
 	h, _ := r.hosts.Get().(*scriptHost)
 	if h == nil {
-		h = &scriptHost{r: r}
+		h = &scriptHost{}
 		h.c.authed = true
 	}
-	h.tx, h.ro = tx, tx.Flags()&engine.ScriptReadOnly != 0
+	// The pool is shared by every group's runner (ForGroup): a host may
+	// come from another group's run, so it takes this runner (its group
+	// decides which keys are local).
+	h.r, h.tx, h.ro = r, tx, tx.Flags()&engine.ScriptReadOnly != 0
 	reply, out := r.rt.Run(tx.SHA(), tx.Body(), args[:n], args[n:], proto, h)
 	h.tx = nil
 	r.hosts.Put(h)

@@ -7,10 +7,11 @@ import (
 	"github.com/sluice-rl/sluice/engine"
 )
 
-// BenchmarkSpringScript runs Spring Cloud Gateway's token bucket by
+// BenchmarkSpringScript runs Spring Cloud Gateway's token bucket (the exact
+// text Spring sends, resp/testdata/scripts) by
 // EVALSHA on an engine, as the apply does (no network, no parsing).
 func BenchmarkSpringScript(b *testing.B) {
-	body, err := os.ReadFile("testdata/spring_request_rate_limiter.lua")
+	body, err := os.ReadFile("testdata/scripts/spring_request_rate_limiter.lua")
 	if err != nil {
 		b.Fatal(err)
 	}
