@@ -451,6 +451,7 @@ func (e *Engine) scriptView() *Engine {
 		mask:     e.mask,
 		maxLog:   e.maxLog,
 		maxValue: e.maxValue,
+		maxColl:  e.maxColl,
 		tot:      e.tot,
 		watch:    e.watch,
 		nolock:   true,
