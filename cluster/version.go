@@ -110,6 +110,8 @@ var opVersions = []struct {
 	{engine.OpExpireTime, 2},
 	// v0.2.0: Envoy's rate limit service (engine/ratelimit.go).
 	{engine.OpRateLimit, 2},
+	// v0.3.0: INCRBYFLOAT (engine/strings.go).
+	{engine.OpIncrByFloat, 3},
 }
 
 // entryVersions gives every log entry type the cluster version from which
@@ -176,6 +178,8 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.BadExpire:        2,
 	errcode.ValueTooLong:     2,
 	errcode.LogWriteFailed:   2,
+	errcode.NotFloat:         3,
+	errcode.IncrNaN:          3,
 }
 
 // codeVersion is the cluster version that introduced code c.

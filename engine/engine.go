@@ -251,7 +251,7 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			r = e.acquireOp(now, op)
 		case OpRelease:
 			r = e.release(now, op.Key, op.Token)
-		case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime:
+		case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime, OpIncrByFloat:
 			r = e.strOp(now, op)
 			if r.Err == errNoRoom {
 				r = e.strOpFull(now, op)

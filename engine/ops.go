@@ -98,15 +98,16 @@ var ops = [numOps]opInfo{
 	OpAcquire:     {name: "OpAcquire", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpRelease:     {name: "OpRelease", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 
-	OpGet:        {name: "OpGet", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpSet:        {name: "OpSet", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpIncrBy:     {name: "OpIncrBy", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpGetDel:     {name: "OpGetDel", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpGetEx:      {name: "OpGetEx", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpExpire:     {name: "OpExpire", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpPersist:    {name: "OpPersist", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpStrlen:     {name: "OpStrlen", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpExpireTime: {name: "OpExpireTime", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpGet:         {name: "OpGet", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpSet:         {name: "OpSet", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpIncrBy:      {name: "OpIncrBy", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpGetDel:      {name: "OpGetDel", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpGetEx:       {name: "OpGetEx", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpExpire:      {name: "OpExpire", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpPersist:     {name: "OpPersist", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpStrlen:      {name: "OpStrlen", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpExpireTime:  {name: "OpExpireTime", route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpIncrByFloat: {name: "OpIncrByFloat", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 
 	// Every key of a rate limit request carries its domain as the hash
 	// tag (rls), so they share one slot: All[0].Key routes it.

@@ -196,6 +196,14 @@ var catalogue = [NumCodes]Entry{
 		Bare:     "MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can",
 		Producer: "cluster: a full disk or an I/O error on this node's log (the failed entry was never stored or replicated)",
 		Assume:   "certainly not applied; retry, or another node; the node serves again by itself once it can write"},
+	NotFloat: {Name: "not a float", Class: NotApplied,
+		Reply:    "ERR value is not a valid float",
+		Producer: "engine: INCRBYFLOAT on a value that is not a float; the server checks the increment first with the same text",
+		Assume:   "not applied"},
+	IncrNaN: {Name: "increment would produce NaN or Infinity", Class: NotApplied,
+		Reply:    "ERR increment would produce NaN or Infinity",
+		Producer: "engine: INCRBYFLOAT whose result is not a finite 64-bit float",
+		Assume:   "not applied"},
 }
 
 // Entry returns c's row of the catalogue; a zero Entry for a code beyond

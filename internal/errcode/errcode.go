@@ -135,6 +135,11 @@ const (
 	// applied (rendered MISCONF, Redis's code for a server that cannot
 	// persist).
 	LogWriteFailed
+	// NotFloat: a value or argument is not a valid float (INCRBYFLOAT,
+	// Redis's "value is not a valid float"). Not applied.
+	NotFloat
+	// IncrNaN: INCRBYFLOAT would produce NaN or an infinity. Not applied.
+	IncrNaN
 
 	// NumCodes is the number of codes; every code is below it.
 	NumCodes
