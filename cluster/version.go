@@ -112,6 +112,9 @@ var opVersions = []struct {
 	{engine.OpRateLimit, 2},
 	// v0.3.0: INCRBYFLOAT (engine/strings.go).
 	{engine.OpIncrByFloat, 3},
+	// v0.3.0: WATCH (engine/watch.go).
+	{engine.OpWatch, 3},
+	{engine.OpWatchCheck, 3},
 }
 
 // entryVersions gives every log entry type the cluster version from which

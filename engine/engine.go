@@ -39,8 +39,9 @@ type Engine struct {
 	maxValue int
 	clock    clock
 	sweep    sweepCursor
-	tot      *totals // nil without limits (memory.go)
-	watch    Watcher // nil unless Config.Watcher is set
+	tot      *totals    // nil without limits (memory.go)
+	watch    Watcher    // nil unless Config.Watcher is set
+	wt       watchTable // WATCH's registrations (watch.go)
 }
 
 const (
@@ -81,6 +82,7 @@ func New(cfg Config) *Engine {
 	for i := range e.stripes {
 		e.stripes[i] = newStripe(e.tot)
 		e.stripes[i].watch = cfg.Watcher
+		e.stripes[i].wt = &e.wt
 	}
 	e.clock.init()
 	return e
@@ -103,6 +105,7 @@ func (e *Engine) Len() int {
 // Reset forgets every key. The clock is kept.
 func (e *Engine) Reset() {
 	e.eachStripe(func(s *stripe) { s.reset() })
+	e.wt.reset()
 	if e.watch != nil {
 		e.watch.AllChanged()
 	}
@@ -207,6 +210,9 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 				if e.watch != nil {
 					e.notify(ops[i:j])
 				}
+				if e.wt.active() {
+					e.watchBump(ops[i:j], results[i:j])
+				}
 				i = j - 1
 				continue
 			}
@@ -256,12 +262,31 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 			if r.Err == errNoRoom {
 				r = e.strOpFull(now, op)
 			}
+		case OpWatch:
+			r = e.watchOp(now, op)
+		case OpWatchCheck:
+			if e.watchCheck(now, op) {
+				r.Count = 1
+				break
+			}
+			// A watched key changed: the transaction's ops after the
+			// check are skipped, on every replica alike.
+			results[i] = r
+			skip := int(min(max(op.Cost, 0), int64(len(ops)-i-1)))
+			for k := 1; k <= skip; k++ {
+				results[i+k] = Result{}
+			}
+			i += skip
+			continue
 		default:
 			r.Err = badRule("unknown operation code %d", op.Code)
 		}
 		results[i] = r
 		if e.watch != nil {
 			e.notify(ops[i : i+1])
+		}
+		if e.wt.active() {
+			e.watchBump(ops[i:i+1], results[i:i+1])
 		}
 	}
 }
@@ -274,7 +299,7 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 func (e *Engine) notify(ops []Op) {
 	for i := range ops {
 		op := &ops[i]
-		if !op.Code.Mutates() {
+		if !op.Code.Mutates() || op.Code == OpWatch || op.Code == OpWatchCheck {
 			continue
 		}
 		switch op.Code.Keys() {

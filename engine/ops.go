@@ -75,7 +75,7 @@ type opInfo struct {
 
 // numOps bounds the operation codes: every OpCode is below it. An untyped
 // constant, so that it is no OpCode itself.
-const numOps = int(OpRateLimit) + 1
+const numOps = int(OpWatchCheck) + 1
 
 // ops is the table, indexed by OpCode; a code without an operation has a
 // zero row (no name). Read-only.
@@ -108,6 +108,12 @@ var ops = [numOps]opInfo{
 	OpStrlen:      {name: "OpStrlen", route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpExpireTime:  {name: "OpExpireTime", route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpIncrByFloat: {name: "OpIncrByFloat", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+
+	// WATCH (watch.go): through the log, so that every replica's table
+	// is the same; routed by Key, which they read but never change (the
+	// watcher is not told of them: Engine.notify).
+	OpWatch:      {name: "OpWatch", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	OpWatchCheck: {name: "OpWatchCheck", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 
 	// Every key of a rate limit request carries its domain as the hash
 	// tag (rls), so they share one slot: All[0].Key routes it.

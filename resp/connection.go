@@ -184,6 +184,7 @@ func connectionCommands() []*command {
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.stopTracking()
 				c.multi = nil
+				c.unwatch()
 				c.readOnly = false // READWRITE, as Redis's RESET
 				c.proto = 2
 				c.setAuthenticated(s.cfg.RequirePass == "")

@@ -165,6 +165,7 @@ const (
 	msgNoBackup
 	msgClientType
 	msgClientID
+	msgWatchInMulti
 
 	numMsgs
 )
@@ -236,6 +237,7 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgNoBackup:           {"ERR this node cannot take backups", "RAFT.BACKUP on a server whose executor keeps no Raft log (an in-memory test server)"},
 	msgClientType:         {"ERR Unknown client type '{type}'", "CLIENT LIST TYPE with another type than normal, master, replica, slave or pubsub (Redis's text)"},
 	msgClientID:           {"ERR Invalid client ID", "CLIENT LIST ID with an ID that is not an integer (Redis's text)"},
+	msgWatchInMulti:       {"ERR WATCH inside MULTI is not allowed", "WATCH between MULTI and EXEC (Redis's text)"},
 }
 
 // Text returns m's reply text (without the leading '-'), its placeholders

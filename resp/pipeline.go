@@ -52,6 +52,10 @@ type client struct {
 	multi      *multiState // the transaction being queued; nil outside one (multi.go)
 	execing    bool        // EXEC is dispatching the queued commands
 	readOnly   bool        // READONLY: reads are served here, not redirected (clustercmd.go)
+	// watched are the keys WATCH registered, with their stamps (multi.go);
+	// watchFull: more than maxWatchedKeys were watched, so EXEC fails.
+	watched   []watchedKey
+	watchFull bool
 
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -72,6 +76,11 @@ type pending struct {
 	deferred   bool  // rendered by cmd.render after the batch ran
 	stats      *cmdStats
 	rlsPlan    *rls.Plan // RL.CHECK's matched request (rls.go)
+	// owner is the connection, for the renders that change its state
+	// (WATCH's); skipAfter is how many pendings after EXEC's belong to
+	// its transaction, left unrendered when its watch check failed.
+	owner     *client
+	skipAfter int
 }
 
 // enqueue adds an engine operation for the command being dispatched; its
@@ -160,8 +169,13 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	}
 
 	c.out.b = c.out.b[:0]
+	skip := 0 // replies of a transaction whose watch check failed
 	for i := range c.pending {
 		p := &c.pending[i]
+		if skip > 0 {
+			skip--
+			continue
+		}
 		cmdErr := execErr
 		if cmdErr == nil && p.deferred {
 			cmdErr = groupFailure(c.results[p.opStart:p.opEnd])
@@ -175,6 +189,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		if cmdErr != nil {
 			if !p.cmd.flags.has(flagLoading) {
 				c.out.Error(errorText(cmdErr))
+				skip = p.skipAfter // EXEC's check failed to run: one reply
 				continue
 			}
 			for i := p.opStart; i < p.opEnd; i++ {
@@ -182,6 +197,9 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 			}
 		}
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
+		if p.skipAfter > 0 && p.arg == execAborted {
+			skip = p.skipAfter
+		}
 	}
 	// The metrics count the segment before its replies leave: a client
 	// that has its reply finds its commands counted (INFO commandstats,

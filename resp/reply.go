@@ -92,6 +92,16 @@ func (r *replyBuf) Null() {
 	r.b = append(r.b, "$-1\r\n"...)
 }
 
+// NullArray appends the null array: RESP3's _ or RESP2's *-1 (EXEC of a
+// transaction whose watched keys changed).
+func (r *replyBuf) NullArray() {
+	if r.proto == 3 {
+		r.b = append(r.b, '_', '\r', '\n')
+		return
+	}
+	r.b = append(r.b, "*-1\r\n"...)
+}
+
 // Verbatim appends a text blob: a RESP3 verbatim string of format txt, or a
 // bulk string in RESP2 (as Redis replies INFO).
 func (r *replyBuf) Verbatim(s string) {
