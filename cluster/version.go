@@ -115,6 +115,10 @@ var opVersions = []struct {
 	// v0.3.0: WATCH (engine/watch.go).
 	{engine.OpWatch, 3},
 	{engine.OpWatchCheck, 3},
+	// v0.3.0: databases (engine/databases.go).
+	{engine.OpFlushDB, 3},
+	{engine.OpSwapDB, 3},
+	{engine.OpMove, 3},
 }
 
 // entryVersions gives every log entry type the cluster version from which

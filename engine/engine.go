@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -39,9 +40,15 @@ type Engine struct {
 	maxValue int
 	clock    clock
 	sweep    sweepCursor
-	tot      *totals    // nil without limits (memory.go)
-	watch    Watcher    // nil unless Config.Watcher is set
-	wt       watchTable // WATCH's registrations (watch.go)
+	tot      *totals     // nil without limits (memory.go)
+	watch    Watcher     // nil unless Config.Watcher is set
+	wt       *watchTable // WATCH's registrations (watch.go), the top's
+	// top is the engine of database 0, which holds the clock and the
+	// other databases (databases.go); itself on that engine.
+	top *Engine
+	// dbs are the databases, created on first use (dbs[0] is top); nil
+	// on the engine of another database.
+	dbs *[NumDBs]atomic.Pointer[Engine]
 }
 
 const (
@@ -79,13 +86,23 @@ func New(cfg Config) *Engine {
 		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
 		e.tot.errKeys = &errcode.Error{Code: errcode.KeyLimit, Num: e.tot.maxKeys}
 	}
-	for i := range e.stripes {
-		e.stripes[i] = newStripe(e.tot)
-		e.stripes[i].watch = cfg.Watcher
-		e.stripes[i].wt = &e.wt
-	}
+	e.wt = &watchTable{}
+	e.top = e
+	e.dbs = &[NumDBs]atomic.Pointer[Engine]{}
+	e.dbs[0].Store(e)
+	e.initStripes(0)
 	e.clock.init()
 	return e
+}
+
+// initStripes creates the stripes of database db.
+func (e *Engine) initStripes(db uint8) {
+	for i := range e.stripes {
+		e.stripes[i] = newStripe(e.tot)
+		e.stripes[i].watch = e.watch
+		e.stripes[i].wt = e.wt
+		e.stripes[i].db = db
+	}
 }
 
 // NumStripes returns the number of stripes (a power of two).
@@ -96,15 +113,17 @@ func (e *Engine) NumStripes() int { return len(e.stripes) }
 // exact count at a given time (DBSIZE, OpCount) is e.count.
 func (e *Engine) Len() int {
 	n := int64(0)
-	for _, s := range e.stripes {
-		n += s.count.Load()
-	}
+	e.eachDB(func(d *Engine) {
+		for _, s := range d.stripes {
+			n += s.count.Load()
+		}
+	})
 	return int(n)
 }
 
 // Reset forgets every key. The clock is kept.
 func (e *Engine) Reset() {
-	e.eachStripe(func(s *stripe) { s.reset() })
+	e.eachStripeAll(func(s *stripe) { s.reset() })
 	e.wt.reset()
 	if e.watch != nil {
 		e.watch.AllChanged()
@@ -192,10 +211,30 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 // results[i] receives the outcome of ops[i]; results must be at least as
 // long as ops. Apply is safe for concurrent use.
 func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
-	results = results[:len(ops)]
-	now := e.clock.now(wall)
+	e.run(wall, e.clock.now(wall), ops, results[:len(ops)])
+}
+
+// run runs ops at now (Apply's loop): on the top engine, a run of ops of
+// another database goes to that database's engine, except the ops only
+// the top runs (topOnly); there the clock ops move now.
+func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 	for i := 0; i < len(ops); i++ {
 		op := &ops[i]
+		if op.DB != 0 && e.dbs != nil && !topOnly(op.Code) {
+			j := i + 1
+			for j < len(ops) && ops[j].DB == op.DB && !topOnly(ops[j].Code) {
+				j++
+			}
+			if d := e.db(op.DB); d != nil {
+				d.run(wall, now, ops[i:j], results[i:j])
+			} else {
+				for k := i; k < j; k++ {
+					results[k] = Result{Err: errBadDB}
+				}
+			}
+			i = j - 1
+			continue
+		}
 		if op.Code == OpDecide || op.Code == OpAll {
 			j := i + 1
 			for j < len(ops) && j-i < lookAhead && ops[j].Code == op.Code {
@@ -234,16 +273,22 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		case OpKeys:
 			r.Keys = e.keys(now, op.Pattern)
 		case OpFlush:
+			r.Count = e.flushAll(now)
+		case OpFlushDB:
 			r.Count = e.flush(now)
+		case OpSwapDB:
+			r.Err = e.swapDB(now, op.DB, op.Cost)
+		case OpMove:
+			r = e.move(now, op)
 		case OpTimeWarp:
 			r.Err = e.clock.warp(wall, op.Clock)
 			now = e.clock.now(wall)
 			// The string keys the jump expired go now (strings.go).
-			e.drainExpired(e.countedAt(now))
+			e.eachDB(func(d *Engine) { d.drainExpired(e.countedAt(now)) })
 		case OpClockFreeze:
 			r.Err = e.clock.freeze(wall, op.Clock)
 			now = e.clock.now(wall)
-			e.drainExpired(e.countedAt(now)) // a freeze may jump ahead
+			e.eachDB(func(d *Engine) { d.drainExpired(e.countedAt(now)) }) // a freeze may jump ahead
 		case OpClockResume:
 			e.clock.resume(wall)
 			now = e.clock.now(wall)

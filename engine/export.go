@@ -14,44 +14,61 @@ import (
 // records own their bytes. The words are the stored state: see Record and the
 // state comment of each kind (bucket.go, window.go, gcra.go, log.go).
 func (e *Engine) ExportStripe(i int, now int64) []Record {
-	if i < 0 || i >= len(e.stripes) {
+	n := len(e.stripes)
+	if i < 0 || i >= n*NumDBs || e.dbs == nil {
+		return nil
+	}
+	d := e.dbs[i/n].Load()
+	if d == nil {
 		return nil
 	}
 	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
-	s := e.stripes[i]
+	s := d.stripes[i%n]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	recs := make([]Record, 0, s.count.Load())
 	s.walkAll(func(idx uint32, ent *entry) {
-		_, rule, _, live := s.liveState(ent, now)
-		if !live {
-			return
+		if rec, ok := s.record(idx, ent, now); ok {
+			recs = append(recs, rec)
 		}
-		rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
-		switch kinds[rule.Kind].shape {
-		case inLog:
-			ring := &s.logs.rings[ent.a]
-			rec.Log = make([]int64, ring.n)
-			for j := range rec.Log {
-				rec.Log[j] = ring.at(j)
-			}
-		case inLeases:
-			ls := &s.leases.sets[ent.a]
-			rec.Leases = make([]Lease, 0, ls.n)
-			ls.each(ls.root, func(l *lease) {
-				if l.expiry > now {
-					rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
-				}
-			})
-		case inValue:
-			rec.A = ent.a
-			rec.Value = slices.Clone(s.strValue(idx))
-		default:
-			rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
-		}
-		recs = append(recs, rec)
 	})
 	return recs
+}
+
+// ExportShards is the number of shards ExportStripe takes: every stripe of
+// every database, database by database (NumStripes per database).
+func (e *Engine) ExportShards() int { return len(e.stripes) * NumDBs }
+
+// record returns the record of entry idx at now, if it is live. The
+// caller holds s.mu.
+func (s *stripe) record(idx uint32, ent *entry, now int64) (Record, bool) {
+	_, rule, _, live := s.liveState(ent, now)
+	if !live {
+		return Record{}, false
+	}
+	rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule, DB: s.db}
+	switch kinds[rule.Kind].shape {
+	case inLog:
+		ring := &s.logs.rings[ent.a]
+		rec.Log = make([]int64, ring.n)
+		for j := range rec.Log {
+			rec.Log[j] = ring.at(j)
+		}
+	case inLeases:
+		ls := &s.leases.sets[ent.a]
+		rec.Leases = make([]Lease, 0, ls.n)
+		ls.each(ls.root, func(l *lease) {
+			if l.expiry > now {
+				rec.Leases = append(rec.Leases, Lease{Token: []byte(l.token), Units: l.units, Expiry: l.expiry})
+			}
+		})
+	case inValue:
+		rec.A = ent.a
+		rec.Value = slices.Clone(s.strValue(idx))
+	default:
+		rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
+	}
+	return rec, true
 }
 
 // Import adds one record (on snapshot restore), replacing any state the key
@@ -60,6 +77,15 @@ func (e *Engine) ExportStripe(i int, now int64) []Record {
 // not have produced; it never panics. A record at its initial state is
 // accepted and simply adds nothing.
 func (e *Engine) Import(rec Record) error {
+	d := e.top.db(rec.DB)
+	if d == nil {
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("database %d", rec.DB))
+	}
+	return d.importRecord(rec)
+}
+
+// importRecord is Import into this database.
+func (e *Engine) importRecord(rec Record) error {
 	shape := kindOf(rec.Rule.Kind).shape
 	if shape == inValue {
 		return e.importString(rec)

@@ -75,7 +75,7 @@ type opInfo struct {
 
 // numOps bounds the operation codes: every OpCode is below it. An untyped
 // constant, so that it is no OpCode itself.
-const numOps = int(OpWatchCheck) + 1
+const numOps = int(OpMove) + 1
 
 // ops is the table, indexed by OpCode; a code without an operation has a
 // zero row (no name). Read-only.
@@ -114,6 +114,11 @@ var ops = [numOps]opInfo{
 	// watcher is not told of them: Engine.notify).
 	OpWatch:      {name: "OpWatch", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 	OpWatchCheck: {name: "OpWatchCheck", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+
+	// Databases (databases.go).
+	OpFlushDB: {name: "OpFlushDB", mutates: true, route: RouteEvery, merge: MergeSum, keys: KeysEvery},
+	OpSwapDB:  {name: "OpSwapDB", mutates: true, route: RouteEvery, merge: MergeFirst, keys: KeysEvery},
+	OpMove:    {name: "OpMove", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
 
 	// Every key of a rate limit request carries its domain as the hash
 	// tag (rls), so they share one slot: All[0].Key routes it.

@@ -70,6 +70,8 @@ type Record struct {
 	// Value is a KindString key's value (A is then its expiry, a Unix time
 	// in ms, 0 for none).
 	Value []byte
+	// DB is the key's database (0..NumDBs-1).
+	DB uint8
 }
 
 // Lease is one RL.ACQUIRE lease: its token, units and expiry (nanoseconds

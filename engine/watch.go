@@ -31,8 +31,9 @@ const (
 	// version (0 when the table is full: a version no check matches),
 	// Result.Count 1 if the key is live, else 0.
 	OpWatch OpCode = 120
-	// OpWatchCheck checks watched keys of DB: Args holds pairs of a key and
-	// its stamp (WatchStamp: the version and liveness OpWatch replied).
+	// OpWatchCheck checks watched keys: Args holds pairs of a key and its
+	// stamp (WatchStamp: the version and liveness OpWatch replied, the
+	// key's database).
 	// Result.Count is 1 when none changed; otherwise 0, and the Cost ops
 	// that follow it in the batch are skipped (their results zero). Key is
 	// the first watched key, for routing only.
@@ -113,6 +114,23 @@ func (t *watchTable) bumpAll(db uint8, all bool) {
 	}
 }
 
+// keysOf returns the registered keys of database db (without the
+// database byte).
+func (t *watchTable) keysOf(db uint8) [][]byte {
+	var out [][]byte
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k := range sh.m {
+			if k[0] == db {
+				out = append(out, []byte(k[1:]))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
 // register registers db/key at now and returns its version.
 func (t *watchTable) register(now int64, db uint8, key []byte) uint64 {
 	var tmp [64]byte
@@ -182,11 +200,12 @@ func (t *watchTable) reset() {
 	}
 }
 
-// WatchStamp is what a client keeps of a WATCH to send back in
-// OpWatchCheck: the version OpWatch replied and whether the key was live.
-func WatchStamp(r *Result) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 9), r.Cursor)
-	return append(b, byte(r.Count))
+// WatchStamp is what a client keeps of a WATCH of a key of database db
+// to send back in OpWatchCheck: the version OpWatch replied, whether the
+// key was live, its database.
+func WatchStamp(r *Result, db uint8) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 10), r.Cursor)
+	return append(b, byte(r.Count), db)
 }
 
 // watch is OpWatch.
@@ -205,14 +224,14 @@ func (e *Engine) watchCheck(now int64, op *Op) bool {
 	}
 	for i := 0; i < len(op.Args); i += 2 {
 		key, stamp := op.Args[i], op.Args[i+1]
-		if len(stamp) != 9 {
+		if len(stamp) != 10 || int(stamp[9]) >= NumDBs {
 			return false
 		}
-		v := binary.BigEndian.Uint64(stamp)
-		if v == 0 || e.wt.version(now, op.DB, key) != v {
+		v, db := binary.BigEndian.Uint64(stamp), stamp[9]
+		if v == 0 || e.wt.version(now, db, key) != v {
 			return false
 		}
-		if stamp[8] == 1 && !e.live(now, op.DB, key) {
+		if stamp[8] == 1 && !e.live(now, db, key) {
 			return false // expired since its WATCH
 		}
 	}
@@ -221,7 +240,13 @@ func (e *Engine) watchCheck(now int64, op *Op) bool {
 
 // live reports whether db/key has state at now.
 func (e *Engine) live(now int64, db uint8, key []byte) bool {
-	return e.inspect(now, OpExists, key).Count == 1
+	d := e
+	if e.dbs != nil {
+		if d = e.db(db); d == nil {
+			return false
+		}
+	}
+	return d.inspect(now, OpExists, key).Count == 1
 }
 
 // changedNothing reports whether a mutating op certainly changed nothing,
@@ -239,8 +264,8 @@ func changedNothing(op *Op, r *Result) bool {
 		return r.Kind != KindString
 	case OpGetEx:
 		return r.Kind != KindString || op.Flags&(StrExpireRel|StrExpireAbs|StrPersist) == 0
-	case OpWatch, OpWatchCheck:
-		return true
+	case OpWatch, OpWatchCheck, OpSwapDB, OpMove, OpFlush, OpFlushDB:
+		return true // they bump what they change themselves
 	}
 	return false
 }

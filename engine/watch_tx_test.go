@@ -10,7 +10,7 @@ func watchStamp(t *testing.T, e *Engine, now int64, key string) []byte {
 	if r[0].Err != nil || r[0].Cursor == 0 {
 		t.Fatalf("WATCH %s: %+v", key, r[0])
 	}
-	return WatchStamp(&r[0])
+	return WatchStamp(&r[0], 0)
 }
 
 // execWatched runs a check of key's stamp then SET tx 1, and reports

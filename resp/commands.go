@@ -141,7 +141,8 @@ func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
 	list = append(list, transactionCommands()...)
-	list = append(list, rlsCommands()...) // rls.go
+	list = append(list, databaseCommands()...) // databases.go
+	list = append(list, rlsCommands()...)      // rls.go
 	if cluster {
 		list = append(list, raftCommands()...)
 	}

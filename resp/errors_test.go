@@ -77,6 +77,8 @@ func TestErrorTexts(t *testing.T) {
 		{e(errcode.ValueTooLong, "", 512), "ERR value is too long: at most 512 bytes (max-value-len)"},
 		{e(errcode.LogWriteFailed, "append to the log in /d/raft-wal failed: no space left on device", 0),
 			"MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: append to the log in /d/raft-wal failed: no space left on device"},
+		{e(errcode.NotFloat, "", 0), "ERR value is not a valid float"},
+		{e(errcode.IncrNaN, "", 0), "ERR increment would produce NaN or Infinity"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
 		{fmt.Errorf("RL.ALL charge of %q: %w", "k", e(errcode.WrongType, "", 0)),
 			"WRONGTYPE Operation against a key holding the wrong kind of limiter"},

@@ -40,6 +40,7 @@ const execAborted = 1
 // replied (engine.WatchStamp).
 type watchedKey struct {
 	key, stamp []byte
+	db         uint8
 }
 
 // unwatch forgets the connection's watched keys (EXEC, DISCARD, UNWATCH,
@@ -51,9 +52,9 @@ func (c *client) unwatch() {
 
 // addWatch records a watched key (the first stamp of a key watched twice
 // stands, as Redis keeps the first WATCH).
-func (c *client) addWatch(key, stamp []byte) {
+func (c *client) addWatch(key []byte, db uint8, stamp []byte) {
 	for _, w := range c.watched {
-		if string(w.key) == string(key) {
+		if w.db == db && string(w.key) == string(key) {
 			return
 		}
 	}
@@ -61,7 +62,7 @@ func (c *client) addWatch(key, stamp []byte) {
 		c.watchFull = true
 		return
 	}
-	c.watched = append(c.watched, watchedKey{key: append([]byte(nil), key...), stamp: stamp})
+	c.watched = append(c.watched, watchedKey{key: append([]byte(nil), key...), stamp: stamp, db: db})
 }
 
 // multiState is a transaction being queued.
@@ -132,7 +133,8 @@ func transactionCommands() []*command {
 				}
 				c := p.owner
 				for i := range results {
-					c.addWatch(c.ops[p.opStart+i].Key, engine.WatchStamp(&results[i]))
+					op := &c.ops[p.opStart+i]
+					c.addWatch(op.Key, op.DB, engine.WatchStamp(&results[i], op.DB))
 				}
 				r.OK()
 			},
@@ -282,6 +284,7 @@ func (s *Server) execWatched(c *client, cmd *command, m *multiState, watched []w
 	c.enqueue(p, engine.Op{Code: engine.OpWatchCheck, Key: watched[0].key, Args: args})
 	p.opEnd = len(c.ops)
 	at, check := len(c.pending)-1, len(c.ops)-1
+	prev := c.db
 	c.execing = true
 	for _, q := range m.cmds {
 		s.dispatch(c, q, c.newPending())
@@ -289,8 +292,22 @@ func (s *Server) execWatched(c *client, cmd *command, m *multiState, watched []w
 	c.execing = false
 	c.ops[check].Cost = int64(len(c.ops) - check - 1)
 	c.pending[at].skipAfter = len(m.cmds)
+	if c.db != prev {
+		// A queued SELECT ran at dispatch: if the check fails it is
+		// undone, before the commands after EXEC are dispatched.
+		c.pending[at].prevDB, c.pending[at].dbChanged = prev, true
+		c.endSegment = true
+	}
 	if c.tracking != nil {
 		c.tracking.caching = 0
+	}
+}
+
+// undoTx undoes what the queued commands of EXEC's transaction did to the
+// connection at dispatch when its watch check failed: its SELECT.
+func (p *pending) undoTx() {
+	if p.dbChanged {
+		p.owner.setDB(p.prevDB)
 	}
 }
 

@@ -39,7 +39,8 @@ type client struct {
 	libName    string
 	libVer     string
 	lastCmd    string
-	shownProto int // proto, as CLIENT LIST shows it
+	shownProto int   // proto, as CLIENT LIST shows it
+	shownDB    uint8 // db, as CLIENT LIST shows it
 
 	pending    []pending
 	ops        []engine.Op
@@ -56,6 +57,11 @@ type client struct {
 	// watchFull: more than maxWatchedKeys were watched, so EXEC fails.
 	watched   []watchedKey
 	watchFull bool
+	// db is the connection's database (SELECT; databases.go).
+	db uint8
+	// endSegment ends the segment after the command just dispatched: an
+	// EXEC whose SELECT may be undone by its watch check (multi.go).
+	endSegment bool
 
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -81,11 +87,25 @@ type pending struct {
 	// its transaction, left unrendered when its watch check failed.
 	owner     *client
 	skipAfter int
+	// prevDB is the connection's database before EXEC's queued SELECT
+	// ran (dbChanged): a failed check restores it, as Redis never ran it.
+	prevDB    uint8
+	dbChanged bool
 }
 
 // enqueue adds an engine operation for the command being dispatched; its
 // reply is rendered by the command's render function after the batch ran.
 func (c *client) enqueue(p *pending, op engine.Op) {
+	p.deferred = true
+	op.DB = c.db
+	if op.Code == engine.OpRateLimit {
+		op.DB = 0 // the rate limit service's counters live in database 0
+	}
+	c.ops = append(c.ops, op)
+}
+
+// enqueueDB is enqueue of an op that names its database itself (SWAPDB).
+func (c *client) enqueueDB(p *pending, op engine.Op) {
 	p.deferred = true
 	c.ops = append(c.ops, op)
 }
@@ -116,7 +136,7 @@ func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
 // next command: its replies are large, or its last operation's reply grows
 // with the keyspace (engine.OpCode.GrowsReply).
 func segmentFull(c *client) bool {
-	if len(c.local.b) >= maxSegmentReply {
+	if len(c.local.b) >= maxSegmentReply || c.endSegment {
 		return true
 	}
 	n := len(c.ops)
@@ -136,6 +156,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	c.limits = c.limits[:0]
 	c.each = c.each[:0]
 	c.local.b = c.local.b[:0]
+	c.endSegment = false
 	for i, rc := range cmds {
 		if c.quit {
 			break
@@ -189,7 +210,10 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		if cmdErr != nil {
 			if !p.cmd.flags.has(flagLoading) {
 				c.out.Error(errorText(cmdErr))
-				skip = p.skipAfter // EXEC's check failed to run: one reply
+				if p.skipAfter > 0 { // EXEC's check failed to run: one reply
+					skip = p.skipAfter
+					p.undoTx()
+				}
 				continue
 			}
 			for i := p.opStart; i < p.opEnd; i++ {
@@ -199,6 +223,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
 		if p.skipAfter > 0 && p.arg == execAborted {
 			skip = p.skipAfter
+			p.undoTx()
 		}
 	}
 	// The metrics count the segment before its replies leave: a client
