@@ -29,8 +29,9 @@ import (
 // maxMultiQueue bounds the commands one transaction may queue.
 const maxMultiQueue = 4096
 
-// maxWatchedKeys bounds the keys one connection watches; past it the
-// connection's next EXEC fails as if a watched key had changed.
+// maxWatchedKeys bounds the keys one connection watches; past it (or
+// after a WATCH that failed) the connection's next EXEC fails as if a
+// watched key had changed (client.watchFull).
 const maxWatchedKeys = 4096
 
 // execAborted is EXEC's pending.arg once its watch check failed.
@@ -123,15 +124,21 @@ func transactionCommands() []*command {
 				for _, k := range args[1:] {
 					c.enqueue(p, engine.Op{Code: engine.OpWatch, Key: k})
 				}
+				// Its render records the stamps: an EXEC pipelined after
+				// it must be dispatched once they are known.
+				c.endSegment = true
 			},
 			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
+				c := p.owner
 				for i := range results {
 					if err := results[i].Err; err != nil {
+						// The key is not watched: the next EXEC must not
+						// run as if it were.
+						c.watchFull = true
 						r.Error(errorText(err))
 						return
 					}
 				}
-				c := p.owner
 				for i := range results {
 					op := &c.ops[p.opStart+i]
 					c.addWatch(op.Key, op.DB, engine.WatchStamp(&results[i], op.DB))

@@ -54,13 +54,15 @@ type client struct {
 	execing    bool        // EXEC is dispatching the queued commands
 	readOnly   bool        // READONLY: reads are served here, not redirected (clustercmd.go)
 	// watched are the keys WATCH registered, with their stamps (multi.go);
-	// watchFull: more than maxWatchedKeys were watched, so EXEC fails.
+	// watchFull: more than maxWatchedKeys were watched, or a WATCH failed,
+	// so the next EXEC fails.
 	watched   []watchedKey
 	watchFull bool
 	// db is the connection's database (SELECT; databases.go).
 	db uint8
-	// endSegment ends the segment after the command just dispatched: an
-	// EXEC whose SELECT may be undone by its watch check (multi.go).
+	// endSegment ends the segment after the command just dispatched: a
+	// WATCH, whose stamps its render records, and an EXEC whose SELECT may
+	// be undone by its watch check (multi.go).
 	endSegment bool
 
 	local   replyBuf // replies rendered without the executor, in order
@@ -210,6 +212,9 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		if cmdErr != nil {
 			if !p.cmd.flags.has(flagLoading) {
 				c.out.Error(errorText(cmdErr))
+				if p.owner != nil && p.cmd.name == "watch" {
+					p.owner.watchFull = true // a WATCH that failed
+				}
 				if p.skipAfter > 0 { // EXEC's check failed to run: one reply
 					skip = p.skipAfter
 					p.undoTx()
