@@ -184,7 +184,7 @@ func TestLeadershipChangeKeepsDecisions(t *testing.T) {
 		}
 		// Also warp the replicated clock: it must survive the change too.
 		exec(t, tc.nodes[l], engine.Op{Code: engine.OpTimeWarp, Clock: int64(time.Second)})
-		before := exec(t, tc.nodes[l], engine.Op{Code: engine.OpTime})[0].Count
+		before := exec(t, tc.nodes[l], engine.Op{Code: engine.OpTime})[0].Time
 		if err := tc.nodes[l].Transfer(context.Background(), ""); err != nil {
 			t.Fatalf("round %d: transfer: %v", round, err)
 		}
@@ -198,7 +198,7 @@ func TestLeadershipChangeKeepsDecisions(t *testing.T) {
 				t.Fatalf("round %d: via node %d: the sixth admission was allowed", round, via+1)
 			}
 		}
-		if after := exec(t, tc.nodes[nl], engine.Op{Code: engine.OpTime})[0].Count; after < before {
+		if after := exec(t, tc.nodes[nl], engine.Op{Code: engine.OpTime})[0].Time; after < before {
 			t.Fatalf("round %d: time went back from %d to %d", round, before, after)
 		}
 	}

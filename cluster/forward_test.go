@@ -56,7 +56,7 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 			d.B = d.B[len(r.batch):]
 			r.ops = d.Ops()
 			if len(r.ops) == 0 { // a ping
-				r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil))
+				r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, nil))
 				continue
 			}
 			f.reqs <- r
@@ -83,8 +83,8 @@ func TestForwardClient(t *testing.T) {
 		check  func(err error, res []engine.Result) bool
 	}{
 		{"results", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id+100, fwdStatusOK, codec.AppendResults(nil, make([]engine.Result, 2))) // not ours: ignored
-			r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
+			r.reply(t, r.id+100, fwdStatusOK, codec.AppendResults(nil, nil, make([]engine.Result, 2))) // not ours: ignored
+			r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
 		}, func(err error, res []engine.Result) bool {
 			return err == nil && res[0].Allowed && res[0].Limit == 5 && res[1].Err == engine.ErrWrongType
 		}},
@@ -192,7 +192,7 @@ func TestForwardClientTimeout(t *testing.T) {
 	if r.c == stuck.c {
 		t.Fatal("the second call used the connection whose call timed out")
 	}
-	r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true}}))
+	r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true}}))
 	if err := <-errc; err != nil {
 		t.Fatalf("second call: %v", err)
 	}
@@ -254,7 +254,7 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 					}
 					q := binary.AppendUvarint(nil, id)
 					q = append(q, fwdStatusOK)
-					q = codec.AppendResults(q, make([]engine.Result, len(ops)))
+					q = codec.AppendResults(q, nil, make([]engine.Result, len(ops)))
 					if _, err := nc.Write(peer.Frame(q)); err != nil {
 						return
 					}

@@ -84,13 +84,15 @@ func (c *fwdClient) newBatchID() codec.BatchID {
 // the writer hands it over by writing it.
 type fwdCall struct {
 	outcome
+	ops     []engine.Op // what the results answer (codec.DecodeResults)
 	id      uint64
 	payload []byte // the request frame's payload (peer.WriteFrame adds the length)
 }
 
-// newFwdCall is a call whose results go to results (nil for a ping).
-func newFwdCall(results []engine.Result) *fwdCall {
-	return &fwdCall{outcome: outcome{done: make(chan struct{}, 1), results: results}}
+// newFwdCall is a call of ops whose results go to results (nil for a
+// ping).
+func newFwdCall(ops []engine.Op, results []engine.Result) *fwdCall {
+	return &fwdCall{outcome: outcome{done: make(chan struct{}, 1), results: results}, ops: ops}
 }
 
 // fwdConn is one pooled connection.
@@ -127,7 +129,7 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 	if err != nil {
 		return errRetry
 	}
-	call := newFwdCall(results)
+	call := newFwdCall(ops, results)
 	if !conn.register(call) {
 		return errRetry
 	}
@@ -361,7 +363,7 @@ func (conn *fwdConn) healthy() bool {
 
 // ping sends a request without ops, which the leader answers at once.
 func (conn *fwdConn) ping(timeout time.Duration) error {
-	call := newFwdCall(nil)
+	call := newFwdCall(nil, nil)
 	if !conn.register(call) {
 		return errors.New("connection closed")
 	}
@@ -495,7 +497,7 @@ func (conn *fwdConn) reader() {
 		}
 		switch status {
 		case fwdStatusOK:
-			if err := codec.DecodeResults(d.B, call.results, sentinels); err != nil {
+			if err := codec.DecodeResults(d.B, call.ops, call.results, sentinels); err != nil {
 				call.deliver(errBadReply)
 				conn.die(err)
 				return

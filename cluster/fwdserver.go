@@ -215,7 +215,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			break
 		}
 		if len(ops) == 0 {
-			s.respond(ctx, out, n, id, fwdStatusOK, nil, nil)
+			s.respond(ctx, out, n, id, fwdStatusOK, nil, nil, nil)
 			continue
 		}
 		timeout = min(max(timeout, time.Millisecond), n.cfg.ClusterTimeout)
@@ -224,7 +224,7 @@ func (s *fwdServer) handle(c net.Conn) {
 		req, status, err := n.acceptForwarded(ctx, timer.C, bid, ops, results)
 		if req == nil {
 			n.timers.put(timer)
-			s.respond(ctx, out, n, id, status, nil, err)
+			s.respond(ctx, out, n, id, status, nil, nil, err)
 			continue
 		}
 		pending.Add(1)
@@ -235,11 +235,11 @@ func (s *fwdServer) handle(c net.Conn) {
 			defer n.timers.put(timer)
 			err := n.batcher.wait(ctx, timer.C, req)
 			if errors.Is(err, errRetry) {
-				s.respond(ctx, out, n, id, fwdStatusRetry, nil, err)
+				s.respond(ctx, out, n, id, fwdStatusRetry, nil, nil, err)
 			} else if err != nil {
-				s.respond(ctx, out, n, id, fwdStatusError, nil, err)
+				s.respond(ctx, out, n, id, fwdStatusError, nil, nil, err)
 			} else {
-				s.respond(ctx, out, n, id, fwdStatusOK, results, nil)
+				s.respond(ctx, out, n, id, fwdStatusOK, ops, results, nil)
 			}
 		}()
 	}
@@ -255,7 +255,7 @@ func (s *fwdServer) handle(c net.Conn) {
 // While the group's cluster version is below this build's, members of
 // older releases may be the followers asking: errors they would not know
 // are sent as ones they do (errorsFor, version.go).
-func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id uint64, status byte, results []engine.Result, err error) {
+func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id uint64, status byte, ops []engine.Op, results []engine.Result, err error) {
 	if cv := n.fsm.clusterVersion(); cv < SupportedVersion {
 		err = errorFor(err, cv)
 		errorsFor(results, cv)
@@ -264,7 +264,7 @@ func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id 
 	p = binary.AppendUvarint(p, id)
 	p = append(p, status)
 	if status == fwdStatusOK {
-		p = codec.AppendResults(p, results)
+		p = codec.AppendResults(p, ops, results)
 	} else {
 		p = codec.AppendError(p, err)
 	}

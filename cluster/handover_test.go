@@ -342,7 +342,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 	c.mu.Unlock()
 	second := forward(newLeader.ln.Addr().String(), make([]engine.Result, 1))
 	r2 := <-newLeader.reqs
-	r2.reply(t, r2.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true}}))
+	r2.reply(t, r2.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true}}))
 	if err := <-second; err != nil {
 		t.Fatalf("the call to the new leader: %v", err)
 	}
@@ -351,7 +351,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 		t.Fatal("the connection to the old leader closed with a call pending on it")
 	default:
 	}
-	r1.reply(t, r1.id, fwdStatusOK, codec.AppendResults(nil, []engine.Result{{Allowed: true, Limit: 5}}))
+	r1.reply(t, r1.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true, Limit: 5}}))
 	if err := <-first; err != nil || !res1[0].Allowed || res1[0].Limit != 5 {
 		t.Fatalf("the call pending on the old leader: %v %+v, want its results", err, res1[0])
 	}

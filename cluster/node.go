@@ -412,14 +412,15 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 }
 
 // executeGated answers the ops of a batch that the group's cluster version
-// cv does not have with errcode.ClusterVersion (not applied, never
-// proposed), and runs the others as one batch.
+// cv refuses (version.go, refusal: errcode.ClusterVersion for an op the
+// version does not have; not applied, never proposed), and runs the others
+// as one batch.
 func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, results []engine.Result) error {
 	var idx []int
 	var sub []engine.Op
 	for i := range ops {
-		if need := n.fsm.needs.need(&ops[i]); need > cv {
-			results[i] = engine.Result{Err: versionError(need, cv)}
+		if err := n.fsm.needs.refusal(cv, &ops[i]); err != nil {
+			results[i] = engine.Result{Err: err}
 			continue
 		}
 		idx = append(idx, i)
@@ -634,8 +635,8 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 	// release sending an operation this one does not know.
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		for i := range ops {
-			if need := n.fsm.needs.need(&ops[i]); need > cv {
-				return nil, fwdStatusError, versionError(need, cv)
+			if err := n.fsm.needs.refusal(cv, &ops[i]); err != nil {
+				return nil, fwdStatusError, err
 			}
 		}
 	}

@@ -29,18 +29,19 @@ import (
 // leader of each group raises the version once every member of the group,
 // voter or not, says it supports a higher one (versionLoop, below), and
 // from then on the group may use what that version introduced: the gate
-// (opVersions) refuses an operation the group's version does not have yet,
+// (opNeeds) refuses an operation the group's version does not have yet,
 // with a clear error, before it is proposed. So a node never meets an
 // entry written by a newer release unless the cluster said it could apply
 // it; if it does all the same (a binary rolled back too far, a bug), it
 // stops applying the group rather than skip the entry (fsm.go).
 //
 // Adding an operation, an entry type or a wire format: give it the version
-// of the release that introduces it, in the tables below (bumping
-// SupportedVersion when that release has no version of its own yet), and
-// follow the failing tests. A new kind of engine operation is the common
-// case: add its row to opVersions; TestOpVersionsCoverEveryOpCode fails
-// for an engine.OpCode without one.
+// of the release that introduces it (bumping SupportedVersion when that
+// release has no version of its own yet), and follow the failing tests. A
+// new engine operation is the common case: its version is its row's in
+// the engine's table of operations (engine/ops.go, OpCode.Since);
+// TestOpVersionsCoverEveryOpCode fails for a row whose version this build
+// does not support. Entry types and error codes have their tables below.
 const (
 	// BaseVersion is the cluster version of a log that records none:
 	// sluice v0.1.0 (commit ae62d5a), the last release without versions.
@@ -71,54 +72,6 @@ func releaseOf(v uint32) string {
 		return "v0.3.0"
 	}
 	return "a release supporting cluster version " + strconv.FormatUint(uint64(v), 10)
-}
-
-// opVersions gives every engine operation the cluster version that
-// introduced it. An operation a group's version does not have is refused
-// (errcode.ClusterVersion) instead of being proposed: a node of an older
-// release would not know how to apply it.
-var opVersions = []struct {
-	code    engine.OpCode
-	version uint32
-}{
-	{engine.OpDecide, 1},
-	{engine.OpPeek, 1},
-	{engine.OpDelete, 1},
-	{engine.OpExists, 1},
-	{engine.OpType, 1},
-	{engine.OpTTL, 1},
-	{engine.OpCount, 1},
-	{engine.OpScan, 1},
-	{engine.OpKeys, 1},
-	{engine.OpFlush, 1},
-	{engine.OpTimeWarp, 1},
-	{engine.OpClockFreeze, 1},
-	{engine.OpClockResume, 1},
-	{engine.OpTime, 1},
-	{engine.OpAll, 1},
-	{engine.OpAcquire, 1},
-	{engine.OpRelease, 1},
-	// v0.2.0: the Redis string commands (engine/strings.go).
-	{engine.OpGet, 2},
-	{engine.OpSet, 2},
-	{engine.OpIncrBy, 2},
-	{engine.OpGetDel, 2},
-	{engine.OpGetEx, 2},
-	{engine.OpExpire, 2},
-	{engine.OpPersist, 2},
-	{engine.OpStrlen, 2},
-	{engine.OpExpireTime, 2},
-	// v0.2.0: Envoy's rate limit service (engine/ratelimit.go).
-	{engine.OpRateLimit, 2},
-	// v0.3.0: INCRBYFLOAT (engine/strings.go).
-	{engine.OpIncrByFloat, 3},
-	// v0.3.0: WATCH (engine/watch.go).
-	{engine.OpWatch, 3},
-	{engine.OpWatchCheck, 3},
-	// v0.3.0: databases (engine/databases.go).
-	{engine.OpFlushDB, 3},
-	{engine.OpSwapDB, 3},
-	{engine.OpMove, 3},
 }
 
 // entryVersions gives every log entry type the cluster version from which
@@ -225,22 +178,27 @@ func errorsFor(rs []engine.Result, cv uint32) {
 	}
 }
 
-// opNeeds is the cluster version each operation code needs: its row of
-// opVersions, or noVersion for a code this build does not know.
-type opNeeds [256]uint32
+// opNeeds is the cluster version each operation code needs: the version
+// of its row in the engine's table of operations (OpCode.Since), or
+// noVersion for a code this build does not know. An operation a group's
+// version does not have is refused (errcode.ClusterVersion) instead of
+// being proposed: a node of an older release would not know how to apply
+// it. A table rather than OpCode.Since itself, so that tests can play a
+// later release.
+type opNeeds [engine.NumOps]uint32
 
 // noVersion is what a code this build does not know needs: no cluster
 // version has it.
 const noVersion = ^uint32(0)
 
-// opNeedsTable builds the lookup of opVersions.
+// opNeedsTable builds the lookup of the rows' versions.
 func opNeedsTable() *opNeeds {
 	var t opNeeds
 	for i := range t {
 		t[i] = noVersion
-	}
-	for _, r := range opVersions {
-		t[r.code] = r.version
+		if c := engine.OpCode(i); c.Known() {
+			t[i] = c.Since()
+		}
 	}
 	return &t
 }
@@ -255,14 +213,30 @@ func (t *opNeeds) need(op *engine.Op) uint32 {
 	return v
 }
 
-// gated reports whether any op of ops needs a cluster version above cv.
+// gated reports whether any op of ops is refused at cluster version cv
+// (refusal).
 func (t *opNeeds) gated(cv uint32, ops []engine.Op) bool {
 	for i := range ops {
-		if t.need(&ops[i]) > cv {
+		if t.need(&ops[i]) > cv || ops[i].Stray() != 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// refusal returns why op may not be proposed at cluster version cv, or
+// nil: it needs a higher version (versionError), or it carries a field its
+// row in the engine's table of operations does not name, which the wire
+// would carry in another's place or the engine ignore (a bug of the
+// caller's).
+func (t *opNeeds) refusal(cv uint32, op *engine.Op) error {
+	if need := t.need(op); need > cv {
+		return versionError(need, cv)
+	}
+	if f := op.Stray(); f != 0 {
+		return internalError("operation %v carries fields %#x that its row in the table of operations does not name", op.Code, f)
+	}
+	return nil
 }
 
 // knows reports whether this build can apply every op of ops.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
-	"github.com/sluice-rl/sluice/internal/constscan"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
@@ -164,50 +163,29 @@ func TestClusterVersionInSnapshots(t *testing.T) {
 	}
 }
 
-// TestOpVersionsCoverEveryOpCode: every engine.OpCode constant has its
-// row in opVersions (with a version this build supports), and no row
-// names a code twice. It reads the engine's sources, so a new OpCode
-// fails here until its row is added.
+// TestOpVersionsCoverEveryOpCode: every operation code the engine applies
+// (probed through engine.Apply, whatever its row says) needs a cluster
+// version this build supports, its row's; every other code needs one no
+// version has, so the gate refuses it. A row without its version (since)
+// fails here.
 func TestOpVersionsCoverEveryOpCode(t *testing.T) {
-	codes := engineOpCodes(t)
-	if len(codes) < 17 {
-		t.Fatalf("found only %d OpCode constants in engine/: the parser missed some", len(codes))
-	}
-	rows := map[engine.OpCode]uint32{}
-	for _, r := range opVersions {
-		if _, dup := rows[r.code]; dup {
-			t.Errorf("opVersions names code %d twice", r.code)
-		}
-		if r.version < BaseVersion || r.version > SupportedVersion {
-			t.Errorf("opVersions gives code %d version %d, outside %d..%d", r.code, r.version, BaseVersion, SupportedVersion)
-		}
-		rows[r.code] = r.version
-	}
-	for name, code := range codes {
-		if _, ok := rows[code]; !ok {
-			t.Errorf("engine.%s (%d) has no row in opVersions (cluster/version.go): give it the cluster version of the release that introduces it", name, code)
-		}
-	}
-	for code := range rows {
-		found := false
-		for _, c := range codes {
-			found = found || c == code
-		}
-		if !found {
-			t.Errorf("opVersions names code %d, which is no engine.OpCode constant", code)
-		}
-	}
-	// The same from the engine's side, whatever form its constants take:
-	// every code the engine applies (anything but "unknown operation
-	// code") has a row.
-	for c := range 256 {
+	needs := opNeedsTable()
+	known := 0
+	for c := range engine.NumOps {
 		code := engine.OpCode(c)
-		if _, ok := rows[code]; ok {
-			continue
+		switch v := needs[c]; {
+		case probeKnown(code) != code.Known():
+			t.Errorf("operation code %d: the engine applies it: %v; it has a row: %v", c, !code.Known(), code.Known())
+		case code.Known() && (v < BaseVersion || v > SupportedVersion):
+			t.Errorf("%v: version %d, outside %d..%d: give its row (engine/ops.go) the cluster version of the release that introduces it", code, v, BaseVersion, SupportedVersion)
+		case !code.Known() && v != noVersion:
+			t.Errorf("operation code %d, unknown to the engine, needs version %d", c, v)
+		case code.Known():
+			known++
 		}
-		if probeKnown(code) {
-			t.Errorf("the engine applies operation code %d, which has no row in opVersions (cluster/version.go)", c)
-		}
+	}
+	if known < 27 {
+		t.Fatalf("only %d operations known", known)
 	}
 	// Every cluster version has the snapshot format it writes.
 	for v := BaseVersion; v <= SupportedVersion; v++ {
@@ -221,21 +199,6 @@ func TestOpVersionsCoverEveryOpCode(t *testing.T) {
 			t.Errorf("entry type 0x%02x: version %d, %v", typ, v, ok)
 		}
 	}
-}
-
-// engineOpCodes lists the OpCode constants the engine package's non-test
-// sources declare.
-func engineOpCodes(t *testing.T) map[string]engine.OpCode {
-	t.Helper()
-	lits, err := constscan.Literals(filepath.Join("..", "engine"), "OpCode")
-	if err != nil {
-		t.Fatal(err)
-	}
-	codes := make(map[string]engine.OpCode, len(lits))
-	for name, n := range lits {
-		codes[name] = engine.OpCode(n)
-	}
-	return codes
 }
 
 // TestGateRefusesOpsAboveTheClusterVersion: an op the group's version does
@@ -263,6 +226,27 @@ func TestGateRefusesOpsAboveTheClusterVersion(t *testing.T) {
 	}
 	rs = exec(t, n, decide("a", tokenRule, 1), engine.Op{Code: engine.OpRelease, Key: []byte("c"), Token: []byte("t")}, decide("a", tokenRule, 1))
 	if !rs[0].Allowed || !errcode.Is(rs[1].Err, errcode.ClusterVersion) || !rs[2].Allowed || rs[2].Remaining != tokenRule.Limit-2 {
+		t.Fatalf("mixed batch: %+v", rs)
+	}
+}
+
+// TestGateRefusesStrayFields: an op carrying a field its row in the
+// engine's table of operations does not name (here INCRBY's increment in
+// Cost, which the wire would drop for Delta) is refused before it is
+// proposed; the other ops of the batch run.
+func TestGateRefusesStrayFields(t *testing.T) {
+	tc := newTestCluster(t, 1, nil)
+	n := tc.nodes[0]
+	applied := n.fsm.applied.Load()
+	rs := exec(t, n, engine.Op{Code: engine.OpIncrBy, Key: []byte("s"), Cost: 5})
+	if e := errcode.Of(rs[0].Err); e == nil || e.Code != errcode.Internal || !strings.Contains(e.Detail, "OpIncrBy carries fields 0x2") {
+		t.Fatalf("stray field: %v", rs[0].Err)
+	}
+	if got := n.fsm.applied.Load(); got != applied {
+		t.Fatalf("a refused batch reached the log: applied %d -> %d", applied, got)
+	}
+	rs = exec(t, n, engine.Op{Code: engine.OpIncrBy, Key: []byte("s"), Delta: 5}, engine.Op{Code: engine.OpGet, Key: []byte("s"), Value: []byte("x")})
+	if rs[0].Err != nil || rs[0].Count != 5 || !errcode.Is(rs[1].Err, errcode.Internal) {
 		t.Fatalf("mixed batch: %+v", rs)
 	}
 }

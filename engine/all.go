@@ -223,31 +223,9 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, r
 			*res = Result{Err: err}
 			return
 		}
-		// The room was granted for the whole call: creations in other
-		// stripes by concurrent callers must not refuse a charge half way.
-		e.setApproved(k, true)
-		defer e.setApproved(k, false)
-		for i := range lims {
-			l := &lims[i]
-			s := e.stripes[k.h[i]&e.mask]
-			switch c := &commits[i]; {
-			case c.skip: // a peek with nothing to drop: each[i] stands
-				continue
-			case c.e != nil: // a live key staying live: decide would write just this
-				c.e.a, c.e.b, c.e.c = c.st.a, c.st.b, c.st.c
-				if !c.peek {
-					s.setRule(c.e, l.Rule)
-				}
-				continue
-			}
-			// Creations, removals, dead keys and RL.LOG go through decide,
-			// whose outcome is the one evaluated (nothing ran in between).
-			r, _ := s.decide(now, hiHash(k.h[i]), l.Key, l.Rule, l.Cost)
-			if r.Err != nil { // cannot happen: the room was checked above
-				*res = Result{Err: fmt.Errorf("RL.ALL charge of %q: %w", l.Key, r.Err)}
-				return
-			}
-			each[i] = r
+		if i, r := e.charge(now, lims, k.h[:len(lims)], k, commits, each); i >= 0 {
+			*res = Result{Err: fmt.Errorf("RL.ALL charge of %q: %w", lims[i].Key, r.Err)}
+			return
 		}
 	} else {
 		// Those that would have allowed reply their state as it stands.
@@ -262,6 +240,48 @@ func (e *Engine) allLocked(now int64, lims []Limit, k *allKeys, room []Result, r
 		}
 	}
 	combine(each, allowed, res)
+}
+
+// charge charges limits that evalOnly evaluated under the locks of keys
+// (held), every one allowed and the room for them granted (allRoom): h[i]
+// is lims[i].Key's hash, commits[i] how to store its outcome. A live key
+// staying live gets the evaluated state written; creations, removals, dead
+// keys and RL.LOG go through decide, whose outcome is the one evaluated
+// (nothing ran in between), stored in each[i] unless each is nil. It
+// returns the index of a charge decide refused (it cannot happen: each was
+// evaluated allowed, its room checked) with decide's result, else -1.
+// RL.ALL and the rate limit service both commit through it.
+func (e *Engine) charge(now int64, lims []Limit, h []uint64, keys *allKeys, commits []commit, each []Result) (int, Result) {
+	// The room was granted for the whole call: creations in other
+	// stripes by concurrent callers must not refuse a charge half way.
+	e.setApproved(keys, true)
+	defer e.setApproved(keys, false)
+	for i := range lims {
+		l := &lims[i]
+		s := e.stripes[h[i]&e.mask]
+		switch c := &commits[i]; {
+		case c.skip: // a peek with nothing to drop: the evaluated result stands
+			continue
+		case c.e != nil: // a live key staying live: decide would write just this
+			c.e.a, c.e.b, c.e.c = c.st.a, c.st.b, c.st.c
+			if !c.peek {
+				s.setRule(c.e, l.Rule)
+			}
+			continue
+		}
+		var r Result
+		s.decide(now, hiHash(h[i]), l.Key, l.Rule, l.Cost, &r)
+		if r.Err == nil && !r.Allowed {
+			r.Err = &errcode.Error{Code: errcode.Internal, Detail: "denied after it was evaluated allowed"}
+		}
+		if r.Err != nil {
+			return i, r
+		}
+		if each != nil {
+			each[i] = r
+		}
+	}
+	return -1, Result{}
 }
 
 // combine builds RL.ALL's combined reply from the per-limit ones: limit and

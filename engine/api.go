@@ -86,7 +86,7 @@ const (
 	OpExists OpCode = 4
 	// OpType sets Result.Kind to the key's kind (KindNone when absent).
 	OpType OpCode = 5
-	// OpTTL sets Result.TTL() to the nanoseconds until the key's state is
+	// OpTTL sets Result.TTL to the nanoseconds until the key's state is
 	// back at its initial state (-2 when absent, as PTTL). For a string key
 	// with an expiry, Result.Kind is KindString and the TTL is in
 	// milliseconds (expiry - now, as Redis's PTTL); -1 without one.
@@ -108,7 +108,7 @@ const (
 	OpClockFreeze OpCode = 12
 	// OpClockResume lets a frozen clock run again (DEBUG CLOCK RESUME).
 	OpClockResume OpCode = 13
-	// OpTime sets Result.Time() to the clock's time in nanoseconds (TIME).
+	// OpTime sets Result.Time to the clock's time in nanoseconds (TIME).
 	OpTime OpCode = 14
 	// OpAll decides every limit of All at one instant, all charged or none
 	// (RL.ALL): Result holds the combined reply and Result.Each one result
@@ -131,10 +131,10 @@ const (
 	// instant (ratelimit.go): All holds one limit per descriptor that has a
 	// rule, in request order; a key may repeat (each occurrence is charged)
 	// and a limit of 0 always denies a positive cost without touching a
-	// key. Cursor is the shadow mask: bit i set makes All[i] a shadow
+	// key. Shadow is the shadow mask: bit i set makes All[i] a shadow
 	// limit, which never denies the request and, without room, is left
 	// uncharged. The request is allowed unless an enforced limit denies;
-	// then nothing changes. Result.Allowed is that outcome, Result.Time()
+	// then nothing changes. Result.Allowed is that outcome, Result.Time
 	// the decision time in nanoseconds, Result.Each one result per limit
 	// (Allowed: that limit had room). Rule, Cost and Key are unused.
 	OpRateLimit OpCode = 40
@@ -144,34 +144,40 @@ const (
 // by the engine after the call returns, except that a new key's or lease's
 // bytes are copied.
 //
-// Cost is signed: a negative Cost on the RL.* kinds (not GCRA, not
-// concurrency) is a refund of up to -Cost units.
-//
-// Count and Clock replicate in the place of Cost (cluster/codec chooses
-// the field by Code): an op has at most one of the three.
+// Every field means one thing, whatever the op; an op uses the fields its
+// row in the table of operations names (ops.go), and cluster refuses one
+// carrying another. Cost, Delta, Count and Clock share one field of the
+// wire (cluster/codec chooses by the row), as do Cursor and Shadow.
 type Op struct {
 	Code OpCode
 	Rule Rule
-	// Cost is what a decision charges (OpDecide, OpAcquire) or OpIncrBy's
-	// increment.
+	// Cost is what a decision charges (OpDecide, OpAcquire). It is
+	// signed: a negative Cost on the RL.* kinds (not GCRA, not
+	// concurrency) is a refund of up to -Cost units.
 	Cost int64
+	// Delta is an increment (OpIncrBy's).
+	Delta int64
 	// Count is OpScan's COUNT: about how many keys the step examines.
 	Count int64
 	// Clock is the clock ops' argument, in nanoseconds: OpTimeWarp's jump,
 	// OpClockFreeze's instant since the epoch (0: the current time).
-	Clock   int64
-	Cursor  uint64
+	Clock int64
+	// Cursor is OpScan's cursor.
+	Cursor uint64
+	// Shadow is OpRateLimit's shadow mask: bit i set makes All[i] a
+	// shadow limit.
+	Shadow  uint64
 	Key     []byte
 	Pattern []byte
 	Token   []byte  // OpAcquire, OpRelease: the lease's token (1..MaxToken bytes)
-	All     []Limit // OpAll: the limits, 1..MaxAll of them, keys distinct
+	All     []Limit // OpAll, OpRateLimit: the limits, 1..MaxAll of them
 	// Each is optional room for OpAll's per-limit results: when its
 	// capacity holds len(All) results, Result.Each is built in it (and so
 	// aliases it) instead of being allocated. It is not replicated.
 	Each []Result
 	// The string ops' fields (strings.go): Value is OpSet's value, Expire
 	// an expiry in ms (relative or absolute as Flags say), Flags the
-	// Str* flags. OpIncrBy's increment is Cost.
+	// Str* flags.
 	Value  []byte
 	Expire int64
 	Flags  uint32
@@ -210,10 +216,9 @@ const (
 // and -1 when the cost can never be allowed); for KindGCRA they are
 // redis-cell's whole seconds (RetryAfter -1 when allowed).
 //
-// Count is the op's number: a count (keys, a string op's outcome), or a
-// TTL or a time, which Result.TTL and Result.Time read. One field, not
-// three, so that a Result, returned by value on the hot path, stays small
-// (docs/design.md, "A new operation").
+// Count, TTL and Time are the op's number, each with one meaning; an op
+// answers in the one its row names (ops.go, Answer), and they share one
+// field of the wire (cluster/codec).
 type Result struct {
 	Err        error // nil, or one of the errors below
 	Kind       Kind
@@ -222,9 +227,20 @@ type Result struct {
 	Remaining  int64
 	RetryAfter int64
 	ResetAfter int64
-	Count      int64
-	Cursor     uint64
-	Keys       [][]byte
+	// Count is a count: of keys (DELETE, EXISTS, DBSIZE...), or a string
+	// op's outcome (1 stored, the new value of INCRBY, a length).
+	Count int64
+	// TTL is OpTTL's time to live: nanoseconds until the key is back at
+	// its initial state; for a string key (Kind KindString) milliseconds
+	// until its expiry, as Redis's PTTL counts (an expiry may lie beyond
+	// what nanoseconds hold); -1 for a string without expiry, -2 absent.
+	TTL int64
+	// Time is an instant: OpTime's clock and OpRateLimit's decision time
+	// in nanoseconds since the epoch; OpExpireTime's expiry in
+	// milliseconds since the epoch (-1 without one, -2 absent).
+	Time   int64
+	Cursor uint64
+	Keys   [][]byte
 	// Each is OpAll's per-limit results, in the order of Op.All (nil for
 	// every other op, so a single decision allocates nothing).
 	Each []Result
@@ -237,15 +253,6 @@ type Result struct {
 	// result owns it.
 	Values [][]byte
 }
-
-// TTL returns OpTTL's time to live (see OpTTL for its unit), which the
-// result holds in Count.
-func (r *Result) TTL() int64 { return r.Count }
-
-// Time returns the time a result holds in Count: OpTime's clock and
-// OpRateLimit's decision instant in nanoseconds since the epoch,
-// OpExpireTime's expiry in milliseconds (or -1, -2).
-func (r *Result) Time() int64 { return r.Count }
 
 // Errors an operation can report in Result.Err. Each is an
 // *errcode.Error: the error returned carries the same code (errors.Is

@@ -71,7 +71,7 @@ func TestExtremes(t *testing.T) {
 	if r.Allowed || r.RetryAfter != maxPeriod/nsPerMs {
 		t.Fatalf("next unit: %+v", r)
 	}
-	if ttl := e.inspect(t0, OpTTL, []byte("t")).Count; ttl != math.MaxInt64 {
+	if ttl := e.inspect(t0, OpTTL, []byte("t")).TTL; ttl != math.MaxInt64 {
 		t.Fatalf("ttl %d", ttl)
 	}
 	r = e.Decide(t0, []byte("s"), Rule{KindSliding, maxCount, maxPeriod}, maxCount)

@@ -356,3 +356,32 @@ func BenchmarkLeases(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEngineApplyMixed: Apply over batches of 64 ops of four codes in
+// turn (a decision, a peek, EXISTS and GET, on 1024 existing keys), so
+// that no two neighbours share a code and each op goes through Apply's
+// dispatch by its row (ns/op is per op).
+func BenchmarkEngineApplyMixed(b *testing.B) {
+	e := New(Config{})
+	keys := benchKeys(1024)
+	rule := Rule{KindToken, 100, ms}
+	for _, k := range keys {
+		e.Decide(t0, k, rule, 1)
+	}
+	codes := [...]OpCode{OpDecide, OpPeek, OpExists, OpGet}
+	ops := make([]Op, 64)
+	res := make([]Result, len(ops))
+	for i := range ops {
+		ops[i] = Op{Code: codes[i%len(codes)], Key: keys[i*13%len(keys)]}
+		if ops[i].Code == OpDecide {
+			ops[i].Rule, ops[i].Cost = rule, 1
+		}
+	}
+	wall := t0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += len(ops) {
+		wall += 1000
+		e.Apply(wall, ops, res)
+	}
+}

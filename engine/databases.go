@@ -25,14 +25,21 @@ const (
 	// OpFlushDB forgets every key of DB (FLUSHDB); Result.Count is how
 	// many existed. OpFlush forgets those of every database (FLUSHALL).
 	OpFlushDB OpCode = 122
-	// OpSwapDB swaps databases DB and Cost (SWAPDB): each one's keys are
+	// OpSwapDB swaps databases DB and Count (SWAPDB): each one's keys are
 	// the other's from then on.
 	OpSwapDB OpCode = 123
-	// OpMove moves Key from database DB to database Cost (MOVE):
+	// OpMove moves Key from database DB to database Count (MOVE):
 	// Result.Count is 1 when moved, 0 when the key is absent from DB or
-	// present in Cost. Its state, expiry included, goes as it is.
+	// present in database Count. Its state, expiry included, goes as it is.
 	OpMove OpCode = 124
 )
+
+// The algorithms of the database ops (their rows in ops.go).
+func (e *Engine) opFlushDB(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.flush(now)} }
+func (e *Engine) opSwapDB(_, now int64, op *Op, res *Result) {
+	*res = Result{Err: e.swapDB(now, op.DB, op.Count)}
+}
+func (e *Engine) opMove(_, now int64, op *Op, res *Result) { *res = e.move(now, op) }
 
 // errBadDB: an op names a database beyond NumDBs (the server checks first).
 var errBadDB = badRule("database index out of range")
@@ -168,24 +175,24 @@ func (s *stripe) swapState(o *stripe) {
 
 // move is OpMove.
 func (e *Engine) move(now int64, op *Op) Result {
-	if op.Cost < 0 || op.Cost >= NumDBs || int(op.DB) >= NumDBs {
+	if op.Count < 0 || op.Count >= NumDBs || int(op.DB) >= NumDBs {
 		return Result{Err: errBadDB}
 	}
-	if int64(op.DB) == op.Cost {
+	if int64(op.DB) == op.Count {
 		return Result{Err: errSameDB}
 	}
-	src, dst := e.db(op.DB), e.db(uint8(op.Cost))
+	src, dst := e.db(op.DB), e.db(uint8(op.Count))
 	rec, ok := src.exportKey(now, op.Key)
 	if !ok || dst.live(now, 0, op.Key) {
 		return Result{}
 	}
-	rec.DB = uint8(op.Cost)
+	rec.DB = uint8(op.Count)
 	if err := dst.importRecord(rec); err != nil {
 		return Result{Err: err}
 	}
 	src.delete(now, op.Key)
 	e.wt.bump(op.DB, op.Key)
-	e.wt.bump(uint8(op.Cost), op.Key)
+	e.wt.bump(uint8(op.Count), op.Key)
 	if e.watch != nil {
 		e.watch.KeyChanged(op.Key)
 	}

@@ -62,10 +62,10 @@ func TestDatabases(t *testing.T) {
 	}
 	// MOVE: absent from the source or present at the destination: 0.
 	e.Apply(1, []Op{
-		{Code: OpMove, Key: []byte("k"), DB: 0, Cost: 1},
-		{Code: OpMove, Key: []byte("nope"), DB: 0, Cost: 1},
-		{Code: OpMove, Key: []byte("j"), DB: 1, Cost: 2},
-		{Code: OpMove, Key: []byte("lim"), DB: 15, Cost: 0},
+		{Code: OpMove, Key: []byte("k"), DB: 0, Count: 1},
+		{Code: OpMove, Key: []byte("nope"), DB: 0, Count: 1},
+		{Code: OpMove, Key: []byte("j"), DB: 1, Count: 2},
+		{Code: OpMove, Key: []byte("lim"), DB: 15, Count: 0},
 	}, r[:4])
 	if r[0].Count != 0 || r[1].Count != 0 || r[2].Count != 1 || r[3].Count != 1 {
 		t.Fatalf("MOVE results %d %d %d %d", r[0].Count, r[1].Count, r[2].Count, r[3].Count)
@@ -78,7 +78,7 @@ func TestDatabases(t *testing.T) {
 		t.Fatalf("the moved limiter: %+v", r[0])
 	}
 	// SWAPDB 0 1: each one's keys become the other's.
-	e.Apply(1, []Op{{Code: OpSwapDB, DB: 0, Cost: 1}}, r[:1])
+	e.Apply(1, []Op{{Code: OpSwapDB, DB: 0, Count: 1}}, r[:1])
 	if getIn(t, e, 0, "k") != "one" || getIn(t, e, 1, "k") != "zero" {
 		t.Fatalf("after SWAPDB 0 1: k is %q in 0, %q in 1", getIn(t, e, 0, "k"), getIn(t, e, 1, "k"))
 	}
@@ -118,18 +118,18 @@ func TestWatchAcrossDatabases(t *testing.T) {
 	// SWAPDB touches a watched key that exists in either database, as
 	// Redis: not one absent from both.
 	s2 := stamp(2, "k")
-	e.Apply(1, []Op{{Code: OpSwapDB, DB: 2, Cost: 5}}, r[:1])
+	e.Apply(1, []Op{{Code: OpSwapDB, DB: 2, Count: 5}}, r[:1])
 	if !check("k", s2) {
 		t.Error("SWAPDB of databases without k failed the check")
 	}
 	s2 = stamp(2, "k")
-	e.Apply(1, []Op{{Code: OpSwapDB, DB: 2, Cost: 1}}, r[:1])
+	e.Apply(1, []Op{{Code: OpSwapDB, DB: 2, Count: 1}}, r[:1])
 	if check("k", s2) {
 		t.Error("SWAPDB bringing k into its database passed the check")
 	}
-	e.Apply(1, []Op{{Code: OpSwapDB, DB: 2, Cost: 1}}, r[:1])
+	e.Apply(1, []Op{{Code: OpSwapDB, DB: 2, Count: 1}}, r[:1])
 	s3 := stamp(1, "k")
-	e.Apply(1, []Op{{Code: OpMove, Key: []byte("k"), DB: 1, Cost: 3}}, r[:1])
+	e.Apply(1, []Op{{Code: OpMove, Key: []byte("k"), DB: 1, Count: 3}}, r[:1])
 	if r[0].Count != 1 || check("k", s3) {
 		t.Error("MOVE of the key passed the check")
 	}

@@ -144,26 +144,29 @@ func (e *Engine) SetClockState(cs ClockState) { e.clock.setState(cs) }
 // Decide runs one OpDecide at time now, without the clock. It does not
 // allocate when key already has state.
 func (e *Engine) Decide(now int64, key []byte, rule Rule, cost int64) Result {
-	return e.decideHashed(now, xxhash.Sum64(key), key, rule, cost)
+	var res Result
+	e.decideHashed(now, xxhash.Sum64(key), key, rule, cost, &res)
+	return res
 }
 
-// decideHashed is Decide with the key's xxhash h computed; the rule is not
-// yet checked.
-func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
+// decideHashed is Decide, its result written to *res, with the key's
+// xxhash h computed; the rule is not yet checked.
+func (e *Engine) decideHashed(now int64, h uint64, key []byte, rule Rule, cost int64, res *Result) {
 	if err := e.checkRule(rule, cost); err != nil {
-		return Result{Err: err}
+		*res = Result{Err: err}
+		return
 	}
 	if rule.Kind == KindConcurrency {
-		return Result{Err: errNeedsToken}
+		*res = Result{Err: errNeedsToken}
+		return
 	}
 	s := e.stripes[h&e.mask]
 	s.mu.Lock()
-	res, _ := s.decide(now, hiHash(h), key, rule, cost)
+	s.decide(now, hiHash(h), key, rule, cost, res)
 	s.mu.Unlock()
 	if res.Err == errNoRoom {
-		res = e.decideFull(now, h, key, rule, cost)
+		e.decideFull(now, h, key, rule, cost, res)
 	}
-	return res
 }
 
 // lookAhead is how many consecutive decisions Apply looks up before it
@@ -201,7 +204,7 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 	results[0].Count = int64(sink)
 	for i := range ops {
 		op := &ops[i]
-		results[i] = e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost)
+		e.decideHashed(now, hashes[i], op.Key, op.Rule, op.Cost, &results[i])
 	}
 }
 
@@ -256,77 +259,25 @@ func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 				continue
 			}
 		}
-		var r Result
-		switch op.Code {
-		case OpDecide:
-			r = e.Decide(now, op.Key, op.Rule, op.Cost)
-		case OpPeek:
-			r = e.peek(now, op.Key)
-		case OpDelete:
-			r.Count = e.delete(now, op.Key)
-		case OpExists, OpType, OpTTL:
-			r = e.inspect(now, op.Code, op.Key)
-		case OpCount:
-			r.Count = e.count(now)
-		case OpScan:
-			r = e.scan(now, op)
-		case OpKeys:
-			r.Keys = e.keys(now, op.Pattern)
-		case OpFlush:
-			r.Count = e.flushAll(now)
-		case OpFlushDB:
-			r.Count = e.flush(now)
-		case OpSwapDB:
-			r.Err = e.swapDB(now, op.DB, op.Cost)
-		case OpMove:
-			r = e.move(now, op)
-		case OpTimeWarp:
-			r.Err = e.clock.warp(wall, op.Clock)
-			now = e.clock.now(wall)
-			// The string keys the jump expired go now (strings.go).
-			e.eachDB(func(d *Engine) { d.drainExpired(e.countedAt(now)) })
-		case OpClockFreeze:
-			r.Err = e.clock.freeze(wall, op.Clock)
-			now = e.clock.now(wall)
-			e.eachDB(func(d *Engine) { d.drainExpired(e.countedAt(now)) }) // a freeze may jump ahead
-		case OpClockResume:
-			e.clock.resume(wall)
-			now = e.clock.now(wall)
-		case OpTime:
-			r.Count = now
-		case OpAll:
-			r = e.all(now, op.All, op.Each)
-		case OpRateLimit:
-			r = e.rateLimit(now, op.All, op.Cursor, op.Each)
-		case OpAcquire:
-			r = e.acquireOp(now, op)
-		case OpRelease:
-			r = e.release(now, op.Key, op.Token)
-		case OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime, OpIncrByFloat:
-			r = e.strOp(now, op)
-			if r.Err == errNoRoom {
-				r = e.strOpFull(now, op)
+		row := &opRows[op.Code]
+		if row.apply != nil {
+			row.apply(e, wall, now, op, &results[i])
+			if row.clock {
+				now = e.clock.now(wall)
 			}
-		case OpWatch:
-			r = e.watchOp(now, op)
-		case OpWatchCheck:
-			if e.watchCheck(now, op) {
-				r.Count = 1
-				break
+			if op.Code == OpWatchCheck && results[i].Count == 0 {
+				// A watched key changed: the transaction's ops after the
+				// check are skipped, on every replica alike.
+				skip := int(min(max(op.Count, 0), int64(len(ops)-i-1)))
+				for k := 1; k <= skip; k++ {
+					results[i+k] = Result{}
+				}
+				i += skip
+				continue
 			}
-			// A watched key changed: the transaction's ops after the
-			// check are skipped, on every replica alike.
-			results[i] = r
-			skip := int(min(max(op.Cost, 0), int64(len(ops)-i-1)))
-			for k := 1; k <= skip; k++ {
-				results[i+k] = Result{}
-			}
-			i += skip
-			continue
-		default:
-			r.Err = badRule("unknown operation code %d", op.Code)
+		} else {
+			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
 		}
-		results[i] = r
 		if e.watch != nil {
 			e.notify(ops[i : i+1])
 		}
@@ -334,6 +285,61 @@ func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 			e.watchBump(ops[i:i+1], results[i:i+1])
 		}
 	}
+}
+
+// The algorithms of the operations of this file's, as the table of
+// operations (ops.go) names them.
+
+func (e *Engine) opDecide(_, now int64, op *Op, res *Result) {
+	e.decideHashed(now, xxhash.Sum64(op.Key), op.Key, op.Rule, op.Cost, res)
+}
+func (e *Engine) opPeek(_, now int64, op *Op, res *Result) { *res = e.peek(now, op.Key) }
+func (e *Engine) opDelete(_, now int64, op *Op, res *Result) {
+	*res = Result{Count: e.delete(now, op.Key)}
+}
+func (e *Engine) opInspect(_, now int64, op *Op, res *Result) {
+	*res = e.inspect(now, op.Code, op.Key)
+}
+func (e *Engine) opCount(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.count(now)} }
+func (e *Engine) opScan(_, now int64, op *Op, res *Result) { *res = e.scan(now, op) }
+func (e *Engine) opKeys(_, now int64, op *Op, res *Result) {
+	*res = Result{Keys: e.keys(now, op.Pattern)}
+}
+func (e *Engine) opFlush(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.flushAll(now)} }
+func (e *Engine) opTime(_, now int64, _ *Op, res *Result)  { *res = Result{Time: now} }
+func (e *Engine) opAll(_, now int64, op *Op, res *Result) {
+	e.allHashed(now, op.All, nil, op.Each, false, res)
+}
+func (e *Engine) opRateLimit(_, now int64, op *Op, res *Result) {
+	*res = e.rateLimit(now, op.All, op.Shadow, op.Each)
+}
+func (e *Engine) opAcquire(_, now int64, op *Op, res *Result) { *res = e.acquireOp(now, op) }
+func (e *Engine) opRelease(_, now int64, op *Op, res *Result) {
+	*res = e.release(now, op.Key, op.Token)
+}
+
+// opTimeWarp, opClockFreeze and opClockResume move the clock (their rows
+// say so: Apply reads it again after them). The string keys a jump
+// expired go at once (strings.go).
+func (e *Engine) opTimeWarp(wall, _ int64, op *Op, res *Result) {
+	err := e.clock.warp(wall, op.Clock)
+	// The string keys the jump expired go now (strings.go), in every
+	// database.
+	now := e.countedAt(e.clock.now(wall))
+	e.eachDB(func(d *Engine) { d.drainExpired(now) })
+	*res = Result{Err: err}
+}
+
+func (e *Engine) opClockFreeze(wall, _ int64, op *Op, res *Result) {
+	err := e.clock.freeze(wall, op.Clock)
+	now := e.countedAt(e.clock.now(wall)) // a freeze may jump ahead
+	e.eachDB(func(d *Engine) { d.drainExpired(now) })
+	*res = Result{Err: err}
+}
+
+func (e *Engine) opClockResume(wall, _ int64, _ *Op, res *Result) {
+	e.clock.resume(wall)
+	*res = Result{}
 }
 
 // notify tells the watcher of the keys ops may have changed: those of a
@@ -386,8 +392,8 @@ func (e *Engine) peek(now int64, key []byte) Result {
 		}
 		return Result{}
 	}
-	res, live := s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0)
-	if !live {
+	var res Result
+	if !s.decide(now, hi, key, s.rules.get(s.entry(idx).rule), 0, &res) {
 		return Result{}
 	}
 	return res
@@ -429,19 +435,19 @@ func (e *Engine) inspect(now int64, code OpCode, key []byte) Result {
 	case code == OpType && live:
 		r.Kind = rule.Kind
 	case code == OpTTL && !live:
-		r.Count = -2
+		r.TTL = -2
 	case code == OpTTL && kinds[rule.Kind].shape == inLog:
-		r.Count = s.logTTL(ent, rule, now)
+		r.TTL = s.logTTL(ent, rule, now)
 	case code == OpTTL && kinds[rule.Kind].shape == inValue && ent.a == 0:
-		r.Count = -1
+		r.TTL = -1
 	case code == OpTTL && kinds[rule.Kind].shape == inValue:
 		// In milliseconds, as Redis counts (an expiry may lie beyond
 		// what nanoseconds hold): Result.Kind says so.
-		r.Kind, r.Count = rule.Kind, ent.a-now/1e6
+		r.Kind, r.TTL = rule.Kind, ent.a-now/1e6
 	case code == OpTTL && kinds[rule.Kind].shape == inLeases:
-		r.Count = s.leaseTTL(ent, now)
+		r.TTL = s.leaseTTL(ent, now)
 	case code == OpTTL:
-		r.Count = satAdd(ttl(&st, rule, t), t-now)
+		r.TTL = satAdd(ttl(&st, rule, t), t-now)
 	}
 	return r
 }

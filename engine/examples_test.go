@@ -240,12 +240,12 @@ func TestStateOps(t *testing.T) {
 	check(3, r[3].Allowed && r[3].Remaining == 7 && r[3].ResetAfter == 3000, "cost 3")
 	check(4, r[4].Count == 1, "exists")
 	check(5, r[5].Kind == KindToken, "type token")
-	check(6, r[6].Count == 3*sec, "ttl 3 s")
+	check(6, r[6].TTL == 3*sec, "ttl 3 s")
 	check(7, r[7].Kind == KindToken && r[7].Remaining == 7 && r[7].Limit == 10, "peek")
 	check(8, errors.Is(r[8].Err, ErrWrongType), "wrongtype")
 	check(9, errors.Is(r[9].Err, ErrWrongType), "wrongtype on a peek")
 	check(10, r[10].Count == 1, "count")
-	check(11, r[11].Count == -2, "ttl absent")
+	check(11, r[11].TTL == -2, "ttl absent")
 	check(12, r[12].Kind == KindNone, "type absent")
 	check(13, r[13].Count == 1, "delete")
 	check(14, r[14].Count == 0, "delete again")
@@ -283,44 +283,44 @@ func TestClockOps(t *testing.T) {
 		e.Apply(wall, ops, res)
 		return res
 	}
-	if r := do(Op{Code: OpTime}); r[0].Count != wall {
-		t.Fatalf("time %d, want wall %d", r[0].Count, wall)
+	if r := do(Op{Code: OpTime}); r[0].Time != wall {
+		t.Fatalf("time %d, want wall %d", r[0].Time, wall)
 	}
 	r := do(Op{Code: OpTimeWarp, Clock: 5 * sec}, Op{Code: OpTime})
-	if r[0].Err != nil || r[1].Count != wall+5*sec {
+	if r[0].Err != nil || r[1].Time != wall+5*sec {
 		t.Fatalf("timewarp: %+v", r)
 	}
 	// Freeze at the current time, then wall time moves but the clock does not.
 	r = do(Op{Code: OpClockFreeze}, Op{Code: OpTime})
-	if r[0].Err != nil || r[1].Count != wall+5*sec {
+	if r[0].Err != nil || r[1].Time != wall+5*sec {
 		t.Fatalf("freeze: %+v", r)
 	}
 	wall += 10 * sec
-	if r := do(Op{Code: OpTime}); r[0].Count != t0+5*sec {
-		t.Fatalf("frozen clock moved: %d", r[0].Count-t0)
+	if r := do(Op{Code: OpTime}); r[0].Time != t0+5*sec {
+		t.Fatalf("frozen clock moved: %d", r[0].Time-t0)
 	}
 	if got := e.Now(wall); got != t0+5*sec {
 		t.Fatalf("Now on a frozen clock: %d", got-t0)
 	}
 	r = do(Op{Code: OpClockFreeze, Clock: t0}, Op{Code: OpTimeWarp, Clock: sec}, Op{Code: OpTime})
-	if !errors.Is(r[0].Err, ErrClockBackwards) || r[2].Count != t0+6*sec {
+	if !errors.Is(r[0].Err, ErrClockBackwards) || r[2].Time != t0+6*sec {
 		t.Fatalf("freeze backwards / warp while frozen: %+v", r)
 	}
 	r = do(Op{Code: OpClockFreeze, Clock: t0 + 100*sec}, Op{Code: OpTime})
-	if r[0].Err != nil || r[1].Count != t0+100*sec {
+	if r[0].Err != nil || r[1].Time != t0+100*sec {
 		t.Fatalf("freeze forward: %+v", r)
 	}
 	// Resume continues from the frozen instant.
 	r = do(Op{Code: OpClockResume}, Op{Code: OpTime})
-	if r[1].Count != t0+100*sec {
-		t.Fatalf("resume: %d", r[1].Count-t0)
+	if r[1].Time != t0+100*sec {
+		t.Fatalf("resume: %d", r[1].Time-t0)
 	}
 	wall += sec
-	if r := do(Op{Code: OpTime}); r[0].Count != t0+101*sec {
-		t.Fatalf("after resume: %d", r[0].Count-t0)
+	if r := do(Op{Code: OpTime}); r[0].Time != t0+101*sec {
+		t.Fatalf("after resume: %d", r[0].Time-t0)
 	}
 	// Time never goes backwards, even when wall time does.
-	if r := do(Op{Code: OpTime}); r[0].Count != t0+101*sec {
+	if r := do(Op{Code: OpTime}); r[0].Time != t0+101*sec {
 		t.Fatal("moved")
 	}
 	if r := do(Op{Code: OpTimeWarp, Clock: -1}); !errors.Is(r[0].Err, ErrBadRule) {
@@ -333,8 +333,8 @@ func TestClockOps(t *testing.T) {
 		t.Fatal("clock state round trip")
 	}
 	wall -= 50 * sec
-	if got, r := e.Now(wall), do(Op{Code: OpTime}); got != t0+101*sec || r[0].Count != got {
-		t.Fatalf("backwards wall: Now %d TIME %d", got-t0, r[0].Count-t0)
+	if got, r := e.Now(wall), do(Op{Code: OpTime}); got != t0+101*sec || r[0].Time != got {
+		t.Fatalf("backwards wall: Now %d TIME %d", got-t0, r[0].Time-t0)
 	}
 	// Ops after a clock op in the same batch see the new time.
 	r = do(Op{Code: OpDecide, Key: []byte("k"), Rule: Rule{KindFixed, 1, min_}, Cost: 1},

@@ -100,8 +100,8 @@ func TestIncrByFloatKeepsExpiryAndType(t *testing.T) {
 		t.Fatalf("results %+v", res)
 	}
 	e.Apply(now, []Op{{Code: OpTTL, Key: []byte("n")}}, res[:1])
-	if res[0].TTL() != 100 {
-		t.Errorf("TTL after INCRBYFLOAT = %d, want 100", res[0].TTL())
+	if res[0].TTL != 100 {
+		t.Errorf("TTL after INCRBYFLOAT = %d, want 100", res[0].TTL)
 	}
 	e.Apply(now, []Op{
 		{Code: OpDecide, Key: []byte("lim"), Rule: Rule{Kind: KindToken, Limit: 5, Period: 1e9}, Cost: 1},

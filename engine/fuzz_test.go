@@ -179,7 +179,7 @@ func FuzzEngineOps(f *testing.F) {
 				want := m.all(now, lims)
 				same := (got.Err == nil) == (want.Err == nil) && (got.Err == nil || errors.Is(got.Err, want.Err))
 				if same && got.Err == nil {
-					same = got.Allowed == want.Allowed && got.Count == now && len(got.Each) == len(want.Each)
+					same = got.Allowed == want.Allowed && got.Time == now && len(got.Each) == len(want.Each)
 					for j := 0; same && j < len(got.Each); j++ {
 						same = sameResult(got.Each[j], want.Each[j])
 					}
@@ -202,7 +202,7 @@ func FuzzEngineOps(f *testing.F) {
 				if mex := m.live(now, k); ex != mex {
 					t.Fatalf("step %d key %s at t0%+d: exists %v, model %v", i, k, now-t0, ex, mex)
 				}
-				if ttl, mttl := e.inspect(now, OpTTL, []byte(k)).Count, m.ttl(now, k); ttl != mttl {
+				if ttl, mttl := e.inspect(now, OpTTL, []byte(k)).TTL, m.ttl(now, k); ttl != mttl {
 					t.Fatalf("step %d key %s at t0%+d: ttl %d, model %d", i, k, now-t0, ttl, mttl)
 				}
 			}

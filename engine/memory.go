@@ -203,15 +203,14 @@ func (s *stripe) reclaim(now int64) {
 // decideFull is Decide once the held totals left no room for a new key:
 // it makes every stripe's accounting exact at now, one stripe lock at a time,
 // then decides again on the exact figures.
-func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int64) Result {
+func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int64, res *Result) {
 	e.reclaimAll(now)
 	s := e.stripes[h&e.mask]
 	s.mu.Lock()
 	s.final = true
-	res, _ := s.decide(now, hiHash(h), key, rule, cost)
+	s.decide(now, hiHash(h), key, rule, cost, res)
 	s.final = false
 	s.mu.Unlock()
-	return res
 }
 
 // reclaimAll makes every stripe's accounting exact at now, one stripe lock at

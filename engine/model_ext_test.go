@@ -158,7 +158,7 @@ func TestDifferentialAll(t *testing.T) {
 				if ex, mex := e.inspect(now, OpExists, []byte(k)).Count == 1, m.live(now, k); ex != mex {
 					t.Fatalf("seed %d step %d key %s: exists %v, model %v", seed, i, k, ex, mex)
 				}
-				if ttl, mttl := e.inspect(now, OpTTL, []byte(k)).Count, m.ttl(now, k); ttl != mttl {
+				if ttl, mttl := e.inspect(now, OpTTL, []byte(k)).TTL, m.ttl(now, k); ttl != mttl {
 					t.Fatalf("seed %d step %d key %s: ttl %d, model %d", seed, i, k, ttl, mttl)
 				}
 			}
@@ -320,7 +320,7 @@ func TestDifferentialConcurrency(t *testing.T) {
 				for _, l := range c.leases {
 					last = max(last, l[1])
 				}
-				if ttl := e.inspect(now, OpTTL, []byte(k)).Count; ttl != last-now {
+				if ttl := e.inspect(now, OpTTL, []byte(k)).TTL; ttl != last-now {
 					t.Fatalf("seed %d step %d key %s: ttl %d, model %d", seed, i, k, ttl, last-now)
 				}
 				recs := exportKey(e, now, k)

@@ -494,7 +494,7 @@ func runDifferential(t *testing.T, kind Kind, seed uint64, steps int) {
 				t.Fatalf("seed %d step %d key %s at t0%+d: exists %v, model %v", seed, i, k, now-t0, ex, mex)
 			}
 		}
-		if ttl, mttl := e.inspect(now, OpTTL, []byte(key)).Count, m.ttl(now, key); ttl != mttl {
+		if ttl, mttl := e.inspect(now, OpTTL, []byte(key)).TTL, m.ttl(now, key); ttl != mttl {
 			t.Fatalf("seed %d step %d key %s at t0%+d: ttl %d, model %d", seed, i, key, now-t0, ttl, mttl)
 		}
 		if e.Len() > len(m.keys) {

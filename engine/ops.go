@@ -4,9 +4,13 @@ import "strconv"
 
 // The table of operations: one row per OpCode saying what the rest of
 // sluice must know about the operation without running it (docs/design.md,
-// "A new operation"). Every property of an operation that code outside its
-// own case of Engine.Apply tests lives here; a new OpCode gets a row and
-// TestOpTableComplete fails until it has one.
+// "A new operation"). A row holds everything about an operation but its
+// algorithm, which the row names: its name, the cluster version that
+// introduced it, the Op fields it uses (which the wire carries), the
+// Result number it answers in, whether it mutates, how it is routed and
+// its results merge, and which fields name its keys. Engine.Apply runs an
+// op through its row; cluster and cluster/codec read the rows through
+// OpCode's methods.
 
 // Route says which Raft groups of a node with several groups run an
 // operation (cluster's Host).
@@ -58,71 +62,210 @@ const (
 	KeysEvery
 )
 
+// OpFields is a set of Op fields: those an operation uses, as its row
+// names them. cluster/codec derives from it which field travels in the
+// wire's shared slots (see FieldCost), and cluster refuses an op carrying
+// a field its row does not name before it is proposed.
+type OpFields uint32
+
+// The fields. Each (but Each, which is not replicated) is one bit.
+const (
+	FieldRule OpFields = 1 << iota
+	// The four numbers that travel in the wire's cost slot (cluster/codec):
+	// a row names at most one of them.
+	FieldCost  // Op.Cost: a decision's cost
+	FieldDelta // Op.Delta: an increment
+	FieldCount // Op.Count: SCAN's COUNT
+	FieldClock // Op.Clock: the clock ops' argument
+	// The two numbers that travel in the wire's cursor slot: a row names
+	// at most one of them.
+	FieldCursor // Op.Cursor: SCAN's cursor
+	FieldShadow // Op.Shadow: the rate limit service's shadow mask
+	FieldKey
+	FieldPattern
+	FieldToken
+	FieldAll
+	FieldValue
+	FieldExpire
+	FieldFlags
+	FieldArgs
+	// FieldDB: Op.DB, which every op may carry (the database of its keys,
+	// or the one it acts on), so that no row needs to name it.
+	FieldDB
+
+	// CostSlot and CursorSlot are the fields that share the wire's cost
+	// and cursor slots.
+	CostSlot   = FieldCost | FieldDelta | FieldCount | FieldClock
+	CursorSlot = FieldCursor | FieldShadow
+)
+
+// Fields returns the set of op's fields that are not zero (Each aside).
+func (op *Op) Fields() OpFields {
+	var f OpFields
+	set := func(b bool, bit OpFields) {
+		if b {
+			f |= bit
+		}
+	}
+	set(op.Rule != (Rule{}), FieldRule)
+	set(op.Cost != 0, FieldCost)
+	set(op.Delta != 0, FieldDelta)
+	set(op.Count != 0, FieldCount)
+	set(op.Clock != 0, FieldClock)
+	set(op.Cursor != 0, FieldCursor)
+	set(op.Shadow != 0, FieldShadow)
+	set(len(op.Key) > 0, FieldKey)
+	set(len(op.Pattern) > 0, FieldPattern)
+	set(len(op.Token) > 0, FieldToken)
+	set(len(op.All) > 0, FieldAll)
+	set(len(op.Value) > 0, FieldValue)
+	set(op.Expire != 0, FieldExpire)
+	set(op.Flags != 0, FieldFlags)
+	set(len(op.Args) > 0, FieldArgs)
+	set(op.DB != 0, FieldDB)
+	return f
+}
+
+// Stray returns the fields op carries that its row does not name (none
+// for a correct op): cluster refuses such an op rather than replicate a
+// field the wire would carry in another's place, or drop.
+func (op *Op) Stray() OpFields { return op.Fields() &^ (op.Code.info().fields | FieldDB) }
+
+// Answer says which of Result's numbers an operation answers in: Count,
+// TTL or Time. They travel in one field of the wire (cluster/codec), which
+// the op's row chooses.
+type Answer uint8
+
+// The answers. The zero Answer is Count.
+const (
+	AnswerCount Answer = iota // Result.Count
+	AnswerTTL                 // Result.TTL
+	AnswerTime                // Result.Time
+)
+
+// applyFunc runs one operation at now, the clock's time for wall (which
+// only the clock operations read), and writes its whole result to *res
+// (Apply's results[i]: written in place, a Result is not copied once more
+// on its way out). An op whose row sets clock moves the clock: Apply reads
+// the time again after it.
+type applyFunc func(e *Engine, wall, now int64, op *Op, res *Result)
+
 // opInfo is one row of the table.
 type opInfo struct {
 	name string // the constant's name, as OpCode.String returns it
+	// apply is the operation's algorithm; nil for a code without one.
+	apply applyFunc
+	// since is the cluster version that introduced the operation
+	// (cluster/version.go): a group refuses it below that version.
+	since uint32
+	// fields are the Op fields the operation uses (FieldDB aside: every
+	// op may carry it): cluster/codec chooses by them which field travels
+	// in a shared slot of the wire, and cluster refuses an op carrying
+	// another.
+	fields OpFields
+	// answer is the Result number the op answers in (AnswerCount unless
+	// it says otherwise).
+	answer Answer
 	// mutates: the op can change state, so it goes through the replicated
 	// log, CLIENT TRACKING's NOLOOP sees it, and a failure in some groups
 	// of an op run in several is UNCERTAIN.
 	mutates bool
-	route   Route
-	merge   Merge
+	// clock: the op moves the engine's clock (the ops after it in a batch
+	// run at the new time).
+	clock bool
+	route Route
+	merge Merge
 	// growsReply: the reply grows with the keyspace (KEYS, SCAN), so the
 	// op ends its pipeline segment and MULTI refuses its command.
 	growsReply bool
 	keys       KeyFields
 }
 
-// numOps bounds the operation codes: every OpCode is below it. An untyped
-// constant, so that it is no OpCode itself.
-const numOps = int(OpMove) + 1
+// NumOps bounds the operation codes: every OpCode is below it (an OpCode
+// is a byte). An untyped constant, so that it is no OpCode itself.
+const NumOps = 256
 
-// ops is the table, indexed by OpCode; a code without an operation has a
-// zero row (no name). Read-only.
-var ops = [numOps]opInfo{
-	OpDecide:      {name: "OpDecide", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpPeek:        {name: "OpPeek", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpDelete:      {name: "OpDelete", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpExists:      {name: "OpExists", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpType:        {name: "OpType", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpTTL:         {name: "OpTTL", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpCount:       {name: "OpCount", route: RouteEvery, merge: MergeSum},
-	OpScan:        {name: "OpScan", route: RouteCursor, merge: MergeOne, growsReply: true},
-	OpKeys:        {name: "OpKeys", route: RouteEvery, merge: MergeConcat, growsReply: true},
-	OpFlush:       {name: "OpFlush", mutates: true, route: RouteEvery, merge: MergeSum, keys: KeysEvery},
-	OpTimeWarp:    {name: "OpTimeWarp", mutates: true, route: RouteEvery, merge: MergeFirst},
-	OpClockFreeze: {name: "OpClockFreeze", mutates: true, route: RouteEvery, merge: MergeFirst},
-	OpClockResume: {name: "OpClockResume", mutates: true, route: RouteEvery, merge: MergeFirst},
-	OpTime:        {name: "OpTime", route: RouteGroup0, merge: MergeOne},
-	OpAll:         {name: "OpAll", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysAll},
-	OpAcquire:     {name: "OpAcquire", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpRelease:     {name: "OpRelease", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+// Rows of the usual shapes, which the table's rows start from.
+var (
+	// keyRead: a read of Op.Key, in the group owning its slot.
+	keyRead = opInfo{route: RouteKey, merge: MergeOne, keys: KeysKey}
+	// keyWrite: a change of Op.Key, in the group owning its slot.
+	keyWrite = opInfo{mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey}
+)
 
-	OpGet:         {name: "OpGet", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpSet:         {name: "OpSet", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpIncrBy:      {name: "OpIncrBy", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpGetDel:      {name: "OpGetDel", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpGetEx:       {name: "OpGetEx", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpExpire:      {name: "OpExpire", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpPersist:     {name: "OpPersist", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpStrlen:      {name: "OpStrlen", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpExpireTime:  {name: "OpExpireTime", route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpIncrByFloat: {name: "OpIncrByFloat", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+// opRows is the table, indexed by OpCode; a code without an operation has a
+// zero row (no name, no apply). Read-only. A new operation is one row
+// here and its algorithm (docs/design.md, "A new operation").
+var opRows = [NumOps]opInfo{
+	OpDecide:      row(keyWrite, "OpDecide", 1, (*Engine).opDecide, FieldRule|FieldCost|FieldKey),
+	OpPeek:        row(keyRead, "OpPeek", 1, (*Engine).opPeek, FieldKey),
+	OpDelete:      row(keyWrite, "OpDelete", 1, (*Engine).opDelete, FieldKey),
+	OpExists:      row(keyRead, "OpExists", 1, (*Engine).opInspect, FieldKey),
+	OpType:        row(keyRead, "OpType", 1, (*Engine).opInspect, FieldKey),
+	OpTTL:         answers(AnswerTTL, row(keyRead, "OpTTL", 1, (*Engine).opInspect, FieldKey)),
+	OpCount:       row(opInfo{route: RouteEvery, merge: MergeSum}, "OpCount", 1, (*Engine).opCount, 0),
+	OpScan:        row(opInfo{route: RouteCursor, merge: MergeOne, growsReply: true}, "OpScan", 1, (*Engine).opScan, FieldRule|FieldCount|FieldCursor|FieldPattern),
+	OpKeys:        row(opInfo{route: RouteEvery, merge: MergeConcat, growsReply: true}, "OpKeys", 1, (*Engine).opKeys, FieldPattern),
+	OpFlush:       row(opInfo{mutates: true, route: RouteEvery, merge: MergeSum, keys: KeysEvery}, "OpFlush", 1, (*Engine).opFlush, 0),
+	OpTimeWarp:    row(clockOp, "OpTimeWarp", 1, (*Engine).opTimeWarp, FieldClock),
+	OpClockFreeze: row(clockOp, "OpClockFreeze", 1, (*Engine).opClockFreeze, FieldClock),
+	OpClockResume: row(clockOp, "OpClockResume", 1, (*Engine).opClockResume, 0),
+	OpTime:        answers(AnswerTime, row(opInfo{route: RouteGroup0, merge: MergeOne}, "OpTime", 1, (*Engine).opTime, 0)),
+	OpAll:         row(allWrite, "OpAll", 1, (*Engine).opAll, FieldAll),
+	OpAcquire:     row(keyWrite, "OpAcquire", 1, (*Engine).opAcquire, FieldRule|FieldCost|FieldKey|FieldToken),
+	OpRelease:     row(keyWrite, "OpRelease", 1, (*Engine).opRelease, FieldKey|FieldToken),
 
-	// WATCH (watch.go): through the log, so that every replica's table
-	// is the same; routed by Key, which they read but never change (the
-	// watcher is not told of them: Engine.notify).
-	OpWatch:      {name: "OpWatch", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
-	OpWatchCheck: {name: "OpWatchCheck", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	// v0.2.0: the Redis string commands (strings.go).
+	OpGet:        row(keyRead, "OpGet", 2, strOp((*Engine).strGet), FieldKey),
+	OpSet:        row(keyWrite, "OpSet", 2, strOp((*Engine).strSet), FieldKey|FieldValue|FieldExpire|FieldFlags),
+	OpIncrBy:     row(keyWrite, "OpIncrBy", 2, strOp((*Engine).strIncr), FieldKey|FieldDelta),
+	OpGetDel:     row(keyWrite, "OpGetDel", 2, strOp((*Engine).strGetDel), FieldKey),
+	OpGetEx:      row(keyWrite, "OpGetEx", 2, strOp((*Engine).strGetEx), FieldKey|FieldExpire|FieldFlags),
+	OpExpire:     row(keyWrite, "OpExpire", 2, strOp((*Engine).strExpire), FieldKey|FieldExpire|FieldFlags),
+	OpPersist:    row(keyWrite, "OpPersist", 2, strOp((*Engine).strPersist), FieldKey),
+	OpStrlen:     row(keyRead, "OpStrlen", 2, strOp((*Engine).strStrlen), FieldKey),
+	OpExpireTime: answers(AnswerTime, row(keyRead, "OpExpireTime", 2, strOp((*Engine).strExpireTime), FieldKey)),
 
-	// Databases (databases.go).
-	OpFlushDB: {name: "OpFlushDB", mutates: true, route: RouteEvery, merge: MergeSum, keys: KeysEvery},
-	OpSwapDB:  {name: "OpSwapDB", mutates: true, route: RouteEvery, merge: MergeFirst, keys: KeysEvery},
-	OpMove:    {name: "OpMove", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysKey},
+	// v0.3.0: INCRBYFLOAT (strings.go): the increment's text in Value.
+	OpIncrByFloat: row(keyWrite, "OpIncrByFloat", 3, strOp((*Engine).strIncrFloat), FieldKey|FieldValue),
 
-	// Every key of a rate limit request carries its domain as the hash
-	// tag (rls), so they share one slot: All[0].Key routes it.
-	OpRateLimit: {name: "OpRateLimit", mutates: true, route: RouteKey, merge: MergeOne, keys: KeysAll},
+	// v0.3.0: WATCH (watch.go), through the log so that every replica's
+	// table is the same; routed by Key, which they read but never change
+	// (the watcher is not told of them: Engine.notify). OpWatchCheck's
+	// Count is how many ops after it the transaction holds.
+	OpWatch:      row(keyWrite, "OpWatch", 3, (*Engine).opWatch, FieldKey),
+	OpWatchCheck: row(keyWrite, "OpWatchCheck", 3, (*Engine).opWatchCheck, FieldKey|FieldArgs|FieldCount),
+
+	// v0.3.0: databases (databases.go). SWAPDB and MOVE name the other
+	// database in Count.
+	OpFlushDB: row(opInfo{mutates: true, route: RouteEvery, merge: MergeSum, keys: KeysEvery}, "OpFlushDB", 3, (*Engine).opFlushDB, 0),
+	OpSwapDB:  row(opInfo{mutates: true, route: RouteEvery, merge: MergeFirst, keys: KeysEvery}, "OpSwapDB", 3, (*Engine).opSwapDB, FieldCount),
+	OpMove:    row(keyWrite, "OpMove", 3, (*Engine).opMove, FieldKey|FieldCount),
+
+	// v0.2.0: Envoy's rate limit service (ratelimit.go). Every key of a
+	// request carries its domain as the hash tag (rls), so they share one
+	// slot: All[0].Key routes it.
+	OpRateLimit: answers(AnswerTime, row(allWrite, "OpRateLimit", 2, (*Engine).opRateLimit, FieldAll|FieldShadow)),
+}
+
+var (
+	// clockOp: a clock operation, run in every group alike.
+	clockOp = opInfo{mutates: true, clock: true, route: RouteEvery, merge: MergeFirst}
+	// allWrite: a change of the keys of Op.All, routed by All[0].Key.
+	allWrite = opInfo{mutates: true, route: RouteKey, merge: MergeOne, keys: KeysAll}
+)
+
+// row fills a row of shape base with the operation's name, the cluster
+// version that introduced it, its algorithm and the Op fields it uses.
+func row(base opInfo, name string, since uint32, apply applyFunc, fields OpFields) opInfo {
+	base.name, base.since, base.apply, base.fields = name, since, apply, fields
+	return base
+}
+
+// answers sets the Result number a row answers in.
+func answers(a Answer, r opInfo) opInfo {
+	r.answer = a
+	return r
 }
 
 // unknownOp is the row of a code without an operation (an op from a newer
@@ -132,8 +275,8 @@ var unknownOp = opInfo{route: RouteKey, merge: MergeOne, keys: KeysKey}
 
 // info returns c's row.
 func (c OpCode) info() *opInfo {
-	if int(c) < numOps && ops[c].name != "" {
-		return &ops[c]
+	if opRows[c].name != "" {
+		return &opRows[c]
 	}
 	return &unknownOp
 }
@@ -167,3 +310,17 @@ func (c OpCode) GrowsReply() bool { return c.info().growsReply }
 
 // Keys returns which fields of the Op name the keys it reads or changes.
 func (c OpCode) Keys() KeyFields { return c.info().keys }
+
+// Known reports whether the engine has the operation (it has a row).
+func (c OpCode) Known() bool { return opRows[c].apply != nil }
+
+// Since returns the cluster version that introduced the operation
+// (cluster/version.go), 0 for a code without an operation.
+func (c OpCode) Since() uint32 { return opRows[c].since }
+
+// Fields returns the Op fields the operation uses (FieldDB aside: every
+// op may carry it).
+func (c OpCode) Fields() OpFields { return c.info().fields }
+
+// Answer returns which Result number the operation answers in.
+func (c OpCode) Answer() Answer { return c.info().answer }

@@ -156,7 +156,7 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 			_ = s.evalOnly(now, hiHash(k.h[i]), l.Key, l.Rule, 0, nil, &each[i])
 			each[i].Allowed, each[i].RetryAfter = true, 0
 		}
-		*res = Result{Allowed: false, Count: now, Each: each}
+		*res = Result{Allowed: false, Time: now, Each: each}
 		return
 	}
 	// The charges: one per distinct key with an allowed occurrence, in
@@ -192,28 +192,9 @@ func (e *Engine) rateLimitLocked(now int64, lims []Limit, shadow uint64, k *allK
 		*res = Result{Err: err}
 		return
 	}
-	e.setApproved(k, true)
-	defer e.setApproved(k, false)
-	for j := 0; j < n; j++ {
-		l := &charges[j]
-		s := e.stripes[ck.h[j]&e.mask]
-		switch c := &commits[j]; {
-		case c.skip:
-			continue
-		case c.e != nil: // a live key staying live: write the evaluated state, as RL.ALL does
-			c.e.a, c.e.b, c.e.c = c.st.a, c.st.b, c.st.c
-			if !c.peek {
-				s.setRule(c.e, l.Rule)
-			}
-			continue
-		}
-		// Creations, removals, dead keys and RL.LOG go through decide,
-		// whose outcome is the one evaluated (nothing ran in between).
-		r, _ := s.decide(now, hiHash(ck.h[j]), l.Key, l.Rule, l.Cost)
-		if r.Err != nil || !r.Allowed { // cannot happen: evaluated and room checked above
-			*res = Result{Err: &errcode.Error{Code: errcode.Internal, Detail: fmt.Sprintf("rate limit charge of %q refused (%v) after it was evaluated", l.Key, r.Err)}}
-			return
-		}
+	if j, r := e.charge(now, charges[:n], ck.h[:n], k, commits[:n], nil); j >= 0 {
+		*res = Result{Err: &errcode.Error{Code: errcode.Internal, Detail: fmt.Sprintf("rate limit charge of %q refused (%v) after it was evaluated", charges[j].Key, r.Err)}}
+		return
 	}
-	*res = Result{Allowed: true, Count: now, Each: each}
+	*res = Result{Allowed: true, Time: now, Each: each}
 }

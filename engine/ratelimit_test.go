@@ -61,13 +61,13 @@ func TestRateLimitOp(t *testing.T) {
 			e := newTestEngine()
 			for si, st := range tc.steps {
 				res := make([]Result, 1)
-				e.Apply(t0, []Op{{Code: OpRateLimit, All: st.lims, Cursor: st.shadow}}, res)
+				e.Apply(t0, []Op{{Code: OpRateLimit, All: st.lims, Shadow: st.shadow}}, res)
 				r := res[0]
 				if r.Err != nil {
 					t.Fatalf("step %d: %v", si, r.Err)
 				}
-				if r.Allowed != st.allowed || r.Count != t0 || len(r.Each) != len(st.lims) {
-					t.Fatalf("step %d: allowed %t time %d, %d results; want %t", si, r.Allowed, r.Count, len(r.Each), st.allowed)
+				if r.Allowed != st.allowed || r.Time != t0 || len(r.Each) != len(st.lims) {
+					t.Fatalf("step %d: allowed %t time %d, %d results; want %t", si, r.Allowed, r.Time, len(r.Each), st.allowed)
 				}
 				for i := range st.lims {
 					if r.Each[i].Remaining != st.remain[i] || r.Each[i].Allowed != st.each[i] {
@@ -167,7 +167,7 @@ func TestRateLimitOpModel(t *testing.T) {
 				}
 			}
 			res := make([]Result, 1)
-			e.Apply(now, []Op{{Code: OpRateLimit, All: lims, Cursor: shadow}}, res)
+			e.Apply(now, []Op{{Code: OpRateLimit, All: lims, Shadow: shadow}}, res)
 			r := res[0]
 			if r.Err != nil {
 				t.Fatalf("run %d request %d: %v", run, req, r.Err)

@@ -43,7 +43,7 @@ const (
 	// Expire in ms). Result.Count is 1 when the value was stored; with
 	// StrGet, Result.Kind and Value are the old value's (as OpGet).
 	OpSet OpCode = 21
-	// OpIncrBy adds Cost to the integer held at Key (0 when absent),
+	// OpIncrBy adds Delta to the integer held at Key (0 when absent),
 	// keeping its expiry; Result.Count is the new value.
 	OpIncrBy OpCode = 22
 	// OpGetDel reads Key as OpGet does and deletes it if it is a string.
@@ -60,7 +60,7 @@ const (
 	OpPersist OpCode = 26
 	// OpStrlen sets Result.Count to the length of Key's value (0 absent).
 	OpStrlen OpCode = 27
-	// OpExpireTime sets Result.Time() to Key's expiry as a Unix time in ms,
+	// OpExpireTime sets Result.Time to Key's expiry as a Unix time in ms,
 	// -1 when it has none, -2 when absent.
 	OpExpireTime OpCode = 28
 	// OpIncrByFloat adds the float Value (its text, as the client sent
@@ -69,10 +69,6 @@ const (
 	// the key then holds.
 	OpIncrByFloat OpCode = 29
 )
-
-// StringOps lists the OpCodes introduced with string keys, for the
-// cluster-version gate.
-var StringOps = [...]OpCode{OpGet, OpSet, OpIncrBy, OpGetDel, OpGetEx, OpExpire, OpPersist, OpStrlen, OpExpireTime, OpIncrByFloat}
 
 // Flags of the string ops (Op.Flags).
 const (
@@ -297,80 +293,90 @@ func (s *stripe) strLookup(now int64, hi uint32, key []byte) (pos, idx uint32, k
 // strValue returns string entry idx's value (aliasing the slab).
 func (s *stripe) strValue(idx uint32) []byte { return s.strs.vals[s.entry(idx).b] }
 
-// strOp runs one string op on its key's stripe. It returns errNoRoom in
-// Result.Err when the op would create a key and only an exact count can
-// tell whether there is room (memory.go); it then changed nothing that
-// matters and is run again with s.final set.
-func (e *Engine) strOp(now int64, op *Op) Result {
-	hi, s := e.lock(op.Key)
-	defer s.mu.Unlock()
-	s.strDrain(e.countedAt(now))
-	return e.strOpLocked(now, hi, s, op)
+// strFunc is one string op's algorithm, run on its key's stripe s, locked,
+// hi being the key's hash.
+type strFunc func(e *Engine, now int64, hi uint32, s *stripe, op *Op) Result
+
+// strOp makes a string op's applyFunc of its algorithm f: f runs on the
+// key's stripe, after the stripe's expired strings go, and again on exact
+// figures (strOpFull) when it returns errNoRoom, as it does when the op
+// would create a key and only an exact count can tell whether there is
+// room (memory.go); it then changed nothing that matters.
+func strOp(f strFunc) applyFunc {
+	return func(e *Engine, _, now int64, op *Op, res *Result) {
+		if op.Flags&^strFlagsAll != 0 {
+			*res = Result{Err: badRule("unknown string flags %#x", op.Flags)}
+			return
+		}
+		hi, s := e.lock(op.Key)
+		s.strDrain(e.countedAt(now))
+		*res = f(e, now, hi, s, op)
+		s.mu.Unlock()
+		if res.Err == errNoRoom {
+			*res = e.strOpFull(now, op, f)
+		}
+	}
 }
 
-func (e *Engine) strOpLocked(now int64, hi uint32, s *stripe, op *Op) Result {
-	if op.Flags&^strFlagsAll != 0 {
-		return Result{Err: badRule("unknown string flags %#x", op.Flags)}
-	}
-	switch op.Code {
-	case OpGet:
-		_, idx, kind := s.strLookup(now, hi, op.Key)
-		return s.strRead(idx, kind)
-	case OpSet:
-		return e.strSet(now, hi, s, op)
-	case OpIncrBy:
-		return e.strIncr(now, hi, s, op)
-	case OpIncrByFloat:
-		return e.strIncrFloat(now, hi, s, op)
-	case OpGetDel:
-		pos, idx, kind := s.strLookup(now, hi, op.Key)
-		if kind != KindNone && kind != KindString {
-			return Result{Err: ErrWrongTypeValue}
-		}
-		r := s.strRead(idx, kind)
-		if kind == KindString {
-			s.remove(pos, idx)
-		}
-		return r
-	case OpGetEx:
-		return s.strGetEx(now, hi, op)
-	case OpExpire:
-		return s.strExpire(now, hi, op)
-	case OpPersist:
-		_, idx, kind := s.strLookup(now, hi, op.Key)
-		switch {
-		case kind == KindNone:
-			return Result{}
-		case kind != KindString:
-			return Result{Err: ErrWrongType}
-		case s.entry(idx).a == 0:
-			return Result{}
-		}
-		s.setExpiry(idx, 0)
-		return Result{Count: 1}
-	case OpStrlen:
-		_, idx, kind := s.strLookup(now, hi, op.Key)
-		switch kind {
-		case KindNone:
-			return Result{}
-		case KindString:
-			return Result{Count: int64(len(s.strValue(idx)))}
-		}
+// strGet is OpGet.
+func (e *Engine) strGet(now int64, hi uint32, s *stripe, op *Op) Result {
+	_, idx, kind := s.strLookup(now, hi, op.Key)
+	return s.strRead(idx, kind)
+}
+
+// strGetDel is OpGetDel.
+func (e *Engine) strGetDel(now int64, hi uint32, s *stripe, op *Op) Result {
+	pos, idx, kind := s.strLookup(now, hi, op.Key)
+	if kind != KindNone && kind != KindString {
 		return Result{Err: ErrWrongTypeValue}
-	case OpExpireTime:
-		_, idx, kind := s.strLookup(now, hi, op.Key)
-		switch kind {
-		case KindNone:
-			return Result{Count: -2}
-		case KindString:
-			if a := s.entry(idx).a; a != 0 {
-				return Result{Count: a}
-			}
-			return Result{Count: -1}
-		}
-		return Result{Err: ErrWrongType}
 	}
-	return Result{Err: badRule("unknown operation code %d", op.Code)}
+	r := s.strRead(idx, kind)
+	if kind == KindString {
+		s.remove(pos, idx)
+	}
+	return r
+}
+
+// strPersist is OpPersist.
+func (e *Engine) strPersist(now int64, hi uint32, s *stripe, op *Op) Result {
+	_, idx, kind := s.strLookup(now, hi, op.Key)
+	switch {
+	case kind == KindNone:
+		return Result{}
+	case kind != KindString:
+		return Result{Err: ErrWrongType}
+	case s.entry(idx).a == 0:
+		return Result{}
+	}
+	s.setExpiry(idx, 0)
+	return Result{Count: 1}
+}
+
+// strStrlen is OpStrlen.
+func (e *Engine) strStrlen(now int64, hi uint32, s *stripe, op *Op) Result {
+	_, idx, kind := s.strLookup(now, hi, op.Key)
+	switch kind {
+	case KindNone:
+		return Result{}
+	case KindString:
+		return Result{Count: int64(len(s.strValue(idx)))}
+	}
+	return Result{Err: ErrWrongTypeValue}
+}
+
+// strExpireTime is OpExpireTime.
+func (e *Engine) strExpireTime(now int64, hi uint32, s *stripe, op *Op) Result {
+	_, idx, kind := s.strLookup(now, hi, op.Key)
+	switch kind {
+	case KindNone:
+		return Result{Time: -2}
+	case KindString:
+		if a := s.entry(idx).a; a != 0 {
+			return Result{Time: a}
+		}
+		return Result{Time: -1}
+	}
+	return Result{Err: ErrWrongType}
 }
 
 // strRead is OpGet's result for the looked-up key.
@@ -476,7 +482,7 @@ func (e *Engine) strIncr(now int64, hi uint32, s *stripe, op *Op) Result {
 	default:
 		return Result{Err: ErrWrongTypeValue}
 	}
-	d := op.Cost
+	d := op.Delta
 	if d < 0 && v < 0 && d < math.MinInt64-v || d > 0 && v > 0 && d > math.MaxInt64-v {
 		return Result{Err: ErrIncrOverflow}
 	}
@@ -537,7 +543,7 @@ func (e *Engine) strIncrFloat(now int64, hi uint32, s *stripe, op *Op) Result {
 }
 
 // strGetEx is OpGetEx.
-func (s *stripe) strGetEx(now int64, hi uint32, op *Op) Result {
+func (e *Engine) strGetEx(now int64, hi uint32, s *stripe, op *Op) Result {
 	pos, idx, kind := s.strLookup(now, hi, op.Key)
 	switch {
 	case kind == KindNone:
@@ -566,7 +572,7 @@ func (s *stripe) strGetEx(now int64, hi uint32, op *Op) Result {
 }
 
 // strExpire is OpExpire.
-func (s *stripe) strExpire(now int64, hi uint32, op *Op) Result {
+func (e *Engine) strExpire(now int64, hi uint32, s *stripe, op *Op) Result {
 	when, _, err := expiryAt(op, now)
 	if err != nil {
 		return Result{Err: err}
@@ -642,15 +648,15 @@ func ParseInt(b []byte) (int64, bool) {
 	return int64(v), true
 }
 
-// strOpFull is strOp once the held totals left no room for a new key: it
-// makes every stripe's accounting exact at now, then runs the op again on
-// the exact figures (as decideFull).
-func (e *Engine) strOpFull(now int64, op *Op) Result {
+// strOpFull runs string op algorithm f once the held totals left no room
+// for a new key: it makes every stripe's accounting exact at now, then
+// runs the op again on the exact figures (as decideFull).
+func (e *Engine) strOpFull(now int64, op *Op, f strFunc) Result {
 	e.reclaimAll(now)
 	hi, s := e.lock(op.Key)
 	defer s.mu.Unlock()
 	s.final = true
-	res := e.strOpLocked(now, hi, s, op)
+	res := f(e, now, hi, s, op)
 	s.final = false
 	return res
 }

@@ -32,9 +32,9 @@ func runStrSteps(t *testing.T, e *Engine, steps []strStep) {
 			}
 			continue
 		}
-		if r.Err != nil || r.Count != st.count || r.Kind != st.kind || string(r.Value) != st.value {
-			t.Fatalf("step %d (op %d %q): got count %d kind %v value %q err %v, want %d %v %q",
-				i, st.op.Code, st.op.Key, r.Count, r.Kind, r.Value, r.Err, st.count, st.kind, st.value)
+		if n := answerNum(st.op.Code, &r); r.Err != nil || n != st.count || r.Kind != st.kind || string(r.Value) != st.value {
+			t.Fatalf("step %d (op %d %q): got number %d kind %v value %q err %v, want %d %v %q",
+				i, st.op.Code, st.op.Key, n, r.Kind, r.Value, r.Err, st.count, st.kind, st.value)
 		}
 	}
 }
@@ -74,31 +74,31 @@ func TestStringOps(t *testing.T) {
 			{at: 1000, op: Op{Code: OpGet, Key: k}},
 		}},
 		{"incr keeps ttl", []strStep{
-			{op: Op{Code: OpIncrBy, Key: k, Cost: 5}, count: 5},
+			{op: Op{Code: OpIncrBy, Key: k, Delta: 5}, count: 5},
 			{op: Op{Code: OpExpire, Key: k, Flags: StrExpireRel | StrIfNX, Expire: 2000}, count: 1},
 			{op: Op{Code: OpExpire, Key: k, Flags: StrExpireRel | StrIfNX, Expire: 9000}},
 			{op: Op{Code: OpExpire, Key: k, Flags: StrExpireRel | StrIfGT, Expire: 1000}},
 			{op: Op{Code: OpExpire, Key: k, Flags: StrExpireRel | StrIfLT, Expire: 1500}, count: 1},
-			{op: Op{Code: OpIncrBy, Key: k, Cost: -7}, count: -2},
+			{op: Op{Code: OpIncrBy, Key: k, Delta: -7}, count: -2},
 			{op: Op{Code: OpExpireTime, Key: k}, count: start + 1500},
 			{at: 1499, op: Op{Code: OpGet, Key: k}, kind: KindString, value: "-2"},
-			{at: 1500, op: Op{Code: OpIncrBy, Key: k, Cost: 1}, count: 1},
+			{at: 1500, op: Op{Code: OpIncrBy, Key: k, Delta: 1}, count: 1},
 			{at: 1500, op: Op{Code: OpExpireTime, Key: k}, count: -1},
 			{at: 1500, op: Op{Code: OpPersist, Key: k}},
 		}},
 		{"integers", []strStep{
 			{op: set("12a", 0, 0), count: 1},
-			{op: Op{Code: OpIncrBy, Key: k, Cost: 1}, err: errcode.NotInteger},
+			{op: Op{Code: OpIncrBy, Key: k, Delta: 1}, err: errcode.NotInteger},
 			{op: set("007", 0, 0), count: 1},
-			{op: Op{Code: OpIncrBy, Key: k, Cost: 1}, err: errcode.NotInteger},
+			{op: Op{Code: OpIncrBy, Key: k, Delta: 1}, err: errcode.NotInteger},
 			{op: set(fmt.Sprint(int64(math.MaxInt64)), 0, 0), count: 1},
-			{op: Op{Code: OpIncrBy, Key: k, Cost: 1}, err: errcode.IncrOverflow},
-			{op: Op{Code: OpIncrBy, Key: k, Cost: -1}, count: math.MaxInt64 - 1},
+			{op: Op{Code: OpIncrBy, Key: k, Delta: 1}, err: errcode.IncrOverflow},
+			{op: Op{Code: OpIncrBy, Key: k, Delta: -1}, count: math.MaxInt64 - 1},
 		}},
 		{"limiter keys", []strStep{
 			{op: Op{Code: OpDecide, Key: lim, Rule: Rule{KindToken, 5, sec}, Cost: 1}, kind: KindToken},
 			{op: Op{Code: OpGet, Key: lim}, kind: KindToken},
-			{op: Op{Code: OpIncrBy, Key: lim, Cost: 1}, err: errcode.WrongTypeValue},
+			{op: Op{Code: OpIncrBy, Key: lim, Delta: 1}, err: errcode.WrongTypeValue},
 			{op: Op{Code: OpExpire, Key: lim, Flags: StrExpireRel, Expire: 10}, err: errcode.WrongType},
 			{op: Op{Code: OpSet, Key: lim, Value: []byte("x"), Flags: StrGet}, err: errcode.WrongTypeValue},
 			{op: Op{Code: OpSet, Key: lim, Value: []byte("x"), Flags: StrNX}},
@@ -208,9 +208,9 @@ func TestStringLimits(t *testing.T) {
 	e := New(Config{Stripes: 4, MaxKeys: 2})
 	runStrSteps(t, e, []strStep{
 		{op: Op{Code: OpSet, Key: []byte("a"), Value: []byte("1"), Flags: StrExpireRel, Expire: 500}, count: 1},
-		{op: Op{Code: OpIncrBy, Key: []byte("b"), Cost: 1}, count: 1},
+		{op: Op{Code: OpIncrBy, Key: []byte("b"), Delta: 1}, count: 1},
 		{op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, err: errcode.KeyLimit},
-		{op: Op{Code: OpIncrBy, Key: []byte("c"), Cost: 1}, err: errcode.KeyLimit},
+		{op: Op{Code: OpIncrBy, Key: []byte("c"), Delta: 1}, err: errcode.KeyLimit},
 		{op: Op{Code: OpDecide, Key: []byte("c"), Rule: Rule{KindToken, 5, sec}, Cost: 1}, err: errcode.KeyLimit},
 		{op: Op{Code: OpSet, Key: []byte("b"), Value: []byte("replaced")}, count: 1},
 		{at: 999, op: Op{Code: OpSet, Key: []byte("c"), Value: []byte("1")}, err: errcode.KeyLimit},
@@ -243,7 +243,7 @@ func BenchmarkStringIncrExpire(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		k := keys[i%len(keys)]
-		ops[0] = Op{Code: OpIncrBy, Key: k, Cost: 1}
+		ops[0] = Op{Code: OpIncrBy, Key: k, Delta: 1}
 		ops[1] = Op{Code: OpExpire, Key: k, Flags: StrExpireRel, Expire: 60_000}
 		e.Apply(t0+int64(i), ops, res)
 	}
@@ -257,7 +257,7 @@ func TestStringIncrExpireAllocs(t *testing.T) {
 	}
 	e := New(Config{})
 	k := []byte("sluice_user_alice_1893456000")
-	ops := []Op{{Code: OpIncrBy, Key: k, Cost: 1}, {Code: OpExpire, Key: k, Flags: StrExpireRel, Expire: 60_000}}
+	ops := []Op{{Code: OpIncrBy, Key: k, Delta: 1}, {Code: OpExpire, Key: k, Flags: StrExpireRel, Expire: 60_000}}
 	res := make([]Result, 2)
 	e.Apply(t0, ops, res)
 	if n := testing.AllocsPerRun(100, func() { e.Apply(t0, ops, res) }); n != 0 {

@@ -34,7 +34,7 @@ const (
 	// OpWatchCheck checks watched keys: Args holds pairs of a key and its
 	// stamp (WatchStamp: the version and liveness OpWatch replied, the
 	// key's database).
-	// Result.Count is 1 when none changed; otherwise 0, and the Cost ops
+	// Result.Count is 1 when none changed; otherwise 0, and the Count ops
 	// that follow it in the batch are skipped (their results zero). Key is
 	// the first watched key, for routing only.
 	OpWatchCheck OpCode = 121
@@ -208,13 +208,21 @@ func WatchStamp(r *Result, db uint8) []byte {
 	return append(b, byte(r.Count), db)
 }
 
-// watch is OpWatch.
-func (e *Engine) watchOp(now int64, op *Op) Result {
-	r := Result{Cursor: e.wt.register(now, op.DB, op.Key)}
+// opWatch is OpWatch.
+func (e *Engine) opWatch(_, now int64, op *Op, res *Result) {
+	*res = Result{Cursor: e.wt.register(now, op.DB, op.Key)}
 	if e.live(now, op.DB, op.Key) {
-		r.Count = 1
+		res.Count = 1
 	}
-	return r
+}
+
+// opWatchCheck is OpWatchCheck's verdict; Apply skips the ops after it
+// when it failed.
+func (e *Engine) opWatchCheck(_, now int64, op *Op, res *Result) {
+	*res = Result{}
+	if e.watchCheck(now, op) {
+		res.Count = 1
+	}
 }
 
 // watchCheck is OpWatchCheck's verdict.

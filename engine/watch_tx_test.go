@@ -20,7 +20,7 @@ func execWatched(t *testing.T, e *Engine, now int64, key string, stamp []byte) b
 	var r [3]Result
 	e.Apply(now, []Op{
 		{Code: OpDelete, Key: []byte("tx")},
-		{Code: OpWatchCheck, Key: []byte(key), Args: [][]byte{[]byte(key), stamp}, Cost: 1},
+		{Code: OpWatchCheck, Key: []byte(key), Args: [][]byte{[]byte(key), stamp}, Count: 1},
 		{Code: OpSet, Key: []byte("tx"), Value: []byte("1")},
 	}, r[:])
 	e.Apply(now, []Op{{Code: OpExists, Key: []byte("tx")}}, r[:1])
@@ -43,7 +43,7 @@ func TestWatchCheck(t *testing.T) {
 		{"another key", []Op{{Code: OpSet, Key: []byte("other"), Value: []byte("x")}}, true},
 		{"SET NX that did not set", []Op{{Code: OpSet, Key: []byte("k"), Value: []byte("x"), Flags: StrNX}}, true},
 		{"SET", []Op{{Code: OpSet, Key: []byte("k"), Value: []byte("v0")}}, false},
-		{"INCRBY", []Op{{Code: OpIncrBy, Key: []byte("n"), Cost: 1}}, true},
+		{"INCRBY", []Op{{Code: OpIncrBy, Key: []byte("n"), Delta: 1}}, true},
 		{"DEL", []Op{{Code: OpDelete, Key: []byte("k")}}, false},
 		{"EXPIRE", []Op{{Code: OpExpire, Key: []byte("k"), Expire: 10, Flags: StrExpireRel}}, false},
 		{"FLUSHALL", []Op{{Code: OpFlush}}, false},

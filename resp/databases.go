@@ -68,7 +68,7 @@ func databaseCommands() []*command {
 				if !ok {
 					return
 				}
-				c.enqueueDB(p, engine.Op{Code: engine.OpSwapDB, DB: a, Cost: int64(b)})
+				c.enqueueDB(p, engine.Op{Code: engine.OpSwapDB, DB: a, Count: int64(b)})
 			},
 			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 				if err := results[0].Err; err != nil {
@@ -97,7 +97,7 @@ func databaseCommands() []*command {
 					c.local.Error(msgMoveSame.Text())
 					return
 				}
-				c.enqueue(p, engine.Op{Code: engine.OpMove, Key: args[1], Cost: int64(dst)})
+				c.enqueue(p, engine.Op{Code: engine.OpMove, Key: args[1], Count: int64(dst)})
 			},
 			render: renderStrCount,
 		},

@@ -135,7 +135,7 @@ func ttlCommand(name string, unit int64, summary string) *command {
 // up, so a live key never shows 0) or TTL's seconds (rounded to nearest, as
 // Redis does).
 func renderTTL(s *Server, r *replyBuf, p *pending, results []engine.Result) {
-	ns := results[0].TTL()
+	ns := results[0].TTL
 	if results[0].Err != nil {
 		r.Error(errorText(results[0].Err))
 		return

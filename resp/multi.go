@@ -297,7 +297,7 @@ func (s *Server) execWatched(c *client, cmd *command, m *multiState, watched []w
 		s.dispatch(c, q, c.newPending())
 	}
 	c.execing = false
-	c.ops[check].Cost = int64(len(c.ops) - check - 1)
+	c.ops[check].Count = int64(len(c.ops) - check - 1)
 	c.pending[at].skipAfter = len(m.cmds)
 	if c.db != prev {
 		// A queued SELECT ran at dispatch: if the check fails it is

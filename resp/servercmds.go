@@ -83,7 +83,7 @@ func serverCommands() []*command {
 				c.enqueue(p, engine.Op{Code: engine.OpTime})
 			},
 			render: func(s *Server, r *replyBuf, p *pending, results []engine.Result) {
-				ns := results[0].Time()
+				ns := results[0].Time
 				r.Array(2)
 				r.BulkInt(ns / 1e9)
 				r.BulkInt(ns % 1e9 / 1e3)

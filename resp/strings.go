@@ -56,13 +56,13 @@ func stringCommands() []*command {
 				switch {
 				case res.Err != nil:
 					r.Error(strErrorText(p, res.Err))
-				case res.Time() >= 0 && p.arg&strReplySecs != 0:
+				case res.Time >= 0 && p.arg&strReplySecs != 0:
 					// (ms+500)/1000 without overflowing, as Redis's
 					// compiled arithmetic gives it.
-					at := res.Time()
+					at := res.Time
 					r.Int(at/1000 + (at%1000+500)/1000)
 				default:
-					r.Int(res.Time())
+					r.Int(res.Time)
 				}
 			},
 		}
@@ -87,7 +87,7 @@ func stringCommands() []*command {
 					d = sign * n
 				}
 				if s.checkKey(c, args[1]) {
-					c.enqueue(p, engine.Op{Code: engine.OpIncrBy, Key: args[1], Cost: d})
+					c.enqueue(p, engine.Op{Code: engine.OpIncrBy, Key: args[1], Delta: d})
 				}
 			},
 			render: renderStrCount,

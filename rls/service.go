@@ -301,7 +301,7 @@ func (p *Plan) HasOp() bool { return len(p.limits) > 0 }
 
 // Op returns the plan's engine operation (valid when HasOp).
 func (p *Plan) Op() engine.Op {
-	return engine.Op{Code: engine.OpRateLimit, All: p.limits, Cursor: p.mask, Each: p.each[:0:len(p.limits)]}
+	return engine.Op{Code: engine.OpRateLimit, All: p.limits, Shadow: p.mask, Each: p.each[:0:len(p.limits)]}
 }
 
 // Prepare matches req against the rules in force and plans its operation.
@@ -470,7 +470,7 @@ func (s *Service) Finish(p *Plan, res *engine.Result) (*Response, error) {
 			return nil, fmt.Errorf("rls: %d results for %d limits", len(res.Each), len(p.limits))
 		}
 	}
-	nowSec := res.Time() / 1e9
+	nowSec := res.Time / 1e9
 	out := &Response{Overall: CodeOK, Statuses: make([]Status, len(p.desc))}
 	for i := range p.desc {
 		pd := &p.desc[i]

@@ -37,6 +37,9 @@ import (
 //	fields:       rule (kind byte, varint limit, varint period) | varint cost |
 //	              uvarint cursor | string key | string pattern |
 //	              string token | limits | ext
+//	              (cost and cursor are slots: each carries the one engine.Op
+//	              field of its group the op's row names, costField and
+//	              cursorField)
 //	ext:          (mask bit 7) uvarint extension mask | extension fields in
 //	              bit order: bits 0-15 the string ops' (string value |
 //	              varint expire | uvarint flags), bits 16-31 reserved
@@ -91,9 +94,9 @@ type Span struct {
 
 // Field mask bits of an encoded op.
 const (
-	fieldRule = 1 << iota
-	fieldCost // Op.Cost, or OpScan's Op.Count, or the clock ops' Op.Clock (costField)
-	fieldCursor
+	fieldRule   = 1 << iota
+	fieldCost   // the cost slot: Op.Cost, Delta, Count or Clock, as the op's row names (costField)
+	fieldCursor // the cursor slot: Op.Cursor or Shadow, as the op's row names (cursorField)
 	fieldKey
 	fieldPattern
 	fieldToken // RL.ACQUIRE, RL.RELEASE
@@ -187,18 +190,44 @@ func AppendOps(b []byte, ops []engine.Op) []byte {
 	return b
 }
 
-// costField returns the field of op that travels in the wire's cost field:
-// Cost, or the typed field that took its place in engine.Op for some ops
-// (OpScan's Count, the clock ops' Clock) while the wire kept one field, so
-// older entries and members decode and encode them alike.
+// costField returns the field of op that travels in the wire's cost slot:
+// the one of Cost, Delta, Count and Clock that op's row in the engine's
+// table of operations names (engine.CostSlot), Cost when it names none.
+// The wire kept one field while engine.Op gave each meaning its own, so
+// older entries and members decode and encode them alike
+// (typedfields_test.go).
 func costField(op *engine.Op) *int64 {
-	switch op.Code {
-	case engine.OpScan:
+	switch op.Code.Fields() & engine.CostSlot {
+	case engine.FieldDelta:
+		return &op.Delta
+	case engine.FieldCount:
 		return &op.Count
-	case engine.OpTimeWarp, engine.OpClockFreeze:
+	case engine.FieldClock:
 		return &op.Clock
 	}
 	return &op.Cost
+}
+
+// cursorField returns the field of op that travels in the wire's cursor
+// slot: Shadow when op's row names it (engine.CursorSlot), else Cursor.
+func cursorField(op *engine.Op) *uint64 {
+	if op.Code.Fields()&engine.FieldShadow != 0 {
+		return &op.Shadow
+	}
+	return &op.Cursor
+}
+
+// countField returns the number of result r, the answer of an op of code,
+// that travels in the wire's count field: the one the op's row names
+// (engine.Answer).
+func countField(code engine.OpCode, r *engine.Result) *int64 {
+	switch code.Answer() {
+	case engine.AnswerTTL:
+		return &r.TTL
+	case engine.AnswerTime:
+		return &r.Time
+	}
+	return &r.Count
 }
 
 // AppendOp appends one op (the format's "op").
@@ -211,7 +240,8 @@ func AppendOp(b []byte, op *engine.Op) []byte {
 	if cost != 0 {
 		mask |= fieldCost
 	}
-	if op.Cursor != 0 {
+	cursor := *cursorField(op)
+	if cursor != 0 {
 		mask |= fieldCursor
 	}
 	if len(op.Key) > 0 {
@@ -255,7 +285,7 @@ func AppendOp(b []byte, op *engine.Op) []byte {
 		b = binary.AppendVarint(b, cost)
 	}
 	if mask&fieldCursor != 0 {
-		b = binary.AppendUvarint(b, op.Cursor)
+		b = binary.AppendUvarint(b, cursor)
 	}
 	if mask&fieldKey != 0 {
 		b = AppendStr(b, op.Key)
@@ -455,16 +485,29 @@ func (d *Decoder) CodedError(s Sentinels) error {
 	return s.Rebuild(code, string(detail), num)
 }
 
-// AppendResults appends a count and the results (the format's "results").
-func AppendResults(b []byte, rs []engine.Result) []byte {
+// AppendResults appends a count and the results (the format's "results"):
+// rs[i] answers ops[i], whose code says which of its numbers travels in
+// the count field (countField; Count for a result without its op).
+func AppendResults(b []byte, ops []engine.Op, rs []engine.Result) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rs)))
 	for i := range rs {
-		b = appendResult(b, &rs[i])
+		b = appendResult(b, codeOf(ops, i), &rs[i])
 	}
 	return b
 }
 
-func appendResult(b []byte, r *engine.Result) []byte {
+// codeOf is the code of ops[i], 0 (an op answering in Count) past the end.
+func codeOf(ops []engine.Op, i int) engine.OpCode {
+	if i < len(ops) {
+		return ops[i].Code
+	}
+	return 0
+}
+
+// appendResult appends r, an op of code's result. The per-limit results
+// (Each) are decisions: they answer in Count.
+func appendResult(b []byte, code engine.OpCode, r *engine.Result) []byte {
+	count := *countField(code, r)
 	var mask uint64
 	if r.Err != nil {
 		mask |= resultErr
@@ -487,7 +530,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	if r.ResetAfter != 0 {
 		mask |= resultReset
 	}
-	if r.Count != 0 {
+	if count != 0 {
 		mask |= resultCount
 	}
 	if r.Cursor != 0 {
@@ -515,7 +558,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	for _, v := range []struct {
 		bit uint64
 		v   int64
-	}{{resultLimit, r.Limit}, {resultRemaining, r.Remaining}, {resultRetry, r.RetryAfter}, {resultReset, r.ResetAfter}, {resultCount, r.Count}} {
+	}{{resultLimit, r.Limit}, {resultRemaining, r.Remaining}, {resultRetry, r.RetryAfter}, {resultReset, r.ResetAfter}, {resultCount, count}} {
 		if mask&v.bit != 0 {
 			b = binary.AppendVarint(b, v.v)
 		}
@@ -532,7 +575,7 @@ func appendResult(b []byte, r *engine.Result) []byte {
 	if r.Each != nil {
 		b = binary.AppendUvarint(b, uint64(len(r.Each)))
 		for i := range r.Each {
-			b = appendResult(b, &r.Each[i])
+			b = appendResult(b, 0, &r.Each[i])
 		}
 	}
 	if r.Value != nil {
@@ -553,16 +596,16 @@ func appendResult(b []byte, r *engine.Result) []byte {
 }
 
 // DecodeResults decodes results into rs, which must have the length the
-// encoding says; their errors become s's sentinels where they can. Keys are
-// copied out of data.
-func DecodeResults(data []byte, rs []engine.Result, s Sentinels) error {
+// encoding says, rs[i] answering ops[i] (as AppendResults); their errors
+// become s's sentinels where they can. Keys are copied out of data.
+func DecodeResults(data []byte, ops []engine.Op, rs []engine.Result, s Sentinels) error {
 	d := NewDecoder(data)
 	n := d.Uvarint()
 	if d.Err == nil && n != uint64(len(rs)) {
 		return fmt.Errorf("%w: %d results for %d ops", ErrMalformed, n, len(rs))
 	}
 	for i := 0; i < len(rs) && d.Err == nil; i++ {
-		rs[i] = d.result(true, s)
+		rs[i] = d.result(codeOf(ops, i), true, s)
 	}
 	if d.Err == nil && len(d.B) != 0 {
 		d.Err = fmt.Errorf("%w: %d stray bytes after the results", ErrMalformed, len(d.B))
@@ -570,9 +613,10 @@ func DecodeResults(data []byte, rs []engine.Result, s Sentinels) error {
 	return d.Err
 }
 
-// result reads one result; nested says whether it may hold per-limit
-// results (one level only); its error becomes one of s where it can.
-func (d *Decoder) result(nested bool, s Sentinels) engine.Result {
+// result reads one result, an op of code's; nested says whether it may
+// hold per-limit results (one level only); its error becomes one of s
+// where it can.
+func (d *Decoder) result(code engine.OpCode, nested bool, s Sentinels) engine.Result {
 	r := engine.Result{}
 	mask := d.Uvarint()
 	if mask&resultErr != 0 {
@@ -585,7 +629,7 @@ func (d *Decoder) result(nested bool, s Sentinels) engine.Result {
 	for _, f := range []struct {
 		bit uint64
 		p   *int64
-	}{{resultLimit, &r.Limit}, {resultRemaining, &r.Remaining}, {resultRetry, &r.RetryAfter}, {resultReset, &r.ResetAfter}, {resultCount, &r.Count}} {
+	}{{resultLimit, &r.Limit}, {resultRemaining, &r.Remaining}, {resultRetry, &r.RetryAfter}, {resultReset, &r.ResetAfter}, {resultCount, countField(code, &r)}} {
 		if mask&f.bit != 0 {
 			*f.p = d.Varint()
 		}
@@ -613,7 +657,7 @@ func (d *Decoder) result(nested bool, s Sentinels) engine.Result {
 		if d.Err == nil {
 			r.Each = make([]engine.Result, k)
 			for j := range r.Each {
-				r.Each[j] = d.result(false, s)
+				r.Each[j] = d.result(0, false, s)
 			}
 		}
 	}
@@ -772,7 +816,7 @@ func (d *Decoder) opsInto(buf []engine.Op) []engine.Op {
 			*costField(op) = d.Varint()
 		}
 		if mask&fieldCursor != 0 {
-			op.Cursor = d.Uvarint()
+			*cursorField(op) = d.Uvarint()
 		}
 		if mask&fieldKey != 0 {
 			op.Key = d.Str()

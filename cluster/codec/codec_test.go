@@ -33,14 +33,14 @@ func sampleOps() []engine.Op {
 		{Code: engine.OpRelease, Key: []byte("c"), Token: bytes.Repeat([]byte{0xfe}, 128)},
 		{Code: engine.OpSet, Key: []byte("s"), Value: []byte("12"), Flags: engine.StrNX | engine.StrExpireRel, Expire: 60000},
 		{Code: engine.OpSet, Key: []byte("s"), Flags: engine.StrGet},
-		{Code: engine.OpIncrBy, Key: []byte("s"), Cost: math.MinInt64},
+		{Code: engine.OpIncrBy, Key: []byte("s"), Delta: math.MinInt64},
 		{Code: engine.OpExpire, Key: []byte("s"), Expire: math.MinInt64, Flags: math.MaxUint32},
 		{Code: engine.OpGet, Key: []byte("s"), Value: bytes.Repeat([]byte{0}, 512)},
 		{Code: engine.OpGet, Key: []byte("h"), Args: [][]byte{[]byte("f"), {}, []byte("v")}, DB: 15},
 		{Code: engine.OpGet, Key: []byte("h"), DB: 255},
 		// Envoy's rate limit service: a repeated key, a zero limit, the
-		// shadow mask in Cursor.
-		{Code: engine.OpRateLimit, Cursor: 1<<63 | 2, All: []engine.Limit{
+		// shadow mask.
+		{Code: engine.OpRateLimit, Shadow: 1<<63 | 2, All: []engine.Limit{
 			{Key: []byte("{api}|path=/a|hour"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 10, Period: int64(time.Hour)}, Cost: 3},
 			{Key: []byte("{api}|path=/a|hour"), Rule: engine.Rule{Kind: engine.KindFixed, Limit: 10, Period: int64(time.Hour)}, Cost: 3},
 			{Key: []byte("{api}|z|year"), Rule: engine.Rule{Kind: engine.KindFixed, Period: 365 * 24 * int64(time.Hour)}, Cost: 1},
@@ -116,7 +116,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	f.Add(data)
 	f.Add(AppendLeaderEntry(nil, Leader{ID: "n1", RESP: "a", Forward: "b"}))
-	f.Add(AppendResults(nil, sampleResults()))
+	f.Add(AppendResults(nil, sampleResultOps(), sampleResults()))
 	f.Add(AppendVersionEntry(nil, 2))
 	f.Add(append([]byte{EntryIgnorable | EntryOps}, data[1:]...))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -130,7 +130,7 @@ func FuzzDecodeEntry(f *testing.F) {
 			}
 		}
 		rs := make([]engine.Result, 4)
-		_ = DecodeResults(data, rs, testSentinels)
+		_ = DecodeResults(data, []engine.Op{{Code: engine.OpTTL}, {Code: engine.OpTime}, {}, {}}, rs, testSentinels)
 		d := NewDecoder(data)
 		d.Ops()
 	})
@@ -159,7 +159,22 @@ func sampleResults() []engine.Result {
 		{Err: engine.ErrWrongTypeValue},
 		{Values: [][]byte{[]byte("a"), nil, {}, []byte("b")}},
 		{Values: [][]byte{}},
+		{TTL: -2},
+		{Kind: engine.KindString, TTL: 1500},
+		{Time: 1_700_000_000_000_000_000},
+		{Time: -1},
+		{Allowed: true, Time: 1_700_000_000_000_000_000, Each: []engine.Result{{Kind: engine.KindFixed, Allowed: true, Limit: 10, Remaining: 7}}},
 	}
+}
+
+// sampleResultOps are the ops sampleResults answer: their codes say
+// which number travels in the count field.
+func sampleResultOps() []engine.Op {
+	ops := make([]engine.Op, len(sampleResults()))
+	n := len(ops)
+	ops[n-5].Code, ops[n-4].Code, ops[n-3].Code, ops[n-2].Code, ops[n-1].Code =
+		engine.OpTTL, engine.OpTTL, engine.OpTime, engine.OpExpireTime, engine.OpRateLimit
+	return ops
 }
 
 // wireError is what err becomes on the wire: its code and details, or an
@@ -174,7 +189,8 @@ func wireError(err error) errcode.Error {
 func TestResultsRoundTrip(t *testing.T) {
 	in := sampleResults()
 	out := make([]engine.Result, len(in))
-	if err := DecodeResults(AppendResults(nil, in), out, testSentinels); err != nil {
+	ops := sampleResultOps()
+	if err := DecodeResults(AppendResults(nil, ops, in), ops, out, testSentinels); err != nil {
 		t.Fatal(err)
 	}
 	for i := range in {
@@ -191,7 +207,7 @@ func TestResultsRoundTrip(t *testing.T) {
 		!errcode.Is(out[4].Err, errcode.Other) || !errors.Is(out[11].Err, engine.ErrKeyLimit) || out[12].Err != errDuplicateBatch {
 		t.Fatalf("errors not mapped back: %v, %v, %v, %v, %v", out[2].Err, out[3].Err, out[4].Err, out[11].Err, out[12].Err)
 	}
-	if err := DecodeResults(AppendResults(nil, in), make([]engine.Result, 2), testSentinels); err == nil {
+	if err := DecodeResults(AppendResults(nil, ops, in), ops, make([]engine.Result, 2), testSentinels); err == nil {
 		t.Fatal("a results count mismatch was accepted")
 	}
 }
