@@ -259,13 +259,8 @@ func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 				continue
 			}
 		}
-		row := &opRows[op.Code]
-		if row.apply != nil {
-			row.apply(e, wall, now, op, &results[i])
-			if row.clock {
-				now = e.clock.now(wall)
-			}
-			if op.Code == OpWatchCheck && results[i].Count == 0 {
+		if op.Code == OpWatchCheck {
+			if e.opWatchCheck(wall, now, op, &results[i]); results[i].Count == 0 {
 				// A watched key changed: the transaction's ops after the
 				// check are skipped, on every replica alike.
 				skip := int(min(max(op.Count, 0), int64(len(ops)-i-1)))
@@ -273,7 +268,14 @@ func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 					results[i+k] = Result{}
 				}
 				i += skip
-				continue
+			}
+			continue
+		}
+		row := &opRows[op.Code]
+		if row.apply != nil {
+			row.apply(e, wall, now, op, &results[i])
+			if row.clock {
+				now = e.clock.now(wall)
 			}
 		} else {
 			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
