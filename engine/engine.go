@@ -224,6 +224,7 @@ func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 	for i := 0; i < len(ops); i++ {
 		op := &ops[i]
 		if op.DB != 0 && e.dbs != nil && !topOnly(op.Code) {
+			// A run of another database's ops: its engine runs them.
 			j := i + 1
 			for j < len(ops) && ops[j].DB == op.DB && !topOnly(ops[j].Code) {
 				j++
