@@ -95,3 +95,22 @@ func TestNodeDatabases(t *testing.T) {
 		t.Fatalf("ioredis replied:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestClientListDB: CLIENT INFO and CLIENT LIST show the connection's
+// database; RESET returns it to 0.
+func TestClientListDB(t *testing.T) {
+	addr := startServer(t, Config{})
+	c := rawDial(t, addr)
+	if got := string(c.do(t, "SELECT", "3")); got != "+OK" {
+		t.Fatalf("SELECT 3: %s", got)
+	}
+	for _, cmd := range [][]string{{"CLIENT", "INFO"}, {"CLIENT", "LIST"}} {
+		if got := string(c.do(t, cmd...)); !strings.Contains(got, " db=3 ") {
+			t.Fatalf("%v after SELECT 3: %s", cmd, got)
+		}
+	}
+	c.do(t, "RESET")
+	if got := string(c.do(t, "CLIENT", "INFO")); !strings.Contains(got, " db=0 ") {
+		t.Fatalf("CLIENT INFO after RESET: %s", got)
+	}
+}
