@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // FreezeAt is the instant (Unix ms, 2030-01-01T00:00:00Z) at which the
@@ -200,13 +202,13 @@ func (r *Runner) Accuracy(ctx context.Context, o AccuracyOptions) AccuracyResult
 	}
 	defer t.Stop()
 	r.Progress.Finish("ok")
-	c, err := Dial(ctx, t.Addrs[0])
+	c, err := dial(t.Addrs[0])
 	if err != nil {
 		res.Err = err.Error()
 		return res
 	}
 	defer c.Close()
-	if _, err := c.Do(ctx, "DEBUG", "CLOCK", "FREEZE", strconv.FormatInt(FreezeAt, 10)); err != nil {
+	if err := do(c, "DEBUG", "CLOCK", "FREEZE", strconv.FormatInt(FreezeAt, 10)); err != nil {
 		res.Err = fmt.Sprintf("DEBUG CLOCK FREEZE: %v", err)
 		return res
 	}
@@ -238,7 +240,7 @@ func (r *Runner) Accuracy(ctx context.Context, o AccuracyOptions) AccuracyResult
 
 // replay sends the arrivals, one round trip to move the clock and one for
 // the requests of each distinct instant.
-func replay(ctx context.Context, c *Conn, name string, arr []arrival, o AccuracyOptions, now *int64, start int64) (AccuracyPattern, error) {
+func replay(ctx context.Context, c *respwire.Conn, name string, arr []arrival, o AccuracyOptions, now *int64, start int64) (AccuracyPattern, error) {
 	pr := AccuracyPattern{Name: name, Bands: map[string]BandCount{}}
 	limit := strconv.FormatInt(o.Limit, 10)
 	window := strconv.FormatInt(o.Window.Milliseconds(), 10) + "ms"
@@ -250,7 +252,7 @@ func replay(ctx context.Context, c *Conn, name string, arr []arrival, o Accuracy
 		}
 		at := start + arr[i].at
 		if at > *now {
-			if _, err := c.Do(ctx, "DEBUG", "TIMEWARP", strconv.FormatInt(at-*now, 10)); err != nil {
+			if err := do(c, "DEBUG", "TIMEWARP", strconv.FormatInt(at-*now, 10)); err != nil {
 				return pr, fmt.Errorf("DEBUG TIMEWARP: %w", err)
 			}
 			*now = at
@@ -302,16 +304,22 @@ func replay(ctx context.Context, c *Conn, name string, arr []arrival, o Accuracy
 	return pr, nil
 }
 
-func readAllowed(c *Conn) (bool, error) {
-	v, err := c.ReadValue()
+// do runs one command on c; an error reply is an error.
+func do(c *respwire.Conn, args ...string) error {
+	v, err := c.Do(time.Minute, args...)
+	if err == nil && v.Error() != "" {
+		err = errors.New(v.Error())
+	}
+	return err
+}
+
+func readAllowed(c *respwire.Conn) (bool, error) {
+	v, err := c.ReadReply()
 	if err != nil {
 		return false, err
 	}
-	ints, err := v.Ints()
-	if err != nil {
-		return false, err
-	}
-	if len(ints) != 5 {
+	ints, ok := v.Ints()
+	if !ok || len(ints) != 5 {
 		return false, errors.New("want a reply of 5 integers, got " + v.String())
 	}
 	return ints[0] == 1, nil

@@ -132,6 +132,28 @@ func GoalTargets() []string {
 	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetRedisAnchor}
 }
 
+// throughputGoals are the goal cases' goals, by pipeline depth: sluice
+// against Redis running the anchor Lua token bucket.
+var throughputGoals = map[int][]Goal{
+	16: {
+		{Target: TargetSluiceMem, About: "single node in memory", Min: 3},
+		{Target: TargetSluiceCluster, About: "durable three-node cluster, connections spread over the nodes", Min: 1},
+		{Target: TargetSluiceClusterLeader, About: "durable three-node cluster, connections on the leader (as one redis-benchmark)", Min: 1},
+	},
+	1: {
+		{Target: TargetSluiceMem, About: "single node in memory", Min: 1.5},
+		{Target: TargetSluiceCluster, About: "durable three-node cluster, connections spread over the nodes", Min: 1},
+	},
+}
+
+// memoryGoal: sluice's RSS per live key against Redis's (the memory
+// section); scaleGoal: sluice's throughput with 10M keys against with 1k
+// (the key-count sweep's scale run).
+var (
+	memoryGoal = Goal{Target: TargetSluiceMem, About: "RSS per live key against Redis's", Max: 0.5}
+	scaleGoal  = Goal{Target: TargetSluiceMem, About: "throughput at 10M keys against at 1k keys (P16)", Min: 0.8}
+)
+
 // Cases are the throughput cases of the suite, in the order they run.
 func (o SuiteOptions) Cases() []Case {
 	o.defaults()
@@ -150,7 +172,7 @@ func (o SuiteOptions) Cases() []Case {
 				Title:    fmt.Sprintf("Token bucket, %d connections, pipeline %d, uniform over %d keys (redis-benchmark -c %d -r %d -P %d)", o.Conns, p, o.Keys, o.Conns, o.Keys, p),
 				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
 				Load:     LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup},
-				Targets:  targets, Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+				Targets:  targets, Rounds: o.Rounds, Baseline: TargetRedisAnchor, Goals: throughputGoals[p],
 			})
 		}
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeServer is a tiny RESP server on 127.0.0.1: it parses commands sent as
@@ -109,4 +111,11 @@ func readCommand(br *bufio.Reader) ([]string, error) {
 		args[i] = string(buf[:l])
 	}
 	return args, nil
+}
+
+// testCtx is a context for one test's exchanges with its servers.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }

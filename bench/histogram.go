@@ -3,7 +3,6 @@ package bench
 import (
 	"math"
 	"math/bits"
-	"time"
 )
 
 // histSubBits is the number of significant bits kept per value: every
@@ -74,9 +73,6 @@ func (h *Histogram) Record(v int64) {
 		h.max = v
 	}
 }
-
-// RecordDuration adds one duration.
-func (h *Histogram) RecordDuration(d time.Duration) { h.Record(int64(d)) }
 
 // Merge adds every value recorded in o.
 func (h *Histogram) Merge(o *Histogram) {

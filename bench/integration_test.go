@@ -148,7 +148,7 @@ func TestDurabilityTargetAgainstSluice(t *testing.T) {
 		t.Errorf("the target has %d processes and addresses %v, want 3 and the leader's", len(tg.PIDs()), tg.Addrs)
 	}
 	v, err := tg.Do(ctx, "CONFIG", "GET", "appendfsync")
-	if err != nil || len(v.Array) != 2 || v.Array[1].Str != "everysec" {
+	if err != nil || len(v.Elems) != 2 || v.Elems[1].Str != "everysec" {
 		t.Errorf("CONFIG GET appendfsync on the target: %+v %v", v, err)
 	}
 }

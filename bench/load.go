@@ -46,9 +46,6 @@ type LoadOptions struct {
 	// read at the start and the end of the measured phase for ops per log
 	// entry and the mean commit and hold times.
 	LogCounters func(context.Context) (LogStats, error)
-	// OnProgress, if set, is called about every 200 ms with the requests
-	// completed in the measured phase so far.
-	OnProgress func(done int64, elapsed time.Duration)
 }
 
 // Validate checks the options and fills defaults.
@@ -135,8 +132,7 @@ const (
 
 // worker is one connection's share of a run.
 type worker struct {
-	conn    *Conn
-	conns   []*Conn // with LoadOptions.Route: one per master, conns[0] == conn
+	conns   []*respwire.Conn // one, or with LoadOptions.Route one per master
 	gen     *requestGen
 	hist    *Histogram
 	done    int64
@@ -156,11 +152,6 @@ type requestGen struct {
 	allow, dent Template
 	aPrefix     string
 	dPrefix     string
-}
-
-func (g *requestGen) append(b []byte) []byte {
-	t, prefix, i := g.next()
-	return t.AppendIndex(b, prefix, i)
 }
 
 // next picks the next request: its template, key prefix and key index.
@@ -220,33 +211,23 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		if o.Route != nil {
 			addrs = o.Route.Addrs
 		}
-		wk := &worker{}
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
+		wk := &worker{hist: NewHistogram(), gen: &requestGen{
+			pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
+			allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
+		}}
 		workers[i] = wk
 		for _, a := range addrs {
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := Dial(dctx, a)
-			cancel()
+			c, err := dial(a)
 			if err != nil {
 				return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 			}
 			wk.conns = append(wk.conns, c)
 		}
-		wk.conn = wk.conns[0]
-		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		*wk = worker{
-			conn:  wk.conn,
-			conns: wk.conns,
-			hist:  NewHistogram(),
-			gen: &requestGen{
-				pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
-				allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
-			},
-		}
 	}
 
 	var phase atomic.Int32
 	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
-	var measured atomic.Int64
 	budget.Store(o.Requests)
 	if o.Warmup > 0 {
 		phase.Store(phaseWarmup)
@@ -261,7 +242,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk.run(runCtx, o, &phase, &budget, &measured)
+			wk.run(runCtx, o, &phase, &budget)
 		}()
 	}
 	// Closing the connections unblocks workers if the context ends early.
@@ -297,28 +278,16 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if o.LogCounters != nil {
 		log0, logErr = o.LogCounters(ctx)
 	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	var end <-chan time.Time
 	if o.Requests <= 0 {
 		tm := time.NewTimer(o.Duration)
 		defer tm.Stop()
 		end = tm.C
 	}
-loop:
-	for {
-		select {
-		case <-end:
-			break loop
-		case <-allDone:
-			break loop
-		case <-ctx.Done():
-			break loop
-		case <-tick.C:
-			if o.OnProgress != nil {
-				o.OnProgress(measured.Load(), time.Since(start))
-			}
-		}
+	select {
+	case <-end:
+	case <-allDone:
+	case <-ctx.Done():
 	}
 	phase.Store(phaseStop)
 	<-allDone
@@ -345,9 +314,6 @@ loop:
 			fails = append(fails, fmt.Errorf("connection %d: %w", i, wk.fail))
 		}
 	}
-	if o.OnProgress != nil {
-		o.OnProgress(res.Requests, elapsed)
-	}
 	if elapsed > 0 {
 		res.Throughput = float64(res.Requests) / elapsed.Seconds()
 	}
@@ -373,58 +339,75 @@ loop:
 	return res, nil
 }
 
-// run drives one connection until the phase is stop or the budget is spent.
-// Only batches sent in the measured phase count, so that every request
-// counted was sent and answered between the start and the end of the phase.
-func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
-	if o.Route != nil {
-		wk.runRouted(ctx, o, phase, budget, measured)
-		return
-	}
-	p := o.Pipeline
-	buf := make([]byte, 0, 256*p)
+// run drives one connection (with LoadOptions.Route, one per master) until
+// the phase is stop or the budget is spent: each batch's requests are
+// written to their masters' connections, then read master by master. Only
+// batches sent in the measured phase count, so that every request counted
+// was sent and answered between the start and the end of the phase.
+func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) {
+	bufs := make([][]byte, len(wk.conns))
+	counts := make([]int, len(wk.conns))
+	var key []byte
 	var lastDeadline time.Time
 	for ctx.Err() == nil {
 		ph, n := nextBatch(o, phase, budget)
 		if n == 0 {
 			return
 		}
-		buf = buf[:0]
-		for range n {
-			buf = wk.gen.append(buf)
+		for i := range bufs {
+			bufs[i], counts[i] = bufs[i][:0], 0
 		}
-		wk.conn.AppendRaw(buf)
+		for range n {
+			t, prefix, i := wk.gen.next()
+			m := 0
+			if o.Route != nil {
+				key = AppendKey(append(key[:0], prefix...), "", i)
+				m = o.Route.Node(key)
+			}
+			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
+			counts[m]++
+		}
 		t0 := time.Now()
-		if t0.Sub(lastDeadline) > o.Timeout/4 { // renewing per batch costs a timer update
-			_ = wk.conn.SetDeadline(t0.Add(o.Timeout))
+		renew := t0.Sub(lastDeadline) > o.Timeout/4 // renewing per batch costs a timer update
+		if renew {
 			lastDeadline = t0
 		}
-		if err := wk.conn.Flush(); err != nil {
-			wk.fail = err
-			return
+		for m, c := range wk.conns {
+			if counts[m] == 0 {
+				continue
+			}
+			if renew {
+				_ = c.SetDeadline(t0.Add(o.Timeout))
+			}
+			c.AppendRaw(bufs[m])
+			if err := c.Flush(); err != nil {
+				wk.fail = err
+				return
+			}
 		}
-		if !wk.readReplies(wk.conn, n, ph, t0) {
-			return
+		for m, c := range wk.conns {
+			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph, t0) {
+				return
+			}
 		}
 		if ph == phaseMeasure {
 			wk.done += int64(n)
-			measured.Add(int64(n))
 		}
 	}
 }
 
 // readReplies reads n decisions from c and, in the measured phase, records
 // them; false when the connection failed (wk.fail says why).
-func (wk *worker) readReplies(c *Conn, n int, ph int32, t0 time.Time) bool {
+func (wk *worker) readReplies(c *respwire.Conn, n int, ph int32, t0 time.Time) bool {
 	extra := wk.gen.allow.extraReplies()
 	for range n {
 		for range extra {
-			if err := respwire.Skip(c.br, limits); err != nil {
-				wk.fail = readErr(err)
+			if err := respwire.Skip(c.Reader, limits); err != nil {
+				wk.fail = err
 				return false
 			}
 		}
-		d, err := c.ReadDecision()
+		d, err := readDecision(c.Reader)
 		if err != nil {
 			wk.fail = err
 			return false
@@ -469,59 +452,6 @@ func nextBatch(o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) (int32,
 	return ph, p
 }
 
-// runRouted is run for a routed load (LoadOptions.Route): each batch's
-// requests go to their keys' masters, written to every master first, then
-// read master by master.
-func (wk *worker) runRouted(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget, measured *atomic.Int64) {
-	bufs := make([][]byte, len(wk.conns))
-	counts := make([]int, len(wk.conns))
-	var key []byte
-	var lastDeadline time.Time
-	for ctx.Err() == nil {
-		ph, n := nextBatch(o, phase, budget)
-		if n == 0 {
-			return
-		}
-		for i := range bufs {
-			bufs[i], counts[i] = bufs[i][:0], 0
-		}
-		for range n {
-			t, prefix, i := wk.gen.next()
-			key = AppendKey(append(key[:0], prefix...), "", i)
-			m := o.Route.Node(key)
-			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
-			counts[m]++
-		}
-		t0 := time.Now()
-		renew := t0.Sub(lastDeadline) > o.Timeout/4
-		if renew {
-			lastDeadline = t0
-		}
-		for m, c := range wk.conns {
-			if counts[m] == 0 {
-				continue
-			}
-			if renew {
-				_ = c.SetDeadline(t0.Add(o.Timeout))
-			}
-			c.AppendRaw(bufs[m])
-			if err := c.Flush(); err != nil {
-				wk.fail = err
-				return
-			}
-		}
-		for m, c := range wk.conns {
-			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph, t0) {
-				return
-			}
-		}
-		if ph == phaseMeasure {
-			wk.done += int64(n)
-			measured.Add(int64(n))
-		}
-	}
-}
-
 // Populate sends the request of template t once for every key
 // prefix+index, index in [from, to), over conns pipelined connections, and
 // fails on any error reply. The suite uses it to create live keys (memory)
@@ -553,7 +483,7 @@ func Populate(ctx context.Context, addrs []string, t Template, prefix string, fr
 }
 
 func populateConn(ctx context.Context, addr string, t Template, prefix string, next *atomic.Uint64, to uint64, batch uint64) error {
-	c, err := Dial(ctx, addr)
+	c, err := dial(addr)
 	if err != nil {
 		return err
 	}
@@ -577,12 +507,12 @@ func populateConn(ctx context.Context, addr string, t Template, prefix string, n
 			return err
 		}
 		for i := lo; i < hi; i++ {
-			d, err := c.ReadDecision()
+			d, err := readDecision(c.Reader)
 			if err != nil {
 				return err
 			}
 			if d.Err {
-				return ReplyError(d.Msg)
+				return errors.New(d.Msg)
 			}
 		}
 	}

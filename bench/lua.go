@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
@@ -70,13 +69,13 @@ func ScriptNames() []string {
 
 // LoadScripts loads every script into a Redis server with SCRIPT LOAD and
 // checks that the server names each by the SHA1 computed here.
-func LoadScripts(ctx context.Context, c *Conn) error {
+func LoadScripts(addr string) error {
 	for _, name := range ScriptNames() {
 		src, err := ScriptSource(name)
 		if err != nil {
 			return err
 		}
-		v, err := c.Do(ctx, "SCRIPT", "LOAD", src)
+		v, err := doAt(addr, "SCRIPT", "LOAD", src)
 		if err != nil {
 			return fmt.Errorf("SCRIPT LOAD %s: %w", name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +38,13 @@ func TestChartsAreWellFormedSVG(t *testing.T) {
 	if !strings.Contains(svg, "a &lt;b&gt; &amp; c") || strings.Count(svg, "<polyline") != 2 {
 		t.Errorf("line chart: title not escaped or wrong number of lines:\n%s", svg)
 	}
-	bc := BarChart{Title: "lat", Groups: []string{"p50", "p99"}, LogY: true, Series: []Series{{Name: "a", Y: []float64{1e5, 1e6}}, {Name: "b", Y: []float64{2e5}}},
-		YFormat: func(v float64) string { return FormatNs(int64(v)) }}
-	svg = bc.SVG()
-	wellFormed(t, "bar", svg)
-	if strings.Count(svg, "<rect x=") < 3 {
-		t.Errorf("bar chart has too few bars:\n%s", svg)
+	names := []string{"p50", "p99"}
+	cat := LineChart{Title: "lat", LogY: true, Series: []Series{{Name: "a", X: []float64{0, 1}, Y: []float64{1e5, 1e6}}},
+		XFormat: func(v float64) string { return names[int(v)] }, YFormat: func(v float64) string { return FormatNs(int64(v)) }}
+	svg = cat.SVG()
+	wellFormed(t, "categorical", svg)
+	if !strings.Contains(svg, ">p99<") || !strings.Contains(svg, ">1.0ms<") {
+		t.Errorf("categorical chart lacks its labels:\n%s", svg)
 	}
 	wellFormed(t, "empty", LineChart{}.SVG())
 	wellFormed(t, "linear", LineChart{Series: []Series{{Name: "z", X: []float64{0, 1, 2}, Y: []float64{0, 0, 0}}}}.SVG())
@@ -103,25 +105,26 @@ func sampleReport() *Report {
 
 func TestGoalsAndMarkdown(t *testing.T) {
 	r := sampleReport()
-	r.EvaluateGoals()
-	want := []string{GoalPass, GoalFallsShort, GoalFallsShort, GoalPass, GoalNotMeasured, GoalPass, GoalPass}
-	if len(r.Goals) != len(want) {
-		t.Fatalf("%d goals, want %d", len(r.Goals), len(want))
+	r.Cases[0].Case.Goals, r.Cases[1].Case.Goals = throughputGoals[16], throughputGoals[1]
+	goals := r.Goals()
+	want := []string{GoalPass, GoalFallsShort, GoalPass, GoalFallsShort, GoalNotMeasured, GoalPass, GoalPass}
+	if len(goals) != len(want) {
+		t.Fatalf("%d goals, want %d", len(goals), len(want))
 	}
-	for i, g := range r.Goals {
+	for i, g := range goals {
 		if g.Status != want[i] {
-			t.Errorf("goal %q: %s (%s), want %s", g.Goal, g.Status, g.Measured, want[i])
+			t.Errorf("goal %q: %s (%s), want %s", g.Goal.About, g.Status, g.Measured, want[i])
 		}
 	}
-	if !strings.Contains(r.Goals[3].Goal, "on the leader") || !strings.Contains(r.Goals[3].Measured, "1.07x") {
-		t.Errorf("cluster on its leader: %+v", r.Goals[3])
+	if !strings.Contains(goals[2].Goal.About, "on the leader") || !strings.Contains(goals[2].Measured, "1.07x") {
+		t.Errorf("cluster on its leader: %+v", goals[2])
 	}
-	if !strings.Contains(r.Goals[4].Measured, "unavailable: exited \\| at start") && !strings.Contains(r.Goals[4].Measured, "unavailable: exited | at start") {
-		t.Errorf("unavailable cluster not reported: %q", r.Goals[4].Measured)
+	if !strings.Contains(goals[4].Measured, "unavailable: exited | at start") {
+		t.Errorf("unavailable cluster not reported: %q", goals[4].Measured)
 	}
-	r.BuildCharts()
+	charts := r.Charts()
 	for _, name := range []string{"conns.svg", "latency-p16.svg", "latency-p1.svg", "memory.svg", "keys-throughput.svg"} {
-		svg, ok := r.Charts[name]
+		svg, ok := charts[name]
 		if !ok {
 			t.Errorf("chart %s missing", name)
 			continue
@@ -137,14 +140,39 @@ func TestGoalsAndMarkdown(t *testing.T) {
 	}
 }
 
+// TestBenchfmt: a line per case, target and round in Go's benchmark
+// format (name, iterations, then value-unit pairs), and the memory figures.
+func TestBenchfmt(t *testing.T) {
+	out := sampleReport().Benchfmt()
+	line := regexp.MustCompile(`^Benchmark[^ ]+ \d+( [0-9.]+ [a-zA-Z0-9/-]+)+$`)
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "Benchmark") {
+			continue
+		}
+		n++
+		if !line.MatchString(l) {
+			t.Errorf("not a benchmark line: %q", l)
+		}
+	}
+	for _, s := range []string{"BenchmarkSuite/goal-p16/sluice-mem 1000 1111.1 ns/op 100000 p50-ns 500000 p99-ns\n",
+		"BenchmarkMemory/keys=1000000/sluice-mem 1 73.4 rss-B/key\n"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("lacks %q:\n%s", s, out)
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d lines:\n%s", n, out)
+	}
+}
+
 func TestReportWrite(t *testing.T) {
 	r := sampleReport()
-	r.EvaluateGoals()
 	dir := t.TempDir()
 	if err := r.Write(filepath.Join(dir, "results")); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"results/report.md", "results/results.json", "results/charts/conns.svg"} {
+	for _, f := range []string{"results/report.md", "results/results.json", "results/bench.txt", "results/charts/conns.svg"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
@@ -177,54 +205,29 @@ func TestReportWrite(t *testing.T) {
 	}
 }
 
-// TestSectionStamps: every section of the page names the run that
-// measured it (its time, sluice's commit, its rounds).
-func TestSectionStamps(t *testing.T) {
+// TestStamp: the page names the run and the commit that made it.
+func TestStamp(t *testing.T) {
 	r := sampleReport()
-	r.EvaluateGoals()
 	r.Machine.Sluice = "abc1234 (bin/sluice, built today)"
-	r.Engine = "BenchmarkX 1 ns/op"
-	md := r.Markdown("charts")
-	sections := strings.Split(md, "\n## ")[1:]
-	if len(sections) < 8 {
-		t.Fatalf("%d sections", len(sections))
-	}
-	for _, sec := range sections {
-		title, body, _ := strings.Cut(sec, "\n")
-		if title == "Machine" || title == "Reproduce" || title == "Method" {
-			continue
+	head, _, _ := strings.Cut(r.Markdown("charts"), "\n## ")
+	for _, s := range []string{"sluice abc1234", "`sluice-bench`", "2023-11-14 22:13 UTC", "Do not edit"} {
+		if !strings.Contains(head, s) {
+			t.Errorf("the stamp lacks %q:\n%s", s, head)
 		}
-		if !strings.HasPrefix(strings.TrimLeft(body, "\n"), "*Measured ") || !strings.Contains(body, "sluice abc1234") {
-			t.Errorf("section %q has no stamp: %.120q", title, body)
-		}
-	}
-	if !strings.Contains(md, " rounds.*") {
-		t.Error("no section names its rounds")
 	}
 }
 
 func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
-	if p := NewProgress(&buf, time.Second); p != nil {
-		t.Error("a short run off a terminal draws progress")
-	}
-	p := NewProgress(&buf, time.Minute)
-	p.Step("one", 30*time.Second)
-	p.Update(0.5, "x")
+	p := NewProgress(&buf)
+	p.Step("one", time.Second)
 	p.Finish("done one")
-	p.Step("two", 30*time.Second)
-	p.Finish("done two")
-	p.Log("note %d", 1)
-	p.Close()
-	out := buf.String()
-	if !strings.Contains(out, "[ 50%") || !strings.Contains(out, "[100%") || !strings.Contains(out, "two: done two") || strings.Contains(out, "\r") {
-		t.Errorf("progress off a terminal:\n%s", out)
+	if !strings.Contains(buf.String(), "one: done one") {
+		t.Errorf("progress: %q", buf.String())
 	}
 	var nilp *Progress
 	nilp.Step("x", 1)
-	nilp.Update(1, "")
 	nilp.Finish("")
-	nilp.Close()
 }
 
 func TestSuitePlan(t *testing.T) {

@@ -27,18 +27,18 @@ func (r *SlotRoute) Node(key []byte) int { return int(r.node[slots.Of(key)]) }
 // ClusterRoute asks the node at addr for CLUSTER SLOTS and returns the
 // route it describes; every slot must have a master.
 func ClusterRoute(ctx context.Context, addr string) (*SlotRoute, error) {
-	v, err := DoAt(ctx, addr, "CLUSTER", "SLOTS")
+	v, err := doAt(addr, "CLUSTER", "SLOTS")
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
 	}
 	r := &SlotRoute{}
 	covered := 0
-	for _, rng := range v.Array {
-		if len(rng.Array) < 3 || len(rng.Array[2].Array) < 2 {
+	for _, rng := range v.Elems {
+		if len(rng.Elems) < 3 || len(rng.Elems[2].Elems) < 2 {
 			return nil, fmt.Errorf("CLUSTER SLOTS: malformed range %v", rng)
 		}
-		first, last := rng.Array[0].Int, rng.Array[1].Int
-		master := rng.Array[2].Array
+		first, last := rng.Elems[0].Int, rng.Elems[1].Int
+		master := rng.Elems[2].Elems
 		a := master[0].Str + ":" + strconv.FormatInt(master[1].Int, 10)
 		i := slices.Index(r.Addrs, a)
 		if i < 0 {

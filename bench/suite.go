@@ -23,6 +23,19 @@ type Case struct {
 	Rounds   int         `json:"rounds"`
 	// Baseline is the target the ratios are taken against.
 	Baseline string `json:"baseline"`
+	// Goals are the throughput ratios this case must show.
+	Goals []Goal `json:"goals,omitempty"`
+}
+
+// Goal is a ratio a measurement must reach: Target's median throughput
+// over the case's baseline's (a case's goals), or the figure its section
+// says (memory per key, throughput with many keys). Min and Max bound it
+// (0: no bound).
+type Goal struct {
+	Target string  `json:"target"`
+	About  string  `json:"about"`
+	Min    float64 `json:"min,omitempty"`
+	Max    float64 `json:"max,omitempty"`
 }
 
 // TargetRun is one target's rounds of a case.
@@ -163,14 +176,6 @@ func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (Loa
 		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
 	}
 	o.Seed = uint64(round + 1)
-	planned := o.Duration
-	o.OnProgress = func(done int64, elapsed time.Duration) {
-		if planned <= 0 {
-			return
-		}
-		rate := float64(done) / max(elapsed.Seconds(), 1e-9)
-		r.Progress.Update((float64(o.Warmup)+float64(elapsed))/float64(planned+o.Warmup), FormatCount(rate)+"/s")
-	}
 	lr, err := RunLoad(ctx, c.Workload, t.Dialect, o)
 	if err != nil {
 		if aerr := t.Alive(); aerr != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // Algorithm names one of sluice's five limiter algorithms.
@@ -246,7 +248,7 @@ type Layer struct {
 // need the key's index, see AppendIndex.
 func (t Template) Append(b, key []byte) []byte {
 	b = append(b, t.Head...)
-	b = AppendBulk(b, key)
+	b = respwire.AppendBulk(b, key)
 	return append(b, t.Tail...)
 }
 
@@ -301,11 +303,11 @@ func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
 	if args == nil {
 		return Template{}, fmt.Errorf("unknown algorithm %q", a)
 	}
-	head := AppendArrayHeader(nil, len(args)+2)
-	head = AppendBulk(head, a.Command())
+	head := respwire.AppendArray(nil, len(args)+2)
+	head = respwire.AppendBulk(head, a.Command())
 	var tail []byte
 	for _, s := range args {
-		tail = AppendBulk(tail, s)
+		tail = respwire.AppendBulk(tail, s)
 	}
 	return Template{Head: head, Tail: tail}, nil
 }
@@ -314,12 +316,12 @@ func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
 // EXPIRE key window-in-seconds (the key again, as a layer of the same
 // key), two replies.
 func incrExpireTemplate(p Params) Template {
-	head := AppendBulk(AppendArrayHeader(nil, 3), "INCRBY")
-	tail := AppendBulk(nil, strconv.FormatInt(p.Cost, 10))
-	tail = AppendBulk(AppendArrayHeader(tail, 3), "EXPIRE")
+	head := respwire.AppendBulk(respwire.AppendArray(nil, 3), "INCRBY")
+	tail := respwire.AppendBulk(nil, strconv.FormatInt(p.Cost, 10))
+	tail = respwire.AppendBulk(respwire.AppendArray(tail, 3), "EXPIRE")
 	secs := max(int64(p.Period/time.Second), 1)
 	return Template{Head: head, Tail: tail, Replies: 2,
-		Layers: []Layer{{Div: 1, Tail: AppendBulk(nil, strconv.FormatInt(secs, 10))}}}
+		Layers: []Layer{{Div: 1, Tail: respwire.AppendBulk(nil, strconv.FormatInt(secs, 10))}}}
 }
 
 // allTemplate is AlgAll3's request: RL.ALL 3 TOKEN <user> limit rate cost
@@ -329,14 +331,14 @@ func incrExpireTemplate(p Params) Template {
 // all or nothing, charges neither of the others.
 func allTemplate(p Params) Template {
 	limitArgs := func(p Params) []byte {
-		b := AppendBulk(nil, strconv.FormatInt(p.Limit, 10))
-		b = AppendBulk(b, fmt.Sprintf("%d/%dms", p.RateN, p.Period.Milliseconds()))
-		return AppendBulk(b, strconv.FormatInt(p.Cost, 10))
+		b := respwire.AppendBulk(nil, strconv.FormatInt(p.Limit, 10))
+		b = respwire.AppendBulk(b, fmt.Sprintf("%d/%dms", p.RateN, p.Period.Milliseconds()))
+		return respwire.AppendBulk(b, strconv.FormatInt(p.Cost, 10))
 	}
-	algo := AppendBulk(nil, "TOKEN")
-	head := AppendArrayHeader(nil, 2+3*5)
-	head = AppendBulk(head, "RL.ALL")
-	head = AppendBulk(head, "3")
+	algo := respwire.AppendBulk(nil, "TOKEN")
+	head := respwire.AppendArray(nil, 2+3*5)
+	head = respwire.AppendBulk(head, "RL.ALL")
+	head = respwire.AppendBulk(head, "3")
 	head = append(head, algo...)
 	up := AllowParams(AlgToken, p.Cost)
 	tail := append(limitArgs(p), algo...)
@@ -376,7 +378,7 @@ func (EchoDialect) Name() string { return "ECHO key (no limiter: the ceiling)" }
 
 // Template implements Dialect.
 func (EchoDialect) Template(Algorithm, Params) (Template, error) {
-	return Template{Head: AppendBulk(AppendArrayHeader(nil, 2), "ECHO")}, nil
+	return Template{Head: respwire.AppendBulk(respwire.AppendArray(nil, 2), "ECHO")}, nil
 }
 
 // LuaDialect spells requests as EVALSHA of the scripts in lua/, loaded into
@@ -420,13 +422,13 @@ func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
 	if d.Anchor {
 		args = args[:2]
 	}
-	head := AppendArrayHeader(nil, len(args)+4)
-	head = AppendBulk(head, "EVALSHA")
-	head = AppendBulk(head, sha)
-	head = AppendBulk(head, "1")
+	head := respwire.AppendArray(nil, len(args)+4)
+	head = respwire.AppendBulk(head, "EVALSHA")
+	head = respwire.AppendBulk(head, sha)
+	head = respwire.AppendBulk(head, "1")
 	var tail []byte
 	for _, s := range args {
-		tail = AppendBulk(tail, s)
+		tail = respwire.AppendBulk(tail, s)
 	}
 	return Template{Head: head, Tail: tail}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 func TestSluiceTemplates(t *testing.T) {
@@ -24,7 +26,7 @@ func TestSluiceTemplates(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := string(tpl.Append(nil, []byte("k")))
-		if want := string(AppendCommand(nil, c.want...)); got != want {
+		if want := string(respwire.AppendCommand(nil, c.want...)); got != want {
 			t.Errorf("%s: %q, want %q", c.a, got, want)
 		}
 	}
@@ -36,7 +38,7 @@ func TestLuaTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(tpl.Append(nil, []byte("k")))
-	want := string(AppendCommand(nil, "EVALSHA", ScriptSHA("token_bucket.lua"), "1", "k", "100", "10", "2"))
+	want := string(respwire.AppendCommand(nil, "EVALSHA", ScriptSHA("token_bucket.lua"), "1", "k", "100", "10", "2"))
 	if got != want {
 		t.Errorf("token: %q, want %q", got, want)
 	}
@@ -44,7 +46,7 @@ func TestLuaTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = string(AppendCommand(nil, "EVALSHA", ScriptSHA("sliding_log.lua"), "1", "k", "3", "60000", "1"))
+	want = string(respwire.AppendCommand(nil, "EVALSHA", ScriptSHA("sliding_log.lua"), "1", "k", "3", "60000", "1"))
 	if got := string(tpl.Append(nil, []byte("k"))); got != want {
 		t.Errorf("log: %q, want %q", got, want)
 	}
@@ -52,7 +54,7 @@ func TestLuaTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = string(AppendCommand(nil, "EVALSHA", ScriptSHA(AnchorScript), "1", "k", "4", "0.06666666666666667"))
+	want = string(respwire.AppendCommand(nil, "EVALSHA", ScriptSHA(AnchorScript), "1", "k", "4", "0.06666666666666667"))
 	if got := string(tpl.Append(nil, []byte("k"))); got != want {
 		t.Errorf("anchor: %q, want %q", got, want)
 	}
@@ -231,7 +233,7 @@ func TestAllTemplate(t *testing.T) {
 			"TOKEN", "p:g:000123456789", "1099511627776", "1/60000ms", "2"}},
 	} {
 		got := string(c.tpl.AppendIndex(nil, c.prefix, c.i))
-		if want := string(AppendCommand(nil, c.want...)); got != want {
+		if want := string(respwire.AppendCommand(nil, c.want...)); got != want {
 			t.Errorf("%s%d:\n got %q\nwant %q", c.prefix, c.i, got, want)
 		}
 	}

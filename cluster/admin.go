@@ -67,6 +67,57 @@ func (n *Node) Status() [][2]string {
 		{"cluster_version", strconv.FormatUint(uint64(n.fsm.clusterVersion()), 10)},
 		{"cluster_version_supported", strconv.FormatUint(uint64(SupportedVersion), 10)},
 		{"apply_error", n.applyError()},
+		{"removed", boolField(n.removed.Load())},
+	}
+}
+
+// boolField is a RAFT.STATUS flag: "1" or "0".
+func boolField(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// hasServer reports whether servers has id.
+func hasServer(servers []raft.Server, id string) bool {
+	for _, s := range servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// noteRemoved looks at the group's latest configuration (what this node's
+// log holds, committed or not: the leader replicates the entry that
+// removes a member to it before it stops replicating to it) and sets
+// removed when it lacks this node, which was a member: a configuration
+// since the start had it, or the log's at start did not (removed while it
+// was down). A node waiting to be joined has none; one being joined
+// catches up through configurations without it, but was never a member.
+// Removed stops this node serving the group (Execute, Ready); a later
+// configuration that has it again (a new RAFT.JOIN) clears it.
+func (n *Node) noteRemoved() {
+	f := n.raft.GetConfiguration() // answered at once: Raft's latest configuration
+	if f.Error() != nil {
+		return
+	}
+	servers := f.Configuration().Servers
+	if hasServer(servers, n.cfg.ID) {
+		n.member.Store(true)
+		n.lackedAtStart.Store(false)
+		if n.removed.Swap(false) {
+			n.log.Info("this node is a member of the group again", "group", n.group)
+		}
+		return
+	}
+	if len(servers) == 0 || !(n.member.Load() || n.lackedAtStart.Load()) {
+		return
+	}
+	if !n.removed.Swap(true) {
+		n.log.Warn("this node was removed from the group's configuration (RAFT.REMOVE): it serves the group no more; wipe its data dir and RAFT.JOIN it to serve again",
+			"group", n.group)
 	}
 }
 

@@ -173,15 +173,10 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-cha
 	}
 }
 
-// submit queues ops and waits for their results, until the deadline timer
-// fires or ctx ends. It returns errRetry when the batch was certainly not
-// applied and may be routed again.
-func (b *batcher) submit(ctx context.Context, deadline <-chan time.Time, ops []engine.Op, results []engine.Result) error {
-	return b.submitID(ctx, deadline, codec.BatchID{}, ops, results)
-}
-
-// submitID is submit for a batch with an ID (zero for none), which the
-// FSM applies at most once.
+// submitID queues ops and waits for their results, until the deadline
+// timer fires or ctx ends. It returns errRetry when the batch was certainly
+// not applied and may be routed again. A batch with an ID (zero for none)
+// is applied at most once by the FSM.
 func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
 	req, err := b.enqueue(ctx, deadline, id, ops, results)
 	if err != nil {

@@ -38,7 +38,7 @@ func TestSingleNode(t *testing.T) {
 	}
 	st := n.Status()
 	want := []string{"id", "role", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "members", "voters", "nonvoters",
-		"cluster_version", "cluster_version_supported", "apply_error"}
+		"cluster_version", "cluster_version_supported", "apply_error", "removed"}
 	if len(st) != len(want) {
 		t.Fatalf("status = %v, want the fields %v", st, want)
 	}

@@ -132,6 +132,10 @@ type Config struct {
 	// supports in the version poll instead of SupportedVersion (tests: a
 	// member of an older release).
 	advertiseVersion uint32
+	// bootstrapVersion, when set, is the cluster version a group this node
+	// bootstraps starts at instead of advertisedVersion (tests: a cluster
+	// bootstrapped by an older release, upgraded in place).
+	bootstrapVersion uint32
 }
 
 // Defaults.

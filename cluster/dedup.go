@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/engine"
 )
 
 // At-most-once forwarding.
@@ -18,8 +20,8 @@ import (
 // deadline allows. Every replica's FSM remembers the IDs of the forwarded
 // batches it applied, with the log time (the entry's leader stamp) at which
 // they applied, and skips a batch whose ID it has seen: its caller gets
-// UNCERTAIN (errDuplicateBatch), since the first copy's results are not
-// kept. Whatever copy applies first is the one that counts; the set is part
+// the first copy's results from the reply cache (below), or UNCERTAIN
+// (errDuplicateBatch) when this replica has none. Whatever copy applies first is the one that counts; the set is part
 // of the replicated state (it changes only as entries apply, and travels
 // in snapshots), so a new leader skips the same copies the old one would.
 //
@@ -156,4 +158,98 @@ func restoreDedup(meta [][2]string) (*dedupSet, error) {
 		s.pop()
 	}
 	return s, nil
+}
+
+// The reply cache. The set above makes a re-sent batch apply at most once;
+// the cache gives its sender the first copy's results. Every replica keeps
+// the results of the forwarded batches it applied lately, by batch ID,
+// encoded as the forwarding wire carries them (codec.AppendResults: bytes
+// the garbage collector need not scan, about 10 to 20 per result), filled
+// as entries apply, like the set; so whichever node leads when the re-send
+// arrives answers it with what the first copy decided: the same leader, or
+// a new one that applied the first copy as a follower. A replica that
+// never applied the first copy itself (it restored a snapshot past it) has
+// no reply, and the re-send is answered UNCERTAIN (errDuplicateBatch): the
+// only outcome no node can tell.
+//
+// The cache is memory only, never in a snapshot, and bounded: a reply is
+// dropped replyWindow of log time after its batch applied (a follower
+// re-sends for at most fwdResendWindow after its first write), or sooner
+// once the replies kept take more than replyMaxBytes or outnumber
+// dedupMax (so at most about replyMaxBytes per group and replica, whatever
+// the load; under a load that fills it faster, the window shrinks and a
+// late re-send is answered UNCERTAIN as before).
+const (
+	replyWindow   = 15 * time.Second
+	replyMaxBytes = 32 << 20
+	// replyOverhead is what a kept reply costs besides its bytes: its map
+	// entry and its place in the FIFO.
+	replyOverhead = 96
+)
+
+// replyRec is one kept reply, in the cache's FIFO.
+type replyRec struct {
+	id    codec.BatchID
+	stamp int64
+	size  int64
+}
+
+// replyCache is a replica's recent replies. It is owned by the FSM
+// goroutine; bytes and batches are read by the metrics.
+type replyCache struct {
+	m       map[codec.BatchID][]byte // the encoded results
+	order   []replyRec               // a FIFO: order[head:] are live, oldest first
+	head    int
+	scratch []byte // keep's encoding buffer
+	bytes   atomic.Int64
+	batches atomic.Int64
+}
+
+func newReplyCache() *replyCache {
+	return &replyCache{m: make(map[codec.BatchID][]byte)}
+}
+
+// keep stores b, which the cache owns from now on, as the encoded reply of
+// batch id applied at log time stamp, and drops what is past the bounds.
+func (c *replyCache) keep(id codec.BatchID, stamp int64, b []byte) {
+	if _, ok := c.m[id]; ok {
+		return
+	}
+	size := int64(len(b)) + replyOverhead
+	c.m[id] = b
+	c.order = append(c.order, replyRec{id: id, stamp: stamp, size: size})
+	c.bytes.Add(size)
+	c.batches.Add(1)
+	c.expire(stamp)
+}
+
+// get decodes the reply kept for batch id, whose ops are ops, into rs,
+// which must have as many results as the batch had ops; false when none is
+// kept (or it does not fit rs).
+func (c *replyCache) get(id codec.BatchID, ops []engine.Op, rs []engine.Result) bool {
+	b, ok := c.m[id]
+	return ok && codec.DecodeResults(b, ops, rs, sentinels) == nil
+}
+
+// expire drops the replies older than replyWindow at log time now, and
+// the oldest while the cache holds more than replyMaxBytes or more
+// batches than the set remembers (a re-send of a batch the set forgot
+// applies again: its reply is of no use).
+func (c *replyCache) expire(now int64) {
+	for c.head < len(c.order) {
+		r := c.order[c.head]
+		if r.stamp >= now-int64(replyWindow) && c.bytes.Load() <= replyMaxBytes && c.batches.Load() <= dedupMax {
+			break
+		}
+		delete(c.m, r.id)
+		c.bytes.Add(-r.size)
+		c.batches.Add(-1)
+		c.order[c.head] = replyRec{}
+		c.head++
+	}
+	if c.head > 1024 && c.head*2 > len(c.order) {
+		n := copy(c.order, c.order[c.head:])
+		clear(c.order[n:])
+		c.order, c.head = c.order[:n], 0
+	}
 }

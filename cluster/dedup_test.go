@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -127,7 +129,9 @@ func TestDedupSet(t *testing.T) {
 }
 
 // TestFSMAppliesBatchOnce: a batch ID applies once, in the same entry, in a
-// later one, and after a snapshot is restored on another replica.
+// later one, and after a snapshot is restored on another replica; a
+// re-send is answered with the first copy's results where the replica
+// applied it (the reply cache), else errDuplicateBatch.
 func TestFSMAppliesBatchOnce(t *testing.T) {
 	eng := engine.New(engine.Config{Stripes: 4})
 	f := newFSM(eng, testLogger(t), nil)
@@ -139,11 +143,20 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	f.await(entryID(data))
 	rs, ok := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).([]engine.Result)
 	f.forget(entryID(data), 0)
-	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || rs[2].Err != errDuplicateBatch {
+	if !ok || len(rs) != 3 || !rs[0].Allowed || !rs[1].Allowed || !reflect.DeepEqual(rs[2], rs[1]) {
 		t.Fatalf("results %+v", rs)
 	}
-	// A later entry with the same ID: skipped.
-	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: batchEntry(stamp+1, []codec.BatchID{testID(1)}, [][]engine.Op{a})})
+	// A later entry with the same ID: skipped, answered from the cache.
+	data = batchEntry(stamp+1, []codec.BatchID{testID(1)}, [][]engine.Op{a})
+	f.await(entryID(data))
+	again, _ := f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: data}).([]engine.Result)
+	f.forget(entryID(data), 0)
+	if len(again) != 1 || !reflect.DeepEqual(again[0], rs[1]) {
+		t.Fatalf("re-send: %+v, want the first copy's %+v", again, rs[1])
+	}
+	if f.replies.batches.Load() != 1 || f.replies.bytes.Load() <= replyOverhead {
+		t.Fatalf("cache: %d batches, %d bytes", f.replies.batches.Load(), f.replies.bytes.Load())
+	}
 	peek := func(e *engine.Engine, key string) int64 {
 		res := make([]engine.Result, 1)
 		e.Apply(stamp+2, []engine.Op{{Code: engine.OpPeek, Key: []byte(key)}}, res)
@@ -170,9 +183,50 @@ func TestFSMAppliesBatchOnce(t *testing.T) {
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: batchEntry(stamp+2, []codec.BatchID{testID(1), testID(2)}, [][]engine.Op{a, a})})
+	data = batchEntry(stamp+2, []codec.BatchID{testID(1), testID(2)}, [][]engine.Op{a, a})
+	f2.await(entryID(data))
+	rs2, _ := f2.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: data}).([]engine.Result)
+	f2.forget(entryID(data), 0)
 	if got := peek(eng2, "a"); got != tokenRule.Limit-2 {
 		t.Fatalf("restored replica: a remaining %d, want %d (ID 1 skipped, ID 2 applied)", got, tokenRule.Limit-2)
+	}
+	// The replica never applied ID 1 itself: no reply to give.
+	if len(rs2) != 2 || rs2[0].Err != errDuplicateBatch || !rs2[1].Allowed {
+		t.Fatalf("restored replica's results %+v", rs2)
+	}
+}
+
+// TestReplyCacheBounds: replies are dropped replyWindow of log time after
+// they applied, and the oldest first once they take replyMaxBytes.
+func TestReplyCacheBounds(t *testing.T) {
+	c := newReplyCache()
+	t0 := int64(1e18)
+	enc := func(rs ...engine.Result) []byte { return codec.AppendResults(nil, make([]engine.Op, len(rs)), rs) }
+	got := make([]engine.Result, 1)
+	c.keep(testID(1), t0, enc(engine.Result{Allowed: true}))
+	c.keep(testID(2), t0+int64(replyWindow)/2, enc(engine.Result{Allowed: true}))
+	if !c.get(testID(1), make([]engine.Op, len(got)), got) || !got[0].Allowed || c.batches.Load() != 2 {
+		t.Fatal("a fresh reply is not kept")
+	}
+	if c.get(testID(1), make([]engine.Op, 2), make([]engine.Result, 2)) {
+		t.Fatal("a reply decoded into results of another length")
+	}
+	c.keep(testID(3), t0+int64(replyWindow)+1, enc(engine.Result{Remaining: 7, Err: engine.ErrWrongType}))
+	if c.get(testID(1), make([]engine.Op, len(got)), got) {
+		t.Fatal("a reply older than the window is kept")
+	}
+	if !c.get(testID(3), make([]engine.Op, len(got)), got) || got[0].Remaining != 7 || got[0].Err != engine.ErrWrongType || c.batches.Load() != 2 {
+		t.Fatalf("after expiry: %+v, %d batches", got[0], c.batches.Load())
+	}
+	big := enc(engine.Result{Value: make([]byte, replyMaxBytes/2)})
+	for i := range 4 {
+		c.keep(testID(byte(10+i)), t0+int64(replyWindow)+2, big)
+	}
+	if c.bytes.Load() > replyMaxBytes || c.batches.Load() != 1 {
+		t.Fatalf("over the memory bound: %d batches, %d bytes", c.batches.Load(), c.bytes.Load())
+	}
+	if !c.get(testID(13), make([]engine.Op, len(got)), got) {
+		t.Fatal("the newest reply was dropped")
 	}
 }
 
@@ -202,8 +256,9 @@ func (c breakOnReply) Read(p []byte) (int, error) {
 
 // TestResentBatchChargesOnce: a follower's forwarded batch whose
 // connection breaks after it was written (and applied) is sent again on a
-// new connection with the same ID; the FSM skips it, the reply is
-// UNCERTAIN, and the key is charged once on every replica.
+// new connection with the same ID; the FSM skips it, the reply is the
+// first copy's (the leader's reply cache), and the key is charged once on
+// every replica.
 func TestResentBatchChargesOnce(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	leader := tc.leader()
@@ -224,8 +279,8 @@ func TestResentBatchChargesOnce(t *testing.T) {
 	if !broke.Load() || dials.Load() < 2 {
 		t.Fatalf("the connection did not break after the write (broke %v, %d dials)", broke.Load(), dials.Load())
 	}
-	if err != errDuplicateBatch {
-		t.Fatalf("err = %v, want %v", err, errDuplicateBatch)
+	if err != nil || !res[0].Allowed || res[0].Remaining != tokenRule.Limit-1 {
+		t.Fatalf("re-sent batch: %+v, %v; want the first copy's reply (allowed, remaining %d)", res[0], err, tokenRule.Limit-1)
 	}
 	tc.waitConverged(leader)
 	for i, e := range tc.engines {
@@ -329,5 +384,87 @@ func TestFSMAwaitedByID(t *testing.T) {
 	f.forget(entryID(data), 0)
 	if rs := apply(4); rs != nil || len(f.awaited) != 0 {
 		t.Fatalf("forgotten entry still awaited: %+v, %v", rs, f.awaited)
+	}
+}
+
+// hookOnReply runs hook when the first reply arrives, then breaks the
+// connection instead of delivering it.
+type hookOnReply struct {
+	net.Conn
+	once *sync.Once
+	hook func()
+}
+
+func (c hookOnReply) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		hit := false
+		c.once.Do(func() { hit = true })
+		if hit {
+			c.hook()
+			c.Conn.Close()
+			return 0, io.ErrUnexpectedEOF
+		}
+	}
+	return n, err
+}
+
+// TestResentBatchAnsweredByNewLeader: the leader applies a forwarded
+// batch, the follower's connection breaks before the reply arrives, and
+// the leadership moves to the follower itself before it sends the batch
+// again: the new leader applied the first copy as a follower, so it
+// answers the re-send with that copy's results, and the key is charged
+// once.
+func TestResentBatchAnsweredByNewLeader(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	leader := tc.leader()
+	f := (leader + 1) % 3
+	exec(t, tc.nodes[f], decide("moved", tokenRule, 2)) // a reply to tell from a fresh decision
+	var once sync.Once
+	tc.nodes[f].fwd.wrap = func(c net.Conn) net.Conn {
+		return hookOnReply{Conn: c, once: &once, hook: func() {
+			// On the forward client's reader goroutine: no t.Fatal here.
+			// The follower has applied what the leader has (the entry
+			// committed before the leader answered); move the leadership
+			// to it from whichever node leads now.
+			err := testkit.Poll(5*time.Second, 5*time.Millisecond, func() error {
+				for i, n := range tc.nodes {
+					if k, _ := n.route(); k == routeLocal && i != f {
+						if a, b := tc.nodes[f].fsm.applied.Load(), n.fsm.applied.Load(); a < b {
+							return fmt.Errorf("follower applied %d of %d", a, b)
+						}
+						return n.Transfer(context.Background(), tc.cfgs[f].ID)
+					}
+				}
+				if k, _ := tc.nodes[f].route(); k == routeLocal {
+					return nil // it leads already
+				}
+				return errors.New("no ready leader")
+			})
+			if err != nil {
+				t.Errorf("moving the leadership to the follower: %v", err)
+			}
+		}}
+	}
+	tc.nodes[f].fwd.close()
+	tc.nodes[f].fwd.mu.Lock()
+	tc.nodes[f].fwd.closed = false
+	tc.nodes[f].fwd.mu.Unlock()
+
+	res := make([]engine.Result, 1)
+	err := tc.nodes[f].Execute(context.Background(), []engine.Op{decide("moved", tokenRule, 1)}, res)
+	if k, _ := tc.nodes[f].route(); k != routeLocal {
+		t.Fatalf("the leadership did not move to the follower (route %d)", k)
+	}
+	if err != nil || !res[0].Allowed || res[0].Remaining != tokenRule.Limit-3 {
+		t.Fatalf("re-sent batch: %+v, %v; want the first copy's reply (allowed, remaining %d)", res[0], err, tokenRule.Limit-3)
+	}
+	tc.waitConverged(f)
+	for i, e := range tc.engines {
+		rs := make([]engine.Result, 1)
+		e.Apply(tc.clock.now(), []engine.Op{{Code: engine.OpPeek, Key: []byte("moved")}}, rs)
+		if rs[0].Remaining != tokenRule.Limit-3 {
+			t.Fatalf("node %d: remaining %d, want %d", i+1, rs[0].Remaining, tokenRule.Limit-3)
+		}
 	}
 }

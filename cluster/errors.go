@@ -67,6 +67,10 @@ func lostQuorumError(timeout time.Duration) error {
 // have applied.
 var errDuplicateBatch error = errcode.New(errcode.DuplicateBatch)
 
+// ErrRemoved: this node was removed from its group's configuration
+// (RAFT.REMOVE); it serves the group no more.
+var ErrRemoved error = errcode.New(errcode.Removed)
+
 // notLeaderError answers an admin command sent to a follower; leader is
 // the leader's RESP address, empty when unknown.
 func notLeaderError(leader string) error {

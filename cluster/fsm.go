@@ -42,6 +42,9 @@ type fsm struct {
 	// dedup is the set of forwarded batches applied (dedup.go); owned by
 	// the FSM goroutine like the engine's state.
 	dedup *dedupSet
+	// replies keeps the results of the forwarded batches applied lately
+	// (dedup.go); owned by the FSM goroutine, not in snapshots.
+	replies *replyCache
 
 	// version is the cluster version the log has reached (version.go):
 	// BaseVersion until a version entry applies. needs is the gate's
@@ -121,7 +124,7 @@ const (
 
 func newFSM(eng *engine.Engine, log *slog.Logger, hook func()) *fsm {
 	f := &fsm{eng: eng, log: log, hook: hook, leaders: make(map[string]codec.Leader), awaited: make(map[uint64]int),
-		outcomes: make(map[uint64]entryOutcome), dedup: newDedupSet(), needs: opNeedsTable()}
+		outcomes: make(map[uint64]entryOutcome), dedup: newDedupSet(), replies: newReplyCache(), needs: opNeedsTable()}
 	f.version.Store(BaseVersion)
 	return f
 }
@@ -273,7 +276,9 @@ func (f *fsm) raiseVersion(index uint64, v uint32) error {
 
 // applyBatch applies a batch entry's ops at one instant, but for the
 // forwarded requests whose batch ID was applied already: their ops are
-// skipped, and their results say errDuplicateBatch.
+// skipped, and their results are the first copy's from the reply cache,
+// or errDuplicateBatch when this replica has none (dedup.go). The results
+// of the requests it applies are kept in the cache.
 func (f *fsm) applyBatch(e codec.Entry, results []engine.Result) {
 	var dups []codec.Span
 	for _, sp := range e.Spans {
@@ -283,33 +288,80 @@ func (f *fsm) applyBatch(e codec.Entry, results []engine.Result) {
 	}
 	if len(dups) == 0 {
 		f.eng.Apply(e.Stamp, e.Ops, results)
+	} else {
+		// Rare (a re-sent batch): apply the others, then scatter their results.
+		skip := make([]bool, len(e.Ops))
+		for _, sp := range dups {
+			for i := sp.Off; i < sp.Off+sp.N; i++ {
+				skip[i] = true
+			}
+		}
+		ops := make([]engine.Op, 0, len(e.Ops))
+		for i := range e.Ops {
+			if !skip[i] {
+				ops = append(ops, e.Ops[i])
+			}
+		}
+		sub := make([]engine.Result, len(ops))
+		if len(ops) > 0 {
+			f.eng.Apply(e.Stamp, ops, sub)
+		}
+		j := 0
+		for i := range results {
+			if !skip[i] {
+				results[i] = sub[j]
+				j++
+			}
+		}
+	}
+	f.keepReplies(e, dups, results)
+	for _, sp := range dups {
+		if f.replies.get(sp.ID, e.Ops[sp.Off:sp.Off+sp.N], results[sp.Off:sp.Off+sp.N]) {
+			f.metrics.resent(true)
+			continue
+		}
+		f.metrics.resent(false)
+		for i := sp.Off; i < sp.Off+sp.N; i++ {
+			results[i] = engine.Result{Err: errDuplicateBatch}
+		}
+	}
+}
+
+// keepReplies encodes the results of the entry's forwarded requests that
+// applied (not dups) into the reply cache: one allocation for the entry.
+func (f *fsm) keepReplies(e codec.Entry, dups []codec.Span, results []engine.Result) {
+	c := f.replies
+	type kept struct {
+		id       codec.BatchID
+		from, to int
+	}
+	var spans [16]kept
+	ks := spans[:0]
+	b := c.scratch[:0]
+spans:
+	for _, sp := range e.Spans {
+		if sp.ID == (codec.BatchID{}) {
+			continue
+		}
+		for _, d := range dups {
+			if d.Off == sp.Off {
+				continue spans
+			}
+		}
+		from := len(b)
+		b = codec.AppendResults(b, e.Ops[sp.Off:sp.Off+sp.N], results[sp.Off:sp.Off+sp.N])
+		ks = append(ks, kept{sp.ID, from, len(b)})
+	}
+	if len(ks) == 0 {
 		return
 	}
-	// Rare (a re-sent batch): apply the others, then scatter their results.
-	skip := make([]bool, len(e.Ops))
-	for _, sp := range dups {
-		for i := sp.Off; i < sp.Off+sp.N; i++ {
-			skip[i] = true
-		}
+	own := make([]byte, len(b))
+	copy(own, b)
+	if cap(b) <= maxScratch*64 {
+		c.scratch = b[:0]
 	}
-	ops := make([]engine.Op, 0, len(e.Ops))
-	for i := range e.Ops {
-		if !skip[i] {
-			ops = append(ops, e.Ops[i])
-		}
-	}
-	sub := make([]engine.Result, len(ops))
-	if len(ops) > 0 {
-		f.eng.Apply(e.Stamp, ops, sub)
-	}
-	j := 0
-	for i := range results {
-		if skip[i] {
-			results[i] = engine.Result{Err: errDuplicateBatch}
-		} else {
-			results[i] = sub[j]
-			j++
-		}
+	for _, k := range ks {
+		c.keep(k.id, e.Stamp, own[k.from:k.to:k.to])
 	}
 }
 
@@ -388,6 +440,14 @@ func (f *fsm) outcome(id, index, restores uint64) (int, []engine.Result) {
 	return outcomeNotApplied, nil
 }
 
+// knowsLeaders reports whether the log has announced any member's
+// addresses: a leader of the group was ready once (becomeReady).
+func (f *fsm) knowsLeaders() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.leaders) > 0
+}
+
 // leader returns what the log says about id's addresses.
 func (f *fsm) leader(id string) (codec.Leader, bool) {
 	f.mu.RLock()
@@ -397,7 +457,7 @@ func (f *fsm) leader(id string) (codec.Leader, bool) {
 }
 
 // Snapshot implements raft.FSM. It runs on the FSM goroutine, so no Apply
-// runs meanwhile: it copies every shard (ExportShard copies keys and logs)
+// runs meanwhile: it copies every stripe (ExportStripe copies keys and logs)
 // and leaves the encoding to Persist, which runs concurrently with later
 // Applies. The copy is the only part that stalls decisions.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

@@ -58,6 +58,8 @@ type Host struct {
 	// started holds h.nodes once every group runs (for peers, which the
 	// groups call from their own goroutines).
 	started atomic.Pointer[[]*Node]
+	// servedOnce: every group was ready once since the start (Starting).
+	servedOnce atomic.Bool
 }
 
 // NewHost starts a host with one group per engine (len(engines) groups,
@@ -189,7 +191,7 @@ func (h *Host) routeOp(op *engine.Op) (int, opRouting) {
 		}
 		// The RESP server checked that every limit of RL.ALL is in one
 		// group; every key of a rate limit request carries its domain as
-		// the hash tag (rls/decision), so they share one slot.
+		// the hash tag (rls.HashTag), so they share one slot.
 		key = op.All[0].Key
 	}
 	return h.table.Group(slots.Of(key)), toOne
@@ -483,6 +485,24 @@ func (h *Host) Ready() error {
 			return fmt.Errorf("group %d: %w", g, err)
 		}
 	}
+	return nil
+}
+
+// Starting implements resp.Starter: ErrLoading until every group was
+// ready (Ready) once since the host started, then nil for good; PING, INFO
+// and CLUSTER INFO answer as a loading node meanwhile (ErrRemoved instead
+// on a node started after its removal).
+func (h *Host) Starting() error {
+	if h.servedOnce.Load() {
+		return nil
+	}
+	if err := h.Ready(); err != nil {
+		if errors.Is(err, ErrRemoved) {
+			return ErrRemoved // it will not serve: no LOADING
+		}
+		return ErrLoading
+	}
+	h.servedOnce.Store(true)
 	return nil
 }
 

@@ -27,6 +27,11 @@ type nodeMetrics struct {
 	// resolvedVec counts entries whose leadership was lost after Raft
 	// appended them, by what their resolution found (batcher.go, resolve).
 	resolvedVec *prometheus.CounterVec
+	// resentCached and resentLost count the re-sent forwarded batches
+	// found applied already, answered from the reply cache or not
+	// (dedup.go).
+	resentCached, resentLost prometheus.Counter
+	resentVec                *prometheus.CounterVec
 }
 
 func newNodeMetrics() *nodeMetrics {
@@ -66,6 +71,12 @@ func newNodeMetrics() *nodeMetrics {
 		Name: "sluice_handover_resolved_entries_total",
 		Help: "Entries this node handed to Raft as leader and lost the leadership of before they committed, by outcome learned from the log: applied (answered with their results), not_applied (routed again to the new leader) or unknown (answered UNCERTAIN).",
 	}, []string{"outcome"})
+	resent := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_forward_resent_applied_total",
+		Help: "Re-sent forwarded batches (after a broken connection) that had applied already, by reply: cached (answered with the first copy's results) or lost (answered UNCERTAIN: this replica kept no reply).",
+	}, []string{"reply"})
+	m.resentVec = resent
+	m.resentCached, m.resentLost = resent.WithLabelValues("cached"), resent.WithLabelValues("lost")
 	m.snapCapture = m.snapshots.WithLabelValues("capture")
 	m.snapPersist = m.snapshots.WithLabelValues("persist")
 	return m
@@ -100,6 +111,18 @@ func (m *nodeMetrics) resolved(outcome int) {
 	m.resolvedVec.WithLabelValues(label).Inc()
 }
 
+// resent counts a re-sent batch found applied, answered from the reply
+// cache or not.
+func (m *nodeMetrics) resent(cached bool) {
+	switch {
+	case m == nil:
+	case cached:
+		m.resentCached.Inc()
+	default:
+		m.resentLost.Inc()
+	}
+}
+
 // forwarded counts one batch of ops sent to the leader.
 func (m *nodeMetrics) forwarded(ops int) {
 	if m != nil {
@@ -131,6 +154,10 @@ var (
 		"1 when this node stopped applying the group's log at an entry it cannot apply (RAFT.STATUS apply_error says why): it serves the group no more.", nil, nil)
 	descClusterVersion = prometheus.NewDesc("sluice_cluster_version",
 		"The cluster version the group's log has reached.", nil, nil)
+	descReplyCacheBytes = prometheus.NewDesc("sluice_forward_reply_cache_bytes",
+		"About the memory the replies of recently applied forwarded batches take (kept to answer their re-sends; at most 32 MiB).", nil, nil)
+	descReplyCacheBatches = prometheus.NewDesc("sluice_forward_reply_cache_batches",
+		"Forwarded batches whose replies this replica keeps (for 15 s of log time at most).", nil, nil)
 	descClusterVersionSupported = prometheus.NewDesc("sluice_cluster_version_supported",
 		"The highest cluster version this binary supports.", nil, nil)
 )
@@ -145,7 +172,7 @@ func (n *Node) Collector() prometheus.Collector { return nodeCollector{n} }
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied,
 		descRaftLastIndex, descRaftLastContact, descRaftLeader, descRaftCommitted, descRaftCommittedOps,
-		descApplyHalted, descClusterVersion, descClusterVersionSupported} {
+		descApplyHalted, descClusterVersion, descClusterVersionSupported, descReplyCacheBytes, descReplyCacheBatches} {
 		ch <- d
 	}
 	m := c.n.metrics
@@ -156,6 +183,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	m.fwdBatches.Describe(ch)
 	m.fwdOps.Describe(ch)
 	m.resolvedVec.Describe(ch)
+	m.resentVec.Describe(ch)
 }
 
 func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -193,6 +221,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descApplyHalted, halted)
 	gauge(descClusterVersion, float64(n.fsm.clusterVersion()))
 	gauge(descClusterVersionSupported, float64(SupportedVersion))
+	gauge(descReplyCacheBytes, float64(n.fsm.replies.bytes.Load()))
+	gauge(descReplyCacheBatches, float64(n.fsm.replies.batches.Load()))
 	entries, ops := n.commitStats()
 	ch <- prometheus.MustNewConstMetric(descRaftCommitted, prometheus.CounterValue, float64(entries))
 	ch <- prometheus.MustNewConstMetric(descRaftCommittedOps, prometheus.CounterValue, float64(ops))
@@ -204,6 +234,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	m.fwdBatches.Collect(ch)
 	m.fwdOps.Collect(ch)
 	m.resolvedVec.Collect(ch)
+	m.resentVec.Collect(ch)
 }
 
 // readyLag is how many committed entries a node may have left to apply and
@@ -212,11 +243,13 @@ const readyLag = 256
 
 // versionSettle is how long after its start a node reports itself not
 // ready while its group runs an older cluster version than it supports: a
-// new cluster starts at version 1 and its leaders raise it within a second
-// or two (version.go), and until then the commands of later releases are
-// refused, so a probe that waits for readiness (a load balancer, systemd,
-// Kubernetes) should not send traffic yet. In a cluster that stays mixed
-// (a rolling upgrade), the node is ready after versionSettle anyway.
+// node joined to a cluster, or a cluster upgraded from an older release,
+// waits for its leaders to raise the version (version.go; a cluster this
+// release bootstrapped starts at its version), and until then the commands
+// of later releases are refused, so a probe that waits for readiness (a
+// load balancer, systemd, Kubernetes) should not send traffic yet. In a
+// cluster that stays mixed (a rolling upgrade), the node is ready after
+// versionSettle anyway.
 const versionSettle = 5 * time.Second
 
 // Ready reports whether the node can serve commands now (the /readyz
@@ -231,6 +264,9 @@ func (n *Node) Ready() error {
 	}
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
+	}
+	if n.removed.Load() {
+		return ErrRemoved
 	}
 	kind, _ := n.route()
 	if kind == routeWait && n.transferring.Load() > 0 {
@@ -249,7 +285,7 @@ func (n *Node) Ready() error {
 	if commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex(); commit > applied+readyLag {
 		return fmt.Errorf("catching up: applied index %d, commit index %d", applied, commit)
 	}
-	if cv := n.fsm.clusterVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
+	if cv := n.gateVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
 		return fmt.Errorf("cluster version %d: waiting up to %s for every member to support %d", cv, versionSettle, SupportedVersion)
 	}
 	return nil

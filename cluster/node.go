@@ -52,6 +52,10 @@ type Node struct {
 	// start (0 for none): this node's log reached it, so the group runs at
 	// least that version even while the log replays (gateVersion).
 	recordedVersion uint32
+	// bootVersion is the cluster version this node bootstrapped its group
+	// at, when it did at this start (0 otherwise): the gate trusts it until
+	// a leader of the group was ready (gateVersion).
+	bootVersion uint32
 	// started is when the node started: Ready gives a new node's group
 	// versionSettle to reach the newest cluster version (metrics.go).
 	started time.Time
@@ -79,6 +83,12 @@ type Node struct {
 	// soloVoter: the configuration last seen has this node as its only
 	// voter (readLocally).
 	soloVoter atomic.Bool
+	// removed: the group's latest configuration no longer has this node,
+	// which was a member (noteRemoved); it serves the group no more.
+	// member: a configuration seen since the start had it; lackedAtStart:
+	// the log's configuration at start did not (a node removed while it
+	// was down).
+	removed, member, lackedAtStart atomic.Bool
 	// handingOff: handOffAfterFault is running (diskhandoff.go).
 	handingOff atomic.Bool
 	// readyTerm is the term in which this node, as leader, finished its
@@ -219,6 +229,22 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if n.startIndex, err = lastCommandIndex(logs); err != nil {
 		return nil, err
 	}
+	// A group this node bootstraps now (no state yet) starts at this
+	// release's cluster version: no member of an older release ever ran
+	// it, so there is nothing to wait for (version.go,
+	// recordBootstrapVersion). Before Raft starts: once it runs, a leader
+	// may replicate the version entry here, which the FSM records too.
+	if !cfg.NoBootstrap {
+		has, err := raft.HasExistingState(logs, stable, snaps)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: read log: %w", err)
+		}
+		if !has {
+			if err := n.recordBootstrapVersion(); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	var provider raft.ServerAddressProvider
@@ -323,6 +349,13 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		}
 	}
 
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		if servers := f.Configuration().Servers; len(servers) > 0 && !hasServer(servers, n.cfg.ID) {
+			n.lackedAtStart.Store(true)
+		}
+	}
+	n.noteRemoved()
+
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
@@ -396,6 +429,9 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	}
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
+	}
+	if n.removed.Load() {
+		return ErrRemoved
 	}
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		// A node still starting (replaying its log, its leader not ready
@@ -503,7 +539,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				return f
 			}
 		}
-		if sent && err != nil && (errors.Is(err, ErrClusterDown) || err == ErrLoading || err == ErrShuttingDown) {
+		if e := errcode.Of(err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
 			// This try was not applied, but an earlier one may have been.
 			return giveUpError(true, stopDeadline, err, n.cfg.ClusterTimeout)
 		}
@@ -714,6 +750,12 @@ func (n *Node) becomeReady() {
 		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
 		if err == nil {
 			n.replayed.Store(true)
+			// Before the announcement: a follower forwards to this
+			// leader once it sees its address, and by then the version
+			// entry has applied there too.
+			err = n.raiseToRecorded()
+		}
+		if err == nil {
 			entry := codec.AppendLeaderEntry(nil, codec.Leader{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
 			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
 		}

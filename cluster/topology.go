@@ -57,6 +57,7 @@ func (n *Node) announceLoop() {
 			return
 		case <-t.C:
 		}
+		n.noteRemoved()
 		if n.raft.State() == raft.Leader {
 			continue // becomeReady announces a leader
 		}

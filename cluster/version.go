@@ -138,6 +138,7 @@ var codeVersions = map[errcode.Code]uint32{
 	errcode.BadExpire:        2,
 	errcode.ValueTooLong:     2,
 	errcode.LogWriteFailed:   2,
+	errcode.Removed:          2,
 	errcode.NotFloat:         3,
 	errcode.IncrNaN:          3,
 }
@@ -328,9 +329,54 @@ func (n *Node) versionLoop() {
 // gateVersion is the cluster version the gate checks an operation against:
 // the applied log's, or the one the data dir recorded at start if higher
 // (a restarted node's log replays the version entry a moment later; it
-// was committed, so the group runs at least that version).
+// was committed, so the group runs at least that version), or the version
+// this node bootstrapped the group at while no leader of it was ready yet
+// (its first leader appends that version before it is: raiseToRecorded).
 func (n *Node) gateVersion() uint32 {
-	return max(n.fsm.clusterVersion(), n.recordedVersion)
+	v := max(n.fsm.clusterVersion(), n.recordedVersion)
+	if n.bootVersion > v && !n.fsm.knowsLeaders() {
+		v = n.bootVersion
+	}
+	return v
+}
+
+// recordBootstrapVersion notes, before this node bootstraps its group,
+// that the group starts at this release's cluster version: its members
+// bootstrap the same voters with the same release (docs/operations.md), so
+// none needs an older version, and the first leader appends the version
+// entry before it calls itself ready (raiseToRecorded). The data dir
+// records it, so a release before it refuses the directory, and a restart
+// before any leader was ready keeps it.
+func (n *Node) recordBootstrapVersion() error {
+	v := n.cfg.bootstrapVersion
+	if v == 0 {
+		v = n.advertisedVersion()
+	}
+	if n.dataDir != nil {
+		if err := n.dataDir.RecordClusterVersion(v, "sluice "+releaseOf(v)+" or later"); err != nil {
+			return fmt.Errorf("cluster: bootstrap at cluster version %d: %w", v, err)
+		}
+	}
+	n.bootVersion = v
+	return nil
+}
+
+// raiseToRecorded appends a version entry when this node is the first
+// ready leader of a group bootstrapped at a higher cluster version than
+// its log runs (recordBootstrapVersion): no leader was ready before (the
+// log announced none), so every member is one that bootstrapped the group
+// (a join needs a ready leader). A later leader finds the version entry
+// in its log, and nothing to do.
+func (n *Node) raiseToRecorded() error {
+	v := min(max(n.recordedVersion, n.bootVersion), SupportedVersion)
+	if n.fsm.clusterVersion() >= v || v < entryVersions[codec.EntryVersion] || n.fsm.halted() != nil || n.fsm.knowsLeaders() {
+		return nil
+	}
+	if err := n.waitWhileLeader(n.raft.Apply(codec.AppendVersionEntry(nil, v), n.cfg.ClusterTimeout)); err != nil {
+		return fmt.Errorf("append the bootstrap's cluster version %d: %w", v, err)
+	}
+	n.log.Info("a group bootstrapped by this release starts at its cluster version", "cluster_version", v)
+	return nil
 }
 
 // raiseVersionAlone raises the cluster version of a group whose only

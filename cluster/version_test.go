@@ -260,6 +260,7 @@ func TestClusterVersionNeedsEveryMember(t *testing.T) {
 		dirs[i] = t.TempDir()
 		c.InMemory = false
 		c.DataDir = dirs[i]
+		c.bootstrapVersion = BaseVersion // bootstrapped by v0.1.0, then upgraded
 		if i == 2 {
 			c.advertiseVersion = BaseVersion // a member that supports version 1 only
 		}
@@ -525,5 +526,58 @@ func TestFieldsNeedTheirVersion(t *testing.T) {
 		if needs.gated(argsVersion-1, []engine.Op{tc.op}) != (tc.want > argsVersion-1) {
 			t.Errorf("op %+v: gated at version %d is wrong", tc.op, argsVersion-1)
 		}
+	}
+}
+
+// TestBootstrappedClusterStartsAtSupportedVersion: a group bootstrapped by
+// this release runs its cluster version from the moment any node is ready:
+// the gate lets the newest ops through on every node at once, and the
+// version entry precedes the first leader's announcement in the log; only
+// the first leader appends it.
+func TestBootstrappedClusterStartsAtSupportedVersion(t *testing.T) {
+	dirs := make([]string, 3)
+	tc := newTestCluster(t, 3, func(i int, c *Config) {
+		dirs[i] = t.TempDir()
+		c.InMemory = false
+		c.DataDir = dirs[i]
+	})
+	incr := engine.Op{Code: engine.OpIncrBy, Key: []byte("k"), Delta: 1}
+	for i, n := range tc.nodes {
+		// Ready here (newTestCluster waited): no wait for a version poll.
+		if v := n.fsm.clusterVersion(); v != SupportedVersion {
+			t.Fatalf("node %d runs version %d when ready", i+1, v)
+		}
+		if rs := exec(t, n, incr); rs[0].Err != nil {
+			t.Fatalf("node %d: INCRBY: %v", i+1, rs[0].Err)
+		}
+		d, err := persistence.OpenDataDir(dirs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := d.ClusterVersion(); err != nil || v != SupportedVersion {
+			t.Fatalf("node %d's data dir records version %d, %v", i+1, v, err)
+		}
+	}
+	// Only the first leader appends it: a restart finds it in the log.
+	for i := range tc.nodes {
+		tc.stop(i)
+	}
+	for i := range tc.nodes {
+		tc.start(i)
+	}
+	tc.waitReady()
+	l := tc.nodes[tc.leader()]
+	versions := 0
+	for idx := uint64(1); idx <= l.raft.LastIndex(); idx++ {
+		var e raft.Log
+		if err := l.stores.Logs.GetLog(idx, &e); err != nil || e.Type != raft.LogCommand || len(e.Data) == 0 {
+			continue
+		}
+		if e.Data[0] == codec.EntryVersion {
+			versions++
+		}
+	}
+	if versions != 1 {
+		t.Fatalf("%d version entries in the log, want the bootstrap's one", versions)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/internal/testkit"

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/sluice-rl/sluice/internal/atomicfile"
 )
 
 // DataDir is the layout of one node's data directory:
@@ -214,43 +216,10 @@ func (d DataDir) ClaimLogStore(kind string) error {
 	if _, err := os.Stat(d.logStoreFile()); err == nil {
 		return nil
 	}
-	if err := writeFileSync(d.logStoreFile(), []byte(kind+"\n")); err != nil {
+	if err := atomicfile.WriteFile(d.logStoreFile(), []byte(kind+"\n")); err != nil {
 		return fmt.Errorf("persistence: record the log store: %w", err)
 	}
 	return nil
-}
-
-// writeFileSync writes path whole and durably: a temporary file, fsynced,
-// renamed over path, and the directory fsynced.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = dir.Sync()
-	if cerr := dir.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // GroupDir is the data dir of Raft group g inside a node's data dir root:
@@ -311,7 +280,7 @@ func ClaimShards(root string, shards int) error {
 	if d.HasState() && shards != 1 {
 		return &ShardMismatchError{Dir: d.root, Has: 1, Want: shards}
 	}
-	if err := writeFileSync(shardsFile(d.root), []byte(fmt.Sprintf("%d\n", shards))); err != nil {
+	if err := atomicfile.WriteFile(shardsFile(d.root), []byte(fmt.Sprintf("%d\n", shards))); err != nil {
 		return fmt.Errorf("persistence: record the shard count: %w", err)
 	}
 	return nil
@@ -365,12 +334,12 @@ func (d DataDir) RecordClusterVersion(v uint32, needs string) error {
 		}
 		if kind != "" {
 			marker := fmt.Sprintf("%s\nthis data dir is at cluster version %d: it needs %s\n", kind, v, needs)
-			if err := writeFileSync(d.logStoreFile(), []byte(marker)); err != nil {
+			if err := atomicfile.WriteFile(d.logStoreFile(), []byte(marker)); err != nil {
 				return fmt.Errorf("persistence: record the cluster version in %s: %w", d.logStoreFile(), err)
 			}
 		}
 	}
-	if err := writeFileSync(d.clusterVersionFile(), []byte(fmt.Sprintf("%d\n", v))); err != nil {
+	if err := atomicfile.WriteFile(d.clusterVersionFile(), []byte(fmt.Sprintf("%d\n", v))); err != nil {
 		return fmt.Errorf("persistence: record the cluster version: %w", err)
 	}
 	return nil
@@ -430,7 +399,7 @@ func WriteClusterID(root, id string) error {
 	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
 		return fmt.Errorf("persistence: invalid cluster identity %q", id)
 	}
-	if err := writeFileSync(clusterIDFile(root), []byte(id+"\n")); err != nil {
+	if err := atomicfile.WriteFile(clusterIDFile(root), []byte(id+"\n")); err != nil {
 		return fmt.Errorf("persistence: record the cluster identity: %w", err)
 	}
 	return nil

@@ -142,9 +142,6 @@ func (e *Encoder) Close() error {
 	return nil
 }
 
-// Records returns how many records have been written.
-func (e *Encoder) Records() uint64 { return e.records }
-
 // flushBlock writes the open block as one frame.
 func (e *Encoder) flushBlock() error {
 	// The payload is the database (version 4) and the record count

@@ -61,7 +61,8 @@ func clusterDisabledCommands() []*command {
 // Cluster, redis-py's RedisCluster, redis-cli -c, redis-benchmark
 // --cluster) work with their defaults. Every slot range is owned by one
 // Raft group; its leader is the range's master and the group's other
-// members its replicas. Today there is one group owning all 16384 slots.
+// members its replicas. The 16384 slots are split into --shards contiguous
+// ranges, one per group (slots.Even).
 // The topology comes from the executor (ClusterAdmin.Topology), which
 // keeps every member's RESP address in the replicated log, so every node
 // answers alike.
@@ -349,7 +350,7 @@ func runClusterInfo(s *Server, c *client, args [][]byte, p *pending) {
 			size++
 		}
 	}
-	if v.ok() {
+	if v.ok() && s.starting() == nil {
 		state = "ok"
 	}
 	epoch := strconv.FormatUint(v.top.Epoch, 10)

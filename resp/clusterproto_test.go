@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/servetest"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
@@ -21,6 +22,14 @@ type fakeCluster struct {
 	top   slots.Topology
 	addr  string // Route's answer: the leader's RESP address
 	local bool   // Route's answer: this node leads
+	// starting is Starting's answer: the node has not served yet.
+	starting error
+}
+
+func (f *fakeCluster) Starting() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starting
 }
 
 func (f *fakeCluster) Groups() int {
@@ -118,6 +127,36 @@ func TestClusterInfoShape(t *testing.T) {
 	}
 	if got := string(c.do(t, "CLUSTER", "SLOTS")); strings.Contains(got, nodeID("n3")) {
 		t.Errorf("CLUSTER SLOTS lists n3 without an address: %s", got)
+	}
+}
+
+// TestStartingNodeSaysLoading: until the executor served once (Starter),
+// PING answers LOADING, INFO says loading:1 and CLUSTER INFO
+// cluster_state:fail, so a client that waits for any of them sends its
+// commands once they work; then PONG.
+func TestStartingNodeSaysLoading(t *testing.T) {
+	_, fake, addr := startCluster(t, Config{Cluster: true}, threeNodes, "127.0.0.1:7001", false)
+	fake.mu.Lock()
+	fake.starting = &errcode.Error{Code: errcode.Loading}
+	fake.mu.Unlock()
+	c := rawDial(t, addr)
+	c.do(t, "PING").expect(t, "-LOADING sluice is loading the dataset in memory")
+	c.do(t, "PING", "x").expect(t, "-LOADING sluice is loading the dataset in memory")
+	if info := string(c.do(t, "INFO", "persistence")); !strings.Contains(info, "loading:1\r\n") {
+		t.Errorf("INFO while starting:\n%s", info)
+	}
+	if info := string(c.do(t, "CLUSTER", "INFO")); !strings.Contains(info, "cluster_state:fail\r\n") {
+		t.Errorf("CLUSTER INFO while starting:\n%s", info)
+	}
+	fake.mu.Lock()
+	fake.starting = nil
+	fake.mu.Unlock()
+	c.do(t, "PING").expect(t, "+PONG")
+	if info := string(c.do(t, "INFO", "persistence")); !strings.Contains(info, "loading:0\r\n") {
+		t.Errorf("INFO once served:\n%s", info)
+	}
+	if info := string(c.do(t, "CLUSTER", "INFO")); !strings.Contains(info, "cluster_state:ok\r\n") {
+		t.Errorf("CLUSTER INFO once served:\n%s", info)
 	}
 }
 

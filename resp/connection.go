@@ -106,6 +106,10 @@ func connectionCommands() []*command {
 			name: "ping", arity: -1, flags: flagFast, group: "connection", since: "1.0.0", complexity: "O(1)",
 			summary: "PONG, or the message", args: []argDoc{optional(strArg("message"))},
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				if err := s.starting(); err != nil && len(args) <= 2 {
+					c.local.Error(errorText(err)) // as Redis while it loads
+					return
+				}
 				switch len(args) {
 				case 1:
 					c.local.Simple("PONG")
@@ -191,7 +195,7 @@ func connectionCommands() []*command {
 }
 
 // authenticate checks a username and password in constant time and updates
-// the connection (and its protocol guard's limits) on success.
+// the connection (and its parser's limits) on success.
 func (s *Server) authenticate(c *client, user, pass []byte) bool {
 	ok := subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
 	ok = ok && bytes.Equal(user, []byte("default"))
@@ -201,12 +205,9 @@ func (s *Server) authenticate(c *client, user, pass []byte) bool {
 	return ok
 }
 
-func (c *client) setAuthenticated(ok bool) {
-	c.authed = ok
-	if c.guard != nil {
-		c.guard.SetAuthenticated(ok)
-	}
-}
+// setAuthenticated sets the connection's authentication, and with it the
+// parser's limits from its next read on.
+func (c *client) setAuthenticated(ok bool) { c.authed = ok }
 
 // runHello implements HELLO [protover [AUTH user pass] [SETNAME name]].
 func runHello(s *Server, c *client, args [][]byte, p *pending) {

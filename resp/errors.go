@@ -302,3 +302,77 @@ func causeText(err error) string {
 	}
 	return "unknown error"
 }
+
+// protoErr is what is wrong with a client's input (parser.go). Every one
+// closes the connection: after the `-ERR Protocol error: <reason>` reply,
+// or, for protoHTTP, without one.
+type protoErr uint8
+
+// The ways a request breaks the protocol, with Redis 7's reasons.
+const (
+	protoNone protoErr = iota
+	protoInvalidMultibulk
+	protoInvalidBulk
+	protoUnauthMultibulk
+	protoUnauthBulk
+	protoTooBigInline
+	protoQueryBuffer
+	protoUnbalancedQuotes
+	protoExpectedDollar
+	protoHTTP
+
+	numProtoErrs
+)
+
+// protoErrs are the reasons msgProtocol renders, and whether the reply is
+// written before the connection closes.
+var protoErrs = [numProtoErrs]struct {
+	reason string
+	reply  bool
+}{
+	protoInvalidMultibulk: {"invalid multibulk length", true},
+	protoInvalidBulk:      {"invalid bulk length", true},
+	protoUnauthMultibulk:  {"unauthenticated multibulk length", true},
+	protoUnauthBulk:       {"unauthenticated bulk length", true},
+	protoTooBigInline:     {"too big inline request", true},
+	protoQueryBuffer:      {"query buffer limit exceeded", true},
+	protoUnbalancedQuotes: {"unbalanced quotes in request", true},
+	protoExpectedDollar:   {"expected '$', got '{got}'", true},
+	// An inline command POST or Host: is taken for a cross-protocol
+	// attack from a browser: the connection closes at once, as Redis does.
+	protoHTTP: {"possible SECURITY ATTACK detected: HTTP POST or Host: line on the RESP port", false},
+}
+
+// ProtocolError is a client's input that breaks the protocol's framing or
+// limits; the parser stops at it, and the connection closes once the
+// replies of the commands before it are written.
+type ProtocolError struct {
+	what protoErr
+	got  byte // protoExpectedDollar: the byte found instead of '$'
+}
+
+// reason returns the reason the reply gives. As Redis does, it never puts
+// \r or \n in a reply; other non-printable bytes become a space too.
+func (e *ProtocolError) reason() string {
+	r := protoErrs[e.what].reason
+	if e.what == protoExpectedDollar {
+		c := e.got
+		if c < 0x20 || c > 0x7e {
+			c = ' '
+		}
+		r = fill(r, func(string) string { return string(rune(c)) })
+	}
+	return r
+}
+
+// Error returns "Protocol error: <reason>", the reply text without "ERR ".
+func (e *ProtocolError) Error() string { return "Protocol error: " + e.reason() }
+
+// Reply returns the error reply to write before closing (with its `-`
+// and CRLF), or "" to close without one.
+func (e *ProtocolError) Reply() string {
+	if !protoErrs[e.what].reply {
+		return ""
+	}
+	return "-" + msgProtocol.Text(e.reason()) + "\r\n"
+}

@@ -77,6 +77,8 @@ func TestErrorTexts(t *testing.T) {
 		{e(errcode.ValueTooLong, "", 512), "ERR value is too long: at most 512 bytes (max-value-len)"},
 		{e(errcode.LogWriteFailed, "append to the log in /d/raft-wal failed: no space left on device", 0),
 			"MISCONF the Raft log cannot be written, so commands that need it are refused (not applied) until it can: append to the log in /d/raft-wal failed: no space left on device"},
+		{e(errcode.Removed, "", 0),
+			"ERR this node was removed from the cluster (RAFT.REMOVE) and serves no more as a member: send commands to another node; to serve again, wipe its data dir and RAFT.JOIN it (RAFT.STATUS shows removed:1)"},
 		{e(errcode.NotFloat, "", 0), "ERR value is not a valid float"},
 		{e(errcode.IncrNaN, "", 0), "ERR increment would produce NaN or Infinity"},
 		// Wrapped, the code still decides; without a code, ERR and the text.
@@ -101,6 +103,41 @@ func TestErrorTexts(t *testing.T) {
 		}
 		if !seen[c] {
 			t.Errorf("code %v has no test here", c)
+		}
+	}
+}
+
+// TestProtocolErrorTexts pins the reply of every protocol error (Redis
+// 7's texts), and that an expected '$' never puts a line end in one.
+func TestProtocolErrorTexts(t *testing.T) {
+	want := map[protoErr]string{
+		protoInvalidMultibulk: "-ERR Protocol error: invalid multibulk length\r\n",
+		protoInvalidBulk:      "-ERR Protocol error: invalid bulk length\r\n",
+		protoUnauthMultibulk:  "-ERR Protocol error: unauthenticated multibulk length\r\n",
+		protoUnauthBulk:       "-ERR Protocol error: unauthenticated bulk length\r\n",
+		protoTooBigInline:     "-ERR Protocol error: too big inline request\r\n",
+		protoQueryBuffer:      "-ERR Protocol error: query buffer limit exceeded\r\n",
+		protoUnbalancedQuotes: "-ERR Protocol error: unbalanced quotes in request\r\n",
+		protoExpectedDollar:   "-ERR Protocol error: expected '$', got ':'\r\n",
+		protoHTTP:             "", // closes without a reply
+	}
+	for e := protoErr(1); e < numProtoErrs; e++ {
+		w, ok := want[e]
+		if !ok {
+			t.Errorf("protocol error %d has no test here", e)
+		}
+		pe := &ProtocolError{what: e, got: ':'}
+		if got := pe.Reply(); got != w {
+			t.Errorf("protocol error %d: reply %q, want %q", e, got, w)
+		}
+		if protoErrs[e].reason == "" {
+			t.Errorf("protocol error %d has no reason", e)
+		}
+	}
+	for _, c := range []byte{'\r', '\n', 0, 0xff, '{'} {
+		got := (&ProtocolError{what: protoExpectedDollar, got: c}).Reply()
+		if w := "-ERR Protocol error: expected '$', got '" + map[bool]string{true: "{", false: " "}[c == '{'] + "'\r\n"; got != w {
+			t.Errorf("expected '$' for %q: %q, want %q", c, got, w)
 		}
 	}
 }

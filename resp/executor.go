@@ -21,6 +21,16 @@ type Executor interface {
 	Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error
 }
 
+// Starter is implemented by executors that need a while after the server
+// listens before they can serve (a Raft node: a leader to elect, a log to
+// replay, a cluster version to reach). Until Starting returns nil, PING
+// answers its error (LOADING, as Redis does while it loads), INFO says
+// loading:1 and CLUSTER INFO cluster_state:fail, so a client that waits
+// for any of them sends commands that work. Once nil, it stays nil.
+type Starter interface {
+	Starting() error
+}
+
 // ClusterAdmin is implemented by executors that are a Raft node. The server
 // offers the RAFT.* commands and INFO's raft section only when its executor
 // implements it.

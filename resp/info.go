@@ -148,7 +148,7 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 			"max_keys", itoa(maxKeys))
 	}
 	loading := "0"
-	if err := results[0].Err; err != nil && errcode.Is(err, errcode.Loading) {
+	if err := results[0].Err; (err != nil && errcode.Is(err, errcode.Loading)) || s.starting() != nil {
 		loading = "1"
 	}
 	aof := "0"

@@ -61,7 +61,7 @@ func tlsServerWith(t *testing.T, certs testcerts.Set, clientCA bool, scfg Config
 	return srv, ln.Addr().String(), tln.Addr().String()
 }
 
-// TestTLSListener: one server, a plain and a TLS listener, both guarded;
+// TestTLSListener: one server, a plain and a TLS listener, both parsed alike;
 // go-redis speaks to the TLS one with the CA.
 func TestTLSListener(t *testing.T) {
 	certs := testcerts.Generate(t, t.TempDir())
@@ -78,7 +78,7 @@ func TestTLSListener(t *testing.T) {
 	if r := rawDial(t, plain).do(t, "RL.PEEK", "k"); !strings.HasPrefix(string(r), "*5 [:1 :2 :1 :0 :") {
 		t.Fatalf("RL.PEEK on the plain listener: %q", r)
 	}
-	// The guard runs behind TLS too: a protocol violation closes the
+	// The parser runs behind TLS too: a protocol violation closes the
 	// connection with Redis's error.
 	conn, err := tls.Dial("tcp", secure, &tls.Config{RootCAs: testcerts.Pool(t, certs.CA), ServerName: "localhost"})
 	if err != nil {
@@ -91,7 +91,7 @@ func TestTLSListener(t *testing.T) {
 	}
 	line, _ := bufio.NewReader(conn).ReadString('\n')
 	if !strings.HasPrefix(line, "-ERR Protocol error") {
-		t.Fatalf("guard behind TLS replied %q", line)
+		t.Fatalf("parser behind TLS replied %q", line)
 	}
 	if srv.TLSAddr().String() != secure || srv.Addr().String() != plain {
 		t.Fatalf("addresses: %v %v", srv.Addr(), srv.TLSAddr())

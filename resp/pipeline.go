@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"net"
 	"sync"
 	"time"
 
@@ -16,10 +15,9 @@ import (
 // pipeline to pipeline so that a steady client allocates nothing per command.
 type client struct {
 	id      int64
-	nc      net.Conn   // the guarded connection (a *GuardConn when served)
-	rd      *reqReader // reads nc's requests (reader.go)
-	guard   *GuardConn
-	addr    string // the client's address
+	nc      *lockedConn // the connection
+	rd      *reqParser  // reads nc's requests (parser.go)
+	addr    string      // the client's address
 	laddr   string
 	created time.Time
 
@@ -121,7 +119,7 @@ const maxSegmentReply = 256 << 10
 // order in one write.
 //
 // A client that pipelines without reading must stall only itself, holding
-// a bounded amount of the server's memory. The guard bounds the bytes of a
+// a bounded amount of the server's memory. The parser bounds the bytes of a
 // pipeline, not its replies: 16 KiB of `COMMAND DOCS` renders 12 MB, and
 // KEYS or a large SCAN COUNT as much as the keyspace. So a segment ends
 // once its locally rendered replies pass maxSegmentReply, and after an
@@ -236,7 +234,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	// /metrics), as in Redis.
 	s.flushTallies(c, time.Since(start))
 	// One write per segment; CLIENT TRACKING's pushes, written by other
-	// goroutines, fall between writes (GuardConn.Write), so after these
+	// goroutines, fall between writes (lockedConn.Write), so after these
 	// replies when tracking.end sends them.
 	if len(c.out.b) > 0 {
 		if _, err := c.nc.Write(c.out.b); err != nil {
@@ -402,9 +400,5 @@ func groupFailure(results []engine.Result) error {
 // isBatchFailure reports whether c is about a batch's fate, not one
 // operation's outcome.
 func isBatchFailure(c errcode.Code) bool {
-	switch c {
-	case errcode.ClusterDown, errcode.ShuttingDown, errcode.Loading:
-		return true
-	}
-	return c.Class() == errcode.MayHaveApplied
+	return c.Class() == errcode.Unavailable || c.Class() == errcode.MayHaveApplied
 }

@@ -123,11 +123,12 @@ func (c *Config) setDefaults() {
 // Lock order: Server.mu (the client registry) before client.mu (a client's
 // name fields). No other lock of this package is held while calling the
 // Executor. The Tracker's locks (tracking.go) are leaves below the engine's
-// shard locks; GuardConn's write mutex is taken with no other lock held.
+// shard locks; lockedConn's write mutex is taken with no other lock held.
 type Server struct {
 	cfg      Config
 	exec     Executor
 	admin    ClusterAdmin // nil unless exec is a cluster node
+	starter  Starter      // nil unless exec takes a while to start
 	commands map[string]*command
 	started  time.Time
 	// slotTable maps slots to Raft groups (ClusterAdmin.Groups of them);
@@ -163,6 +164,7 @@ func NewServer(cfg Config, exec Executor) *Server {
 		clients: make(map[*client]struct{}),
 	}
 	s.admin, _ = exec.(ClusterAdmin)
+	s.starter, _ = exec.(Starter)
 	s.clusterOn = cfg.Cluster && s.admin != nil
 	groups := 1
 	if s.admin != nil {
@@ -183,8 +185,8 @@ type listener struct {
 	tls bool
 }
 
-// Serve accepts connections on ln until Close. Every connection is wrapped
-// by the protocol guard, and its requests are read through it (reader.go).
+// Serve accepts connections on ln until Close. Each connection's requests
+// are read by its parser (parser.go).
 // A server may serve several listeners at once (Serve and ServeTLS, each on
 // its goroutine); Close stops them all.
 func (s *Server) Serve(ln net.Listener) error {
@@ -193,7 +195,7 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // ServeTLS is Serve over TLS: it accepts TLS connections on ln (a plain
 // TCP listener) with cfg. The handshake runs on the connection's own
-// goroutine, and the protocol guard sees the decrypted bytes.
+// goroutine, and the parser reads the decrypted bytes.
 func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
 	return s.serve(ln, tls.NewListener(ln, cfg), true)
 }
@@ -206,7 +208,6 @@ const (
 )
 
 func (s *Server) serve(raw, ln net.Listener, isTLS bool) error {
-	guarded := NewGuardListener(ln, s.cfg.Limits, s.cfg.RequirePass != "")
 	s.mu.Lock()
 	if s.shut {
 		s.mu.Unlock()
@@ -217,7 +218,7 @@ func (s *Server) serve(raw, ln net.Listener, isTLS bool) error {
 	s.mu.Unlock()
 	var delay time.Duration
 	for {
-		nc, err := guarded.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			s.mu.Lock()
 			shut := s.shut
@@ -348,17 +349,17 @@ func (s *Server) accept(nc net.Conn) *client {
 		_ = nc.Close()
 		return nil
 	}
+	lc := &lockedConn{Conn: nc}
 	c := &client{
 		id:         s.nextID.Add(1),
-		nc:         nc,
-		rd:         newReqReader(nc),
+		nc:         lc,
+		rd:         newReqParser(lc, s.cfg.Limits),
 		addr:       nc.RemoteAddr().String(),
 		proto:      2,
 		shownProto: 2,
 		authed:     s.cfg.RequirePass == "",
 		created:    time.Now(),
 	}
-	c.guard, _ = nc.(*GuardConn)
 	if la := nc.LocalAddr(); la != nil {
 		c.laddr = la.String()
 	}
@@ -382,15 +383,15 @@ func (s *Server) serveConn(c *client) {
 	}()
 	for !c.quit {
 		var cmds []redcon.Command
-		cmds, err = c.rd.next()
+		cmds, err = c.rd.next(!c.authed)
 		if err != nil && s.drainGrace(c, err) {
 			continue
 		}
 		if err != nil {
-			var rpe *reqProtocolError
-			if errors.As(err, &rpe) {
+			var pe *ProtocolError
+			if errors.As(err, &pe) && pe.Reply() != "" {
 				_ = c.nc.SetWriteDeadline(time.Now().Add(errorWriteTimeout))
-				_, _ = c.nc.Write([]byte("-" + msgProtocol.Text(rpe.reason) + "\r\n"))
+				_, _ = io.WriteString(c.nc, pe.Reply())
 			}
 			if err == io.EOF {
 				err = nil
@@ -421,7 +422,7 @@ func (s *Server) drainGrace(c *client, err error) bool {
 	if !s.draining.Load() || c.drainGraces >= 2 || !errors.As(err, &ne) || !ne.Timeout() {
 		return false
 	}
-	mid := c.rd.partial() || (c.guard != nil && c.guard.midCommand())
+	mid := c.rd.partial()
 	wait := drainPoll
 	switch {
 	case mid:
@@ -434,6 +435,27 @@ func (s *Server) drainGrace(c *client, err error) bool {
 	return true
 }
 
+// errorWriteTimeout bounds the write of a protocol error's reply.
+const errorWriteTimeout = time.Second
+
+// lockedConn is a client's connection, whose Write is serialized by a
+// mutex so that each Write reaches the client whole and in one piece. The
+// connection's goroutine writes each segment's replies (pipeline.go) as
+// one Write, and the server writes the out-of-band RESP3 pushes of
+// client-side caching (tracking.go) from another goroutine, also as one
+// Write each: a push thus falls between replies, never inside one.
+type lockedConn struct {
+	net.Conn
+	wmu sync.Mutex // serializes Write; a leaf lock
+}
+
+// Write writes b whole, under the connection's write mutex.
+func (c *lockedConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.Conn.Write(b)
+}
+
 // closed unregisters a connection.
 func (s *Server) closed(c *client, err error) {
 	c.stopTracking()
@@ -444,4 +466,13 @@ func (s *Server) closed(c *client, err error) {
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.cfg.Logger.Debug("client connection ended", "id", c.id, "addr", c.addr, "err", err)
 	}
+}
+
+// starting returns why the executor cannot serve yet since the process
+// started (Starter), or nil.
+func (s *Server) starting() error {
+	if s.starter == nil {
+		return nil
+	}
+	return s.starter.Starting()
 }

@@ -10,7 +10,7 @@ import (
 
 // benchmarkServer drives RL.TOKEN over loopback TCP from conns connections,
 // pipeline requests per round trip, random keys out of 100000, and reports
-// requests per second through the whole server (guard, redcon, dispatch,
+// requests per second through the whole server (parser, dispatch,
 // engine, reply).
 func benchmarkServer(b *testing.B, conns, pipeline int) {
 	addr := startServer(b, Config{})

@@ -34,7 +34,7 @@ import (
 // Delivery. Each tracking connection has a writer goroutine that writes its
 // pending invalidations as soon as they exist, so an idle connection
 // receives them without sending anything (rueidis reads them in the
-// background). Pushes are written through the GuardConn's serialized Write,
+// background). Pushes are written through the lockedConn's serialized Write,
 // so they fall between whole replies.
 //
 // Memory. The table holds at most maxKeys (key, connection) pairs: beyond
@@ -51,7 +51,7 @@ import (
 // than one), then Tracker.connsMu, then a connection's tracking.mu. All are
 // leaf locks with respect to the rest of the server: the engine calls in
 // with a shard lock held, and nothing here calls out or does I/O while
-// holding one (GuardConn's write mutex is taken only after they are
+// holding one (lockedConn's write mutex is taken only after they are
 // released).
 
 // DefaultTrackingMaxKeys is the default bound on the (key, connection) pairs
@@ -188,7 +188,7 @@ func (t *Tracker) evictOne() {
 // tracking is one connection's tracking state.
 type tracking struct {
 	t *Tracker
-	w io.Writer // the connection, whose Write is serialized (GuardConn)
+	w io.Writer // the connection, whose Write is serialized (lockedConn)
 
 	// Touched only by the connection's goroutine.
 	optin, optout, noloop bool

@@ -88,19 +88,6 @@ func (s *Service) Stats() []RuleStats {
 	return out
 }
 
-// MetricNames lists every metric the collector exports (docs/operations.md
-// names each; a test checks it).
-var MetricNames = []string{
-	"sluice_rls_total_hits_total",
-	"sluice_rls_over_limit_total",
-	"sluice_rls_near_limit_total",
-	"sluice_rls_shadow_over_limit_total",
-	"sluice_rls_within_limit_total",
-	"sluice_rls_config_loads_total",
-	"sluice_rls_config_load_errors_total",
-	"sluice_rls_rules",
-}
-
 var (
 	descTotal  = prometheus.NewDesc("sluice_rls_total_hits_total", "Hits (descriptor costs) that met a rule of the Envoy rate limit service.", []string{"domain", "rule"}, nil)
 	descOver   = prometheus.NewDesc("sluice_rls_over_limit_total", "Hits over their rule's limit (shadow rules included).", []string{"domain", "rule"}, nil)

@@ -10,7 +10,6 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -454,9 +453,6 @@ func (s *Service) Decide(ctx context.Context, exec Executor, req *Request) (*Res
 	s.release(p) // the response refers to nothing of p
 	return out, err
 }
-
-// ErrNoTime is returned by Finish when a result lacks the decision time.
-var ErrNoTime = errors.New("rls: the engine's result carries no decision time")
 
 // Finish turns the operation's result into the response and counts the
 // metrics. res is ignored when the plan has no operation; res.Err (a key

@@ -364,17 +364,13 @@ type Entry struct {
 	Version   uint32 // version entries
 }
 
-// errUnknownEntry is wrapped by DecodeEntry's error for an entry of a type
+// errUnknownEntry is wrapped by DecodeEntryInto's error for an entry of a type
 // this build does not know.
 var errUnknownEntry = errors.New("unknown entry type")
 
-// DecodeEntry decodes a command entry. The ops' Key and Pattern alias data.
-func DecodeEntry(data []byte) (Entry, error) {
-	return DecodeEntryInto(data, nil, nil)
-}
-
-// DecodeEntryInto is DecodeEntry with the ops decoded into buf's array
-// and a batch entry's requests into spans' when they are large enough.
+// DecodeEntryInto decodes a command entry, with the ops decoded into buf's
+// array and a batch entry's requests into spans' when they are large
+// enough (nil for new ones). The ops' Key and Pattern alias data.
 func DecodeEntryInto(data []byte, buf []engine.Op, spans []Span) (Entry, error) {
 	if len(data) == 0 {
 		return Entry{}, fmt.Errorf("%w: empty", ErrMalformed)

@@ -57,7 +57,7 @@ func TestEntryRoundTrip(t *testing.T) {
 	if len(data) > OpsSize(ops) {
 		t.Fatalf("OpsSize %d underestimates %d bytes", OpsSize(ops), len(data))
 	}
-	e, err := DecodeEntry(data)
+	e, err := DecodeEntryInto(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 
 	le := Leader{ID: "n1", RESP: "127.0.0.1:6001", Forward: "127.0.0.1:8001"}
-	e, err = DecodeEntry(AppendLeaderEntry(nil, le))
+	e, err = DecodeEntryInto(AppendLeaderEntry(nil, le), nil, nil)
 	if err != nil || e.Type != EntryLeader || e.Leader != le {
 		t.Fatalf("leader entry: %+v, %v", e, err)
 	}
@@ -100,7 +100,7 @@ func TestEntryDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeEntry(tt.data)
+			_, err := DecodeEntryInto(tt.data, nil, nil)
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("err = %v, want %q", err, tt.text)
 			}
@@ -120,12 +120,12 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(AppendVersionEntry(nil, 2))
 	f.Add(append([]byte{EntryIgnorable | EntryOps}, data[1:]...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if e, err := DecodeEntry(data); err == nil && e.Type == EntryOps {
+		if e, err := DecodeEntryInto(data, nil, nil); err == nil && e.Type == EntryOps {
 			again := AppendOpsEntryHeader(nil, e.Stamp, len(e.Ops))
 			for i := range e.Ops {
 				again = AppendOp(again, &e.Ops[i])
 			}
-			if e2, err := DecodeEntry(again); err != nil || !reflect.DeepEqual(e2.Ops, e.Ops) {
+			if e2, err := DecodeEntryInto(again, nil, nil); err != nil || !reflect.DeepEqual(e2.Ops, e.Ops) {
 				t.Fatalf("re-encoding changed the ops: %v", err)
 			}
 		}

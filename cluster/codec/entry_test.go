@@ -50,7 +50,7 @@ func TestBatchEntryRoundTrip(t *testing.T) {
 	reqs := [][]engine.Op{ops[:2], ops[2:3], ops[3:]}
 	ids := []BatchID{{}, testID(1), testID(2)}
 	data := batchEntry(-7, ids, reqs)
-	e, err := DecodeEntry(data)
+	e, err := DecodeEntryInto(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestBatchEntryRoundTrip(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeEntry(tt.data)
+			_, err := DecodeEntryInto(tt.data, nil, nil)
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("err = %v, want one naming %q", err, tt.text)
 			}
@@ -100,7 +100,7 @@ func TestOldEntryDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := DecodeEntry(data)
+	e, err := DecodeEntryInto(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 // Command sluice-bench measures sluice against Redis running Lua scripts:
-// it starts the servers itself on 127.0.0.1, drives them with its own
-// pipelined RESP client, and writes a Markdown report with SVG charts.
+// it starts the servers itself on 127.0.0.1, drives them with a pipelined
+// RESP client, and writes the results as JSON (results.json), as Go
+// benchmark lines for benchstat (bench.txt, also printed on stdout) and as
+// a Markdown page with SVG charts rendered from the JSON (report.md).
 //
 // With no workload flags it runs the default suite (about four minutes on
 // two cores). With -workload or -target it runs one case:
@@ -180,9 +182,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 			rep.Engine = string(b)
 		}
 	}
-	if !o.single {
-		rep.EvaluateGoals()
-	}
 	if code := writeReport(o, rep, stdout, stderr); code != 0 {
 		return code
 	}
@@ -210,16 +209,12 @@ func render(o *options, stdout, stderr io.Writer) int {
 			rep.Engine = string(eb)
 		}
 	}
-	if len(rep.Goals) > 0 {
-		rep.EvaluateGoals()
-	}
 	return writeReport(o, rep, stdout, stderr)
 }
 
-// writeReport writes the results folder, the doc if asked, and the report
-// to stdout.
+// writeReport writes the results folder, the doc if asked, and the
+// benchmark lines to stdout.
 func writeReport(o *options, rep *bench.Report, stdout, stderr io.Writer) int {
-	rep.BuildCharts()
 	if err := rep.Write(o.out); err != nil {
 		fmt.Fprintln(stderr, "sluice-bench:", err)
 		return 1
@@ -231,7 +226,7 @@ func writeReport(o *options, rep *bench.Report, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	fmt.Fprint(stdout, rep.Markdown(filepath.Join(o.out, "charts")))
+	fmt.Fprint(stdout, rep.Benchfmt())
 	fmt.Fprintf(stderr, "report: %s\n", filepath.Join(o.out, "report.md"))
 	return 0
 }
@@ -266,9 +261,7 @@ func execute(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, 
 	}
 	planned := so.PlannedLength()
 	fmt.Fprintf(stderr, "sluice-bench: %s suite, planned about %s\n", o.suite, planned.Round(time.Second))
-	prog := bench.NewProgress(stderr, planned)
-	defer prog.Close()
-	r := &bench.Runner{Env: env, Progress: prog, Log: log}
+	r := &bench.Runner{Env: env, Progress: bench.NewProgress(stderr), Log: log}
 	return r.RunSuite(ctx, so)
 }
 
@@ -302,10 +295,7 @@ func runSingle(ctx context.Context, o *options, env *bench.Env, log *slog.Logger
 			Warmup: o.warmup},
 		Targets: targets, Rounds: rounds, Baseline: baseline,
 	}
-	planned := time.Duration(rounds*len(targets)) * (duration + o.warmup)
-	prog := bench.NewProgress(stderr, planned)
-	defer prog.Close()
-	r := &bench.Runner{Env: env, Progress: prog, Log: log}
+	r := &bench.Runner{Env: env, Progress: bench.NewProgress(stderr), Log: log}
 	rep := &bench.Report{Started: time.Now(), Options: bench.SuiteOptions{Duration: duration, Warmup: o.warmup, Rounds: rounds, Conns: o.conns}}
 	cr, err := r.RunCase(ctx, c)
 	rep.Cases = append(rep.Cases, cr)

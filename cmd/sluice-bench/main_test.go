@@ -50,7 +50,8 @@ func TestRenderSavedResults(t *testing.T) {
 	dir := t.TempDir()
 	rep := &bench.Report{Command: "sluice-bench", Started: time.Unix(1_700_000_000, 0), Finished: time.Unix(1_700_000_100, 0),
 		Machine: bench.Machine{NProc: 2, CPUModel: "Test CPU"}, Options: bench.DefaultSuiteOptions(),
-		Goals: []bench.GoalResult{{Goal: "x"}}}
+		Cases: []bench.CaseResult{{Case: bench.Case{ID: "goal-p16", Baseline: bench.TargetRedisAnchor,
+			Goals: []bench.Goal{{Target: bench.TargetSluiceMem, About: "x", Min: 3}}}}}}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +70,13 @@ func TestRenderSavedResults(t *testing.T) {
 	if err != nil || !bytes.Contains(md, []byte("Test CPU")) || !bytes.Contains(md, []byte("## Goals")) {
 		t.Errorf("doc: %v\n%s", err, md)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "out", "report.md")); err != nil {
-		t.Error(err)
+	for _, f := range []string{"report.md", "bench.txt", "results.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !strings.HasPrefix(stdout.String(), "goos: ") {
+		t.Errorf("stdout is not benchmark lines: %.200q", stdout.String())
 	}
 	if code := run([]string{"-render", filepath.Join(dir, "missing.json")}, &stdout, &stderr); code == 0 {
 		t.Error("rendering a missing file succeeded")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 const ms = int64(time.Millisecond)
@@ -201,32 +203,34 @@ func TestCheckLinearizable(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	k := &keySpec{Limit: 5}
-	ints := func(v ...int64) reply {
-		r := reply{isArr: true}
+	ints := func(v ...int64) respwire.Value {
+		r := respwire.Value{Kind: respwire.Array}
 		for _, x := range v {
-			r.arr = append(r.arr, reply{num: x, isNum: true})
+			r.Elems = append(r.Elems, respwire.Value{Kind: respwire.Integer, Int: x})
 		}
 		return r
 	}
+	nilReply := respwire.Value{Kind: respwire.BulkString, Null: true}
+	errReply := func(s string) respwire.Value { return respwire.Value{Kind: respwire.SimpleError, Str: s} }
 	tests := []struct {
 		name string
 		peek bool
-		r    reply
+		r    respwire.Value
 		err  error
 		want status
 	}{
 		{"allowed", false, ints(1, 5, 4, 0, 200), nil, stOK},
 		{"wrong limit", false, ints(1, 6, 4, 0, 200), nil, stUnexpected},
 		{"short", false, ints(1, 5, 4), nil, stUnexpected},
-		{"peek nil", true, reply{isNil: true}, nil, stOK},
-		{"nil decision", false, reply{isNil: true}, nil, stUnexpected},
-		{"timeout", false, reply{}, os.ErrDeadlineExceeded, stUnknown},
-		{"loading", false, reply{err: "LOADING sluice is loading the dataset in memory"}, nil, stFail},
-		{"shutting down", false, reply{err: "CLUSTERDOWN this node is shutting down"}, nil, stFail},
-		{"no quorum: not applied", false, reply{err: "CLUSTERDOWN no quorum: the cluster could not commit within 2s"}, nil, stFail},
-		{"uncertain", false, reply{err: "UNCERTAIN leadership changed while committing; the command may have been applied"}, nil, stUnknown},
-		{"old outcome unknown text", false, reply{err: "ERR outcome unknown: leadership changed"}, nil, stUnexpected},
-		{"wrongtype", false, reply{err: "WRONGTYPE Operation against a key holding the wrong kind of limiter"}, nil, stUnexpected},
+		{"peek nil", true, nilReply, nil, stOK},
+		{"nil decision", false, nilReply, nil, stUnexpected},
+		{"timeout", false, respwire.Value{}, os.ErrDeadlineExceeded, stUnknown},
+		{"loading", false, errReply("LOADING sluice is loading the dataset in memory"), nil, stFail},
+		{"shutting down", false, errReply("CLUSTERDOWN this node is shutting down"), nil, stFail},
+		{"no quorum: not applied", false, errReply("CLUSTERDOWN no quorum: the cluster could not commit within 2s"), nil, stFail},
+		{"uncertain", false, errReply("UNCERTAIN leadership changed while committing; the command may have been applied"), nil, stUnknown},
+		{"old outcome unknown text", false, errReply("ERR outcome unknown: leadership changed"), nil, stUnexpected},
+		{"wrongtype", false, errReply("WRONGTYPE Operation against a key holding the wrong kind of limiter"), nil, stUnexpected},
 	}
 	for _, tc := range tests {
 		o := op{Peek: tc.peek}

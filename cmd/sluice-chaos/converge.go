@@ -26,12 +26,12 @@ func (c *cluster) finalReads(keys []*keySpec) []finalRead {
 		for i, nd := range c.nodes {
 			r, err := command(nd.RESP, 5*time.Second, "RL.PEEK", k.Name)
 			rem, text := int64(-1), ""
-			switch v, isInts := r.ints(); {
+			switch v, isInts := r.Ints(); {
 			case err != nil:
 				text = "error: " + err.Error()
-			case r.err != "":
-				text = "-" + r.err
-			case r.isNil:
+			case r.Error() != "":
+				text = "-" + r.Error()
+			case r.IsNull():
 				rem, text = k.Limit, "nil"
 			case isInts && len(v) == 5:
 				rem, text = v[2], r.String()
@@ -68,11 +68,11 @@ func (c *cluster) digests(ctx context.Context, timeout time.Duration) ([]string,
 		if err == nil && same {
 			for _, nd := range c.nodes {
 				r, derr := command(nd.RESP, 5*time.Second, "DEBUG", "DIGEST")
-				if derr != nil || r.err != "" {
-					err = fmt.Errorf("DEBUG DIGEST on %s: %v %s", nd.ID, derr, r.err)
+				if derr != nil || r.Error() != "" {
+					err = fmt.Errorf("DEBUG DIGEST on %s: %v %s", nd.ID, derr, r.Error())
 					break
 				}
-				ds = append(ds, nd.ID+"="+r.str)
+				ds = append(ds, nd.ID+"="+r.Str)
 			}
 			if err == nil {
 				idx2, same2, err2 := c.appliedIndexes()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
 // status is what a request's outcome is known to be.
@@ -90,26 +92,26 @@ func (o *op) remaining(k *keySpec) int64 {
 }
 
 // classify fills o from the reply or error of its request.
-func classify(o *op, k *keySpec, r reply, err error) {
+func classify(o *op, k *keySpec, r respwire.Value, err error) {
 	switch {
 	case err != nil:
 		o.Status, o.Err = stUnknown, err.Error()
-	case r.err != "":
-		o.Err = r.err
+	case r.Error() != "":
+		o.Err = r.Error()
 		switch {
-		case strings.HasPrefix(r.err, "LOADING "),
-			strings.HasPrefix(r.err, "CLUSTERDOWN "),
-			strings.HasPrefix(r.err, "ERR max number of clients"):
+		case strings.HasPrefix(o.Err, "LOADING "),
+			strings.HasPrefix(o.Err, "CLUSTERDOWN "),
+			strings.HasPrefix(o.Err, "ERR max number of clients"):
 			o.Status = stFail
-		case strings.HasPrefix(r.err, "UNCERTAIN "):
+		case strings.HasPrefix(o.Err, "UNCERTAIN "):
 			o.Status = stUnknown
 		default:
 			o.Status = stUnexpected
 		}
-	case o.Peek && r.isNil:
+	case o.Peek && r.IsNull():
 		o.Status, o.Nil = stOK, true
 	default:
-		v, ok := r.ints()
+		v, ok := r.Ints()
 		if !ok || len(v) != 5 || (v[0] != 0 && v[0] != 1) || v[1] != k.Limit {
 			o.Status, o.Err = stUnexpected, "malformed reply "+r.String()
 			return
@@ -191,7 +193,7 @@ type worker struct {
 func (w *worker) run(ctx context.Context) {
 	t := time.NewTicker(w.pace)
 	defer t.Stop()
-	var conn *respConn
+	var conn *respwire.Conn
 	defer func() {
 		if conn != nil {
 			conn.Close()
@@ -213,7 +215,7 @@ func (w *worker) run(ctx context.Context) {
 		req := w.wl.next(w.rng, time.Since(w.start))
 		o := op{Worker: w.id, Node: w.node, Key: req.key.ID, Peek: req.peek, Cost: req.cost}
 		o.Call = int64(time.Since(w.start))
-		r, err := conn.do(w.timeout, req.args()...)
+		r, err := conn.Do(w.timeout, req.args()...)
 		o.Return = int64(time.Since(w.start))
 		classify(&o, req.key, r, err)
 		if err != nil {

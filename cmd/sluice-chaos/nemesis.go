@@ -248,8 +248,8 @@ func (n *nemesis) skewedLeader(ctx context.Context, g int, leader *node) (string
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 	}
-	if r.err != "" {
-		return "", nil, fmt.Errorf("%s: %s", strings.Join(args, " "), r.err)
+	if r.Error() != "" {
+		return "", nil, fmt.Errorf("%s: %s", strings.Join(args, " "), r.Error())
 	}
 	return fmt.Sprintf("leadership%s %s -> %s (clock %+v)", group, leader.ID, target.ID, c.skew[target.Index]), noop, nil
 }
@@ -278,9 +278,10 @@ func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, fun
 	if err := c.Start(victim); err != nil {
 		return "", nil, err
 	}
-	// It listens once its Raft and forward listeners are bound.
+	// It listens once its Raft and forward listeners are bound (and
+	// answers PING with LOADING until it is joined and serves).
 	if err := testkit.PollContext(ctx, 10*time.Second, 20*time.Millisecond, func() error {
-		if r, err := command(victim.RESP, time.Second, "PING"); err != nil || r.err != "" {
+		if r, err := command(victim.RESP, time.Second, "PING"); err != nil || (r.Error() != "" && !strings.HasPrefix(r.Error(), "LOADING")) {
 			return fmt.Errorf("the replacement %s never answered PING", victim.ID)
 		}
 		return nil
@@ -295,8 +296,8 @@ func (n *nemesis) replace(ctx context.Context, g int, leader *node) (string, fun
 		}
 		start := time.Now()
 		r, err := command(via.RESP, 2*time.Minute, step...)
-		if err == nil && r.err != "" {
-			err = errors.New(r.err)
+		if err == nil && r.Error() != "" {
+			err = errors.New(r.Error())
 		}
 		if err != nil {
 			return "", nil, fmt.Errorf("%s %s sent to %s: %w", desc, strings.Join(step, " "), via.ID, err)

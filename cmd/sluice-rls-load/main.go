@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,6 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	codec := fs.String("codec", "raw", "raw: requests assembled from pre-encoded parts, responses read for their overall code only (raw.go); proto: the stubs' messages, marshalled per call")
 	gogc := fs.Int("gogc", 400, "the load generator's own GOGC: its garbage collector's work is CPU the servers on the same machine cannot have (the servers are not affected)")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile of the measured phase to this file")
+	format := fs.String("format", "json", "json: one JSON line; bench: one Go benchmark line, which benchstat reads")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +87,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if *codec != "raw" && *codec != "proto" {
 		return errors.New("-codec raw or proto")
+	}
+	if *format != "json" && *format != "bench" {
+		return errors.New("-format json or bench")
 	}
 	debug.SetGCPercent(*gogc)
 	// The values, rendered once: the callers draw from them.
@@ -117,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	type caller struct {
-		lat                []time.Duration
+		lat                *bench.Histogram
 		n, errs, overLimit int64
 	}
 	enc, err := newRequestEncoder("bench", *descriptors, vals)
@@ -132,7 +136,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		go func() {
 			defer wg.Done()
 			c := &cs[i]
-			c.lat = make([]time.Duration, 0, 1<<14)
+			c.lat = bench.NewHistogram()
 			cl, conn := clients[i%len(clients)], conns[i%len(conns)]
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			req := &pb.RateLimitRequest{Domain: "bench"}
@@ -175,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 				if !measured {
 					continue
 				}
-				c.lat = append(c.lat, time.Since(t))
+				c.lat.Record(int64(time.Since(t)))
 				c.n++
 				switch {
 				case err != nil:
@@ -224,24 +228,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	wg.Wait()
 	res := result{Label: *label, Callers: *callers, Descriptors: *descriptors, Seconds: elapsed.Seconds()}
-	var all []time.Duration
+	all := bench.NewHistogram()
 	for i := range cs {
 		res.Requests += cs[i].n
 		res.Errors += cs[i].errs
 		res.OverLimit += cs[i].overLimit
-		all = append(all, cs[i].lat...)
+		all.Merge(cs[i].lat)
 	}
-	slices.Sort(all)
-	if len(all) > 0 {
-		res.P50Micros = float64(all[len(all)/2].Microseconds())
-		res.P99Micros = float64(all[len(all)*99/100].Microseconds())
-	}
+	res.P50Micros = float64(all.Quantile(0.5) / 1000)
+	res.P99Micros = float64(all.Quantile(0.99) / 1000)
 	res.PerSecond = float64(res.Requests) / elapsed.Seconds()
 	if res.Requests > 0 && len(procs) > 0 {
 		res.CPUMicros = float64((cpu1 - cpu0).Microseconds()) / float64(res.Requests)
 	}
 	if res.Requests > 0 {
 		res.LoadCPUMicros = float64((own1 - own0).Microseconds()) / float64(res.Requests)
+	}
+	if *format == "bench" {
+		name := strings.NewReplacer(" ", "/", "=", "-").Replace(cmp.Or(res.Label, "run"))
+		_, err := fmt.Fprintf(stdout, "BenchmarkRLS/%s/callers=%d/descriptors=%d %d %.1f ns/op %.0f p50-us %.0f p99-us %.2f server-cpu-us/op\n",
+			name, res.Callers, res.Descriptors, res.Requests, 1e9/max(res.PerSecond, 1e-9), res.P50Micros, res.P99Micros, res.CPUMicros)
+		return err
 	}
 	return json.NewEncoder(stdout).Encode(res)
 }

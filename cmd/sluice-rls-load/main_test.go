@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -60,5 +61,12 @@ func TestLoad(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, "cpu.pprof")); err != nil || fi.Size() == 0 {
 			t.Fatalf("-cpuprofile wrote no profile: %v", err)
 		}
+	}
+	var out bytes.Buffer
+	if err := run([]string{"-addr", g.Addr(), "-callers", "2", "-duration", "100ms", "-warmup", "10ms", "-label", "sluice round=1", "-format", "bench"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^BenchmarkRLS/sluice/round-1/callers=2/descriptors=1 [1-9][0-9]* [0-9.]+ ns/op [0-9]+ p50-us [0-9]+ p99-us [0-9.]+ server-cpu-us/op\n$`).MatchString(out.String()) {
+		t.Fatalf("-format bench: %q", out.String())
 	}
 }

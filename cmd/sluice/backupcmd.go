@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/internal/atomicfile"
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/persistence"
 )
@@ -301,26 +302,9 @@ func parseBackupReply(v respwire.Value, g int) (persistence.GroupBackup, int, in
 	return gb, int(vals[1]), int(vals[4]), nil
 }
 
-// writeArchiveFile writes the archive to path durably: a temporary file,
-// synced, renamed over path.
+// writeArchiveFile writes the archive to path whole and durably.
 func writeArchiveFile(path string, info persistence.ArchiveInfo, groups []persistence.GroupBackup) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	err = persistence.WriteArchive(f, info, groups)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, func(w io.Writer) error { return persistence.WriteArchive(w, info, groups) }); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -491,14 +475,5 @@ func restoreDataDir(dir string, info persistence.ArchiveInfo, groups []persisten
 			return fmt.Errorf("group %d: write the snapshot: %w", g.Group, err)
 		}
 	}
-	return syncDir(filepath.Clean(dir))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.SyncDir(filepath.Clean(dir))
 }

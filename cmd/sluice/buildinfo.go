@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // What this binary is: the release, the commit it was built from and the
@@ -16,7 +17,7 @@ var commit = ""
 
 // buildInfo describes the running binary.
 type buildInfo struct {
-	Version   string // main.version: a tag, git describe, or "dev"
+	Version   string // main.version (a tag, git describe), else Go's module version, else "dev"
 	Commit    string // full commit hash, "" when unknown
 	Dirty     bool   // built from a tree with uncommitted changes
 	GoVersion string // runtime.Version()
@@ -24,10 +25,25 @@ type buildInfo struct {
 }
 
 // currentBuild returns what -ldflags set, completed from Go's embedded
-// build information (vcs.revision, vcs.modified).
+// build information (chooseBuild).
 func currentBuild() buildInfo {
-	b := buildInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	return chooseBuild(version, commit, bi, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+}
+
+// chooseBuild describes a binary from what -ldflags set (ldVersion,
+// ldCommit: "dev" and "" when unset) and Go's build information (bi, nil
+// when the binary has none). The version: -ldflags's, else the module
+// version Go recorded (a binary of "go install ...@v0.2.0" says v0.2.0; one
+// built in a checkout, a pseudo-version naming the commit), else "dev".
+// The commit: -ldflags's, else vcs.revision. Dirty: vcs.modified, or a
+// version git describe --dirty or Go marked dirty.
+func chooseBuild(ldVersion, ldCommit string, bi *debug.BuildInfo, goVersion, platform string) buildInfo {
+	b := buildInfo{Version: ldVersion, Commit: ldCommit, GoVersion: goVersion, Platform: platform}
+	if bi != nil {
+		if v := bi.Main.Version; ldVersion == "dev" && v != "" && v != "(devel)" {
+			b.Version = v
+		}
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
@@ -35,14 +51,15 @@ func currentBuild() buildInfo {
 					b.Commit = s.Value
 				}
 			case "vcs.modified":
-				if commit == "" {
+				if ldCommit == "" {
 					b.Dirty = s.Value == "true"
 				}
 			}
 		}
 	}
-	// git describe --dirty marks a dirty tree in the version.
-	if len(b.Version) > 6 && b.Version[len(b.Version)-6:] == "-dirty" {
+	// git describe --dirty marks a dirty tree in the version, Go with
+	// "+dirty".
+	if strings.HasSuffix(b.Version, "-dirty") || strings.HasSuffix(b.Version, "+dirty") {
 		b.Dirty = true
 	}
 	return b

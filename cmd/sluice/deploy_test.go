@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,40 @@ func TestWaitServing(t *testing.T) {
 	}
 }
 
+// TestChooseBuild: the version -ldflags set wins; without it, the module
+// version Go recorded ("go install ...@v0.2.0"), else "dev"; the commit
+// likewise from vcs.revision.
+func TestChooseBuild(t *testing.T) {
+	vcs := func(main string, settings ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/sluice-rl/sluice", Version: main}}
+		for i := 0; i+1 < len(settings); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
+		}
+		return bi
+	}
+	for _, tc := range []struct {
+		name                string
+		ldVersion, ldCommit string
+		bi                  *debug.BuildInfo
+		version, commit     string
+		dirty               bool
+	}{
+		{"go install @v0.2.0", "dev", "", vcs("v0.2.0"), "v0.2.0", "", false},
+		{"go install @commit", "dev", "", vcs("v0.2.1-0.20261129001500-0631f27abcde"), "v0.2.1-0.20261129001500-0631f27abcde", "", false},
+		{"go build in a checkout", "dev", "", vcs("v0.2.1-0.20261129001500-0631f27abcde+dirty", "vcs.revision", "0631f27abcdef", "vcs.modified", "true"),
+			"v0.2.1-0.20261129001500-0631f27abcde+dirty", "0631f27abcdef", true},
+		{"go build without vcs", "dev", "", vcs("(devel)"), "dev", "", false},
+		{"no build information", "dev", "", nil, "dev", "", false},
+		{"make build", "v0.2.0-3-gabcdef", "abcdef0123", vcs("(devel)", "vcs.revision", "ffff", "vcs.modified", "true"), "v0.2.0-3-gabcdef", "abcdef0123", false},
+		{"make build, dirty", "v0.2.0-dirty", "abcdef0123", vcs("v0.2.0"), "v0.2.0-dirty", "abcdef0123", true},
+	} {
+		b := chooseBuild(tc.ldVersion, tc.ldCommit, tc.bi, "go1.26.8", "linux/amd64")
+		if b.Version != tc.version || b.Commit != tc.commit || b.Dirty != tc.dirty || b.GoVersion != "go1.26.8" || b.Platform != "linux/amd64" {
+			t.Errorf("%s: %+v, want version %q commit %q dirty %v", tc.name, b, tc.version, tc.commit, tc.dirty)
+		}
+	}
+}
+
 func TestVersionCommand(t *testing.T) {
 	var out bytes.Buffer
 	code, ok := runToolCommand(context.Background(), []string{"version"}, &out, &out)
@@ -109,7 +144,7 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("sluice version: ok %v code %d", ok, code)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || lines[0] != "sluice "+version || !strings.HasPrefix(lines[1], "commit ") || !strings.HasPrefix(lines[2], "go1.") {
+	if len(lines) != 3 || lines[0] != "sluice "+currentBuild().Version || !strings.HasPrefix(lines[1], "commit ") || !strings.HasPrefix(lines[2], "go1.") {
 		t.Errorf("sluice version printed %q", out.String())
 	}
 	if _, ok := runToolCommand(context.Background(), []string{"--addr", "x"}, &out, &out); ok {

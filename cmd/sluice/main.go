@@ -161,7 +161,7 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 		Persistent:  persistent,
 		AppendFsync: cfg.Fsync.value,
 		LogStore:    cfg.RaftLog.value,
-		Version:     version,
+		Version:     build.Version,
 		GitSHA1:     build.gitSHA1(),
 		GitDirty:    build.Dirty,
 		Logger:      log,
@@ -196,7 +196,7 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 		defer closeWithin(5*time.Second, ms.close)
 		log.Info("metrics", "addr", ms.ln.Addr().String())
 	}
-	log.Info("sluice ready", "addr", ln.Addr().String(), "version", version, "commit", build.Commit, "persistent", persistent)
+	log.Info("sluice ready", "addr", ln.Addr().String(), "version", build.Version, "commit", build.Commit, "persistent", persistent)
 	// systemd (Type=notify): READY=1 once the node serves, STOPPING=1 on
 	// the way out (sdnotify.go).
 	sd := notifier{socket: os.Getenv("NOTIFY_SOCKET")}

@@ -194,11 +194,11 @@ func (c *testCluster) startJoiner(p *proc) {
 	c.t.Helper()
 	c.start(p)
 	// It serves no command yet (no group knows a leader): it answers PING
-	// once it listens.
+	// with LOADING once it listens, until it is joined and serves.
 	testkit.Eventually(c.t, 10*time.Second, 20*time.Millisecond, func() error {
 		r := c.probe(p)
 		defer r.Close()
-		if err := r.Ping(context.Background()).Err(); err != nil {
+		if err := r.Ping(context.Background()).Err(); err != nil && !strings.HasPrefix(err.Error(), "LOADING ") {
 			return fmt.Errorf("%s does not answer PING: %w", p.ID, err)
 		}
 		return nil

@@ -330,10 +330,12 @@ func testClusterProcessesFailover(t *testing.T, flags []string) {
 }
 
 // waitNewestVersion waits until every group of the given nodes runs the
-// cluster version their binary supports: a new cluster starts at version 1
-// and its leaders raise it once every member has said what it supports
-// (about a second), and until then the commands of later releases (the
-// string commands, the rate limit service) are refused.
+// cluster version their binary supports. A cluster this build bootstraps
+// runs it from its first ready leader; one of an older build (0631f27,
+// the upgrade test's) starts at version 1 and its leaders raise it once
+// every member has said what it supports (about a second), and until then
+// the commands of later releases (the string commands, the rate limit
+// service) are refused.
 func (c *testCluster) waitNewestVersion(nodes ...*proc) {
 	c.t.Helper()
 	c.settle(30*time.Second, 50*time.Millisecond, "the newest cluster version", func() string {

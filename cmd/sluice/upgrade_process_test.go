@@ -28,15 +28,21 @@ const releaseV010 = "ae62d5a"
 // upgraded cluster to.
 var currentVersion = strconv.FormatUint(uint64(cluster.SupportedVersion), 10)
 
+// releasePrev is main's commit when issue #30 began (cluster version 2,
+// the version v0.2.0 runs): the cluster the next upgrade test starts from.
+const releasePrev = "0631f27"
+
 // releaseBinary builds sluice at commit from this repository's history
-// (git archive into a temporary directory, then go build), caching the
-// binary under the temporary directory by commit so that reruns are fast.
-// It skips the test when the history is not available (a shallow clone).
-func releaseBinary(t *testing.T, commit string) string {
+// (git archive into a temporary directory, then go build with
+// main.version set to version), caching the binary under the temporary
+// directory by commit so that reruns, and the other upgrade test, reuse
+// it. It skips the test when the history is not available (a shallow
+// clone).
+func releaseBinary(t *testing.T, commit, version string) string {
 	t.Helper()
 	out, err := exec.Command("git", "rev-parse", "--verify", "--quiet", commit+"^{commit}").Output()
 	if err != nil {
-		t.Skipf("git history with commit %s (release v0.1.0) is not available here (%v): cannot build the older release", commit, err)
+		t.Skipf("git history with commit %s (%s) is not available here (%v): cannot build the older release", commit, version, err)
 	}
 	full := strings.TrimSpace(string(out))
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
@@ -74,7 +80,7 @@ func releaseBinary(t *testing.T, commit string) string {
 		t.Fatalf("untar %s: %v\n%s", commit, err, stderr.String())
 	}
 	tmp := filepath.Join(src, "sluice.bin")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.1.0", "-o", tmp, "./cmd/sluice")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", tmp, "./cmd/sluice")
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build sluice at %s: %v\n%s", commit, err, out)
@@ -241,7 +247,7 @@ func TestRollingUpgradeFromV010(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	old := releaseBinary(t, releaseV010)
+	old := releaseBinary(t, releaseV010, "v0.1.0")
 	for _, shards := range []int{1, 3} {
 		t.Run("shards="+strconv.Itoa(shards), func(t *testing.T) { testRollingUpgrade(t, old, shards) })
 	}
@@ -359,4 +365,192 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	}
 	c.waitDigests("after the refused start")
 	c.checkExact(load)
+}
+
+// TestRollingUpgradeFrom0631f27: three nodes (--shards 3) of commit
+// 0631f27 (main when issue #30 began, cluster version 2; built from git)
+// under load from clients on every node (INCRBY on shared counters),
+// upgraded one at a time (SIGTERM, start this build on the same data dir),
+// one node rolled back to 0631f27 while the cluster is mixed and upgraded
+// again, each binary restoring snapshots the other took. Clients see no
+// error but the connections of the node being restarted closing (or
+// refused while it is down), and none of the commands those carried was
+// applied: every counter ends at exactly the number of acknowledged
+// increments, on every node. The cluster version stays 2 throughout.
+func TestRollingUpgradeFrom0631f27(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	old := releaseBinary(t, releasePrev, "0631f27")
+	ctx := context.Background()
+	const shards = 3
+	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
+		for _, p := range ns {
+			p.Extra = []string{"--shards", strconv.Itoa(shards)}
+		}
+	}})
+	for _, p := range c.nodes {
+		c.startWith(p, old)
+	}
+	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...) // 0631f27 raises a new cluster's version by the poll
+	load := c.startCounterLoad()
+	defer load.halt()
+	// restart replaces p's binary; while the cluster is mixed its version
+	// stays 2, and once every node runs this build it rises to this build's
+	// (waitNewestVersion below), under the load.
+	restart := func(p *proc, bin string, mixed bool) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond) // load on the cluster as it was
+		load.restarting(p.ID)
+		c.stop(p)
+		c.startWith(p, bin)
+		c.waitServing(c.nodes...)
+		load.restarting("")
+		if !mixed {
+			return
+		}
+		for _, q := range c.nodes {
+			for g, v := range c.clusterVersions(q, shards) {
+				if v != "2" {
+					t.Fatalf("%s reports cluster version %q for group %d, want 2", q.ID, v, g)
+				}
+			}
+		}
+	}
+	snapshot := func(p *proc) {
+		t.Helper()
+		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
+			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
+		}
+	}
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range c.nodes {
+		snapshot(p) // 0631f27's snapshots, which this build restores
+	}
+	restart(n1, binary, true)
+	restart(n2, binary, true)
+	snapshot(n2) // this build's, which 0631f27 restores
+	restart(n2, old, true)
+	restart(n2, binary, true)
+	restart(n3, binary, false)
+	c.waitNewestVersion(c.nodes...)    // every node upgraded: the version rises
+	time.Sleep(300 * time.Millisecond) // load on the upgraded cluster
+	load.halt()
+	c.checkCounters(load)
+}
+
+// counterLoad is clients on every node incrementing shared counters until
+// halted, counting the acknowledged increments, and the errors: a
+// transport error on a client of the node being restarted is expected
+// (its connections close, dials are refused), until that client gets a
+// reply again; any other error fails the test.
+type counterLoad struct {
+	mu      sync.Mutex
+	acked   map[string]int64
+	closed  int      // transport errors on the restarting node's clients
+	bad     []string // any other error
+	restart string   // the node being restarted, "" for none
+	stop    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+}
+
+func (c *testCluster) startCounterLoad() *counterLoad {
+	l := &counterLoad{acked: map[string]int64{}, stop: make(chan struct{})}
+	for w, p := range c.nodes {
+		for k := range 2 {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
+					DialTimeout: time.Second, ReadTimeout: 10 * time.Second, PoolSize: 1})
+				defer r.Close()
+				// cut: this client's connection to its node closed when the
+				// node was restarted, and it has not got a reply since
+				// (go-redis answers the last dial error for a while after
+				// the node is back, without dialling).
+				cut := false
+				for n := 0; ; n++ {
+					select {
+					case <-l.stop:
+						return
+					default:
+					}
+					key := upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)
+					_, err := r.IncrBy(context.Background(), key, 1).Result()
+					l.mu.Lock()
+					var rerr redis.Error
+					switch {
+					case err == nil:
+						l.acked[key]++
+						cut = false
+					case !errors.As(err, &rerr) && (l.restart == p.ID || cut):
+						l.closed++
+						cut = true
+					default:
+						l.bad = append(l.bad, fmt.Sprintf("%s on %s (restarting %q): %v", key, p.ID, l.restart, err))
+					}
+					l.mu.Unlock()
+					if err != nil {
+						time.Sleep(20 * time.Millisecond) // a stopped node: do not spin
+					} else {
+						time.Sleep(2 * time.Millisecond)
+					}
+				}
+			}()
+		}
+	}
+	return l
+}
+
+// restarting names the node being restarted ("" once it serves again).
+func (l *counterLoad) restarting(id string) {
+	l.mu.Lock()
+	l.restart = id
+	l.mu.Unlock()
+}
+
+func (l *counterLoad) halt() {
+	l.once.Do(func() {
+		close(l.stop)
+		l.wg.Wait()
+	})
+}
+
+// checkCounters fails the test for an error other than a restarting
+// node's connections closing, and for a counter that differs, on any
+// node, from the increments acknowledged: more would be a command whose
+// connection closed yet applied (or one applied twice), fewer a lost one.
+func (c *testCluster) checkCounters(l *counterLoad) {
+	c.t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var total int64
+	for _, n := range l.acked {
+		total += n
+	}
+	c.t.Logf("%d increments acknowledged, %d calls failed with the restarting node's connections", total, l.closed)
+	if len(l.bad) > 0 {
+		c.dumpLogs()
+		c.t.Fatalf("%d errors beyond the restarting node's connections closing, the first: %s", len(l.bad), strings.Join(l.bad[:min(len(l.bad), 10)], "; "))
+	}
+	if total == 0 {
+		c.t.Fatal("the load acknowledged nothing")
+	}
+	c.waitDigests("after the upgrade")
+	for _, p := range c.nodes {
+		r := c.client(p)
+		for i := range upgradeKeys {
+			key := upgradeKey(i)
+			got, err := r.Get(context.Background(), key).Int64()
+			if errors.Is(err, redis.Nil) {
+				got, err = 0, nil
+			}
+			if err != nil || got != l.acked[key] {
+				c.t.Fatalf("%s on %s: %d, %v; want the %d increments acknowledged", key, p.ID, got, err, l.acked[key])
+			}
+		}
+	}
 }

@@ -135,6 +135,9 @@ const (
 	// applied (rendered MISCONF, Redis's code for a server that cannot
 	// persist).
 	LogWriteFailed
+	// Removed: this node was removed from the cluster (RAFT.REMOVE): it
+	// serves no more as a member. Not applied.
+	Removed
 	// NotFloat: a value or argument is not a valid float (INCRBYFLOAT,
 	// Redis's "value is not a valid float"). Not applied.
 	NotFloat
@@ -162,6 +165,11 @@ const (
 	NotApplied Class = iota
 	// MayHaveApplied: the command may have been applied (UNCERTAIN).
 	MayHaveApplied
+	// Unavailable: the node or the cluster could not take the command
+	// (no quorum in time, shutting down, loading): certainly not applied,
+	// and it may be sent again, later or to another node. It is about a
+	// batch's fate, not one operation's outcome.
+	Unavailable
 )
 
 // Class returns what a client may assume after c.

@@ -35,11 +35,10 @@ func Dial(addr string, timeout time.Duration) (*Conn, error) {
 	return NewConn(nc), nil
 }
 
-// Send writes one command.
+// Send writes one command (and any appended before it).
 func (c *Conn) Send(args ...string) error {
-	c.out = AppendCommand(c.out[:0], args...)
-	_, err := c.Conn.Write(c.out)
-	return err
+	c.Append(args...)
+	return c.Flush()
 }
 
 // ReadReply reads one reply within c.Limits.
@@ -50,11 +49,41 @@ func (c *Conn) ReadReply() (Value, error) { return Read(c.Reader, c.Limits) }
 func (c *Conn) Do(timeout time.Duration, args ...string) (Value, error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if err := c.Send(args...); err != nil {
-		return Value{}, fmt.Errorf("write: %w", err)
+		return Value{}, err
 	}
 	v, err := c.ReadReply()
 	if err != nil {
 		return Value{}, fmt.Errorf("read: %w", err)
 	}
 	return v, nil
+}
+
+// Append adds one command to the batch that Flush sends: pipelining.
+func (c *Conn) Append(args ...string) { c.out = AppendCommand(c.out, args...) }
+
+// AppendRaw adds bytes that already are one or more RESP commands.
+func (c *Conn) AppendRaw(b []byte) { c.out = append(c.out, b...) }
+
+// Flush writes the commands appended since the last Flush in one write.
+func (c *Conn) Flush() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.out)
+	c.out = c.out[:0]
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// DoAt runs one command on a fresh connection to addr, dial and exchange
+// each within timeout. An error reply is a Value, not an error.
+func DoAt(addr string, timeout time.Duration, args ...string) (Value, error) {
+	c, err := Dial(addr, timeout)
+	if err != nil {
+		return Value{}, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer c.Close()
+	return c.Do(timeout, args...)
 }

@@ -16,13 +16,22 @@ import (
 // strings, the form every Redis server accepts) and returns the extended
 // buffer.
 func AppendCommand(dst []byte, args ...string) []byte {
-	dst = appendHeader(dst, '*', len(args))
+	dst = AppendArray(dst, len(args))
 	for _, a := range args {
-		dst = appendHeader(dst, '$', len(a))
-		dst = append(dst, a...)
-		dst = append(dst, '\r', '\n')
+		dst = AppendBulk(dst, a)
 	}
 	return dst
+}
+
+// AppendArray appends the header of an array of n elements: a command
+// assembled from parts (the load generator's templates).
+func AppendArray(dst []byte, n int) []byte { return appendHeader(dst, '*', n) }
+
+// AppendBulk appends s as a bulk string.
+func AppendBulk[S string | []byte](dst []byte, s S) []byte {
+	dst = appendHeader(dst, '$', len(s))
+	dst = append(dst, s...)
+	return append(dst, '\r', '\n')
 }
 
 // appendHeader appends a type byte, a count and CRLF.
@@ -144,4 +153,44 @@ func (v Value) AppendText(dst []byte, s Style) []byte {
 		return append(dst, ']')
 	}
 	return append(dst, v.Str...)
+}
+
+// Error returns the text of an error reply (simple or bulk), "" for any
+// other reply.
+func (v Value) Error() string {
+	if v.Kind == SimpleError || v.Kind == BulkError {
+		return v.Str
+	}
+	return ""
+}
+
+// Ints returns the integers of an array of integers (sluice's limiter
+// replies); ok is false for any other reply.
+func (v Value) Ints() (ints []int64, ok bool) {
+	if v.Kind != Array || v.Null {
+		return nil, false
+	}
+	ints = make([]int64, len(v.Elems))
+	for i, e := range v.Elems {
+		if e.Kind != Integer {
+			return nil, false
+		}
+		ints[i] = e.Int
+	}
+	return ints, true
+}
+
+// Fields returns the pairs of a flat array or map of names and values
+// (RAFT.STATUS, CONFIG GET) as a map of strings; integers in decimal.
+func (v Value) Fields() map[string]string {
+	m := make(map[string]string, len(v.Elems)/2)
+	for i := 0; i+1 < len(v.Elems); i += 2 {
+		val := v.Elems[i+1]
+		if val.Kind == Integer {
+			m[v.Elems[i].Str] = strconv.FormatInt(val.Int, 10)
+		} else {
+			m[v.Elems[i].Str] = val.Str
+		}
+	}
+	return m
 }

@@ -415,3 +415,60 @@ func TestParseInt(t *testing.T) {
 		}
 	}
 }
+
+// TestPipeline: commands appended go out in one Flush, in order, and their
+// replies come back in order.
+func TestPipeline(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	c := NewConn(client)
+	defer c.Close()
+	c.Append("ECHO", "a")
+	c.AppendRaw(AppendCommand(nil, "PING"))
+	go c.Flush() // net.Pipe is synchronous: the write waits for the reads below
+	rd := bufio.NewReader(server)
+	for _, want := range []string{"*2 [$4 ECHO $1 a]", "*1 [$4 PING]"} {
+		if cmd, err := Read(rd, Limits{}); err != nil || cmd.String() != want {
+			t.Fatalf("server got %v, %v; want %s", cmd, err, want)
+		}
+	}
+	go server.Write([]byte("$1\r\na\r\n+PONG\r\n"))
+	for _, want := range []string{"$1 a", "+PONG"} {
+		if v, err := c.ReadReply(); err != nil || v.String() != want {
+			t.Fatalf("reply = %v, %v; want %s", v, err, want)
+		}
+	}
+}
+
+// TestValueViews: Error, Ints and Fields read the replies the tools ask
+// about.
+func TestValueViews(t *testing.T) {
+	read := func(wire string) Value {
+		v, err := Read(bufio.NewReader(strings.NewReader(wire)), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := read("-ERR x\r\n").Error(); got != "ERR x" {
+		t.Errorf("Error of a simple error = %q", got)
+	}
+	if got := read("!5\r\nERR y\r\n").Error(); got != "ERR y" {
+		t.Errorf("Error of a bulk error = %q", got)
+	}
+	if got := read("+OK\r\n").Error(); got != "" {
+		t.Errorf("Error of +OK = %q", got)
+	}
+	if ints, ok := read("*2\r\n:1\r\n:-4\r\n").Ints(); !ok || !reflect.DeepEqual(ints, []int64{1, -4}) {
+		t.Errorf("Ints = %v, %v", ints, ok)
+	}
+	for _, wire := range []string{"*2\r\n:1\r\n$1\r\nx\r\n", ":1\r\n", "*-1\r\n"} {
+		if _, ok := read(wire).Ints(); ok {
+			t.Errorf("Ints of %q is ok", wire)
+		}
+	}
+	f := read("*4\r\n$4\r\nrole\r\n$6\r\nleader\r\n$4\r\nterm\r\n:3\r\n").Fields()
+	if !reflect.DeepEqual(f, map[string]string{"role": "leader", "term": "3"}) {
+		t.Errorf("Fields = %v", f)
+	}
+}

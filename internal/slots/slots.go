@@ -114,23 +114,3 @@ func (t Table) Group(slot int) int {
 	}
 	return lo
 }
-
-// KeysGroup returns the slot of the first key and the group owning every
-// key's slot; same is false when the keys map to different groups (Redis
-// Cluster's CROSSSLOT). With no keys it returns slot -1, group 0.
-func (t Table) KeysGroup(keys [][]byte) (slot, group int, same bool) {
-	if len(keys) == 0 {
-		return -1, 0, true
-	}
-	slot = Of(keys[0])
-	group = t.Group(slot)
-	if len(t.ranges) == 1 {
-		return slot, group, true
-	}
-	for _, k := range keys[1:] {
-		if t.Group(Of(k)) != group {
-			return slot, group, false
-		}
-	}
-	return slot, group, true
-}

@@ -90,35 +90,3 @@ func TestEven(t *testing.T) {
 		}
 	}
 }
-
-func TestKeysGroup(t *testing.T) {
-	three, _ := Even(3) // 0-5461, 5462-10922, 10923-16383
-	one, _ := Even(1)
-	keys := func(ks ...string) [][]byte {
-		out := make([][]byte, len(ks))
-		for i, k := range ks {
-			out[i] = []byte(k)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name  string
-		tab   Table
-		keys  [][]byte
-		slot  int
-		group int
-		same  bool
-	}{
-		{"none", three, nil, -1, 0, true},
-		{"one key", three, keys("foo"), 12182, 2, true},
-		{"same tag", three, keys("{user1000}.following", "{user1000}.followers"), 3443, 0, true},
-		{"same group other slots", three, keys("hello", "{user1000}x"), 866, 0, true},
-		{"cross groups", three, keys("foo", "bar"), 12182, 2, false},
-		{"one group never crosses", one, keys("foo", "bar"), 12182, 0, true},
-	} {
-		slot, group, same := tc.tab.KeysGroup(tc.keys)
-		if slot != tc.slot || group != tc.group || same != tc.same {
-			t.Errorf("%s: KeysGroup = %d, %d, %v; want %d, %d, %v", tc.name, slot, group, same, tc.slot, tc.group, tc.same)
-		}
-	}
-}

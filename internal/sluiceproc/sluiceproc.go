@@ -182,16 +182,11 @@ func (p *Process) Stop(timeout time.Duration) error {
 // connection within timeout, and returns nil if it answers without an
 // error: the node serves.
 func Serving(addr string, timeout time.Duration) error {
-	c, err := respwire.Dial(addr, timeout)
-	if err != nil {
-		return fmt.Errorf("dial %s: %w", addr, err)
-	}
-	defer c.Close()
-	v, err := c.Do(timeout, "DBSIZE")
+	v, err := respwire.DoAt(addr, timeout, "DBSIZE")
 	if err != nil {
 		return err
 	}
-	if v.Kind == respwire.SimpleError || v.Kind == respwire.BulkError {
+	if v.Error() != "" {
 		return errors.New(v.Str)
 	}
 	return nil

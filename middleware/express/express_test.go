@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/middleware/internal/sluicetest"
 )
 
 // TestExpressRateLimitStore runs Express with express-rate-limit and the

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
 	"github.com/sluice-rl/sluice/middleware/httplimit"
+	"github.com/sluice-rl/sluice/middleware/internal/sluicetest"
 )
 
 // TestLimiterEndToEnd: against a real sluice, N+1 requests against a limit

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/internal/pyredis"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/middleware/internal/sluicetest"
 )
 
 // TestFlaskFastAPI runs Flask and FastAPI views behind the helper against a

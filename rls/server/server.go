@@ -237,10 +237,12 @@ func ToProto(r *rls.Response) *pb.RateLimitResponse {
 }
 
 // grpcError maps a decision's error to a gRPC status: a bad request is
-// InvalidArgument; a cluster that certainly did not apply it Unavailable
-// (Envoy's failure_mode_deny decides what then happens); one that may have
-// applied it Unknown; a key of another kind FailedPrecondition; the memory
-// and key limits ResourceExhausted.
+// InvalidArgument; a refusal that passes (not applied: no leader yet, a
+// node loading, stopping, removed, halted or unable to write its log, a
+// cluster version still being raised) Unavailable, which gRPC clients
+// retry (Envoy's failure_mode_deny decides what then happens); one that
+// may have applied it Unknown; a key of another kind FailedPrecondition;
+// the memory and key limits ResourceExhausted.
 func grpcError(err error) error {
 	var bad *rls.BadRequestError
 	if errors.As(err, &bad) {
@@ -257,7 +259,8 @@ func grpcError(err error) error {
 	switch {
 	case e.Code.Class() == errcode.MayHaveApplied:
 		c = codes.Unknown
-	case e.Code == errcode.ClusterDown, e.Code == errcode.ShuttingDown, e.Code == errcode.Loading:
+	case e.Code.Class() == errcode.Unavailable, e.Code == errcode.ClusterVersion, e.Code == errcode.ApplyHalted,
+		e.Code == errcode.LogWriteFailed, e.Code == errcode.Removed:
 		c = codes.Unavailable
 	case e.Code == errcode.WrongType:
 		c = codes.FailedPrecondition

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-rl/sluice/engine"
+	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/rls"
 )
@@ -335,5 +336,21 @@ func TestDecisionDeadline(t *testing.T) {
 				t.Fatalf("deadline %v ahead, want %v", d, tc.want)
 			}
 		})
+	}
+}
+
+// TestTransientRefusalsAreUnavailable: a refusal that passes by itself (no
+// leader yet, a cluster version still being raised, a node loading,
+// stopping, halted or unable to write) is UNAVAILABLE, which gRPC clients
+// retry, and 503 on /json; never INTERNAL.
+func TestTransientRefusalsAreUnavailable(t *testing.T) {
+	for _, c := range []errcode.Code{errcode.ClusterDown, errcode.ShuttingDown, errcode.Loading,
+		errcode.ClusterVersion, errcode.ApplyHalted, errcode.LogWriteFailed, errcode.Removed} {
+		if got := status.Code(grpcError(&errcode.Error{Code: c, Num: 2, Detail: "1"})); got != codes.Unavailable {
+			t.Errorf("%s: %s, want Unavailable", c, got)
+		}
+	}
+	if got := status.Code(grpcError(&errcode.Error{Code: errcode.CommitTimeout})); got != codes.Unknown {
+		t.Errorf("a refusal that may have applied: %s, want Unknown", got)
 	}
 }

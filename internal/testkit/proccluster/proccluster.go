@@ -557,23 +557,14 @@ func RaftStatus(n *Node, g int, timeout time.Duration) (map[string]string, error
 	if g != 0 {
 		args = append(args, strconv.Itoa(g))
 	}
-	conn, err := respwire.Dial(n.RESP, timeout)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", n.RESP, err)
-	}
-	defer conn.Close()
-	v, err := conn.Do(timeout, args...)
+	v, err := respwire.DoAt(n.RESP, timeout, args...)
 	if err != nil {
 		return nil, err
 	}
-	if v.Kind == respwire.SimpleError || v.Kind == respwire.BulkError {
+	if v.Error() != "" {
 		return nil, fmt.Errorf("RAFT.STATUS: %s", v.Str)
 	}
-	m := make(map[string]string, len(v.Elems)/2)
-	for i := 0; i+1 < len(v.Elems); i += 2 {
-		m[v.Elems[i].Str] = v.Elems[i+1].Str
-	}
-	return m, nil
+	return v.Fields(), nil
 }
 
 // Leader returns a running node that says it leads Raft group g

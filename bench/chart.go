@@ -8,28 +8,20 @@ import (
 	"strings"
 )
 
-// Series is one named line or set of bars of a chart.
+// Series is one named line of a chart.
 type Series struct {
 	Name string
-	X, Y []float64 // for a bar chart X is unused: Y[i] belongs to group i
+	X, Y []float64
 }
 
-// LineChart is an SVG line chart with optional logarithmic axes.
+// LineChart is an SVG line chart with optional logarithmic axes: the
+// small generator the report's charts come from (Report.Charts), fed by
+// the run's results. XFormat names the ticks of a categorical axis.
 type LineChart struct {
 	Title, XLabel, YLabel string
 	LogX, LogY            bool
 	Series                []Series
 	XFormat, YFormat      func(float64) string
-}
-
-// BarChart is an SVG grouped bar chart: one group per label, one bar per
-// series in each group.
-type BarChart struct {
-	Title, YLabel string
-	Groups        []string
-	Series        []Series
-	LogY          bool
-	YFormat       func(float64) string
 }
 
 // color is the i-th series' color.
@@ -224,48 +216,6 @@ func (c LineChart) SVG() string {
 			xy := strings.Split(p, ",")
 			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`+"\n", xy[0], xy[1], col)
 		}
-		names = append(names, s.Name)
-	}
-	legend(&b, names)
-	b.WriteString("</svg>\n")
-	return b.String()
-}
-
-// SVG renders the chart.
-func (c BarChart) SVG() string {
-	var ys []float64
-	for _, s := range c.Series {
-		ys = append(ys, s.Y...)
-	}
-	yf := c.YFormat
-	if yf == nil {
-		yf = defaultFormat
-	}
-	ylo, yhi := bounds(ys, c.LogY, true)
-	y := axis{lo: ylo, hi: yhi, log: c.LogY, from: float64(svgH) - padB, to: padT}
-	n := float64(len(c.Groups))
-	x := axis{lo: 0, hi: n, from: padL, to: float64(svgW) - padR}
-	var b strings.Builder
-	header(&b, c.Title)
-	frame(&b, x, y, "", c.YLabel, nil, defaultFormat, yf)
-	gw := (x.to - x.from) / math.Max(n, 1)
-	bw := gw * 0.8 / math.Max(float64(len(c.Series)), 1)
-	base := y.pos(ylo)
-	for g, label := range c.Groups {
-		gx := x.from + float64(g)*gw
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", gx+gw/2, float64(svgH)-padB+16, html.EscapeString(label))
-		for i, s := range c.Series {
-			if g >= len(s.Y) || (c.LogY && s.Y[g] <= 0) {
-				continue
-			}
-			top := y.pos(s.Y[g])
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`+"\n",
-				gx+gw*0.1+float64(i)*bw, top, bw*0.92, math.Max(base-top, 0), color(i),
-				html.EscapeString(s.Name), html.EscapeString(label), html.EscapeString(yf(s.Y[g])))
-		}
-	}
-	var names []string
-	for _, s := range c.Series {
 		names = append(names, s.Name)
 	}
 	legend(&b, names)
