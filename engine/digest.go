@@ -29,10 +29,14 @@ func (e *Engine) Digest() (sum [sha256.Size]byte, keys int) {
 	word(frozen)
 	word(cs.FrozenAt)
 	word(cs.Last)
-	for i := range e.stripes {
+	for i := range e.ExportShards() {
 		recs := e.ExportStripe(i, cs.Last)
 		slices.SortFunc(recs, func(a, b Record) int { return bytes.Compare(a.Key, b.Key) })
 		for _, r := range recs {
+			if r.DB != 0 {
+				// Database 0's keys hash as before databases.
+				word(-1 - int64(r.DB))
+			}
 			word(int64(len(r.Key)))
 			buf = append(buf, r.Key...)
 			word(int64(r.Rule.Kind))

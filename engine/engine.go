@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -41,10 +42,18 @@ type Engine struct {
 	maxColl int
 	clock   clock
 	sweep   sweepCursor
-	tot     *totals // nil without limits (memory.go)
-	watch   Watcher // nil unless Config.Watcher is set
+	tot     *totals     // nil without limits (memory.go)
+	watch   Watcher     // nil unless Config.Watcher is set
+	wt      *watchTable // WATCH's registrations (watch.go), the top's
+	// top is the engine of database 0, which holds the clock and the
+	// other databases (databases.go); itself on that engine.
+	top *Engine
+	// dbs are the databases, created on first use (dbs[0] is top); nil
+	// on the engine of another database.
+	dbs *[NumDBs]atomic.Pointer[Engine]
 	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
-	// only on a script's view of the engine) and that view.
+	// only on a script's view of the engine) and that view. Scripts run on
+	// the top engine (topOnly): one script cache for every database.
 	runner  ScriptRunner
 	scripts scriptCache
 	nolock  bool
@@ -90,10 +99,11 @@ func New(cfg Config) *Engine {
 		e.tot = &totals{maxKeys: max(cfg.MaxKeys, 0), maxBytes: max(cfg.MaxBytes, 0)}
 		e.tot.errKeys = &errcode.Error{Code: errcode.KeyLimit, Num: e.tot.maxKeys}
 	}
-	for i := range e.stripes {
-		e.stripes[i] = newStripe(e.tot)
-		e.stripes[i].watch = cfg.Watcher
-	}
+	e.wt = &watchTable{}
+	e.top = e
+	e.dbs = &[NumDBs]atomic.Pointer[Engine]{}
+	e.dbs[0].Store(e)
+	e.initStripes(0)
 	e.runner = cfg.Scripts
 	e.scripts.maxCount, e.scripts.maxBytes = cfg.ScriptCacheMax, cfg.ScriptCacheBytes
 	if e.scripts.maxCount <= 0 {
@@ -106,6 +116,16 @@ func New(cfg Config) *Engine {
 	return e
 }
 
+// initStripes creates the stripes of database db.
+func (e *Engine) initStripes(db uint8) {
+	for i := range e.stripes {
+		e.stripes[i] = newStripe(e.tot)
+		e.stripes[i].watch = e.watch
+		e.stripes[i].wt = e.wt
+		e.stripes[i].db = db
+	}
+}
+
 // NumStripes returns the number of stripes (a power of two).
 func (e *Engine) NumStripes() int { return len(e.stripes) }
 
@@ -114,15 +134,18 @@ func (e *Engine) NumStripes() int { return len(e.stripes) }
 // exact count at a given time (DBSIZE, OpCount) is e.count.
 func (e *Engine) Len() int {
 	n := int64(0)
-	for _, s := range e.stripes {
-		n += s.count.Load()
-	}
+	e.eachDB(func(d *Engine) {
+		for _, s := range d.stripes {
+			n += s.count.Load()
+		}
+	})
 	return int(n)
 }
 
 // Reset forgets every key. The clock is kept.
 func (e *Engine) Reset() {
-	e.eachStripe(func(s *stripe) { s.reset() })
+	e.eachStripeAll(func(s *stripe) { s.reset() })
+	e.wt.reset()
 	if e.watch != nil {
 		e.watch.AllChanged()
 	}
@@ -212,10 +235,31 @@ func (e *Engine) decideRun(now int64, ops []Op, results []Result) {
 // results[i] receives the outcome of ops[i]; results must be at least as
 // long as ops. Apply is safe for concurrent use.
 func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
-	results = results[:len(ops)]
-	now := e.clock.now(wall)
+	e.run(wall, e.clock.now(wall), ops, results[:len(ops)])
+}
+
+// run runs ops at now (Apply's loop): on the top engine, a run of ops of
+// another database goes to that database's engine, except the ops only
+// the top runs (topOnly); there the clock ops move now.
+func (e *Engine) run(wall, now int64, ops []Op, results []Result) {
 	for i := 0; i < len(ops); i++ {
 		op := &ops[i]
+		if op.DB != 0 && e.dbs != nil && !topOnly(op.Code) {
+			// A run of another database's ops: its engine runs them.
+			j := i + 1
+			for j < len(ops) && ops[j].DB == op.DB && !topOnly(ops[j].Code) {
+				j++
+			}
+			if d := e.db(op.DB); d != nil {
+				d.run(wall, now, ops[i:j], results[i:j])
+			} else {
+				for k := i; k < j; k++ {
+					results[k] = Result{Err: errBadDB}
+				}
+			}
+			i = j - 1
+			continue
+		}
 		if op.Code == OpDecide || op.Code == OpAll {
 			j := i + 1
 			for j < len(ops) && j-i < lookAhead && ops[j].Code == op.Code {
@@ -230,9 +274,24 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 				if e.watch != nil {
 					e.notify(ops[i:j])
 				}
+				if e.wt.active() {
+					e.watchBump(ops[i:j], results[i:j])
+				}
 				i = j - 1
 				continue
 			}
+		}
+		if op.Code == OpWatchCheck {
+			if e.opWatchCheck(wall, now, op, &results[i]); results[i].Count == 0 {
+				// A watched key changed: the transaction's ops after the
+				// check are skipped, on every replica alike.
+				skip := int(min(max(op.Count, 0), int64(len(ops)-i-1)))
+				for k := 1; k <= skip; k++ {
+					results[i+k] = Result{}
+				}
+				i += skip
+			}
+			continue
 		}
 		row := &opRows[op.Code]
 		if row.apply != nil {
@@ -245,6 +304,9 @@ func (e *Engine) Apply(wall int64, ops []Op, results []Result) {
 		}
 		if e.watch != nil {
 			e.notify(ops[i : i+1])
+		}
+		if e.wt.active() {
+			e.watchBump(ops[i:i+1], results[i:i+1])
 		}
 	}
 }
@@ -267,7 +329,7 @@ func (e *Engine) opScan(_, now int64, op *Op, res *Result) { *res = e.scan(now, 
 func (e *Engine) opKeys(_, now int64, op *Op, res *Result) {
 	*res = Result{Keys: e.keys(now, op.Pattern)}
 }
-func (e *Engine) opFlush(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.flush(now)} }
+func (e *Engine) opFlush(_, now int64, _ *Op, res *Result) { *res = Result{Count: e.flushAll(now)} }
 func (e *Engine) opTime(_, now int64, _ *Op, res *Result)  { *res = Result{Time: now} }
 func (e *Engine) opAll(_, now int64, op *Op, res *Result) {
 	e.allHashed(now, op.All, nil, op.Each, false, res)
@@ -285,13 +347,17 @@ func (e *Engine) opRelease(_, now int64, op *Op, res *Result) {
 // expired go at once (strings.go).
 func (e *Engine) opTimeWarp(wall, _ int64, op *Op, res *Result) {
 	err := e.clock.warp(wall, op.Clock)
-	e.drainExpired(e.countedAt(e.clock.now(wall)))
+	// The string keys the jump expired go now (strings.go), in every
+	// database.
+	now := e.countedAt(e.clock.now(wall))
+	e.eachDB(func(d *Engine) { d.drainExpired(now) })
 	*res = Result{Err: err}
 }
 
 func (e *Engine) opClockFreeze(wall, _ int64, op *Op, res *Result) {
 	err := e.clock.freeze(wall, op.Clock)
-	e.drainExpired(e.countedAt(e.clock.now(wall))) // a freeze may jump ahead
+	now := e.countedAt(e.clock.now(wall)) // a freeze may jump ahead
+	e.eachDB(func(d *Engine) { d.drainExpired(now) })
 	*res = Result{Err: err}
 }
 
@@ -308,7 +374,7 @@ func (e *Engine) opClockResume(wall, _ int64, _ *Op, res *Result) {
 func (e *Engine) notify(ops []Op) {
 	for i := range ops {
 		op := &ops[i]
-		if !op.Code.Mutates() {
+		if !op.Code.Mutates() || op.Code == OpWatch || op.Code == OpWatchCheck {
 			continue
 		}
 		switch op.Code.Keys() {

@@ -14,28 +14,45 @@ import (
 // records own their bytes. The words are the stored state: see Record and the
 // state comment of each kind (bucket.go, window.go, gcra.go, log.go).
 func (e *Engine) ExportStripe(i int, now int64) []Record {
-	if i < 0 || i >= len(e.stripes) {
+	n := len(e.stripes)
+	if i < 0 || i >= n*NumDBs || e.dbs == nil {
 		return nil
 	}
-	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
+	d := e.dbs[i/n].Load()
+	if d == nil {
+		return nil
+	}
+	return d.exportStripe(i%n, e.countedAt(now))
+}
+
+// exportStripe returns the records of this database's stripe i at now
+// (already the counted time: memory.go), taking its lock (none on a
+// script's view, which holds them all).
+func (e *Engine) exportStripe(i int, now int64) []Record {
 	s := e.stripes[i]
 	e.lk(s)
 	defer e.unlk(s)
 	recs := make([]Record, 0, s.count.Load())
 	s.walkAll(func(idx uint32, ent *entry) {
-		_, rule, _, live := s.liveState(ent, now)
-		if !live {
-			return
+		if rec, ok := s.record(idx, ent, now); ok {
+			recs = append(recs, rec)
 		}
-		recs = append(recs, s.record(idx, ent, rule, now))
 	})
 	return recs
 }
 
-// record returns the record of the live entry ent (at slab index idx),
-// owning its bytes. The stripe's lock is held.
-func (s *stripe) record(idx uint32, ent *entry, rule Rule, now int64) Record {
-	rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule}
+// ExportShards is the number of shards ExportStripe takes: every stripe of
+// every database, database by database (NumStripes per database).
+func (e *Engine) ExportShards() int { return len(e.stripes) * NumDBs }
+
+// record returns the record of entry idx at now, if it is live. The
+// caller holds s.mu.
+func (s *stripe) record(idx uint32, ent *entry, now int64) (Record, bool) {
+	_, rule, _, live := s.liveState(ent, now)
+	if !live {
+		return Record{}, false
+	}
+	rec := Record{Key: slices.Clone(s.keyOf(ent)), Rule: rule, DB: s.db}
 	switch kinds[rule.Kind].shape {
 	case inLog:
 		ring := &s.logs.rings[ent.a]
@@ -60,7 +77,7 @@ func (s *stripe) record(idx uint32, ent *entry, rule Rule, now int64) Record {
 	default:
 		rec.A, rec.B, rec.C = ent.a, ent.b, ent.c
 	}
-	return rec
+	return rec, true
 }
 
 // Import adds one record (on snapshot restore), replacing any state the key
@@ -69,6 +86,20 @@ func (s *stripe) record(idx uint32, ent *entry, rule Rule, now int64) Record {
 // not have produced; it never panics. A record at its initial state is
 // accepted and simply adds nothing.
 func (e *Engine) Import(rec Record) error {
+	if e.nolock {
+		// A script's view restores its own database's records (the
+		// script's undo), under the locks the script holds.
+		return e.importRecord(rec)
+	}
+	d := e.top.db(rec.DB)
+	if d == nil {
+		return fmt.Errorf("import key %q: %w", rec.Key, badRule("database %d", rec.DB))
+	}
+	return d.importRecord(rec)
+}
+
+// importRecord is Import into this database.
+func (e *Engine) importRecord(rec Record) error {
 	shape := kindOf(rec.Rule.Kind).shape
 	if shape == inValue {
 		return e.importString(rec)

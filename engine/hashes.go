@@ -397,10 +397,11 @@ func (c *collCtx) hashStore(h hashColl, found bool, val []byte, res Result) Resu
 	return res
 }
 
-// ParseFloat parses b as Redis's string2d/strtold parses a float
-// argument: the whole string, no spaces around it, "inf"/"-inf" and their
-// spellings accepted, NaN refused.
-func ParseFloat(b []byte) (float64, bool) {
+// ParseScore parses b as Redis's string2d (strtod) parses a sorted set's
+// score: the whole string, no spaces around it, "inf"/"-inf" and their
+// spellings accepted, NaN and overflow refused. ParseFloat (floats.go) is
+// INCRBYFLOAT's.
+func ParseScore(b []byte) (float64, bool) {
 	if len(b) == 0 || len(b) > 5000 {
 		return 0, false
 	}

@@ -217,7 +217,7 @@ func (e *Engine) decideFull(now int64, h uint64, key []byte, rule Rule, cost int
 // reclaimAll makes every stripe's accounting exact at now, one stripe lock at
 // a time.
 func (e *Engine) reclaimAll(now int64) {
-	e.eachStripe(func(s *stripe) { s.reclaim(now) })
+	e.top.eachStripeAll(func(s *stripe) { s.reclaim(now) })
 }
 
 // MemoryBytes is the engine's accounted memory in bytes (see memory.go):
@@ -225,7 +225,7 @@ func (e *Engine) reclaimAll(now int64) {
 // until they are reclaimed. It takes each stripe's lock in turn.
 func (e *Engine) MemoryBytes() int64 {
 	n := int64(0)
-	e.eachStripe(func(s *stripe) { n += s.bytes() })
+	e.top.eachStripeAll(func(s *stripe) { n += s.bytes() })
 	return n
 }
 

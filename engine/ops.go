@@ -230,6 +230,22 @@ var opRows = [NumOps]opInfo{
 	OpStrlen:     row(keyRead, "OpStrlen", 2, strOp((*Engine).strStrlen), FieldKey),
 	OpExpireTime: answers(AnswerTime, row(keyRead, "OpExpireTime", 2, strOp((*Engine).strExpireTime), FieldKey)),
 
+	// v0.3.0: INCRBYFLOAT (strings.go): the increment's text in Value.
+	OpIncrByFloat: row(keyWrite, "OpIncrByFloat", 3, strOp((*Engine).strIncrFloat), FieldKey|FieldValue),
+
+	// v0.3.0: WATCH (watch.go), through the log so that every replica's
+	// table is the same; routed by Key, which they read but never change
+	// (the watcher is not told of them: Engine.notify). OpWatchCheck's
+	// Count is how many ops after it the transaction holds.
+	OpWatch:      row(keyWrite, "OpWatch", 3, (*Engine).opWatch, FieldKey),
+	OpWatchCheck: row(keyWrite, "OpWatchCheck", 3, (*Engine).opWatchCheck, FieldKey|FieldArgs|FieldCount),
+
+	// v0.3.0: databases (databases.go). SWAPDB and MOVE name the other
+	// database in Count.
+	OpFlushDB: row(opInfo{mutates: true, route: RouteEvery, merge: MergeSum, keys: KeysEvery}, "OpFlushDB", 3, (*Engine).opFlushDB, 0),
+	OpSwapDB:  row(opInfo{mutates: true, route: RouteEvery, merge: MergeFirst, keys: KeysEvery}, "OpSwapDB", 3, (*Engine).opSwapDB, FieldCount),
+	OpMove:    row(keyWrite, "OpMove", 3, (*Engine).opMove, FieldKey|FieldCount),
+
 	// v0.2.0: Envoy's rate limit service (ratelimit.go). Every key of a
 	// request carries its domain as the hash tag (rls), so they share one
 	// slot: All[0].Key routes it.

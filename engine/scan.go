@@ -185,8 +185,23 @@ func (s *stripe) countLive(now int64) int64 {
 	return n
 }
 
-// flush forgets every key and returns how many had state at now.
+// flush forgets every key and returns how many had state at now. The
+// watched keys that had state get new versions, as Redis touches the
+// watched keys a flush removed.
 func (e *Engine) flush(now int64) int64 {
+	var touched [][]byte
+	if e.wt.active() {
+		for _, k := range e.wt.keysOf(e.stripes[0].db) {
+			if e.inspect(now, OpExists, k).Count == 1 {
+				touched = append(touched, k)
+			}
+		}
+	}
+	defer func() {
+		for _, k := range touched {
+			e.wt.bump(e.stripes[0].db, k)
+		}
+	}()
 	n := int64(0)
 	e.eachStripe(func(s *stripe) {
 		n += s.countLive(now)
@@ -204,6 +219,16 @@ const sweepBatch = 512
 // now (with limits set, at now down to the whole second: memory.go). It holds one stripe lock at a time, for
 // at most sweepBatch slots, and returns how many keys it removed.
 func (e *Engine) Sweep(now int64, maxKeys int) int {
+	if e.dbs == nil {
+		return e.sweepDB(now, maxKeys)
+	}
+	n := 0
+	e.eachDB(func(d *Engine) { n += d.sweepDB(now, maxKeys) })
+	return n
+}
+
+// sweepDB is Sweep of one database.
+func (e *Engine) sweepDB(now int64, maxKeys int) int {
 	now = e.countedAt(now) // with limits, keep what still counts (memory.go)
 	removed := e.drainExpired(now)
 	pos := e.sweep.pos.Load()

@@ -311,12 +311,16 @@ func (tx *ScriptTx) Apply(ops []Op, results []Result) {
 			results[i] = Result{Err: badRule("operation %s inside a script", op.Code)}
 			continue
 		}
+		op.DB = tx.op.DB // a script stays in its database (SELECT is refused in it)
 		if row.mutates {
 			tx.save(op)
 		}
 		row.apply(v, 0, tx.now, op, &results[i])
 		if v.watch != nil {
 			v.notify(ops[i : i+1])
+		}
+		if v.wt.active() {
+			v.watchBump(ops[i:i+1], results[i:i+1])
 		}
 	}
 }
@@ -337,7 +341,7 @@ func (tx *ScriptTx) save(op *Op) {
 		if !tx.allSeen {
 			tx.allSeen = true
 			for i := range tx.view.stripes {
-				tx.all = append(tx.all, tx.view.ExportStripe(i, tx.now)...)
+				tx.all = append(tx.all, tx.view.exportStripe(i, tx.view.countedAt(tx.now))...)
 			}
 		}
 	}
@@ -393,12 +397,7 @@ func (e *Engine) exportKey(key []byte, now int64) (Record, bool) {
 	if !ok {
 		return Record{}, false
 	}
-	ent := s.entry(idx)
-	_, rule, _, live := s.liveState(ent, now)
-	if !live {
-		return Record{}, false
-	}
-	return s.record(idx, ent, rule, now), true
+	return s.record(idx, s.entry(idx), now)
 }
 
 // eval runs OpEval and OpEvalSha at now.
@@ -426,19 +425,25 @@ func (e *Engine) eval(now int64, op *Op) Result {
 	if op.NumKeys < 0 || op.NumKeys > int64(len(op.Args)) {
 		return Result{Err: badRule("numkeys %d of %d arguments", op.NumKeys, len(op.Args))}
 	}
-	for _, s := range e.stripes {
+	// The script runs on the top engine (topOnly: one script cache) over
+	// its database's engine, every stripe of which it holds.
+	d := e.db(op.DB)
+	if d == nil {
+		return Result{Err: errBadDB}
+	}
+	for _, s := range d.stripes {
 		s.mu.Lock()
 	}
-	if e.view == nil {
-		e.view = e.scriptView() // once: its fields never change after New
+	if d.view == nil {
+		d.view = d.scriptView() // once: its fields never change after New
 	}
-	tx := &ScriptTx{view: e.view, now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
+	tx := &ScriptTx{view: d.view, now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
 	reply := e.runner.RunScript(tx)
 	if tx.abort {
 		tx.undo()
 	}
-	for i := len(e.stripes) - 1; i >= 0; i-- {
-		e.stripes[i].mu.Unlock()
+	for i := len(d.stripes) - 1; i >= 0; i-- {
+		d.stripes[i].mu.Unlock()
 	}
 	return Result{Value: reply}
 }
@@ -454,6 +459,7 @@ func (e *Engine) scriptView() *Engine {
 		maxColl:  e.maxColl,
 		tot:      e.tot,
 		watch:    e.watch,
+		wt:       e.wt,
 		nolock:   true,
 	}
 }

@@ -31,7 +31,8 @@ import (
 // cluster must run a version that knows them before they enter the log):
 //
 //	20 OpGet, 21 OpSet, 22 OpIncrBy, 23 OpGetDel, 24 OpGetEx,
-//	25 OpExpire, 26 OpPersist, 27 OpStrlen, 28 OpExpireTime
+//	25 OpExpire, 26 OpPersist, 27 OpStrlen, 28 OpExpireTime,
+//	29 OpIncrByFloat (v0.3.0)
 const (
 	// OpGet reads Key: Result.Kind is its kind (KindNone when absent) and,
 	// for a string, Result.Value a copy of its value. It never fails.
@@ -62,6 +63,11 @@ const (
 	// OpExpireTime sets Result.Time to Key's expiry as a Unix time in ms,
 	// -1 when it has none, -2 when absent.
 	OpExpireTime OpCode = 28
+	// OpIncrByFloat adds the float Value (its text, as the client sent
+	// it; ParseFloat) to the float held at Key (0 when absent), keeping its
+	// expiry; Result.Value is the new value's text (AppendFloat), which
+	// the key then holds.
+	OpIncrByFloat OpCode = 29
 )
 
 // Flags of the string ops (Op.Flags).
@@ -107,6 +113,11 @@ var (
 	ErrIncrOverflow error = errcode.New(errcode.IncrOverflow)
 	// ErrBadExpire: an expiry out of range (Redis's "invalid expire time").
 	ErrBadExpire error = errcode.New(errcode.BadExpire)
+	// ErrNotFloat: INCRBYFLOAT on a value, or with an increment, that is
+	// not a float (ParseFloat).
+	ErrNotFloat error = errcode.New(errcode.NotFloat)
+	// ErrIncrNaN: INCRBYFLOAT's result would be NaN or an infinity.
+	ErrIncrNaN error = errcode.New(errcode.NaNOrInfinity)
 )
 
 // strSlab holds a stripe's string values; free lists released ids; bytes
@@ -491,6 +502,44 @@ func (e *Engine) strIncr(now int64, hi uint32, s *stripe, op *Op) Result {
 		s.strInsert(pos, hi, op.Key, val, 0)
 	}
 	return Result{Count: v}
+}
+
+// strIncrFloat is OpIncrByFloat.
+func (e *Engine) strIncrFloat(now int64, hi uint32, s *stripe, op *Op) Result {
+	pos, idx, kind := s.strLookup(now, hi, op.Key)
+	var v float64
+	switch kind {
+	case KindNone:
+	case KindString:
+		var ok bool
+		if v, ok = ParseFloat(s.strValue(idx)); !ok {
+			return Result{Err: ErrNotFloat}
+		}
+	default:
+		return Result{Err: ErrWrongTypeValue}
+	}
+	d, ok := ParseFloat(op.Value)
+	if !ok {
+		return Result{Err: ErrNotFloat}
+	}
+	v += d
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return Result{Err: ErrIncrNaN}
+	}
+	val := AppendFloat(nil, v)
+	if err := e.valueTooLong(len(val)); err != nil {
+		return Result{Err: err}
+	}
+	if kind == KindString {
+		s.strs.set(uint32(s.entry(idx).b), val)
+		s.account()
+	} else {
+		if err := s.roomExtra(op.Key, KindString, 0, int64(len(val))); err != nil {
+			return Result{Err: err}
+		}
+		s.strInsert(pos, hi, op.Key, val, 0)
+	}
+	return Result{Kind: KindString, Value: val}
 }
 
 // strGetEx is OpGetEx.

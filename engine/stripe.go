@@ -22,7 +22,9 @@ type stripe struct {
 	// reclaimedAt is the quantum in which the held state was last made
 	// exactly the counted state; final marks the second asking of room.
 	tot         *totals
-	watch       Watcher // Config.Watcher: told of every removal
+	watch       Watcher     // Config.Watcher: told of every removal
+	wt          *watchTable // the engine's WATCH registrations: told of every removal
+	db          uint8       // the database of the stripe's keys
 	accKeys     int64
 	accBytes    int64
 	reclaimedAt int64
@@ -81,6 +83,9 @@ func (s *stripe) remove(pos, idx uint32) {
 	e := s.entry(idx)
 	if s.watch != nil {
 		s.watch.KeyChanged(s.keyOf(e))
+	}
+	if s.wt != nil && s.wt.active() {
+		s.wt.bump(s.db, s.keyOf(e))
 	}
 	switch kinds[s.rules.get(e.rule).Kind].shape {
 	case inLog:

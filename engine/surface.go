@@ -88,6 +88,8 @@ type Record struct {
 	// scores; a list's elements from head to tail.
 	Elems  [][]byte
 	Scores []float64
+	// DB is the key's database (0..NumDBs-1).
+	DB uint8
 }
 
 // Lease is one RL.ACQUIRE lease: its token, units and expiry (nanoseconds

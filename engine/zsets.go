@@ -677,7 +677,7 @@ func (c *collCtx) zadd(z *zsetVal) Result {
 	}
 	scores := make([]float64, len(op.Args)/2)
 	for i := range scores {
-		v, ok := ParseFloat(op.Args[2*i])
+		v, ok := ParseScore(op.Args[2*i])
 		if !ok {
 			return Result{Err: errcode.New(errcode.NotFloat)}
 		}

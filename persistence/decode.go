@@ -89,7 +89,7 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 	}
 	merge := func(rec engine.Record) error {
 		if rec.Log != nil && len(rec.Log) == 0 && isColl(rec.Rule.Kind) { // a continuation
-			if pending == nil || string(pending.Key) != string(rec.Key) || pending.Rule != rec.Rule || rec.A != 0 {
+			if pending == nil || string(pending.Key) != string(rec.Key) || pending.DB != rec.DB || pending.Rule != rec.Rule || rec.A != 0 {
 				return fmt.Errorf("%w: a collection chunk that continues no record", ErrCorrupt)
 			}
 			if len(pending.Elems)+len(rec.Elems) > MaxElems {
@@ -116,7 +116,7 @@ func (d *decoder) decode(fn func(engine.Record) error) (Header, error) {
 		}
 		switch typ {
 		case frameBlock:
-			n, err := parseBlock(p, h.Clock.Last, kinds, records, merge)
+			n, err := parseBlock(p, h.Clock.Last, kinds, v >= 4, records, merge)
 			if err != nil {
 				return Header{}, fmt.Errorf("block %d at offset %d: %w", blocks, start, err)
 			}
@@ -260,11 +260,18 @@ func parseHeader(p []byte) (Header, error) {
 
 // parseBlock decodes one block's records, calling fn for each, and returns
 // how many there were. first is the number of records before this block.
-func parseBlock(p []byte, base int64, kinds byte, first uint64, fn func(engine.Record) error) (uint64, error) {
+func parseBlock(p []byte, base int64, kinds byte, hasDB bool, first uint64, fn func(engine.Record) error) (uint64, error) {
 	c := cursor.New(p, ErrCorrupt, "truncated or malformed")
+	var db uint64
+	if hasDB {
+		db = c.Uvarint()
+	}
 	n := c.Uvarint()
 	if c.Err != nil {
 		return 0, c.Err
+	}
+	if db >= engine.NumDBs {
+		return 0, fmt.Errorf("%w: block of database %d", ErrCorrupt, db)
 	}
 	// Every record takes at least 8 bytes (flags, five varints, key length
 	// and a one-byte key): a count beyond that is corrupt, and checking it
@@ -278,6 +285,7 @@ func parseBlock(p []byte, base int64, kinds byte, first uint64, fn func(engine.R
 		if err != nil {
 			return 0, fmt.Errorf("record %d: %w", first+i, err)
 		}
+		rec.DB = uint8(db)
 		recs = append(recs, rec)
 	}
 	if len(c.B) != 0 {

@@ -25,6 +25,8 @@ type Encoder struct {
 	err     error // sticky
 	closed  bool
 	kinds   byte // the highest kind the stream's format holds
+	hasDB   bool // the format's blocks name their database (version 4)
+	db      uint8
 }
 
 // NewEncoder writes the magic, version and header to w and returns an
@@ -46,7 +48,7 @@ func NewEncoder(w io.Writer, h Header) (*Encoder, error) {
 	if format < minVersion || format > Version {
 		return nil, fmt.Errorf("persistence: encode: format version %d (this build writes versions %d to %d)", format, minVersion, Version)
 	}
-	e := &Encoder{w: bufio.NewWriterSize(w, 256<<10), base: h.Clock.Last, kinds: maxKindIn(uint64(format))}
+	e := &Encoder{w: bufio.NewWriterSize(w, 256<<10), base: h.Clock.Last, kinds: maxKindIn(uint64(format)), hasDB: format >= 4}
 	if _, err := e.w.WriteString(Magic); err != nil {
 		return nil, fmt.Errorf("persistence: write magic: %w", err)
 	}
@@ -91,6 +93,18 @@ func (e *Encoder) Write(rec engine.Record) error {
 	if byte(rec.Rule.Kind) > e.kinds {
 		e.err = fmt.Errorf("persistence: record %d: a %s key does not fit the stream's older format", e.records, rec.Rule.Kind)
 		return e.err
+	}
+	if rec.DB != e.db {
+		if !e.hasDB {
+			e.err = fmt.Errorf("persistence: record %d: a key of database %d does not fit the stream's older format", e.records, rec.DB)
+			return e.err
+		}
+		if e.nblock > 0 {
+			if err := e.flushBlock(); err != nil {
+				return err
+			}
+		}
+		e.db = rec.DB
 	}
 	if isColl(rec.Rule.Kind) {
 		return e.writeColl(rec)
@@ -181,9 +195,14 @@ func (e *Encoder) Close() error {
 
 // flushBlock writes the open block as one frame.
 func (e *Encoder) flushBlock() error {
-	// The payload is the record count followed by the records: write the
-	// count into scratch and checksum both parts without copying the block.
-	e.scratch = binary.AppendUvarint(e.scratch[:0], e.nblock)
+	// The payload is the database (version 4) and the record count
+	// followed by the records: write them into scratch and checksum both
+	// parts without copying the block.
+	e.scratch = e.scratch[:0]
+	if e.hasDB {
+		e.scratch = binary.AppendUvarint(e.scratch, uint64(e.db))
+	}
+	e.scratch = binary.AppendUvarint(e.scratch, e.nblock)
 	n := len(e.scratch) + len(e.block)
 	if n > MaxFrameLen {
 		e.err = fmt.Errorf("persistence: block of %d bytes exceeds %d", n, MaxFrameLen)

@@ -11,7 +11,7 @@
 //	frame   = type byte | uvarint length | payload | crc32c(type, payload) LE32
 //	header  = type 'H'; payload: varint offset | frozen byte | varint frozenAt |
 //	          varint last | uvarint nmeta | (string key | string value)*
-//	block   = type 'B'; payload: uvarint nrec | record*
+//	block   = type 'B'; payload: [uvarint db, version 4 on] | uvarint nrec | record*
 //	end     = type 'E'; payload: uvarint records | uvarint blocks
 //	string  = uvarint length | bytes
 //	record  = flags byte (bits 0-3 kind, bits 4-6 "A/B/C stored relative to
@@ -32,9 +32,11 @@
 //	          records of its key, each after the first with bit 7 set
 //	          ("continues the previous record", A 0), read back as one
 //
-// Version 4 added the collection kinds, version 3 the string kind, version 2 the concurrency kind; version
-// 1 and 2 streams (without those kinds, the same encoding otherwise) are
-// still read.
+// Version 4 added the collection kinds and the database of a block's
+// records (SELECT: the blocks of a database other than 0 name it; a block
+// holds one database's records), version 3 the string kind, version 2 the
+// concurrency kind; version 1 to 3 streams (without those, the same
+// encoding otherwise) are still read, their records in database 0.
 //
 // varint is Go's zigzag encoding (encoding/binary.AppendVarint). The base is
 // the header's clock.Last: state words that are timestamps are stored as

@@ -338,7 +338,9 @@ func TestVersion1Snapshots(t *testing.T) {
 		t.Fatalf("version 1 snapshot decoded to %+v %+v", h, recs)
 	}
 	// The same stream as version 1 but holding a concurrency key.
-	conc := encode(t, sampleHeader(), sampleRecords()[8:9])
+	v3 := sampleHeader()
+	v3.Format = 3 // blocks as version 1 wrote them (no database)
+	conc := encode(t, v3, sampleRecords()[8:9])
 	conc[len(Magic)] = 1
 	if _, _, err := decodeAll(bytes.NewReader(conc)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "unknown limiter kind 7") {
 		t.Fatalf("version 1 with a concurrency key: %v", err)
@@ -386,6 +388,9 @@ func TestVersion3Strings(t *testing.T) {
 	if _, recs, err := decodeAll(bytes.NewReader(data)); err != nil || !reflect.DeepEqual(recs, strs) {
 		t.Fatalf("string keys: %+v, %v", recs, err)
 	}
+	v3 := sampleHeader()
+	v3.Format = 3 // blocks as version 2 wrote them (no database)
+	data = encode(t, v3, strs)
 	data[len(Magic)] = 2
 	if _, _, err := decodeAll(bytes.NewReader(data)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "unknown limiter kind 8") {
 		t.Fatalf("version 2 with a string key: %v", err)
@@ -395,5 +400,31 @@ func TestVersion3Strings(t *testing.T) {
 	var buf bytes.Buffer
 	if err := Encode(&buf, sampleHeader(), func(int) []engine.Record { return []engine.Record{bad} }, 1); err == nil {
 		t.Fatal("a limiter record with a value was encoded")
+	}
+}
+
+// TestVersion4Databases: records keep their database through a version 4
+// stream (a block per database run), and a version 3 stream refuses a key
+// of another database than 0.
+func TestVersion4Databases(t *testing.T) {
+	recs := sampleRecords()
+	var in []engine.Record
+	for i, r := range recs {
+		r.DB = uint8([]int{0, 0, 3, 3, 15, 0, 1, 1, 2, 2, 0}[i%11])
+		in = append(in, r)
+	}
+	data := encode(t, sampleHeader(), in)
+	if _, got, err := decodeAll(bytes.NewReader(data)); err != nil || !reflect.DeepEqual(got, in) {
+		t.Fatalf("databases: %v\ngot  %+v\nwant %+v", err, got, in)
+	}
+	v3 := sampleHeader()
+	v3.Format = 3
+	var buf bytes.Buffer
+	enc, err := NewEncoder(&buf, v3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Write(in[2]); err == nil || !strings.Contains(err.Error(), "database 3") {
+		t.Fatalf("a version 3 stream took a key of database 3: %v", err)
 	}
 }

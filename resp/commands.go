@@ -161,8 +161,9 @@ func buildCommandTable(cluster, redisCluster bool) map[string]*command {
 	list = append(list, connectionCommands()...)
 	list = append(list, serverCommands()...)
 	list = append(list, transactionCommands()...)
-	list = append(list, rlsCommands()...)    // rls.go
-	list = append(list, scriptCommands()...) // scripts.go
+	list = append(list, databaseCommands()...) // databases.go
+	list = append(list, rlsCommands()...)      // rls.go
+	list = append(list, scriptCommands()...)   // scripts.go
 	if cluster {
 		list = append(list, raftCommands()...)
 	}

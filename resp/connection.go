@@ -160,18 +160,8 @@ func connectionCommands() []*command {
 		},
 		{
 			name: "select", arity: 2, flags: flagFast, group: "connection", since: "1.0.0", complexity: "O(1)",
-			summary: "Only database 0 exists", args: []argDoc{intArg("index")},
-			run: func(s *Server, c *client, args [][]byte, p *pending) {
-				n, err := strconv.Atoi(string(args[1]))
-				switch {
-				case err != nil:
-					c.local.Error(msgNotInteger.Text())
-				case n != 0:
-					c.local.Error(msgDBIndex.Text())
-				default:
-					c.local.OK()
-				}
-			},
+			summary: "Select the connection's database (0-15; only 0 with several Raft groups)", args: []argDoc{intArg("index")},
+			run: runSelect, // databases.go
 		},
 		clientCmd,
 		{
@@ -188,6 +178,8 @@ func connectionCommands() []*command {
 			run: func(s *Server, c *client, args [][]byte, p *pending) {
 				c.stopTracking()
 				c.multi = nil
+				c.unwatch()
+				c.setDB(0)
 				c.readOnly = false // READWRITE, as Redis's RESET
 				c.proto = 2
 				c.setAuthenticated(s.cfg.RequirePass == "")
@@ -294,7 +286,7 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 // infoLine renders the connection as CLIENT LIST does.
 func (c *client) infoLine(now time.Time) string {
 	c.mu.Lock()
-	name, lib, ver, last, proto := c.name, c.libName, c.libVer, c.lastCmd, c.shownProto
+	name, lib, ver, last, proto, db := c.name, c.libName, c.libVer, c.lastCmd, c.shownProto, c.shownDB
 	c.mu.Unlock()
 	age := int64(now.Sub(c.created) / time.Second)
 	return "id=" + strconv.FormatInt(c.id, 10) +
@@ -302,7 +294,7 @@ func (c *client) infoLine(now time.Time) string {
 		" laddr=" + c.laddr +
 		" name=" + name +
 		" age=" + strconv.FormatInt(age, 10) +
-		" db=0 resp=" + strconv.Itoa(proto) +
+		" db=" + strconv.Itoa(int(db)) + " resp=" + strconv.Itoa(proto) +
 		" cmd=" + last +
 		" lib-name=" + lib +
 		" lib-ver=" + ver

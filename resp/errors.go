@@ -193,6 +193,11 @@ const (
 	msgNumKeysTooMany
 	msgNotBusy
 	msgScriptFlushOption
+	msgWatchInMulti
+	msgNotInCluster
+	msgSwapDBFirst
+	msgSwapDBSecond
+	msgMoveSame
 
 	numMsgs
 )
@@ -223,7 +228,7 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgNoPassword:         {"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?", "AUTH on a server without --requirepass"},
 	msgWrongPass:          {"WRONGPASS invalid username-password pair or user is disabled.", "AUTH or HELLO AUTH with a wrong user or password"},
 	msgNotInteger:         {"ERR value is not an integer or out of range", "SELECT's index, an integer argument of a string command (INCRBY's increment, EX's seconds, ...) that is not a 64-bit integer (Redis's text)"},
-	msgDBIndex:            {"ERR DB index is out of range", "SELECT of another database than 0"},
+	msgDBIndex:            {"ERR DB index is out of range", "SELECT, SWAPDB or MOVE of a database outside 0-15 (Redis's text)"},
 	msgProtoVersion:       {"ERR Protocol version is not an integer or out of range", "HELLO's version is not a number"},
 	msgNoProto:            {"NOPROTO unsupported protocol version", "HELLO with a version other than 2 or 3"},
 	msgHelloOption:        {"ERR Syntax error in HELLO option '{option}'", "HELLO with an option it does not take"},
@@ -295,6 +300,11 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgNumKeysTooMany:       {"ERR Number of keys can't be greater than number of args", "EVAL with a numkeys beyond its arguments (Redis's text)"},
 	msgNotBusy:              {"NOTBUSY No scripts in execution right now.", "SCRIPT KILL: a script never runs past its budget (Redis's text)"},
 	msgScriptFlushOption:    {"ERR SCRIPT FLUSH only support SYNC|ASYNC option", "SCRIPT FLUSH with another argument (Redis's text)"},
+	msgWatchInMulti:         {"ERR WATCH inside MULTI is not allowed", "WATCH between MULTI and EXEC (Redis's text)"},
+	msgNotInCluster:         {"ERR {command} is not allowed in cluster mode", "SELECT of another database than 0, SWAPDB or MOVE on a node with several Raft groups (Redis Cluster's text)"},
+	msgSwapDBFirst:          {"ERR invalid first DB index", "SWAPDB whose first index is not an integer (Redis's text)"},
+	msgSwapDBSecond:         {"ERR invalid second DB index", "SWAPDB whose second index is not an integer (Redis's text)"},
+	msgMoveSame:             {"ERR source and destination objects are the same", "MOVE to the connection's own database (Redis's text)"},
 }
 
 // errNoScript is EVALSHA's reply to a SHA1 that cannot be one (the

@@ -67,8 +67,15 @@ func runInfo(s *Server, c *client, args [][]byte, p *pending) {
 	}
 	p.arg = mask
 	// Always go through the executor, so that INFO reflects the same view
-	// (and the same LOADING state) as the commands around it.
-	c.enqueue(p, engine.Op{Code: engine.OpCount})
+	// (and the same LOADING state) as the commands around it: one count per
+	// database for the keyspace section.
+	dbs := 1
+	if mask&infoKeyspace != 0 && !s.sharded() {
+		dbs = engine.NumDBs
+	}
+	for db := range dbs {
+		c.enqueueDB(p, engine.Op{Code: engine.OpCount, DB: uint8(db)})
+	}
 }
 
 // renderInfo writes the INFO text.
@@ -190,8 +197,10 @@ func renderInfo(s *Server, r *replyBuf, p *pending, results []engine.Result) {
 	section(infoCluster, "Cluster", "cluster_enabled", clusterEnabled)
 	if mask&infoKeyspace != 0 {
 		fields := []string{}
-		if n := results[0].Count; n > 0 && results[0].Err == nil {
-			fields = append(fields, "db0", "keys="+itoa(n)+",expires="+itoa(n)+",avg_ttl=0")
+		for db := range results {
+			if n := results[db].Count; n > 0 && results[db].Err == nil {
+				fields = append(fields, "db"+itoa(int64(db)), "keys="+itoa(n)+",expires="+itoa(n)+",avg_ttl=0")
+			}
 		}
 		section(infoKeyspace, "Keyspace", fields...)
 	}

@@ -37,7 +37,8 @@ type client struct {
 	libName    string
 	libVer     string
 	lastCmd    string
-	shownProto int // proto, as CLIENT LIST shows it
+	shownProto int   // proto, as CLIENT LIST shows it
+	shownDB    uint8 // db, as CLIENT LIST shows it
 
 	pending    []pending
 	ops        []engine.Op
@@ -50,6 +51,17 @@ type client struct {
 	multi      *multiState // the transaction being queued; nil outside one (multi.go)
 	execing    bool        // EXEC is dispatching the queued commands
 	readOnly   bool        // READONLY: reads are served here, not redirected (clustercmd.go)
+	// watched are the keys WATCH registered, with their stamps (multi.go);
+	// watchFull: more than maxWatchedKeys were watched, or a WATCH failed,
+	// so the next EXEC fails.
+	watched   []watchedKey
+	watchFull bool
+	// db is the connection's database (SELECT; databases.go).
+	db uint8
+	// endSegment ends the segment after the command just dispatched: a
+	// WATCH, whose stamps its render records, and an EXEC whose SELECT may
+	// be undone by its watch check (multi.go).
+	endSegment bool
 
 	local   replyBuf // replies rendered without the executor, in order
 	out     replyBuf // the whole pipeline's replies
@@ -70,11 +82,30 @@ type pending struct {
 	deferred   bool  // rendered by cmd.render after the batch ran
 	stats      *cmdStats
 	rlsPlan    *rls.Plan // RL.CHECK's matched request (rls.go)
+	// owner is the connection, for the renders that change its state
+	// (WATCH's); skipAfter is how many pendings after EXEC's belong to
+	// its transaction, left unrendered when its watch check failed.
+	owner     *client
+	skipAfter int
+	// prevDB is the connection's database before EXEC's queued SELECT
+	// ran (dbChanged): a failed check restores it, as Redis never ran it.
+	prevDB    uint8
+	dbChanged bool
 }
 
 // enqueue adds an engine operation for the command being dispatched; its
 // reply is rendered by the command's render function after the batch ran.
 func (c *client) enqueue(p *pending, op engine.Op) {
+	p.deferred = true
+	op.DB = c.db
+	if op.Code == engine.OpRateLimit {
+		op.DB = 0 // the rate limit service's counters live in database 0
+	}
+	c.ops = append(c.ops, op)
+}
+
+// enqueueDB is enqueue of an op that names its database itself (SWAPDB).
+func (c *client) enqueueDB(p *pending, op engine.Op) {
 	p.deferred = true
 	c.ops = append(c.ops, op)
 }
@@ -105,7 +136,7 @@ func (s *Server) runPipeline(c *client, cmds []redcon.Command) {
 // next command: its replies are large, or its last operation's reply grows
 // with the keyspace (engine.OpCode.GrowsReply).
 func segmentFull(c *client) bool {
-	if len(c.local.b) >= maxSegmentReply {
+	if len(c.local.b) >= maxSegmentReply || c.endSegment {
 		return true
 	}
 	n := len(c.ops)
@@ -125,6 +156,7 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	c.limits = c.limits[:0]
 	c.each = c.each[:0]
 	c.local.b = c.local.b[:0]
+	c.endSegment = false
 	for i, rc := range cmds {
 		if c.quit {
 			break
@@ -158,8 +190,13 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 	}
 
 	c.out.b = c.out.b[:0]
+	skip := 0 // replies of a transaction whose watch check failed
 	for i := range c.pending {
 		p := &c.pending[i]
+		if skip > 0 {
+			skip--
+			continue
+		}
 		cmdErr := execErr
 		if cmdErr == nil && p.deferred {
 			cmdErr = groupFailure(c.results[p.opStart:p.opEnd])
@@ -173,6 +210,13 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 		if cmdErr != nil {
 			if !p.cmd.flags.has(flagLoading) {
 				c.out.Error(errorText(cmdErr))
+				if p.owner != nil && p.cmd.name == "watch" {
+					p.owner.watchFull = true // a WATCH that failed
+				}
+				if p.skipAfter > 0 { // EXEC's check failed to run: one reply
+					skip = p.skipAfter
+					p.undoTx()
+				}
 				continue
 			}
 			for i := p.opStart; i < p.opEnd; i++ {
@@ -180,6 +224,10 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 			}
 		}
 		p.cmd.render(s, &c.out, p, c.results[p.opStart:p.opEnd])
+		if p.skipAfter > 0 && p.arg == execAborted {
+			skip = p.skipAfter
+			p.undoTx()
+		}
 	}
 	// The metrics count the segment before its replies leave: a client
 	// that has its reply finds its commands counted (INFO commandstats,

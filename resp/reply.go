@@ -92,6 +92,17 @@ func (r *replyBuf) Null() {
 	r.b = append(r.b, "$-1\r\n"...)
 }
 
+// NullArray appends the null array: RESP3's _ or RESP2's *-1 (EXEC of a
+// transaction whose watched keys changed, LPOP/ZPOP with a count on a
+// missing key).
+func (r *replyBuf) NullArray() {
+	if r.proto == 3 {
+		r.b = append(r.b, '_', '\r', '\n')
+		return
+	}
+	r.b = append(r.b, "*-1\r\n"...)
+}
+
 // Verbatim appends a text blob: a RESP3 verbatim string of format txt, or a
 // bulk string in RESP2 (as Redis replies INFO).
 func (r *replyBuf) Verbatim(s string) {
@@ -126,11 +137,3 @@ func (r *replyBuf) Double(text []byte) {
 	r.b = append(r.b, '\r', '\n')
 }
 
-// NullArray appends RESP2's null array (*-1), or RESP3's null.
-func (r *replyBuf) NullArray() {
-	if r.proto == 3 {
-		r.b = append(r.b, '_', '\r', '\n')
-		return
-	}
-	r.b = append(r.b, "*-1\r\n"...)
-}

@@ -108,3 +108,52 @@ func TestRaftStatusGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchWhenGroupFails: a WATCH whose group failed replies the error
+// and leaves the next EXEC to reply nil (the key is not watched, so the
+// transaction must not run as if it were); an EXEC whose watch check
+// could not run replies that one error and none of its commands' replies;
+// WATCH of keys in two groups makes EXEC reply CROSSSLOT.
+func TestWatchWhenGroupFails(t *testing.T) {
+	d, addr := startThreeGroups(t, Config{Cluster: true})
+	c := rawDial(t, addr)
+	down := func(g int) {
+		d.mu.Lock()
+		d.down, d.err = g, &errcode.Error{Code: errcode.ClusterDown}
+		d.mu.Unlock()
+	}
+	// foo is in group 2, bar in group 0.
+	down(2)
+	if got := string(c.do(t, "WATCH", "foo")); !strings.HasPrefix(got, "-CLUSTERDOWN") {
+		t.Fatalf("WATCH in a failing group: %s", got)
+	}
+	down(-1)
+	c.send(t, encode("MULTI")+encode("SET", "foo", "1")+encode("EXEC")+encode("GET", "foo"))
+	for _, want := range []string{"+OK", "+QUEUED", "*-1", "$-1"} {
+		if got := string(c.read(t)); got != want {
+			t.Fatalf("after a failed WATCH: %s, want %s", got, want)
+		}
+	}
+	if got := string(c.do(t, "WATCH", "foo")); got != "+OK" {
+		t.Fatalf("WATCH: %s", got)
+	}
+	c.send(t, encode("MULTI")+encode("SET", "foo", "1")+encode("GET", "foo"))
+	for range 3 {
+		c.read(t)
+	}
+	down(2)
+	c.send(t, encode("EXEC")+encode("PING"))
+	if got := string(c.read(t)); !strings.HasPrefix(got, "-CLUSTERDOWN") {
+		t.Fatalf("EXEC whose check failed to run: %s", got)
+	}
+	if got := string(c.read(t)); got != "+PONG" {
+		t.Fatalf("the reply after EXEC: %s, want +PONG (EXEC replies once)", got)
+	}
+	down(-1)
+	c.send(t, encode("WATCH", "foo")+encode("WATCH", "bar")+encode("MULTI")+encode("EXEC"))
+	for _, want := range []string{"+OK", "+OK", "+OK", "-CROSSSLOT Keys in request don't hash to the same slot"} {
+		if got := string(c.read(t)); got != want {
+			t.Fatalf("WATCH in two groups: %s, want %s", got, want)
+		}
+	}
+}

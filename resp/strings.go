@@ -237,6 +237,20 @@ func stringCommands() []*command {
 			},
 			render: renderStrCount,
 		},
+		{
+			name: "incrbyfloat", arity: 3, flags: flagWrite | flagDenyOOM | flagFast,
+			firstKey: 1, lastKey: 1, keyStep: 1, group: "string", since: "2.6.0", complexity: "O(1)",
+			summary: "Add a float to the number held at a string key (64-bit floats)",
+			args:    []argDoc{keyArg("key"), argDoc{name: "increment", typ: "double"}},
+			run: func(s *Server, c *client, args [][]byte, p *pending) {
+				// The engine checks the increment, after the key's type,
+				// as Redis does (WRONGTYPE first).
+				if s.checkKey(c, args[1]) {
+					c.enqueue(p, engine.Op{Code: engine.OpIncrByFloat, Key: args[1], Value: args[2]})
+				}
+			},
+			render: renderStrValue,
+		},
 		expireTime("expiretime", true, "A string key's expiry as a Unix time in seconds; -1 without one, -2 if absent"),
 		expireTime("pexpiretime", false, "A string key's expiry as a Unix time in milliseconds; -1 without one, -2 if absent"),
 	}

@@ -185,7 +185,7 @@ func runZAdd(s *Server, c *client, args [][]byte, p *pending, flags uint32) {
 		return
 	}
 	for j := i; j < len(args); j += 2 {
-		if _, ok := engine.ParseFloat(args[j]); !ok {
+		if _, ok := engine.ParseScore(args[j]); !ok {
 			c.local.Error(notFloatText())
 			return
 		}

@@ -222,7 +222,7 @@ var catalogue = [NumCodes]Entry{
 		Assume:   "not applied"},
 	NaNOrInfinity: {Name: "NaN or infinity", Class: NotApplied,
 		Reply:    "ERR increment would produce NaN or Infinity",
-		Producer: "engine: HINCRBYFLOAT whose result is not a finite number",
+		Producer: "engine: INCRBYFLOAT or HINCRBYFLOAT whose result is not a finite number",
 		Assume:   "not applied"},
 	ScoreNaN: {Name: "score is NaN", Class: NotApplied,
 		Reply:    "ERR resulting score is not a number (NaN)",
@@ -242,7 +242,7 @@ var catalogue = [NumCodes]Entry{
 		Assume:   "not applied; nothing changed"},
 	NotFloat: {Name: "not a float", Class: NotApplied,
 		Reply:    "ERR value is not a valid float",
-		Producer: "engine: a float argument that is not a number (the server checks arguments first with the same text)",
+		Producer: "engine: INCRBYFLOAT or HINCRBYFLOAT on a value, or a float argument, that is not a number (the server checks arguments first with the same text)",
 		Assume:   "not applied"},
 }
 

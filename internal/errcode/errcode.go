@@ -144,7 +144,7 @@ const (
 	// HashNotFloat: HINCRBYFLOAT on a field whose value is not a float.
 	// Not applied.
 	HashNotFloat
-	// NaNOrInfinity: HINCRBYFLOAT would produce NaN or an infinity. Not
+	// NaNOrInfinity: INCRBYFLOAT or HINCRBYFLOAT would produce NaN or an infinity. Not
 	// applied.
 	NaNOrInfinity
 	// ScoreNaN: a sorted set's score would become NaN (ZADD INCR, ZINCRBY
