@@ -136,4 +136,3 @@ func (r *replyBuf) Double(text []byte) {
 	r.b = append(r.b, text...)
 	r.b = append(r.b, '\r', '\n')
 }
-
