@@ -257,6 +257,7 @@ func runHello(s *Server, c *client, args [][]byte, p *pending) {
 	if proto != 3 {
 		c.stopTracking() // its pushes need RESP3
 	}
+	c.setDB(0) // SPEC 16: HELLO, like RESET, returns to database 0
 	c.mu.Lock()
 	if setName {
 		c.name = string(name)
