@@ -208,11 +208,10 @@ func (e *Engine) ScriptStats() (count int, bytes int64) {
 func (e *Engine) scriptOp(op *Op) Result {
 	switch op.Code {
 	case OpScriptLoad:
-		sum, err := e.scripts.add(op.Value)
-		if err != nil {
+		if _, err := e.scripts.add(op.Value); err != nil {
 			return Result{Err: err}
 		}
-		return Result{Value: []byte(hex.EncodeToString(sum[:]))}
+		return Result{Value: []byte(ScriptSHA(op.Value))}
 	case OpScriptExists:
 		r := Result{Values: make([][]byte, len(op.Args))}
 		for i, a := range op.Args {

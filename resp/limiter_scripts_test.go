@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rl/sluice/internal/scriptdiff"
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // TestLimiterScriptsDifferential plays the scripts of the Redis rate
@@ -15,7 +15,7 @@ import (
 // now and then (so the libraries meet NOSCRIPT and fall back as they do),
 // on a real redis-server and on one sluice node with its clock frozen, and
 // requires the same replies: byte for byte, except where a reply depends on
-// the clock, which redis-server's cannot be frozen (internal/scriptdiff's
+// the clock, which redis-server's cannot be frozen (internal/testkit/scriptdiff's
 // comment says how each such reply is compared). Skipped without
 // redis-server.
 func TestLimiterScriptsDifferential(t *testing.T) {

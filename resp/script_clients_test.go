@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/pyredis"
-	"github.com/sluice-rl/sluice/internal/scriptdiff"
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 	"github.com/sluice-rl/sluice/internal/testkit"
 )
 

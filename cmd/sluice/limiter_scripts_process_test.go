@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/pyredis"
-	"github.com/sluice-rl/sluice/internal/scriptdiff"
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/testkit"
 )
@@ -35,7 +35,7 @@ const scriptsDir = "../../resp/testdata"
 // calls on keys of the groups it does not lead) and through each client's
 // cluster-aware form, first the real clients (rate-limiter-flexible's
 // RateLimiterRedis and rate-limit-redis over ioredis, Python's limits,
-// go-redis/redis_rate), which must print the same outcomes, then the differential test of internal/scriptdiff with the
+// go-redis/redis_rate), which must print the same outcomes, then the differential test of internal/testkit/scriptdiff with the
 // cluster's clock frozen, which must give the same replies. Each group
 // keeps the scripts EVAL loads on its keys, as each master of a Redis
 // Cluster does, so a library may meet NOSCRIPT once per group and fall

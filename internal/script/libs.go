@@ -1,8 +1,6 @@
 package script
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"math"
 	"strconv"
 	"strings"
@@ -512,8 +510,7 @@ func (v *vm) redisLib() *lua.LTable {
 		if L.GetTop() != 1 {
 			L.RaiseError("wrong number of arguments")
 		}
-		sum := sha1.Sum([]byte(L.ToString(1)))
-		L.Push(lua.LString(hex.EncodeToString(sum[:])))
+		L.Push(lua.LString(SHA1Hex([]byte(L.ToString(1)))))
 		return 1
 	}))
 	t.RawSetString("log", L.NewFunction(func(L *lua.LState) int {
