@@ -399,8 +399,8 @@ func (c *collCtx) hashStore(h hashColl, found bool, val []byte, res Result) Resu
 
 // ParseScore parses b as Redis's string2d (strtod) parses a sorted set's
 // score: the whole string, no spaces around it, "inf"/"-inf" and their
-// spellings accepted, NaN and overflow refused. ParseFloat (floats.go) is
-// INCRBYFLOAT's.
+// spellings accepted, NaN and overflow refused. ParseLongDouble is
+// INCRBYFLOAT's and HINCRBYFLOAT's.
 func ParseScore(b []byte) (float64, bool) {
 	if len(b) == 0 || len(b) > 5000 {
 		return 0, false

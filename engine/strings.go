@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"math/big"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -504,29 +505,31 @@ func (e *Engine) strIncr(now int64, hi uint32, s *stripe, op *Op) Result {
 	return Result{Count: v}
 }
 
-// strIncrFloat is OpIncrByFloat.
+// strIncrFloat is OpIncrByFloat: in an x87 long double, as HINCRBYFLOAT
+// (hashes.go) and redis-server on x86-64 compute it, so 0.1 then 0.2 gives
+// 0.3 as in Redis.
 func (e *Engine) strIncrFloat(now int64, hi uint32, s *stripe, op *Op) Result {
 	pos, idx, kind := s.strLookup(now, hi, op.Key)
-	var v float64
+	v := new(big.Float)
 	switch kind {
 	case KindNone:
 	case KindString:
 		var ok bool
-		if v, ok = ParseFloat(s.strValue(idx)); !ok {
+		if v, ok = ParseLongDouble(s.strValue(idx)); !ok {
 			return Result{Err: ErrNotFloat}
 		}
 	default:
 		return Result{Err: ErrWrongTypeValue}
 	}
-	d, ok := ParseFloat(op.Value)
+	d, ok := ParseLongDouble(op.Value)
 	if !ok {
 		return Result{Err: ErrNotFloat}
 	}
-	v += d
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	sum, ok := AddLongDouble(v, d)
+	if !ok || sum.IsInf() {
 		return Result{Err: ErrIncrNaN}
 	}
-	val := AppendFloat(nil, v)
+	val := FormatLongDouble(nil, sum)
 	if err := e.valueTooLong(len(val)); err != nil {
 		return Result{Err: err}
 	}
