@@ -192,6 +192,9 @@ const (
 	msgNumKeysNegative
 	msgNumKeysTooMany
 	msgNotBusy
+	msgGetKeysUnknown
+	msgGetKeysArity
+	msgGetKeysNone
 	msgScriptFlushOption
 	msgWatchInMulti
 	msgNotInCluster
@@ -299,6 +302,9 @@ var msgs = [numMsgs]struct{ text, when string }{
 	msgNumKeysNegative:      {"ERR Number of keys can't be negative", "EVAL with a negative numkeys (Redis's text)"},
 	msgNumKeysTooMany:       {"ERR Number of keys can't be greater than number of args", "EVAL with a numkeys beyond its arguments (Redis's text)"},
 	msgNotBusy:              {"NOTBUSY No scripts in execution right now.", "SCRIPT KILL: a script never runs past its budget (Redis's text)"},
+	msgGetKeysUnknown:       {"ERR Invalid command specified", "COMMAND GETKEYS of a command sluice does not have (Redis's text)"},
+	msgGetKeysArity:         {"ERR Invalid number of arguments specified for command", "COMMAND GETKEYS of a command with a wrong number of arguments (Redis's text)"},
+	msgGetKeysNone:          {"ERR The command has no key arguments", "COMMAND GETKEYS of a command whose arguments name no key (Redis's text)"},
 	msgScriptFlushOption:    {"ERR SCRIPT FLUSH only support SYNC|ASYNC option", "SCRIPT FLUSH with another argument (Redis's text)"},
 	msgWatchInMulti:         {"ERR WATCH inside MULTI is not allowed", "WATCH between MULTI and EXEC (Redis's text)"},
 	msgNotInCluster:         {"ERR {command} is not allowed in cluster mode", "SELECT of another database than 0, SWAPDB or MOVE on a node with several Raft groups (Redis Cluster's text)"},

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/pyredis"
-	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // The real rate limiter libraries that send Lua scripts, each against

@@ -37,6 +37,8 @@ func serverCommands() []*command {
 			args: []argDoc{optional(multiple(strArg("command-name")))}, run: runCommandInfo},
 		{name: "command|docs", arity: -2, group: "server", since: "7.0.0", summary: "Documentation of commands",
 			args: []argDoc{optional(multiple(strArg("command-name")))}, run: runCommandDocs},
+		{name: "command|getkeys", arity: -4, group: "server", since: "2.8.13", summary: "The key arguments of a command",
+			args: []argDoc{strArg("command"), optional(multiple(strArg("arg")))}, run: runCommandGetKeys},
 	}
 	config := &command{
 		name: "config", arity: -2, group: "server", since: "2.0.0", complexity: "O(N)",
@@ -182,6 +184,41 @@ func runCommandInfo(s *Server, c *client, args [][]byte, p *pending) {
 		} else {
 			r.Null()
 		}
+	}
+}
+
+// runCommandGetKeys implements COMMAND GETKEYS command [arg ...]: the keys
+// the command table's key positions (or its key rule, as EVAL's numkeys)
+// find in the arguments, as cluster clients ask for movablekeys commands.
+func runCommandGetKeys(s *Server, c *client, args [][]byte, p *pending) {
+	argv := args[1:]
+	cmd := s.lookup(argv[0])
+	if cmd != nil && len(cmd.subs) > 0 && len(argv) > 1 {
+		want := cmd.name + "|" + strings.ToLower(string(argv[1]))
+		for _, sub := range cmd.subs {
+			if sub.name == want {
+				cmd = sub
+				break
+			}
+		}
+	}
+	switch {
+	case cmd == nil:
+		c.local.Error(msgGetKeysUnknown.Text())
+		return
+	case !cmd.arityOK(len(argv)):
+		c.local.Error(msgGetKeysArity.Text())
+		return
+	case cmd.keysOf == nil && cmd.firstKey <= 0:
+		c.local.Error(msgGetKeysNone.Text())
+		return
+	}
+	// A command whose keys an argument counts (EVAL's numkeys) may name
+	// none: an empty array, as Redis answers.
+	keys := cmd.keys(argv)
+	c.local.Array(len(keys))
+	for _, k := range keys {
+		c.local.Bulk(k)
 	}
 }
 
