@@ -51,7 +51,7 @@ func startRedis(t *testing.T) *Conn {
 // reply that is not an error, so the sequences call the scripts as their
 // libraries do.
 func TestHarnessOnTwoRedisServers(t *testing.T) {
-	scripts, err := LoadScripts("../../resp/testdata/scripts")
+	scripts, err := LoadScripts("../../../resp/testdata/scripts")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func (r *recorder) Fatalf(format string, args ...any) {
 // TestHarnessCatchesDifference: Run fails when the second server's state
 // differs (a counter the first server lacks), naming the call.
 func TestHarnessCatchesDifference(t *testing.T) {
-	scripts, err := LoadScripts("../../resp/testdata/scripts")
+	scripts, err := LoadScripts("../../../resp/testdata/scripts")
 	if err != nil {
 		t.Fatal(err)
 	}
