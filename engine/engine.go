@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/bits"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -44,11 +45,13 @@ type Engine struct {
 	tot     *totals // nil without limits (memory.go)
 	watch   Watcher // nil unless Config.Watcher is set
 	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
-	// only on a script's view of the engine) and that view.
+	// only on a script's view of the engine), the tx of a script's view
+	// (which takes the stripes its ops reach) and the idle txs.
 	runner  ScriptRunner
 	scripts scriptCache
 	nolock  bool
-	view    *Engine // made by the first script, under every stripe lock
+	tx      *ScriptTx
+	txs     sync.Pool
 }
 
 const (
@@ -92,6 +95,7 @@ func New(cfg Config) *Engine {
 	}
 	for i := range e.stripes {
 		e.stripes[i] = newStripe(e.tot)
+		e.stripes[i].idx = i
 		e.stripes[i].watch = cfg.Watcher
 	}
 	e.runner = cfg.Scripts

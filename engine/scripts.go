@@ -235,11 +235,15 @@ func (e *Engine) scriptOp(op *Op) Result {
 	return Result{Err: badRule("unknown operation code %d", op.Code)}
 }
 
-// lk and unlk take and release a stripe's lock, except on a script's view
-// of the engine, whose tx holds every stripe lock already.
+// lk and unlk take and release a stripe's lock. On a script's view of
+// the engine (nolock) they take nothing: the stripes of the declared keys
+// are held already, and lk takes any other stripe the script's ops reach
+// with TryLock, kept until the script ends (ScriptTx.need).
 func (e *Engine) lk(s *stripe) {
 	if !e.nolock {
 		s.mu.Lock()
+	} else if e.tx != nil {
+		e.tx.need(s)
 	}
 }
 
@@ -249,10 +253,15 @@ func (e *Engine) unlk(s *stripe) {
 	}
 }
 
+// errStripeBusy is the panic of ScriptTx.need when a stripe a script's op
+// reaches is held elsewhere; ScriptTx.Apply recovers it.
+type errStripeBusy struct{}
+
 // ScriptTx is one run of a script: what the runner reads of the op, and
 // the way its commands reach the engine.
 type ScriptTx struct {
-	view  *Engine
+	view  Engine // the engine without locks, whose tx is this one
+	eng   *Engine
 	now   int64
 	op    *Op
 	body  []byte
@@ -265,6 +274,27 @@ type ScriptTx struct {
 	seen    map[string]struct{}
 	all     []Record
 	allSeen bool
+	// The stripes held: by index (held), in the order taken (order);
+	// every stands for all of them. busy: an op reached a stripe held
+	// elsewhere, so the run is undone and rerun holding every stripe.
+	held  []bool
+	order []int
+	every bool
+	busy  bool
+}
+
+// need makes sure s is held by the tx: taken with TryLock when it is not,
+// or else the run is marked busy and the op stopped (errStripeBusy).
+func (tx *ScriptTx) need(s *stripe) {
+	if tx.every || tx.held[s.idx] {
+		return
+	}
+	if !s.mu.TryLock() {
+		tx.busy = true
+		panic(errStripeBusy{})
+	}
+	tx.held[s.idx] = true
+	tx.order = append(tx.order, s.idx)
 }
 
 type savedKey struct {
@@ -299,25 +329,45 @@ func (tx *ScriptTx) Abort() { tx.abort = true }
 // through its row of the table of operations. Clock and script ops are
 // refused (resp refuses their commands first).
 func (tx *ScriptTx) Apply(ops []Op, results []Result) {
-	v := tx.view
 	for i := range ops {
-		op := &ops[i]
-		row := &opRows[op.Code]
-		switch {
-		case row.apply == nil:
-			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
-			continue
-		case row.clock || op.Code == OpEval || op.Code == OpEvalSha:
-			results[i] = Result{Err: badRule("operation %s inside a script", op.Code)}
+		if tx.busy {
+			results[i] = Result{Err: badRule("a stripe the script reaches is busy: the script is rerun")}
 			continue
 		}
-		if row.mutates {
-			tx.save(op)
+		tx.apply1(ops, i, results)
+	}
+}
+
+// apply1 applies ops[i], stopped (and the run marked busy) by a stripe
+// held elsewhere.
+func (tx *ScriptTx) apply1(ops []Op, i int, results []Result) {
+	v := &tx.view
+	defer func() {
+		if tx.busy {
+			if r := recover(); r != nil {
+				if _, ok := r.(errStripeBusy); !ok {
+					panic(r)
+				}
+				results[i] = Result{Err: badRule("a stripe the script reaches is busy: the script is rerun")}
+			}
 		}
-		row.apply(v, 0, tx.now, op, &results[i])
-		if v.watch != nil {
-			v.notify(ops[i : i+1])
-		}
+	}()
+	op := &ops[i]
+	row := &opRows[op.Code]
+	switch {
+	case row.apply == nil:
+		results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
+		return
+	case row.clock || op.Code == OpEval || op.Code == OpEvalSha:
+		results[i] = Result{Err: badRule("operation %s inside a script", op.Code)}
+		return
+	}
+	if row.mutates {
+		tx.save(op)
+	}
+	row.apply(v, 0, tx.now, op, &results[i])
+	if v.watch != nil {
+		v.notify(ops[i : i+1])
 	}
 }
 
@@ -362,7 +412,7 @@ func (tx *ScriptTx) saveKey(key []byte) {
 // every key (taken by the first op over all keys, after the keys saved
 // one by one before it), then those keys in reverse order.
 func (tx *ScriptTx) undo() {
-	v := tx.view
+	v := &tx.view
 	if tx.allSeen {
 		v.eachStripe(func(s *stripe) { s.reset() })
 		if v.watch != nil {
@@ -426,21 +476,80 @@ func (e *Engine) eval(now int64, op *Op) Result {
 	if op.NumKeys < 0 || op.NumKeys > int64(len(op.Args)) {
 		return Result{Err: badRule("numkeys %d of %d arguments", op.NumKeys, len(op.Args))}
 	}
-	for _, s := range e.stripes {
-		s.mu.Lock()
+	tx, _ := e.txs.Get().(*ScriptTx)
+	if tx == nil {
+		tx = &ScriptTx{eng: e, held: make([]bool, len(e.stripes))}
+		tx.view = Engine{stripes: e.stripes, mask: e.mask, maxLog: e.maxLog, maxValue: e.maxValue,
+			maxColl: e.maxColl, tot: e.tot, watch: e.watch, nolock: true, tx: tx}
 	}
-	if e.view == nil {
-		e.view = e.scriptView() // once: its fields never change after New
-	}
-	tx := &ScriptTx{view: e.view, now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
+	tx.now, tx.op, tx.body, tx.sha = now, op, body, hex.EncodeToString(sum[:])
+	tx.lockDeclared()
 	reply := e.runner.RunScript(tx)
+	if tx.busy {
+		// An undeclared key's stripe was held elsewhere: undo, and rerun
+		// holding every stripe (in ascending index, as RL.ALL).
+		tx.undo()
+		tx.unlockAll()
+		tx.clearRun()
+		for _, s := range e.stripes {
+			s.mu.Lock()
+		}
+		tx.every = true
+		reply = e.runner.RunScript(tx)
+	}
 	if tx.abort {
 		tx.undo()
 	}
-	for i := len(e.stripes) - 1; i >= 0; i-- {
+	tx.unlockAll()
+	tx.clearRun()
+	tx.op, tx.body = nil, nil
+	e.txs.Put(tx)
+	return Result{Value: reply}
+}
+
+// lockDeclared takes the stripes of the script's declared keys, in
+// ascending index (RL.ALL's order, so no deadlock).
+func (tx *ScriptTx) lockDeclared() {
+	e := tx.eng
+	for _, k := range tx.op.Args[:tx.op.NumKeys] {
+		i := int(xxhash.Sum64(k) & e.mask)
+		if !tx.held[i] {
+			tx.held[i] = true
+			tx.order = append(tx.order, i)
+		}
+	}
+	slices.Sort(tx.order)
+	for _, i := range tx.order {
+		e.stripes[i].mu.Lock()
+	}
+}
+
+// unlockAll releases every stripe the tx holds, the last taken first.
+func (tx *ScriptTx) unlockAll() {
+	e := tx.eng
+	if tx.every {
+		for i := len(e.stripes) - 1; i >= 0; i-- {
+			e.stripes[i].mu.Unlock()
+		}
+		tx.every = false
+		return
+	}
+	for j := len(tx.order) - 1; j >= 0; j-- {
+		i := tx.order[j]
+		tx.held[i] = false
 		e.stripes[i].mu.Unlock()
 	}
-	return Result{Value: reply}
+	tx.order = tx.order[:0]
+}
+
+// clearRun forgets a run's before-images and outcome.
+func (tx *ScriptTx) clearRun() {
+	clear(tx.saved)
+	tx.saved = tx.saved[:0]
+	clear(tx.seen)
+	clear(tx.all)
+	tx.all = tx.all[:0]
+	tx.allSeen, tx.abort, tx.busy = false, false, false
 }
 
 // scriptView returns the engine as a script's nested ops see it: the same
