@@ -322,6 +322,16 @@ func (tx *ScriptTx) Flags() uint32 { return tx.op.Flags }
 // (its TIME; expiry inside it is judged at it).
 func (tx *ScriptTx) Now() int64 { return tx.now }
 
+// Undo undoes the changes of the script's ops so far, at once: the
+// runner then runs the script afresh (resp's native scripts fall back
+// to the interpreter so).
+func (tx *ScriptTx) Undo() {
+	tx.undo()
+	busy := tx.busy
+	tx.clearRun()
+	tx.busy = busy
+}
+
 // Abort has the script's changes undone once the runner returns.
 func (tx *ScriptTx) Abort() { tx.abort = true }
 

@@ -322,3 +322,17 @@ func indexCRLF(b []byte) int {
 	}
 	return -1
 }
+
+// The number semantics of the scripts, for the scripts run natively
+// (resp): what tonumber makes of a string, how a number passed to
+// redis.call is formatted (precision 17, as Redis 7.0), and how a number
+// in a reply is truncated to an integer.
+
+// ToNumber is tonumber(s) (base 10); ok is false where tonumber gives nil.
+func ToNumber(s []byte) (float64, bool) { return strToNumber(string(s)) }
+
+// FormatArg appends f as redis.call passes a number (%.17g).
+func FormatArg(b []byte, f float64) []byte { return append(b, fmtNumber(f, 17)...) }
+
+// ToInteger is a number's integer in a script's reply.
+func ToInteger(f float64) int64 { return toInteger(f) }
