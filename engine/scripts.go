@@ -101,7 +101,12 @@ func parseSHA(s []byte) (sum [sha1.Size]byte, ok bool) {
 		return sum, false
 	}
 	var lower [2 * sha1.Size]byte
-	copy(lower[:], bytes.ToLower(s))
+	for i, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
 	_, err := hex.Decode(sum[:], lower[:])
 	return sum, err == nil
 }
@@ -265,6 +270,7 @@ type ScriptTx struct {
 	now   int64
 	op    *Op
 	body  []byte
+	sum   [sha1.Size]byte
 	sha   string
 	abort bool
 	// The before-images: the record of each key a nested op may change,
@@ -272,6 +278,7 @@ type ScriptTx struct {
 	// order; all holds every record when an op changed every key.
 	saved   []savedKey
 	seen    map[string]struct{}
+	keyBuf  []byte // the saved keys' bytes
 	all     []Record
 	allSeen bool
 	// The stripes held: by index (held), in the order taken (order);
@@ -407,15 +414,31 @@ func (tx *ScriptTx) saveKey(key []byte) {
 	if key == nil || tx.allSeen {
 		return
 	}
-	if _, ok := tx.seen[string(key)]; ok {
-		return
+	// A script saves a few keys: a scan, and a set past 16.
+	if tx.seen == nil && len(tx.saved) <= 16 {
+		for i := range tx.saved {
+			if bytes.Equal(tx.saved[i].key, key) {
+				return
+			}
+		}
+	} else {
+		if tx.seen == nil {
+			tx.seen = make(map[string]struct{})
+		}
+		if len(tx.seen) == 0 {
+			for i := range tx.saved {
+				tx.seen[string(tx.saved[i].key)] = struct{}{}
+			}
+		}
+		if _, ok := tx.seen[string(key)]; ok {
+			return
+		}
+		tx.seen[string(key)] = struct{}{}
 	}
-	if tx.seen == nil {
-		tx.seen = make(map[string]struct{})
-	}
-	tx.seen[string(key)] = struct{}{}
 	rec, ok := tx.view.exportKey(key, tx.now)
-	tx.saved = append(tx.saved, savedKey{key: slices.Clone(key), rec: rec, present: ok})
+	off := len(tx.keyBuf)
+	tx.keyBuf = append(tx.keyBuf, key...)
+	tx.saved = append(tx.saved, savedKey{key: tx.keyBuf[off:len(tx.keyBuf):len(tx.keyBuf)], rec: rec, present: ok})
 }
 
 // undo puts back every before-image, the last taken first: the image of
@@ -492,7 +515,10 @@ func (e *Engine) eval(now int64, op *Op) Result {
 		tx.view = Engine{stripes: e.stripes, mask: e.mask, maxLog: e.maxLog, maxValue: e.maxValue,
 			maxColl: e.maxColl, tot: e.tot, watch: e.watch, nolock: true, tx: tx}
 	}
-	tx.now, tx.op, tx.body, tx.sha = now, op, body, hex.EncodeToString(sum[:])
+	if tx.sha == "" || tx.sum != sum { // a pooled tx mostly runs one script
+		tx.sum, tx.sha = sum, hex.EncodeToString(sum[:])
+	}
+	tx.now, tx.op, tx.body = now, op, body
 	tx.lockDeclared()
 	reply := e.runner.RunScript(tx)
 	if tx.busy {
@@ -557,6 +583,7 @@ func (tx *ScriptTx) clearRun() {
 	clear(tx.saved)
 	tx.saved = tx.saved[:0]
 	clear(tx.seen)
+	tx.keyBuf = tx.keyBuf[:0]
 	clear(tx.all)
 	tx.all = tx.all[:0]
 	tx.allSeen, tx.abort, tx.busy = false, false, false
