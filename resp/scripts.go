@@ -399,7 +399,7 @@ func (r *ScriptRunner) RunScript(tx *engine.ScriptTx) []byte {
 	}
 	h, _ := r.hosts.Get().(*scriptHost)
 	if h == nil {
-		h = &scriptHost{names: nativeNames{get: []byte("get"), setex: []byte("setex"), time: []byte("TIME")}}
+		h = &scriptHost{names: nativeNames{get: []byte("get"), setex: []byte("setex"), time: []byte("TIME"), set: []byte("SET"), ex: []byte("EX")}}
 		h.c.authed = true
 	}
 	// The pool is shared by every group's runner (ForGroup): a host may

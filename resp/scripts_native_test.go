@@ -114,3 +114,89 @@ func TestNativeScriptsMatchInterpreter(t *testing.T) {
 		}
 	}
 }
+
+// redis_rate's GCRA script (allowN) run natively replies and changes the
+// state exactly as the interpreted Lua, on random sequences as above.
+func TestNativeGCRAMatchesInterpreter(t *testing.T) {
+	body, err := os.ReadFile("testdata/scripts/redis_rate_allow_n.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := []string{"0", "-1", "-0", "0.0", "-0.0", "010", "0x10", " 7", "7 ", "1e3", "abc", "", "nan", "inf", "1.5", "3600.0", "1_000", "123456789012345678", "0.000001"}
+	stored := []string{"abc", "", "1e3", " 5 ", "0x1A", "inf", "-nan", "3.14159", "1e308", "-7", "300000000.5", "00012"}
+	for seed := uint64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 32))
+		native := NewScriptRunner(ScriptConfig{})
+		interp := NewScriptRunner(ScriptConfig{NoNative: true})
+		cfg := engine.Config{Stripes: 16}
+		if seed%3 == 0 {
+			cfg.MaxKeys = 2
+		}
+		cfgN, cfgI := cfg, cfg
+		cfgN.Scripts, cfgI.Scripts = native, interp
+		en, ei := engine.New(cfgN), engine.New(cfgI)
+		now := int64(1893456000)*1e9 + 123456789
+		apply := func(ops ...engine.Op) ([]engine.Result, []engine.Result) {
+			rn, ri := make([]engine.Result, len(ops)), make([]engine.Result, len(ops))
+			en.Apply(now, ops, rn)
+			ei.Apply(now, ops, ri)
+			return rn, ri
+		}
+		rn, _ := apply(engine.Op{Code: engine.OpScriptLoad, Value: body})
+		sha := rn[0].Value
+		for step := 0; step < 400; step++ {
+			switch rng.IntN(10) {
+			case 0:
+				now += rng.Int64N(3e9) - 1e9
+			case 1:
+				now += rng.Int64N(100e9)
+			default:
+				now += rng.Int64N(50e6)
+			}
+			key := []byte(fmt.Sprintf("rate:{k%d}", rng.IntN(4)))
+			if rng.IntN(12) == 0 {
+				switch rng.IntN(4) {
+				case 0:
+					apply(engine.Op{Code: engine.OpHSet, Key: key, Args: [][]byte{[]byte("f"), []byte("v")}})
+				case 1:
+					apply(engine.Op{Code: engine.OpDelete, Key: key})
+				default:
+					apply(engine.Op{Code: engine.OpSet, Key: key, Value: []byte(stored[rng.IntN(len(stored))])})
+				}
+			}
+			num := func(common ...string) []byte {
+				if rng.IntN(6) == 0 {
+					return []byte(odd[rng.IntN(len(odd))])
+				}
+				return []byte(common[rng.IntN(len(common))])
+			}
+			op := engine.Op{Code: engine.OpEvalSha, Value: sha, NumKeys: 1, Key: key,
+				Args: [][]byte{key, num("10", "5", "100", "1"), num("10", "1", "100", "3"), num("1", "60", "3600", "0.5"), num("1", "1", "2", "0", "5", "-1")}}
+			switch rng.IntN(20) {
+			case 0:
+				op.NumKeys = 0
+			case 1:
+				op.Args = op.Args[:4]
+			case 2:
+				op.Flags |= engine.ScriptReadOnly
+			case 3:
+				op.Flags |= engine.ScriptRESP3
+			}
+			rn, ri := apply(op)
+			if rn[0].Err != nil || ri[0].Err != nil {
+				t.Fatalf("seed %d step %d: %v, %v", seed, step, rn[0].Err, ri[0].Err)
+			}
+			if !bytes.Equal(rn[0].Value, ri[0].Value) {
+				t.Fatalf("seed %d step %d: EVALSHA %q: native %q, interpreted %q", seed, step, op.Args, rn[0].Value, ri[0].Value)
+			}
+			dn, kn := en.Digest()
+			di, ki := ei.Digest()
+			if dn != di || kn != ki {
+				t.Fatalf("seed %d step %d: EVALSHA %q (reply %q): the states differ (%d keys, %d interpreted)", seed, step, op.Args, rn[0].Value, kn, ki)
+			}
+		}
+		if n, i := native.nativeRuns(), interp.nativeRuns(); n < 100 || i != 0 {
+			t.Fatalf("seed %d: %d native runs (want most), %d with NoNative (want 0)", seed, n, i)
+		}
+	}
+}

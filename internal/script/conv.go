@@ -336,3 +336,6 @@ func FormatArg(b []byte, f float64) []byte { return append(b, fmtNumber(f, 17)..
 
 // ToInteger is a number's integer in a script's reply.
 func ToInteger(f float64) int64 { return toInteger(f) }
+
+// ToString appends tostring(f) (%.14g).
+func ToString(b []byte, f float64) []byte { return append(b, fmtNumber(f, 14)...) }
