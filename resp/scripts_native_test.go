@@ -200,3 +200,58 @@ func TestNativeGCRAMatchesInterpreter(t *testing.T) {
 		}
 	}
 }
+
+// Over the wire, with the clock frozen and warped by DEBUG: EVAL then
+// EVALSHA of both native scripts on a server with the native path and on
+// one without reply alike, and DEBUG DIGEST agrees after every step.
+func TestNativeScriptsOverTheWire(t *testing.T) {
+	var conns [2]*rawReplyConn
+	var runners [2]*ScriptRunner
+	for i, noNative := range []bool{false, true} {
+		runners[i] = NewScriptRunner(ScriptConfig{NoNative: noNative})
+		conns[i] = dialRawReply(t, startServer(t, Config{EnableDebug: true, Scripts: runners[i]}))
+	}
+	both := func(args ...string) string {
+		a, b := conns[0].do(t, args...), conns[1].do(t, args...)
+		if a != b {
+			t.Fatalf("%q: native %q, interpreted %q", args, a, b)
+		}
+		return a
+	}
+	both("DEBUG", "CLOCK", "FREEZE", "1893456000123")
+	spring, err := os.ReadFile("testdata/scripts/spring_request_rate_limiter.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcra, err := os.ReadFile("testdata/scripts/redis_rate_allow_n.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for step := 0; step < 150; step++ {
+		both("DEBUG", "TIMEWARP", fmt.Sprint(rng.IntN(1500)))
+		if rng.IntN(10) == 0 {
+			both("SET", "{u}.tokens", []string{"abc", "7", "1e2", "0x10"}[rng.IntN(4)])
+		}
+		cmd, body := "EVALSHA", ""
+		if step < 2 {
+			cmd = "EVAL"
+		}
+		var args []string
+		if step%2 == 0 {
+			body = string(spring)
+			args = []string{"2", "{u}.tokens", "{u}.ts", fmt.Sprint(1 + rng.IntN(5)), fmt.Sprint(5 + rng.IntN(10)), "", fmt.Sprint(1 + rng.IntN(3))}
+		} else {
+			body = string(gcra)
+			args = []string{"1", "rate:{u}", fmt.Sprint(1 + rng.IntN(10)), fmt.Sprint(1 + rng.IntN(10)), "1", fmt.Sprint(rng.IntN(3))}
+		}
+		if cmd == "EVALSHA" {
+			body = engine.ScriptSHA([]byte(body))
+		}
+		both(append([]string{cmd, body}, args...)...)
+		both("DEBUG", "DIGEST")
+	}
+	if n, i := runners[0].nativeRuns(), runners[1].nativeRuns(); n < 100 || i != 0 {
+		t.Fatalf("%d native runs (want most), %d with NoNative (want 0)", n, i)
+	}
+}
