@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/bits"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -52,12 +53,15 @@ type Engine struct {
 	// on the engine of another database.
 	dbs *[NumDBs]atomic.Pointer[Engine]
 	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
-	// only on a script's view of the engine) and that view. Scripts run on
-	// the top engine (topOnly): one script cache for every database.
+	// only on a script's view of the engine), the tx of a script's view
+	// (which takes the stripes its ops reach) and the idle txs. Scripts run
+	// on the top engine (topOnly: one script cache for every database)
+	// over their database's engine, whose txs they take.
 	runner  ScriptRunner
 	scripts scriptCache
 	nolock  bool
-	view    *Engine // made by the first script, under every stripe lock
+	tx      *ScriptTx
+	txs     sync.Pool
 }
 
 const (
@@ -120,6 +124,7 @@ func New(cfg Config) *Engine {
 func (e *Engine) initStripes(db uint8) {
 	for i := range e.stripes {
 		e.stripes[i] = newStripe(e.tot)
+		e.stripes[i].idx = i
 		e.stripes[i].watch = e.watch
 		e.stripes[i].wt = e.wt
 		e.stripes[i].db = db

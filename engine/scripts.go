@@ -101,7 +101,12 @@ func parseSHA(s []byte) (sum [sha1.Size]byte, ok bool) {
 		return sum, false
 	}
 	var lower [2 * sha1.Size]byte
-	copy(lower[:], bytes.ToLower(s))
+	for i, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
 	_, err := hex.Decode(sum[:], lower[:])
 	return sum, err == nil
 }
@@ -234,11 +239,15 @@ func (e *Engine) scriptOp(op *Op) Result {
 	return Result{Err: badRule("unknown operation code %d", op.Code)}
 }
 
-// lk and unlk take and release a stripe's lock, except on a script's view
-// of the engine, whose tx holds every stripe lock already.
+// lk and unlk take and release a stripe's lock. On a script's view of
+// the engine (nolock) they take nothing: the stripes of the declared keys
+// are held already, and lk takes any other stripe the script's ops reach
+// with TryLock, kept until the script ends (ScriptTx.need).
 func (e *Engine) lk(s *stripe) {
 	if !e.nolock {
 		s.mu.Lock()
+	} else if e.tx != nil {
+		e.tx.need(s)
 	}
 }
 
@@ -248,13 +257,19 @@ func (e *Engine) unlk(s *stripe) {
 	}
 }
 
+// errStripeBusy is the panic of ScriptTx.need when a stripe a script's op
+// reaches is held elsewhere; ScriptTx.Apply recovers it.
+type errStripeBusy struct{}
+
 // ScriptTx is one run of a script: what the runner reads of the op, and
 // the way its commands reach the engine.
 type ScriptTx struct {
-	view  *Engine
+	view  Engine // the engine without locks, whose tx is this one
+	eng   *Engine
 	now   int64
 	op    *Op
 	body  []byte
+	sum   [sha1.Size]byte
 	sha   string
 	abort bool
 	// The before-images: the record of each key a nested op may change,
@@ -262,8 +277,30 @@ type ScriptTx struct {
 	// order; all holds every record when an op changed every key.
 	saved   []savedKey
 	seen    map[string]struct{}
+	keyBuf  []byte // the saved keys' bytes
 	all     []Record
 	allSeen bool
+	// The stripes held: by index (held), in the order taken (order);
+	// every stands for all of them. busy: an op reached a stripe held
+	// elsewhere, so the run is undone and rerun holding every stripe.
+	held  []bool
+	order []int
+	every bool
+	busy  bool
+}
+
+// need makes sure s is held by the tx: taken with TryLock when it is not,
+// or else the run is marked busy and the op stopped (errStripeBusy).
+func (tx *ScriptTx) need(s *stripe) {
+	if tx.every || tx.held[s.idx] {
+		return
+	}
+	if !s.mu.TryLock() {
+		tx.busy = true
+		panic(errStripeBusy{})
+	}
+	tx.held[s.idx] = true
+	tx.order = append(tx.order, s.idx)
 }
 
 type savedKey struct {
@@ -291,6 +328,16 @@ func (tx *ScriptTx) Flags() uint32 { return tx.op.Flags }
 // (its TIME; expiry inside it is judged at it).
 func (tx *ScriptTx) Now() int64 { return tx.now }
 
+// Undo undoes the changes of the script's ops so far, at once: the
+// runner then runs the script afresh (resp's native scripts fall back
+// to the interpreter so).
+func (tx *ScriptTx) Undo() {
+	tx.undo()
+	busy := tx.busy
+	tx.clearRun()
+	tx.busy = busy
+}
+
 // Abort has the script's changes undone once the runner returns.
 func (tx *ScriptTx) Abort() { tx.abort = true }
 
@@ -298,29 +345,49 @@ func (tx *ScriptTx) Abort() { tx.abort = true }
 // through its row of the table of operations. Clock and script ops are
 // refused (resp refuses their commands first).
 func (tx *ScriptTx) Apply(ops []Op, results []Result) {
-	v := tx.view
 	for i := range ops {
-		op := &ops[i]
-		row := &opRows[op.Code]
-		switch {
-		case row.apply == nil:
-			results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
-			continue
-		case row.clock || op.Code == OpEval || op.Code == OpEvalSha:
-			results[i] = Result{Err: badRule("operation %s inside a script", op.Code)}
+		if tx.busy {
+			results[i] = Result{Err: badRule("a stripe the script reaches is busy: the script is rerun")}
 			continue
 		}
-		op.DB = tx.op.DB // a script stays in its database (SELECT is refused in it)
-		if row.mutates {
-			tx.save(op)
+		tx.apply1(ops, i, results)
+	}
+}
+
+// apply1 applies ops[i], stopped (and the run marked busy) by a stripe
+// held elsewhere.
+func (tx *ScriptTx) apply1(ops []Op, i int, results []Result) {
+	v := &tx.view
+	defer func() {
+		if tx.busy {
+			if r := recover(); r != nil {
+				if _, ok := r.(errStripeBusy); !ok {
+					panic(r)
+				}
+				results[i] = Result{Err: badRule("a stripe the script reaches is busy: the script is rerun")}
+			}
 		}
-		row.apply(v, 0, tx.now, op, &results[i])
-		if v.watch != nil {
-			v.notify(ops[i : i+1])
-		}
-		if v.wt.active() {
-			v.watchBump(ops[i:i+1], results[i:i+1])
-		}
+	}()
+	op := &ops[i]
+	row := &opRows[op.Code]
+	switch {
+	case row.apply == nil:
+		results[i] = Result{Err: badRule("unknown operation code %d", op.Code)}
+		return
+	case row.clock || op.Code == OpEval || op.Code == OpEvalSha:
+		results[i] = Result{Err: badRule("operation %s inside a script", op.Code)}
+		return
+	}
+	op.DB = tx.op.DB // a script stays in its database (SELECT is refused in it)
+	if row.mutates {
+		tx.save(op)
+	}
+	row.apply(v, 0, tx.now, op, &results[i])
+	if v.watch != nil {
+		v.notify(ops[i : i+1])
+	}
+	if v.wt.active() {
+		v.watchBump(ops[i:i+1], results[i:i+1])
 	}
 }
 
@@ -350,22 +417,38 @@ func (tx *ScriptTx) saveKey(key []byte) {
 	if key == nil || tx.allSeen {
 		return
 	}
-	if _, ok := tx.seen[string(key)]; ok {
-		return
+	// A script saves a few keys: a scan, and a set past 16.
+	if tx.seen == nil && len(tx.saved) <= 16 {
+		for i := range tx.saved {
+			if bytes.Equal(tx.saved[i].key, key) {
+				return
+			}
+		}
+	} else {
+		if tx.seen == nil {
+			tx.seen = make(map[string]struct{})
+		}
+		if len(tx.seen) == 0 {
+			for i := range tx.saved {
+				tx.seen[string(tx.saved[i].key)] = struct{}{}
+			}
+		}
+		if _, ok := tx.seen[string(key)]; ok {
+			return
+		}
+		tx.seen[string(key)] = struct{}{}
 	}
-	if tx.seen == nil {
-		tx.seen = make(map[string]struct{})
-	}
-	tx.seen[string(key)] = struct{}{}
 	rec, ok := tx.view.exportKey(key, tx.now)
-	tx.saved = append(tx.saved, savedKey{key: slices.Clone(key), rec: rec, present: ok})
+	off := len(tx.keyBuf)
+	tx.keyBuf = append(tx.keyBuf, key...)
+	tx.saved = append(tx.saved, savedKey{key: tx.keyBuf[off:len(tx.keyBuf):len(tx.keyBuf)], rec: rec, present: ok})
 }
 
 // undo puts back every before-image, the last taken first: the image of
 // every key (taken by the first op over all keys, after the keys saved
 // one by one before it), then those keys in reverse order.
 func (tx *ScriptTx) undo() {
-	v := tx.view
+	v := &tx.view
 	if tx.allSeen {
 		v.eachStripe(func(s *stripe) { s.reset() })
 		if v.watch != nil {
@@ -425,26 +508,89 @@ func (e *Engine) eval(now int64, op *Op) Result {
 		return Result{Err: badRule("numkeys %d of %d arguments", op.NumKeys, len(op.Args))}
 	}
 	// The script runs on the top engine (topOnly: one script cache) over
-	// its database's engine, every stripe of which it holds.
+	// its database's engine d, whose stripes its tx takes.
 	d := e.db(op.DB)
 	if d == nil {
 		return Result{Err: errBadDB}
 	}
-	for _, s := range d.stripes {
-		s.mu.Lock()
+	tx, _ := d.txs.Get().(*ScriptTx)
+	if tx == nil {
+		tx = &ScriptTx{eng: d, held: make([]bool, len(d.stripes))}
+		tx.view = Engine{stripes: d.stripes, mask: d.mask, maxLog: d.maxLog, maxValue: d.maxValue,
+			maxColl: d.maxColl, tot: d.tot, watch: d.watch, wt: d.wt, nolock: true, tx: tx}
 	}
-	if d.view == nil {
-		d.view = d.scriptView() // once: its fields never change after New
+	if tx.sha == "" || tx.sum != sum { // a pooled tx mostly runs one script
+		tx.sum, tx.sha = sum, hex.EncodeToString(sum[:])
 	}
-	tx := &ScriptTx{view: d.view, now: now, op: op, body: body, sha: hex.EncodeToString(sum[:])}
+	tx.now, tx.op, tx.body = now, op, body
+	tx.lockDeclared()
 	reply := e.runner.RunScript(tx)
+	if tx.busy {
+		// An undeclared key's stripe was held elsewhere: undo, and rerun
+		// holding every stripe (in ascending index, as RL.ALL).
+		tx.undo()
+		tx.unlockAll()
+		tx.clearRun()
+		for _, s := range d.stripes {
+			s.mu.Lock()
+		}
+		tx.every = true
+		reply = e.runner.RunScript(tx)
+	}
 	if tx.abort {
 		tx.undo()
 	}
-	for i := len(d.stripes) - 1; i >= 0; i-- {
-		d.stripes[i].mu.Unlock()
-	}
+	tx.unlockAll()
+	tx.clearRun()
+	tx.op, tx.body = nil, nil
+	d.txs.Put(tx)
 	return Result{Value: reply}
+}
+
+// lockDeclared takes the stripes of the script's declared keys, in
+// ascending index (RL.ALL's order, so no deadlock).
+func (tx *ScriptTx) lockDeclared() {
+	e := tx.eng
+	for _, k := range tx.op.Args[:tx.op.NumKeys] {
+		i := int(xxhash.Sum64(k) & e.mask)
+		if !tx.held[i] {
+			tx.held[i] = true
+			tx.order = append(tx.order, i)
+		}
+	}
+	slices.Sort(tx.order)
+	for _, i := range tx.order {
+		e.stripes[i].mu.Lock()
+	}
+}
+
+// unlockAll releases every stripe the tx holds, the last taken first.
+func (tx *ScriptTx) unlockAll() {
+	e := tx.eng
+	if tx.every {
+		for i := len(e.stripes) - 1; i >= 0; i-- {
+			e.stripes[i].mu.Unlock()
+		}
+		tx.every = false
+		return
+	}
+	for j := len(tx.order) - 1; j >= 0; j-- {
+		i := tx.order[j]
+		tx.held[i] = false
+		e.stripes[i].mu.Unlock()
+	}
+	tx.order = tx.order[:0]
+}
+
+// clearRun forgets a run's before-images and outcome.
+func (tx *ScriptTx) clearRun() {
+	clear(tx.saved)
+	tx.saved = tx.saved[:0]
+	clear(tx.seen)
+	tx.keyBuf = tx.keyBuf[:0]
+	clear(tx.all)
+	tx.all = tx.all[:0]
+	tx.allSeen, tx.abort, tx.busy = false, false, false
 }
 
 // scriptView returns the engine as a script's nested ops see it: the same

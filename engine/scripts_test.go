@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // opsRunner is a ScriptRunner that applies its ops and aborts when told.
@@ -89,5 +92,70 @@ func TestScriptCacheBounds(t *testing.T) {
 	e.Apply(1, []Op{{Code: OpScriptExists, Args: [][]byte{[]byte(ScriptSHA([]byte("a"))), []byte(ScriptSHA([]byte("c")))}}}, res)
 	if string(res[0].Values[0]) != "1" || string(res[0].Values[1]) != "0" {
 		t.Fatalf("SCRIPT EXISTS: %q", res[0].Values)
+	}
+}
+
+// busyRunner applies a SET of its declared key "a", then an INCRBY of the
+// undeclared key u; on its first run it frees the stripe the test holds,
+// once its ops have met it.
+type busyRunner struct {
+	u     []byte
+	held  *stripe
+	runs  int
+	first []Result
+}
+
+func (r *busyRunner) RunScript(tx *ScriptTx) []byte {
+	r.runs++
+	got := make([]Result, 2)
+	tx.Apply([]Op{{Code: OpSet, Key: []byte("a"), Value: []byte("1")}, {Code: OpIncrBy, Key: r.u, Delta: 1}}, got)
+	if r.runs == 1 {
+		r.first = got
+		if r.held != nil {
+			r.held.mu.Unlock()
+		}
+	}
+	return []byte("+OK\r\n")
+}
+
+// A script holds only its declared keys' stripes; an undeclared key in a
+// stripe held elsewhere has the run undone and rerun holding every stripe,
+// so its ops apply once; with the stripe free, the script runs once.
+func TestScriptUndeclaredKeyStripeBusy(t *testing.T) {
+	now := int64(1893456000) * 1e9
+	for _, busy := range []bool{true, false} {
+		r := &busyRunner{}
+		e := New(Config{Stripes: 8, Scripts: r})
+		ia := xxhash.Sum64([]byte("a")) & e.mask
+		for i := 0; ; i++ {
+			r.u = []byte("u" + strconv.Itoa(i))
+			if xxhash.Sum64(r.u)&e.mask != ia {
+				break
+			}
+		}
+		if busy {
+			r.held = e.stripes[xxhash.Sum64(r.u)&e.mask]
+			r.held.mu.Lock()
+		}
+		res := make([]Result, 1)
+		e.Apply(now, []Op{{Code: OpEval, Value: []byte("script"), NumKeys: 1, Key: []byte("a"), Args: [][]byte{[]byte("a")}}}, res)
+		if res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		wantRuns := map[bool]int{true: 2, false: 1}[busy]
+		if r.runs != wantRuns || busy != (r.first[1].Err != nil) {
+			t.Fatalf("busy %v: %d runs, first run's INCRBY %v", busy, r.runs, r.first[1].Err)
+		}
+		got := make([]Result, 2)
+		e.Apply(now, []Op{{Code: OpGet, Key: []byte("a")}, {Code: OpGet, Key: r.u}}, got)
+		if string(got[0].Value) != "1" || string(got[1].Value) != "1" {
+			t.Fatalf("busy %v: a=%q %s=%q, want 1 and 1 (applied once)", busy, got[0].Value, r.u, got[1].Value)
+		}
+		for i, s := range e.stripes {
+			if !s.mu.TryLock() {
+				t.Fatalf("busy %v: stripe %d still held after the script", busy, i)
+			}
+			s.mu.Unlock()
+		}
 	}
 }

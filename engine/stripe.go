@@ -15,6 +15,8 @@ import (
 type stripe struct {
 	mu sync.Mutex
 
+	idx int // the stripe's index in Engine.stripes (scripts.go)
+
 	count atomic.Int64 // keys with state (written under mu)
 
 	// Limits (memory.go): tot is the engine's totals, nil without limits;

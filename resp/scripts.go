@@ -306,6 +306,10 @@ type ScriptConfig struct {
 	Group  int
 	// Logger receives redis.log's messages (default slog.Default()).
 	Logger *slog.Logger
+	// NoNative runs every script in the interpreter, even those run
+	// natively when recognised by their SHA1 (scripts_native.go;
+	// --script-native false).
+	NoNative bool
 }
 
 // ScriptRunner runs scripts for an engine (engine.Config.Scripts): give
@@ -318,6 +322,7 @@ type ScriptRunner struct {
 	group     int
 	maxSteps  int64
 	maxMemory int64
+	noNative  bool
 
 	stats *scriptStats // shared by the runners of one node (ForGroup)
 	hosts *sync.Pool   // idle *scriptHost, shared likewise
@@ -332,8 +337,8 @@ type scriptStats struct {
 
 // scriptStat is one script's counters (metrics).
 type scriptStat struct {
-	calls, errors int64
-	seconds       float64
+	calls, errors, native int64
+	seconds               float64
 }
 
 // NewScriptRunner returns a runner.
@@ -375,7 +380,7 @@ func NewScriptRunner(cfg ScriptConfig) *ScriptRunner {
 	} {
 		st.descs[i] = prometheus.NewDesc(d[0], d[1], []string{"sha"}, nil)
 	}
-	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, stats: st, hosts: &sync.Pool{}}
+	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, noNative: cfg.NoNative, stats: st, hosts: &sync.Pool{}}
 	var err error
 	if r.slotTable, err = slots.Even(max(cfg.Groups, 1)); err != nil {
 		r.slotTable, _ = slots.Even(1)
@@ -394,20 +399,26 @@ func (r *ScriptRunner) RunScript(tx *engine.ScriptTx) []byte {
 	}
 	h, _ := r.hosts.Get().(*scriptHost)
 	if h == nil {
-		h = &scriptHost{}
+		h = &scriptHost{names: nativeNames{get: []byte("get"), setex: []byte("setex"), time: []byte("TIME"), set: []byte("SET"), ex: []byte("EX")}}
 		h.c.authed = true
 	}
 	// The pool is shared by every group's runner (ForGroup): a host may
 	// come from another group's run, so it takes this runner (its group
 	// decides which keys are local).
 	h.r, h.tx, h.ro = r, tx, tx.Flags()&engine.ScriptReadOnly != 0
+	if reply, ok := r.runNative(tx, h); ok {
+		h.tx = nil
+		r.hosts.Put(h)
+		r.count(tx.SHA(), true, false, time.Since(start))
+		return reply
+	}
 	reply, out := r.rt.Run(tx.SHA(), tx.Body(), args[:n], args[n:], proto, h)
 	h.tx = nil
 	r.hosts.Put(h)
 	if out == script.OutOfSteps || out == script.OutOfMemory {
 		tx.Abort()
 	}
-	r.count(tx.SHA(), out != script.Done || len(reply) > 0 && reply[0] == '-', time.Since(start))
+	r.count(tx.SHA(), false, out != script.Done || len(reply) > 0 && reply[0] == '-', time.Since(start))
 	return reply
 }
 
@@ -419,7 +430,7 @@ func (r *ScriptRunner) ForGroup(g int) *ScriptRunner {
 	return &c
 }
 
-func (r *ScriptRunner) count(sha string, failed bool, d time.Duration) {
+func (r *ScriptRunner) count(sha string, native, failed bool, d time.Duration) {
 	if len(sha) > 8 {
 		sha = sha[:8]
 	}
@@ -435,6 +446,9 @@ func (r *ScriptRunner) count(sha string, failed bool, d time.Duration) {
 		s.by[sha] = st
 	}
 	st.calls++
+	if native {
+		st.native++
+	}
 	if failed {
 		st.errors++
 	}
@@ -462,6 +476,11 @@ func (r *ScriptRunner) Collect(ch chan<- prometheus.Metric) {
 
 // scriptHost runs a script's commands (script.Host).
 type scriptHost struct {
+	// The native scripts' (scripts_native.go) reused buffers.
+	names                  nativeNames
+	argv                   [][]byte
+	nowArg, ttlArg, valArg []byte
+
 	r   *ScriptRunner
 	tx  *engine.ScriptTx
 	ro  bool

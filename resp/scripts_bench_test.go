@@ -9,13 +9,19 @@ import (
 
 // BenchmarkSpringScript runs Spring Cloud Gateway's token bucket (the exact
 // text Spring sends, resp/testdata/scripts) by
-// EVALSHA on an engine, as the apply does (no network, no parsing).
+// EVALSHA on an engine, as the apply does (no network, no parsing):
+// natively, and in Lua (ScriptConfig.NoNative).
 func BenchmarkSpringScript(b *testing.B) {
+	b.Run("native", func(b *testing.B) { benchSpring(b, false) })
+	b.Run("lua", func(b *testing.B) { benchSpring(b, true) })
+}
+
+func benchSpring(b *testing.B, noNative bool) {
 	body, err := os.ReadFile("testdata/scripts/spring_request_rate_limiter.lua")
 	if err != nil {
 		b.Fatal(err)
 	}
-	runner := NewScriptRunner(ScriptConfig{})
+	runner := NewScriptRunner(ScriptConfig{NoNative: noNative})
 	eng := engine.New(engine.Config{Scripts: runner})
 	res := make([]engine.Result, 1)
 	eng.Apply(1e18, []engine.Op{{Code: engine.OpScriptLoad, Value: body}}, res)

@@ -51,9 +51,12 @@ type config struct {
 	ScriptMaxSteps  int64
 	ScriptMaxMemory byteSize
 	ScriptCacheMax  int64
-	opsConfig       // TLS, memory limits, metrics, --config (opsconfig.go)
-	debugConfig     // hidden flags for fault-injection tests only (debugflags.go)
-	rlsConfig       // Envoy's rate limit service (rls.go)
+	// ScriptNative runs the scripts recognised by their SHA1 natively
+	// (resp/scripts_native.go); false: every script in the interpreter.
+	ScriptNative bool
+	opsConfig    // TLS, memory limits, metrics, --config (opsconfig.go)
+	debugConfig  // hidden flags for fault-injection tests only (debugflags.go)
+	rlsConfig    // Envoy's rate limit service (rls.go)
 
 	// ShutdownTimeout bounds a graceful stop (main.go): the handover, then
 	// the commands taken in.
@@ -164,6 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Int64Var(&c.ScriptMaxSteps, "script-max-steps", script.DefaultMaxSteps, "Lua instructions one script may run before it stops with an error and its writes are undone; the same on every node")
 	c.ScriptMaxMemory = script.DefaultMaxMemory
 	fs.Var(&c.ScriptMaxMemory, "script-max-memory", "bytes of strings one script may create (e.g. 64mb) before it stops with an error and its writes are undone; the same on every node")
+	fs.BoolVar(&c.ScriptNative, "script-native", true, "run the scripts sluice recognises by their SHA1 (Spring Cloud Gateway's and redis_rate's rate limiters) natively, with the interpreted run's replies and effects; false runs every script in Lua")
 	fs.Int64Var(&c.ScriptCacheMax, "script-cache-max", engine.DefaultScriptCacheMax, "most scripts kept by SCRIPT LOAD and EVAL (and 64 MiB of them): beyond it a new script is refused, nothing is evicted")
 	c.GCMinHeadroom = 16 << 20
 	fs.Var(&c.GCMinHeadroom, "gc-min-headroom", "least heap growth in bytes between collections (e.g. 16mb): raises --gc-percent, up to 1000, while the live heap is small (0: keep --gc-percent fixed)")

@@ -112,7 +112,7 @@ func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) erro
 	runners := make([]*resp.ScriptRunner, cfg.Shards)
 	scripts := resp.NewScriptRunner(resp.ScriptConfig{MaxSteps: cfg.ScriptMaxSteps, MaxMemory: int64(cfg.ScriptMaxMemory),
 		MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen,
-		Groups: cfg.Shards, Logger: log})
+		Groups: cfg.Shards, Logger: log, NoNative: !cfg.ScriptNative})
 	for g := range engines {
 		runners[g] = scripts.ForGroup(g)
 		engines[g] = engine.New(engine.Config{Stripes: cfg.LockStripes, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen, MaxCollectionLen: cfg.MaxCollLen,

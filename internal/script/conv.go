@@ -188,20 +188,25 @@ func (v *vm) parseReply(b []byte, depth int) (lua.LValue, []byte, bool) {
 	if end < 0 {
 		return lua.LNil, nil, false
 	}
-	line, rest := string(b[1:end]), b[end+2:]
+	lineB, rest := b[1:end], b[end+2:]
+	var line string
+	switch b[0] {
+	case '+', '-', ',', '(', '#':
+		line = string(lineB)
+	}
 	L := v.L
 	switch b[0] {
 	case '+':
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("ok", lua.LString(line))
 		return t, rest, true
 	case '-':
 		return errorTable(L, line), rest, true
 	case ':':
-		n, err := strconv.ParseInt(line, 10, 64)
+		n, err := parseIntB(lineB)
 		return lua.LNumber(n), rest, err == nil
 	case '$', '=':
-		n, err := strconv.Atoi(line)
+		n, err := atoiB(lineB)
 		if err != nil {
 			return lua.LNil, nil, false
 		}
@@ -214,7 +219,7 @@ func (v *vm) parseReply(b []byte, depth int) (lua.LValue, []byte, bool) {
 		s := string(rest[:n])
 		rest = rest[n+2:]
 		if b[0] == '=' {
-			t, vt := L.NewTable(), L.NewTable()
+			t, vt := L.CreateTable(0, 1), L.CreateTable(0, 1)
 			if len(s) >= 4 {
 				vt.RawSetString("format", lua.LString(s[:3]))
 				s = s[4:]
@@ -225,7 +230,7 @@ func (v *vm) parseReply(b []byte, depth int) (lua.LValue, []byte, bool) {
 		}
 		return lua.LString(s), rest, true
 	case '*', '~', '%':
-		n, err := strconv.Atoi(line)
+		n, err := atoiB(lineB)
 		if err != nil {
 			return lua.LNil, nil, false
 		}
@@ -247,23 +252,23 @@ func (v *vm) parseReply(b []byte, depth int) (lua.LValue, []byte, bool) {
 		}
 		switch b[0] {
 		case '%':
-			m := L.NewTable()
+			m := L.CreateTable(0, 1)
 			for i := 0; i+1 < len(vals); i += 2 {
 				if vals[i] != lua.LNil {
 					m.RawSet(vals[i], vals[i+1])
 				}
 			}
-			t := L.NewTable()
+			t := L.CreateTable(0, 1)
 			t.RawSetString("map", m)
 			return t, rest, true
 		case '~':
-			s := L.NewTable()
+			s := L.CreateTable(0, 1)
 			for _, e := range vals {
 				if e != lua.LNil {
 					s.RawSet(e, lua.LTrue)
 				}
 			}
-			t := L.NewTable()
+			t := L.CreateTable(0, 1)
 			t.RawSetString("set", s)
 			return t, rest, true
 		}
@@ -281,21 +286,59 @@ func (v *vm) parseReply(b []byte, depth int) (lua.LValue, []byte, bool) {
 		if err != nil {
 			return lua.LNil, nil, false
 		}
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("double", lua.LNumber(f))
 		return t, rest, true
 	case '(':
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("big_number", lua.LString(line))
 		return t, rest, true
 	}
 	return lua.LNil, nil, false
 }
 
+// plainInt reads an optional minus and up to 18 digits.
+func plainInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// atoiB is strconv.Atoi of b, without a string when b is plain.
+func atoiB(b []byte) (int, error) {
+	if n, ok := plainInt(b); ok {
+		return int(n), nil
+	}
+	return strconv.Atoi(string(b))
+}
+
+// parseIntB is strconv.ParseInt(b, 10, 64) likewise.
+func parseIntB(b []byte) (int64, error) {
+	if n, ok := plainInt(b); ok {
+		return n, nil
+	}
+	return strconv.ParseInt(string(b), 10, 64)
+}
+
 // errorTable is Redis's error table for an error reply line (without
 // its '-'): {err="CODE msg"}, the code ERR when the line has none.
 func errorTable(L *lua.LState, line string) *lua.LTable {
-	t := L.NewTable()
+	t := L.CreateTable(0, 1)
 	t.RawSetString("err", lua.LString(errorText("-"+line)))
 	return t
 }
@@ -322,3 +365,20 @@ func indexCRLF(b []byte) int {
 	}
 	return -1
 }
+
+// The number semantics of the scripts, for the scripts run natively
+// (resp): what tonumber makes of a string, how a number passed to
+// redis.call is formatted (precision 17, as Redis 7.0), and how a number
+// in a reply is truncated to an integer.
+
+// ToNumber is tonumber(s) (base 10); ok is false where tonumber gives nil.
+func ToNumber(s []byte) (float64, bool) { return strToNumber(string(s)) }
+
+// FormatArg appends f as redis.call passes a number (%.17g).
+func FormatArg(b []byte, f float64) []byte { return append(b, fmtNumber(f, 17)...) }
+
+// ToInteger is a number's integer in a script's reply.
+func ToInteger(f float64) int64 { return toInteger(f) }
+
+// ToString appends tostring(f) (%.14g).
+func ToString(b []byte, f float64) []byte { return append(b, fmtNumber(f, 14)...) }

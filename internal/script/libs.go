@@ -594,7 +594,7 @@ func (v *vm) call(L *lua.LState, raise bool) int {
 		case lua.LString:
 			args = append(args, unsafe.Slice(unsafe.StringData(string(x)), len(x)))
 		case lua.LNumber:
-			args = append(args, []byte(fmtNumber(float64(x), 17)))
+			args = append(args, FormatArg(nil, float64(x)))
 		default:
 			return fail(v.rt.texts.BadArg)
 		}

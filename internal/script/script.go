@@ -174,7 +174,20 @@ func oneLine(s string) string {
 // and args, answering for a client of protocol resp (2 or 3), and returns
 // its reply as RESP bytes and how it ended.
 func (rt *Runtime) Run(sha string, body []byte, keys, args [][]byte, resp int, host Host) ([]byte, Outcome) {
-	proto, msg := rt.Compile(body)
+	var proto *lua.FunctionProto
+	var msg string
+	// The compiled script by its SHA1 (given: not hashed again).
+	var sum [sha1.Size]byte
+	if len(sha) == 2*sha1.Size {
+		if _, err := hex.Decode(sum[:], []byte(sha)); err == nil {
+			rt.mu.Lock()
+			proto = rt.protos[sum]
+			rt.mu.Unlock()
+		}
+	}
+	if proto == nil {
+		proto, msg = rt.Compile(body)
+	}
 	if proto == nil {
 		return errorReply(nil, msg), Failed
 	}

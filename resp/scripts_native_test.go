@@ -1,0 +1,257 @@
+package resp
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/sluice-rl/sluice/engine"
+)
+
+// The native Spring Cloud Gateway script (scripts_native.go) replies and
+// changes the state exactly as the interpreted Lua: the same random
+// sequences of EVALSHA (rates, capacities, requested counts, ARGV[3] now
+// or TIME, odd arguments, keys holding odd strings or a hash, a read-only
+// run, a key limit that fails SETEX, times that jump either way) run on an
+// engine with the native path and on one without, and every reply and
+// every step's digest must be the same. The native path must have run.
+func TestNativeScriptsMatchInterpreter(t *testing.T) {
+	body, err := os.ReadFile("testdata/scripts/spring_request_rate_limiter.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nums := []string{"1", "2", "3", "10", "100", "0.5", "2.5", "1e3", "0", "-1", "7 ", " 7", "0x10", "010", "abc", "", "nan", "inf", "-inf", "1e400", "1e-300", "4.9e-324", "9007199254740993", "123456789012345678901234567890", "1.7976931348623157e308"}
+	stored := []string{"abc", "", "1e3", " 5 ", "0x1A", "inf", "-nan", "3.14159", "1e308", "-7", "9223372036854775807", "00012"}
+	for seed := uint64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 31))
+		native := NewScriptRunner(ScriptConfig{})
+		interp := NewScriptRunner(ScriptConfig{NoNative: true})
+		cfg := engine.Config{Stripes: 16}
+		if seed%3 == 0 {
+			cfg.MaxKeys = 3 // SETEX of a fourth key fails: the interpreter's error
+		}
+		cfgN, cfgI := cfg, cfg
+		cfgN.Scripts, cfgI.Scripts = native, interp
+		en, ei := engine.New(cfgN), engine.New(cfgI)
+		now := int64(1893456000) * 1e9
+		apply := func(ops ...engine.Op) ([]engine.Result, []engine.Result) {
+			rn, ri := make([]engine.Result, len(ops)), make([]engine.Result, len(ops))
+			en.Apply(now, ops, rn)
+			ei.Apply(now, ops, ri)
+			return rn, ri
+		}
+		rn, _ := apply(engine.Op{Code: engine.OpScriptLoad, Value: body})
+		sha := rn[0].Value
+		users := []string{"{a}", "{b}", "{c}"}
+		for step := 0; step < 400; step++ {
+			switch rng.IntN(10) {
+			case 0:
+				now += rng.Int64N(3e9) - 1e9 // back or forth
+			case 1:
+				now += rng.Int64N(100e9)
+			default:
+				now += rng.Int64N(50e6)
+			}
+			u := users[rng.IntN(len(users))]
+			tk, ts := []byte(u+".tokens"), []byte(u+".timestamp")
+			if rng.IntN(12) == 0 { // an odd value in a key
+				k := tk
+				if rng.IntN(2) == 0 {
+					k = ts
+				}
+				switch rng.IntN(4) {
+				case 0:
+					apply(engine.Op{Code: engine.OpHSet, Key: k, Args: [][]byte{[]byte("f"), []byte("v")}})
+				case 1:
+					apply(engine.Op{Code: engine.OpDelete, Key: k})
+				default:
+					apply(engine.Op{Code: engine.OpSet, Key: k, Value: []byte(stored[rng.IntN(len(stored))])})
+				}
+			}
+			num := func(common ...string) []byte {
+				if rng.IntN(5) == 0 {
+					return []byte(nums[rng.IntN(len(nums))])
+				}
+				return []byte(common[rng.IntN(len(common))])
+			}
+			rate, capacity := num("1", "5", "10", "0.5", "100"), num("1", "10", "20", "3", "1000")
+			nowArg := []byte("")
+			if rng.IntN(4) == 0 {
+				nowArg = []byte(fmt.Sprint(now/1e9 + rng.Int64N(5) - 2))
+			}
+			if rng.IntN(8) == 0 {
+				nowArg = num("1.5", "1893456000.25")
+			}
+			op := engine.Op{Code: engine.OpEvalSha, Value: sha, NumKeys: 2, Key: tk,
+				Args: [][]byte{tk, ts, rate, capacity, nowArg, num("1", "1", "2", "5")}}
+			switch rng.IntN(20) {
+			case 0:
+				op.NumKeys, op.Args = 1, op.Args[1:]
+			case 1:
+				op.Args = op.Args[:5]
+			case 2:
+				op.Flags |= engine.ScriptReadOnly
+			case 3:
+				op.Flags |= engine.ScriptRESP3
+			}
+			rn, ri := apply(op)
+			if rn[0].Err != nil || ri[0].Err != nil {
+				t.Fatalf("seed %d step %d: %v, %v", seed, step, rn[0].Err, ri[0].Err)
+			}
+			if !bytes.Equal(rn[0].Value, ri[0].Value) {
+				t.Fatalf("seed %d step %d: EVALSHA %q: native %q, interpreted %q", seed, step, op.Args, rn[0].Value, ri[0].Value)
+			}
+			dn, kn := en.Digest()
+			di, ki := ei.Digest()
+			if dn != di || kn != ki {
+				t.Fatalf("seed %d step %d: EVALSHA %q (reply %q): the states differ (%d keys, %d interpreted)", seed, step, op.Args, rn[0].Value, kn, ki)
+			}
+		}
+		if n, i := native.nativeRuns(), interp.nativeRuns(); n < 100 || i != 0 {
+			t.Fatalf("seed %d: %d native runs (want most), %d with NoNative (want 0)", seed, n, i)
+		}
+	}
+}
+
+// redis_rate's GCRA script (allowN) run natively replies and changes the
+// state exactly as the interpreted Lua, on random sequences as above.
+func TestNativeGCRAMatchesInterpreter(t *testing.T) {
+	body, err := os.ReadFile("testdata/scripts/redis_rate_allow_n.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := []string{"0", "-1", "-0", "0.0", "-0.0", "010", "0x10", " 7", "7 ", "1e3", "abc", "", "nan", "inf", "1.5", "3600.0", "1_000", "123456789012345678", "0.000001"}
+	stored := []string{"abc", "", "1e3", " 5 ", "0x1A", "inf", "-nan", "3.14159", "1e308", "-7", "300000000.5", "00012"}
+	for seed := uint64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 32))
+		native := NewScriptRunner(ScriptConfig{})
+		interp := NewScriptRunner(ScriptConfig{NoNative: true})
+		cfg := engine.Config{Stripes: 16}
+		if seed%3 == 0 {
+			cfg.MaxKeys = 2
+		}
+		cfgN, cfgI := cfg, cfg
+		cfgN.Scripts, cfgI.Scripts = native, interp
+		en, ei := engine.New(cfgN), engine.New(cfgI)
+		now := int64(1893456000)*1e9 + 123456789
+		apply := func(ops ...engine.Op) ([]engine.Result, []engine.Result) {
+			rn, ri := make([]engine.Result, len(ops)), make([]engine.Result, len(ops))
+			en.Apply(now, ops, rn)
+			ei.Apply(now, ops, ri)
+			return rn, ri
+		}
+		rn, _ := apply(engine.Op{Code: engine.OpScriptLoad, Value: body})
+		sha := rn[0].Value
+		for step := 0; step < 400; step++ {
+			switch rng.IntN(10) {
+			case 0:
+				now += rng.Int64N(3e9) - 1e9
+			case 1:
+				now += rng.Int64N(100e9)
+			default:
+				now += rng.Int64N(50e6)
+			}
+			key := []byte(fmt.Sprintf("rate:{k%d}", rng.IntN(4)))
+			if rng.IntN(12) == 0 {
+				switch rng.IntN(4) {
+				case 0:
+					apply(engine.Op{Code: engine.OpHSet, Key: key, Args: [][]byte{[]byte("f"), []byte("v")}})
+				case 1:
+					apply(engine.Op{Code: engine.OpDelete, Key: key})
+				default:
+					apply(engine.Op{Code: engine.OpSet, Key: key, Value: []byte(stored[rng.IntN(len(stored))])})
+				}
+			}
+			num := func(common ...string) []byte {
+				if rng.IntN(6) == 0 {
+					return []byte(odd[rng.IntN(len(odd))])
+				}
+				return []byte(common[rng.IntN(len(common))])
+			}
+			op := engine.Op{Code: engine.OpEvalSha, Value: sha, NumKeys: 1, Key: key,
+				Args: [][]byte{key, num("10", "5", "100", "1"), num("10", "1", "100", "3"), num("1", "60", "3600", "0.5"), num("1", "1", "2", "0", "5", "-1")}}
+			switch rng.IntN(20) {
+			case 0:
+				op.NumKeys = 0
+			case 1:
+				op.Args = op.Args[:4]
+			case 2:
+				op.Flags |= engine.ScriptReadOnly
+			case 3:
+				op.Flags |= engine.ScriptRESP3
+			}
+			rn, ri := apply(op)
+			if rn[0].Err != nil || ri[0].Err != nil {
+				t.Fatalf("seed %d step %d: %v, %v", seed, step, rn[0].Err, ri[0].Err)
+			}
+			if !bytes.Equal(rn[0].Value, ri[0].Value) {
+				t.Fatalf("seed %d step %d: EVALSHA %q: native %q, interpreted %q", seed, step, op.Args, rn[0].Value, ri[0].Value)
+			}
+			dn, kn := en.Digest()
+			di, ki := ei.Digest()
+			if dn != di || kn != ki {
+				t.Fatalf("seed %d step %d: EVALSHA %q (reply %q): the states differ (%d keys, %d interpreted)", seed, step, op.Args, rn[0].Value, kn, ki)
+			}
+		}
+		if n, i := native.nativeRuns(), interp.nativeRuns(); n < 100 || i != 0 {
+			t.Fatalf("seed %d: %d native runs (want most), %d with NoNative (want 0)", seed, n, i)
+		}
+	}
+}
+
+// Over the wire, with the clock frozen and warped by DEBUG: EVAL then
+// EVALSHA of both native scripts on a server with the native path and on
+// one without reply alike, and DEBUG DIGEST agrees after every step.
+func TestNativeScriptsOverTheWire(t *testing.T) {
+	var conns [2]*rawReplyConn
+	var runners [2]*ScriptRunner
+	for i, noNative := range []bool{false, true} {
+		runners[i] = NewScriptRunner(ScriptConfig{NoNative: noNative})
+		conns[i] = dialRawReply(t, startServer(t, Config{EnableDebug: true, Scripts: runners[i]}))
+	}
+	both := func(args ...string) string {
+		a, b := conns[0].do(t, args...), conns[1].do(t, args...)
+		if a != b {
+			t.Fatalf("%q: native %q, interpreted %q", args, a, b)
+		}
+		return a
+	}
+	both("DEBUG", "CLOCK", "FREEZE", "1893456000123")
+	spring, err := os.ReadFile("testdata/scripts/spring_request_rate_limiter.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcra, err := os.ReadFile("testdata/scripts/redis_rate_allow_n.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for step := 0; step < 150; step++ {
+		both("DEBUG", "TIMEWARP", fmt.Sprint(rng.IntN(1500)))
+		if rng.IntN(10) == 0 {
+			both("SET", "{u}.tokens", []string{"abc", "7", "1e2", "0x10"}[rng.IntN(4)])
+		}
+		cmd, body := "EVALSHA", ""
+		if step < 2 {
+			cmd = "EVAL"
+		}
+		var args []string
+		if step%2 == 0 {
+			body = string(spring)
+			args = []string{"2", "{u}.tokens", "{u}.ts", fmt.Sprint(1 + rng.IntN(5)), fmt.Sprint(5 + rng.IntN(10)), "", fmt.Sprint(1 + rng.IntN(3))}
+		} else {
+			body = string(gcra)
+			args = []string{"1", "rate:{u}", fmt.Sprint(1 + rng.IntN(10)), fmt.Sprint(1 + rng.IntN(10)), "1", fmt.Sprint(rng.IntN(3))}
+		}
+		if cmd == "EVALSHA" {
+			body = engine.ScriptSHA([]byte(body))
+		}
+		both(append([]string{cmd, body}, args...)...)
+		both("DEBUG", "DIGEST")
+	}
+	if n, i := runners[0].nativeRuns(), runners[1].nativeRuns(); n < 100 || i != 0 {
+		t.Fatalf("%d native runs (want most), %d with NoNative (want 0)", n, i)
+	}
+}
