@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/pyredis"
-	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // The Lua scripts of the Redis rate limiters people run (issue #31), on a
