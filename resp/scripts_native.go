@@ -393,15 +393,3 @@ func isOK(rep []byte) bool { return bytes.Equal(rep, []byte("+OK\r\n")) }
 
 // nativeNames are the command names the native scripts call.
 type nativeNames struct{ get, setex, time, set, ex []byte }
-
-// nativeRuns is the number of scripts the runner's node ran natively.
-func (r *ScriptRunner) nativeRuns() int64 {
-	s := r.stats
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for _, st := range s.by {
-		n += st.native
-	}
-	return n
-}

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/freeport"
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // startRedisServer starts a redis-server on a free port of 127.0.0.1 with
@@ -54,82 +54,27 @@ func startRedisServer(t testing.TB) string {
 	return addr
 }
 
-// rawReplyConn sends commands and reads each reply as its exact bytes.
-type rawReplyConn struct {
-	nc net.Conn
-	rd *bufio.Reader
-}
+// rawReplyConn sends commands and reads each reply as its exact bytes
+// (scriptdiff's connection, with the test's failures).
+type rawReplyConn struct{ c *scriptdiff.Conn }
 
 func dialRawReply(t testing.TB, addr string) *rawReplyConn {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	c, err := scriptdiff.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { nc.Close() })
-	return &rawReplyConn{nc: nc, rd: bufio.NewReader(nc)}
+	t.Cleanup(func() { c.Close() })
+	return &rawReplyConn{c: c}
 }
 
 func (c *rawReplyConn) do(t testing.TB, args ...string) string {
 	t.Helper()
-	_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.nc.Write(respwire.AppendCommand(nil, args...)); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := readRawReply(c.rd, &b); err != nil {
-		t.Fatalf("%q: %v (read %q)", args, err, b.String())
-	}
-	return b.String()
-}
-
-// readRawReply copies one whole RESP2/RESP3 reply to b.
-func readRawReply(rd *bufio.Reader, b *strings.Builder) error {
-	line, err := rd.ReadString('\n')
+	r, err := c.c.Do(args...)
 	if err != nil {
-		return err
+		t.Fatalf("%q: %v (read %q)", args, err, r)
 	}
-	b.WriteString(line)
-	if len(line) < 3 {
-		return fmt.Errorf("short line %q", line)
-	}
-	n, _ := strconv.Atoi(strings.TrimSuffix(line[1:], "\r\n"))
-	switch line[0] {
-	case '$', '=', '!':
-		if n < 0 {
-			return nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := readFull(rd, buf); err != nil {
-			return err
-		}
-		b.Write(buf)
-	case '*', '~', '>':
-		for range max(n, 0) {
-			if err := readRawReply(rd, b); err != nil {
-				return err
-			}
-		}
-	case '%', '|':
-		for range 2 * n {
-			if err := readRawReply(rd, b); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func readFull(rd *bufio.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := rd.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return r
 }
 
 // stringCommandGen draws random string commands, valid and not, for the
