@@ -490,19 +490,29 @@ func (e *Engine) strIncr(now int64, hi uint32, s *stripe, op *Op) Result {
 	v += d
 	var buf [20]byte
 	val := strconv.AppendInt(buf[:0], v, 10)
-	if err := e.valueTooLong(len(val)); err != nil {
+	if err := e.storeCounter(s, pos, idx, hi, kind, op.Key, val); err != nil {
 		return Result{Err: err}
+	}
+	return Result{Count: v}
+}
+
+// storeCounter writes an INCRBY or INCRBYFLOAT result val to key: in place
+// when the key holds a string (kind), keeping its expiry, else as a new
+// string key without one, within --max-value-len and the memory limits.
+func (e *Engine) storeCounter(s *stripe, pos, idx, hi uint32, kind Kind, key, val []byte) error {
+	if err := e.valueTooLong(len(val)); err != nil {
+		return err
 	}
 	if kind == KindString {
 		s.strs.set(uint32(s.entry(idx).b), val)
 		s.account()
-	} else {
-		if err := s.roomExtra(op.Key, KindString, 0, int64(len(val))); err != nil {
-			return Result{Err: err}
-		}
-		s.strInsert(pos, hi, op.Key, val, 0)
+		return nil
 	}
-	return Result{Count: v}
+	if err := s.roomExtra(key, KindString, 0, int64(len(val))); err != nil {
+		return err
+	}
+	s.strInsert(pos, hi, key, val, 0)
+	return nil
 }
 
 // strIncrFloat is OpIncrByFloat: in an x87 long double, as HINCRBYFLOAT
@@ -530,17 +540,8 @@ func (e *Engine) strIncrFloat(now int64, hi uint32, s *stripe, op *Op) Result {
 		return Result{Err: ErrIncrNaN}
 	}
 	val := FormatLongDouble(nil, sum)
-	if err := e.valueTooLong(len(val)); err != nil {
+	if err := e.storeCounter(s, pos, idx, hi, kind, op.Key, val); err != nil {
 		return Result{Err: err}
-	}
-	if kind == KindString {
-		s.strs.set(uint32(s.entry(idx).b), val)
-		s.account()
-	} else {
-		if err := s.roomExtra(op.Key, KindString, 0, int64(len(val))); err != nil {
-			return Result{Err: err}
-		}
-		s.strInsert(pos, hi, op.Key, val, 0)
 	}
 	return Result{Kind: KindString, Value: val}
 }
