@@ -253,10 +253,17 @@ func (c *fwdClient) groupHello() []byte {
 	return binary.AppendUvarint(append(hello, fwdGroupHello...), uint64(c.group))
 }
 
+// dialPeer opens a connection to a node's forward address: every dial of
+// the forward port, forwarding's and the control channel's, goes through
+// it.
+func (c *fwdClient) dialPeer(addr string, timeout time.Duration) (net.Conn, error) {
+	return peer.Dial(c.tls, addr, timeout, c.t)
+}
+
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
-	nc, err := peer.Dial(c.tls, addr, timeout, c.t)
+	nc, err := c.dialPeer(addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}

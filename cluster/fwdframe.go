@@ -66,9 +66,8 @@ const (
 	fwdHello = "SLFW\x03"
 	// fwdGroupHello, then the group as a uvarint, opens a connection of a
 	// Raft group other than 0 on a host with several (groupmux.go): the
-	// forwarding, announcement (topology.go) or membership
-	// (membership.go) hello follows. A connection without it is group
-	// 0's.
+	// forwarding, control channel (control.go) or legacy (legacy.go)
+	// hello follows. A connection without it is group 0's.
 	fwdGroupHello  = "SLFG\x01"
 	fwdStatusOK    = 0
 	fwdStatusError = 1

@@ -121,14 +121,11 @@ func (s *fwdServer) handle(c net.Conn) {
 		return
 	}
 	n := s.nodes[group]
-	if string(hello[:]) == announceHello {
-		s.handleAnnounce(n, c, br) // topology.go
+	if string(hello[:]) == ctlHello {
+		s.serveControl(n, c, br) // control.go
 		return
-	} else if string(hello[:]) == memberHello {
-		s.handleMember(n, c, br) // membership.go
-		return
-	} else if string(hello[:]) == versionHello {
-		s.handleVersion(n, c, br) // version.go
+	} else if m := legacyMethod(string(hello[:])); m != nil {
+		s.serveLegacy(n, c, br, m) // legacy.go
 		return
 	} else if string(hello[:]) != fwdHello {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())

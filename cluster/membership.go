@@ -1,13 +1,9 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -56,16 +52,9 @@ import (
 // leader asked to remove itself first hands its leadership over and
 // answers "route again".
 //
-// Wire format, after the group hello (if any) and "SLFM\x01":
-//
-//	request  = frame(op byte | id | raft address | uvarint timeout (ms))   (strings: codec.AppendStr)
-//	response = frame(status byte | body)
-//	           status 0: uvarint value (the applied index for opProgress, else 0)
-//	           status 1 (an error) or 2 (not the leader: route again): error (codec.AppendError)
+// A step travels as the control channel's method "member"
+// (controlmethods.go; before the channel, the hello "SLFM\x01": legacy.go).
 const (
-	memberHello = "SLFM\x01"
-	// maxMemberFrame bounds a membership frame: two short strings.
-	maxMemberFrame = 4 << 10
 	// maxMemberTimeout bounds how long a leader works on one step.
 	maxMemberTimeout = 30 * time.Minute
 	// catchUpTrail: a non-voter whose log ends at most this many entries
@@ -99,14 +88,6 @@ func (op memberOp) String() string {
 	}
 	return fmt.Sprintf("op %d", byte(op))
 }
-
-// errNoAnswer marks a step that reached no leader: none is known, or its
-// connection failed.
-var errNoAnswer = errors.New("no answer")
-
-// errRouteAgain marks a step that did nothing because this node does not
-// lead the group (any more): the coordinator tries the current leader.
-var errRouteAgain = errors.New("not the leader of the group")
 
 // peerHealth is what a leader knows of its followers' health from its own
 // heartbeats: a follower is healthy unless its last heartbeat failed, and
@@ -181,9 +162,10 @@ func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) 
 			return errors.New("this node's Raft group has stopped (was this node removed?)")
 		}
 		if n.raft.State() == raft.Leader {
-			_, status, err = n.memberStep(ctx, op, id, raftAddr)
+			_, err = n.memberStep(ctx, op, id, raftAddr)
+			status = statusOf(err)
 		} else if kind, addr := n.route(); kind == routeForward {
-			_, status, err = n.memberCall(ctx, addr, op, id, raftAddr)
+			_, status, err = call(ctx, n, addr, memberMethod, memberReq{op, id, raftAddr})
 		} else {
 			status, err = fwdStatusRetry, fmt.Errorf("%w: no leader known", errNoAnswer)
 		}
@@ -212,36 +194,31 @@ func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) 
 }
 
 // memberStep runs a step on this node: opProgress on any node, the others
-// on the leader (else status retry).
-func (n *Node) memberStep(ctx context.Context, op memberOp, id, raftAddr string) (uint64, byte, error) {
+// on the leader (else errRouteAgain). Its error's status is statusOf's.
+func (n *Node) memberStep(ctx context.Context, op memberOp, id, raftAddr string) (uint64, error) {
 	if op == opProgress {
 		if id != n.cfg.ID {
-			return 0, fwdStatusError, fmt.Errorf("progress of %q asked of %q", id, n.cfg.ID)
+			return 0, fmt.Errorf("progress of %q asked of %q", id, n.cfg.ID)
 		}
-		return n.raft.AppliedIndex(), fwdStatusOK, nil
+		return n.raft.AppliedIndex(), nil
 	}
 	if n.raft.State() != raft.Leader {
-		return 0, fwdStatusRetry, errRouteAgain
+		return 0, errRouteAgain
 	}
 	n.memberBusy.Add(1)
 	defer n.memberBusy.Add(-1)
-	var err error
 	switch op {
 	case opJoin:
-		err = n.joinGroup(ctx, id, raftAddr)
+		return 0, n.joinGroup(ctx, id, raftAddr)
 	case opRemove, opRemoveCheck:
-		err = n.removeGroup(ctx, id, op == opRemoveCheck)
-	default:
-		return 0, fwdStatusError, fmt.Errorf("%w: unknown membership step %d", codec.ErrMalformed, op)
+		return 0, n.removeGroup(ctx, id, op == opRemoveCheck)
 	}
-	switch {
-	case err == nil:
-		return 0, fwdStatusOK, nil
-	case errors.Is(err, errRouteAgain), errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return 0, fwdStatusRetry, err
-	}
-	return 0, fwdStatusError, err
+	return 0, fmt.Errorf("%w: unknown membership step %d", codec.ErrMalformed, op)
+}
+
+// serve is memberMethod's handler: the step on this node.
+func (r memberReq) serve(ctx context.Context, n *Node) (uint64, error) {
+	return n.memberStep(ctx, r.op, r.id, r.raftAddr)
 }
 
 // configuration returns the group's latest configuration and its index.
@@ -369,7 +346,7 @@ func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	v, status, err := n.memberCall(cctx, peer.MapAddr(n.cfg.DialMap, e.Forward), opProgress, id, "")
+	v, status, err := call(cctx, n, peer.MapAddr(n.cfg.DialMap, e.Forward), memberMethod, memberReq{op: opProgress, id: id})
 	if err != nil || status != fwdStatusOK {
 		n.log.Debug("membership: asking a non-voter's progress failed", "id", id, "err", err)
 		return 0, false
@@ -455,96 +432,6 @@ func (n *Node) strictCheck(ctx context.Context, servers []raft.Server, id string
 		return &errcode.Error{Code: errcode.RemoveUnsafe, Detail: id, Num: int64(n.group)}
 	}
 	return nil
-}
-
-// memberCall sends a step to the node at forward address addr and waits
-// for its answer until ctx ends. A call that could not be sent, or whose
-// connection broke, answers status retry: every step is idempotent.
-func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raftAddr string) (uint64, byte, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(maxMemberTimeout)
-	}
-	timeout := time.Until(deadline)
-	if timeout <= 0 {
-		return 0, fwdStatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
-	}
-	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
-	if err != nil {
-		return 0, fwdStatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
-	}
-	defer nc.Close()
-	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	defer stop()
-	_ = nc.SetDeadline(deadline.Add(time.Second))
-	p := []byte{byte(op)}
-	p = codec.AppendStr(p, []byte(id))
-	p = codec.AppendStr(p, []byte(raftAddr))
-	p = binary.AppendUvarint(p, uint64(timeout.Milliseconds()))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), memberHello...), peer.Frame(p)...)); err != nil {
-		return 0, fwdStatusRetry, fmt.Errorf("%w: send to %s: %w", errNoAnswer, addr, err)
-	}
-	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxMemberFrame)
-	if err != nil {
-		return 0, fwdStatusRetry, fmt.Errorf("%w: read reply from %s: %w", errNoAnswer, addr, err)
-	}
-	d := codec.NewDecoder(resp)
-	status := d.Byte()
-	var v uint64
-	var rerr error
-	if status == fwdStatusOK {
-		v = d.Uvarint()
-	} else {
-		rerr = d.CodedError(sentinels)
-	}
-	if d.Err != nil || status > fwdStatusRetry {
-		return 0, fwdStatusRetry, fmt.Errorf("%w: bad reply from %s: status %d: %v", errNoAnswer, addr, status, d.Err)
-	}
-	return v, status, rerr
-}
-
-// handleMember serves one membership step (the hello was read).
-func (s *fwdServer) handleMember(n *Node, c net.Conn, br *bufio.Reader) {
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	p, err := peer.ReadFrame(br, maxMemberFrame)
-	if err != nil {
-		if err != io.EOF {
-			s.log.Warn("forward listener: bad membership request", "remote", c.RemoteAddr(), "err", err)
-		}
-		return
-	}
-	d := codec.NewDecoder(p)
-	op := memberOp(d.Byte())
-	id, raftAddr := string(d.Str()), string(d.Str())
-	timeout := min(time.Duration(d.Uvarint())*time.Millisecond, maxMemberTimeout)
-	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: stray bytes", codec.ErrMalformed)
-	}
-	reply := func(status byte, v uint64, err error) {
-		b := []byte{status}
-		if status == fwdStatusOK {
-			b = binary.AppendUvarint(b, v)
-		} else {
-			b = codec.AppendError(b, err)
-		}
-		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		_, _ = c.Write(peer.Frame(b))
-	}
-	if d.Err != nil {
-		s.log.Warn("forward listener: malformed membership request", "remote", c.RemoteAddr(), "err", d.Err)
-		reply(fwdStatusError, 0, d.Err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	// The caller hanging up (its deadline, a new leader) ends the step.
-	_ = c.SetReadDeadline(time.Time{})
-	go func() {
-		_, _ = br.ReadByte()
-		cancel()
-	}()
-	v, status, err := n.memberStep(ctx, op, id, raftAddr)
-	reply(status, v, err)
 }
 
 // groupError names the group of a failed membership step, unless the

@@ -1,17 +1,14 @@
 package cluster
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
-	"net"
 	"sort"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
-	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -27,23 +24,14 @@ import (
 // its behalf. The map lives in snapshots, so a node that restores one knows
 // every address at once.
 //
-// Wire format, on a connection to the forward listener that says the hello
-// "SLFA\x01" (a connection of its own: the forwarding protocol is unchanged):
-//
-//	request  = frame(id | RESP address | forward address)   (each codec.AppendStr)
-//	response = frame(status byte | text)   status as in forwarding: 0 ok,
-//	           1 error, 2 not the ready leader (try again later)
-//
-// A leader of an older version drops the connection at the unknown hello;
-// the follower tries again later, and stays unlisted meanwhile.
-const (
-	announceHello = "SLFA\x01"
-	// maxAnnounce bounds an announcement frame: three short strings.
-	maxAnnounce = 4 << 10
-	// announcePeriod is how often a follower checks whether the log holds
-	// its addresses.
-	announcePeriod = 500 * time.Millisecond
-)
+// The announcement is the control channel's method "announce"
+// (controlmethods.go; to and from older releases, the hello "SLFA\x01":
+// legacy.go). A follower whose announcement fails tries again later, and
+// stays unlisted meanwhile.
+
+// announcePeriod is how often a follower checks whether the log holds its
+// addresses.
+const announcePeriod = 500 * time.Millisecond
 
 // announceLoop runs on every node: while a follower whose addresses the log
 // does not hold, it announces them to the leader.
@@ -78,74 +66,30 @@ func (n *Node) announceLoop() {
 // announce sends e to the leader at its forward address addr and waits for
 // the leader to have committed it.
 func (n *Node) announce(addr string, e codec.Leader) error {
-	timeout := n.cfg.ClusterTimeout + time.Second
-	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
-	if err != nil {
-		return fmt.Errorf("dial %s: %w", addr, err)
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(timeout))
-	var p []byte
-	p = codec.AppendStr(p, []byte(e.ID))
-	p = codec.AppendStr(p, []byte(e.RESP))
-	p = codec.AppendStr(p, []byte(e.Forward))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), announceHello...), peer.Frame(p)...)); err != nil {
-		return fmt.Errorf("send: %w", err)
-	}
-	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxAnnounce)
-	if err != nil {
-		return fmt.Errorf("read reply: %w", err)
-	}
-	if len(resp) == 0 {
-		return fmt.Errorf("empty reply")
-	}
-	if resp[0] != fwdStatusOK {
-		return fmt.Errorf("leader replied %d: %s", resp[0], resp[1:])
+	if _, status, err := call(context.Background(), n, addr, announceMethod, announceReq{e}); status != fwdStatusOK {
+		return fmt.Errorf("leader replied %d: %w", status, err)
 	}
 	return nil
 }
 
-// handleAnnounce serves one announcement (the hello was read): it appends
-// the follower's addresses to the log when this node is the ready leader.
-func (s *fwdServer) handleAnnounce(n *Node, c net.Conn, br *bufio.Reader) {
-	_ = c.SetDeadline(time.Now().Add(n.cfg.ClusterTimeout + time.Second))
-	p, err := peer.ReadFrame(br, maxAnnounce)
-	if err != nil {
-		if err != io.EOF {
-			s.log.Warn("forward listener: bad announcement", "remote", c.RemoteAddr(), "err", err)
-		}
-		return
-	}
-	d := codec.NewDecoder(p)
-	e := codec.Leader{ID: string(d.Str()), RESP: string(d.Str()), Forward: string(d.Str())}
-	if d.Err == nil && len(d.B) != 0 {
-		d.Err = fmt.Errorf("%w: stray bytes", codec.ErrMalformed)
-	}
-	if d.Err == nil && (e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil) {
-		d.Err = fmt.Errorf("%w: announcement %q %q %q", codec.ErrMalformed, e.ID, e.RESP, e.Forward)
-	}
-	reply := func(status byte, text string) {
-		_, _ = c.Write(peer.Frame(append([]byte{status}, text...)))
-	}
-	if d.Err != nil {
-		s.log.Warn("forward listener: malformed announcement", "remote", c.RemoteAddr(), "err", d.Err)
-		reply(fwdStatusError, d.Err.Error())
-		return
+// serve is announceMethod's handler: it appends the follower's addresses
+// to the log when this node is the ready leader.
+func (r announceReq) serve(_ context.Context, n *Node) (none, error) {
+	e := r.Leader
+	if e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil {
+		return none{}, fmt.Errorf("%w: announcement %q %q %q", codec.ErrMalformed, e.ID, e.RESP, e.Forward)
 	}
 	if kind, _ := n.route(); kind != routeLocal {
-		reply(fwdStatusRetry, "not the ready leader")
-		return
+		return none{}, fmt.Errorf("%w: not the ready leader", errRouteAgain)
 	}
 	if old, ok := n.fsm.leader(e.ID); ok && old == e {
-		reply(fwdStatusOK, "")
-		return
+		return none{}, nil
 	}
 	if err := n.waitWhileLeader(n.raft.Apply(codec.AppendLeaderEntry(nil, e), n.cfg.ClusterTimeout)); err != nil {
-		reply(fwdStatusRetry, err.Error())
-		return
+		return none{}, fmt.Errorf("%w: %w", errRouteAgain, err)
 	}
 	n.log.Info("recorded a member's addresses", "id", e.ID, "resp", e.RESP, "forward", e.Forward)
-	reply(fwdStatusOK, "")
+	return none{}, nil
 }
 
 // Topology serves Host.Topology (from group 0): the members of the configuration

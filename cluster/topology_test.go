@@ -71,10 +71,10 @@ func TestAnnounceRefusesMalformed(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(append([]byte(announceHello), peer.Frame(tc.payload)...)); err != nil {
+		if _, err := c.Write(append([]byte(announceMethod.legacy.hello), peer.Frame(tc.payload)...)); err != nil {
 			t.Fatal(err)
 		}
-		reply, err := peer.ReadFrame(bufio.NewReader(c), maxAnnounce)
+		reply, err := peer.ReadFrame(bufio.NewReader(c), maxErrReply)
 		c.Close()
 		if err != nil || len(reply) == 0 || reply[0] != fwdStatusError {
 			t.Errorf("%s: reply %q, %v; want an error status", tc.name, reply, err)

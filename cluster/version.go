@@ -1,11 +1,8 @@
 package cluster
 
 import (
-	"bufio"
-	"encoding/binary"
+	"context"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"time"
 
@@ -117,6 +114,10 @@ func snapshotFormat(cv uint32) int {
 //   - The snapshot header's cluster_version key (fsm.go): version 2,
 //     written only when the version is above 1; older releases ignore
 //     unknown header keys.
+//   - The control channel ("SLFC\x01", control.go): version 3
+//     (controlVersion). A node calls its group's members on it only from
+//     that version on, and in the legacy hellos before (legacy.go); it
+//     serves both.
 
 // codeVersions gives the error codes (internal/errcode) that came after
 // cluster version 1 the version that introduced them; every code up to
@@ -280,15 +281,10 @@ func versionError(need, cv uint32) error {
 // member that starts, or sees a new leader, tells the leader at once
 // (the same exchange, the other way), which asks everyone again.
 //
-// Wire format, on a connection to the forward listener that says the hello
-// "SLFV\x01" (after the group hello for a group other than 0):
-//
-//	request  = frame(string sender id | uvarint sender's supported version)
-//	response = frame(uvarint the answering node's supported version)
+// The exchange is the control channel's method "version"
+// (controlmethods.go; before the channel, the hello "SLFV\x01": legacy.go):
+// the sender's id and supported version, answered with the receiver's.
 const (
-	versionHello = "SLFV\x01"
-	// maxVersionFrame bounds a version poll frame: an id and a number.
-	maxVersionFrame = 1 << 10
 	// versionPollPeriod is how often a leader below its supported version
 	// looks again.
 	versionPollPeriod = time.Second
@@ -462,59 +458,27 @@ func (n *Node) advertisedVersion() uint32 {
 // exchangeVersion tells the node at forward address addr which cluster
 // version this build supports, and returns the one it supports.
 func (n *Node) exchangeVersion(addr string) (uint32, error) {
-	timeout := time.Second
-	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
-	if err != nil {
-		return 0, fmt.Errorf("dial %s: %w", addr, err)
+	v, status, err := call(context.Background(), n, addr, versionMethod, versionReq{id: n.cfg.ID, version: uint64(n.advertisedVersion())})
+	if status != fwdStatusOK {
+		return 0, err
 	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(timeout))
-	p := codec.AppendStr(nil, []byte(n.cfg.ID))
-	p = binary.AppendUvarint(p, uint64(n.advertisedVersion()))
-	if _, err := nc.Write(append(append(n.fwd.groupHello(), versionHello...), peer.Frame(p)...)); err != nil {
-		return 0, fmt.Errorf("send: %w", err)
-	}
-	resp, err := peer.ReadFrame(bufio.NewReader(nc), maxVersionFrame)
-	if err != nil {
-		return 0, fmt.Errorf("read reply: %w", err)
-	}
-	d := codec.NewDecoder(resp)
-	v := d.Uvarint()
-	if d.Err == nil && (len(d.B) != 0 || v < 1 || v > 1<<31) {
-		d.Err = fmt.Errorf("%w: version reply %q", codec.ErrMalformed, resp)
-	}
-	if d.Err != nil {
-		return 0, d.Err
+	if v < 1 || v > 1<<31 {
+		return 0, fmt.Errorf("%w: version reply %d", codec.ErrMalformed, v)
 	}
 	return uint32(v), nil
 }
 
-// handleVersion serves one version exchange (the hello was read): it
-// answers this build's supported version and, on the leader, has the
-// sender's version looked at again at once.
-func (s *fwdServer) handleVersion(n *Node, c net.Conn, br *bufio.Reader) {
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	p, err := peer.ReadFrame(br, maxVersionFrame)
-	if err != nil {
-		if err != io.EOF {
-			s.log.Warn("forward listener: bad version exchange", "remote", c.RemoteAddr(), "err", err)
-		}
-		return
-	}
-	d := codec.NewDecoder(p)
-	id := string(d.Str())
-	_ = d.Uvarint()
-	if d.Err != nil || len(d.B) != 0 {
-		s.log.Warn("forward listener: malformed version exchange", "remote", c.RemoteAddr(), "err", d.Err)
-		return
-	}
-	_, _ = c.Write(peer.Frame(binary.AppendUvarint(nil, uint64(n.advertisedVersion()))))
-	if id != "" && n.raft.State() == raft.Leader {
+// serve is versionMethod's handler: it answers this build's supported
+// version and, on the leader, has the sender's version looked at again at
+// once.
+func (r versionReq) serve(_ context.Context, n *Node) (uint64, error) {
+	if r.id != "" && n.raft.State() == raft.Leader {
 		select {
-		case n.versionKick <- id:
+		case n.versionKick <- r.id:
 		default:
 		}
 	}
+	return uint64(n.advertisedVersion()), nil
 }
 
 // ClusterVersion is the cluster version the node's group runs: what the

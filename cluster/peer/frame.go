@@ -3,16 +3,21 @@ package peer
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 )
 
 // Frames: every message between peers outside Raft's own (forwarding, and
-// the announcement, membership and version hellos in cluster) is a frame,
+// the control channel's calls in cluster) is a frame,
 //
 //	frame = uvarint length | payload
 //
 // read with a limit the caller chooses.
+
+// ErrFrameTooLarge is what ReadFrame returns for a frame over its limit,
+// before it reads any of the frame's bytes.
+var ErrFrameTooLarge = errors.New("frame too large")
 
 // ReadFrame reads one length-prefixed frame of at most limit bytes. The
 // buffer grows only as bytes arrive, so a lying length costs nothing.
@@ -29,7 +34,7 @@ func ReadFrameInto(r *bufio.Reader, limit int, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	if n > uint64(limit) {
-		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, limit)
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrFrameTooLarge, n, limit)
 	}
 	if n <= 64<<10 {
 		var b []byte
