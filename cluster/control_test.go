@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -399,5 +400,38 @@ func TestNewClientAgainstLegacyServer(t *testing.T) {
 	body := versionMethod.putReq(nil, versionReq{id: "x", version: 3})
 	if _, status, err := n.callRaw(ctx, old, &versionMethod.methodInfo, body, false); status != fwdStatusRetry || !errors.Is(err, errNoAnswer) {
 		t.Errorf("the channel to an old node: status %d, %v", status, err)
+	}
+}
+
+// TestControlCallerHangsUp: a caller that hangs up ends the call it waits
+// for, on the channel and in the legacy framing alike (a join that would
+// wait for a non-voter that never catches up).
+func TestControlCallerHangsUp(t *testing.T) {
+	tc := newTestCluster(t, 1, nil)
+	n := tc.nodes[0]
+	for i, legacy := range []bool{false, true} {
+		body := memberMethod.putReq(nil, memberReq{op: opJoin, id: "n" + strconv.Itoa(9+i), raftAddr: "127.0.0.1:" + strconv.Itoa(1+i)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := n.callRaw(ctx, n.fwdAddr, &memberMethod.methodInfo, body, legacy)
+			done <- err
+		}()
+		waitFor(t, 10*time.Second, func() error {
+			if n.memberBusy.Load() == 0 {
+				return errors.New("the join step has not started")
+			}
+			return nil
+		})
+		cancel()
+		if err := <-done; !errors.Is(err, errNoAnswer) {
+			t.Errorf("legacy %v: a canceled call: %v", legacy, err)
+		}
+		waitFor(t, 10*time.Second, func() error {
+			if b := n.memberBusy.Load(); b != 0 {
+				return fmt.Errorf("legacy %v: %d steps still running after their caller hung up", legacy, b)
+			}
+			return nil
+		})
 	}
 }
