@@ -1,13 +1,15 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The log stores and durability modes the durability targets combine.
@@ -113,53 +115,34 @@ func scrapeLogStats(ctx context.Context, addr string) (LogStats, error) {
 	if resp.StatusCode != http.StatusOK {
 		return LogStats{}, fmt.Errorf("metrics of %s: %s", addr, resp.Status)
 	}
-	return parseLogStats(bufio.NewScanner(resp.Body))
+	return parseLogStats(resp.Body)
 }
 
-// parseLogStats reads the group commit counters from Prometheus's text
-// format. The two committed counters are required; the commit and hold
-// histograms are read when present (older servers lack them).
-func parseLogStats(sc *bufio.Scanner) (LogStats, error) {
-	var st LogStats
-	found := 0
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		// A node with several Raft groups labels each group's counters:
-		// they add up.
-		name, _, _ = strings.Cut(name, "{")
-		var dst *float64
-		switch name {
-		case "sluice_raft_committed_entries_total":
-			dst = &st.Entries
-			found++
-		case "sluice_raft_committed_ops_total":
-			dst = &st.Ops
-			found++
-		case "sluice_raft_commit_duration_seconds_sum":
-			dst = &st.CommitSeconds
-		case "sluice_raft_commit_duration_seconds_count":
-			dst = &st.Commits
-		case "sluice_batch_hold_duration_seconds_sum":
-			dst = &st.HoldSeconds
-		case "sluice_batch_hold_duration_seconds_count":
-			dst = &st.Holds
-		default:
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return LogStats{}, fmt.Errorf("metrics: %s: %w", name, err)
-		}
-		*dst += v
-	}
-	if err := sc.Err(); err != nil {
+// parseLogStats reads the group commit counters from a metrics page
+// (Prometheus's text format), adding up the series of several Raft groups.
+// The two committed counters are required; the commit and hold histograms
+// are read when present (older servers lack them).
+func parseLogStats(page io.Reader) (LogStats, error) {
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(page)
+	if err != nil {
 		return LogStats{}, fmt.Errorf("metrics: %w", err)
 	}
-	if found < 2 {
-		return LogStats{}, fmt.Errorf("metrics: no sluice_raft_committed_* counters")
+	var st LogStats
+	for name, dst := range map[string]*float64{"sluice_raft_committed_entries_total": &st.Entries, "sluice_raft_committed_ops_total": &st.Ops} {
+		if fams[name] == nil {
+			return LogStats{}, fmt.Errorf("metrics: no %s", name)
+		}
+		for _, m := range fams[name].Metric {
+			*dst += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+		}
+	}
+	for name, dst := range map[string][2]*float64{"sluice_raft_commit_duration_seconds": {&st.CommitSeconds, &st.Commits},
+		"sluice_batch_hold_duration_seconds": {&st.HoldSeconds, &st.Holds}} {
+		for _, m := range fams[name].GetMetric() {
+			*dst[0] += m.GetHistogram().GetSampleSum()
+			*dst[1] += float64(m.GetHistogram().GetSampleCount())
+		}
 	}
 	return st, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,9 +97,9 @@ type LoadResult struct {
 	// CommitTime is the mean time, in ns, from handing an entry to Raft to
 	// its outcome on the leader; HoldTime the mean time an entry's first
 	// request waited in the leader's batcher (0 when not measured).
-	CommitTime float64    `json:"commit_ns_per_entry,omitempty"`
-	HoldTime   float64    `json:"hold_ns_per_entry,omitempty"`
-	Hist       *Histogram `json:"-"`
+	CommitTime float64   `json:"commit_ns_per_entry,omitempty"`
+	HoldTime   float64   `json:"hold_ns_per_entry,omitempty"`
+	Samples    Latencies `json:"-"` // every measured request's latency
 }
 
 // setLogStats sets the per-entry figures from the counters' difference
@@ -134,7 +135,7 @@ const (
 type worker struct {
 	conns   []*respwire.Conn // one, or with LoadOptions.Route one per master
 	gen     *requestGen
-	hist    *Histogram
+	lat     Latencies
 	done    int64
 	allowed int64
 	denied  int64
@@ -212,7 +213,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 			addrs = o.Route.Addrs
 		}
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		wk := &worker{hist: NewHistogram(), gen: &requestGen{
+		wk := &worker{gen: &requestGen{
 			pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
 			allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
 		}}
@@ -272,7 +273,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	}
 	start := time.Now()
 	srvCPU0, srvErr := ProcessCPU(o.ServerPIDs)
-	cliCPU0 := selfCPU()
+	cliCPU0, _ := ProcessCPU([]int{os.Getpid()})
 	var log0 LogStats
 	logErr := errors.New("not measured")
 	if o.LogCounters != nil {
@@ -293,16 +294,16 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	<-allDone
 	elapsed := time.Since(start)
 	srvCPU1, srvErr1 := ProcessCPU(o.ServerPIDs)
-	cliCPU1 := selfCPU()
+	cliCPU1, _ := ProcessCPU([]int{os.Getpid()})
 	var log1 LogStats
 	if logErr == nil {
 		log1, logErr = o.LogCounters(ctx)
 	}
 
-	res := LoadResult{Hist: NewHistogram(), Elapsed: elapsed}
+	res := LoadResult{Elapsed: elapsed}
 	var fails []error
 	for i, wk := range workers {
-		res.Hist.Merge(wk.hist)
+		res.Samples.Merge(wk.lat)
 		res.Requests += wk.done
 		res.Allowed += wk.allowed
 		res.Denied += wk.denied
@@ -317,7 +318,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if elapsed > 0 {
 		res.Throughput = float64(res.Requests) / elapsed.Seconds()
 	}
-	res.Latency = res.Hist.Summary()
+	res.Latency = res.Samples.Summary()
 	if res.Requests > 0 {
 		if len(o.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
 			res.ServerCPU = (srvCPU1 - srvCPU0) * 1e9 / float64(res.Requests)
@@ -415,7 +416,7 @@ func (wk *worker) readReplies(c *respwire.Conn, n int, ph int32, t0 time.Time) b
 		if ph != phaseMeasure {
 			continue
 		}
-		wk.hist.Record(int64(time.Since(t0)))
+		wk.lat.Record(int64(time.Since(t0)))
 		switch {
 		case d.Err:
 			wk.errs++

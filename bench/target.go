@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -172,24 +171,6 @@ func (t *Target) view(name string, d Dialect) *Target {
 	v := *t
 	v.Name, v.Dialect, v.stop = name, d, nil
 	return &v
-}
-
-// ReadRSS is a process's resident set size in bytes, from /proc/PID/status.
-func ReadRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read rss: %w", err)
-	}
-	_, rest, ok := strings.Cut(string(b), "VmRSS:")
-	f := strings.Fields(rest)
-	if !ok || len(f) == 0 {
-		return 0, fmt.Errorf("read rss: no VmRSS in /proc/%d/status", pid)
-	}
-	kb, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("read rss: %w", err)
-	}
-	return kb * 1024, nil
 }
 
 // tail is the last lines of a log file, for error messages.
