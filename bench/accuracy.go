@@ -79,6 +79,13 @@ type AccuracyResult struct {
 	Total       AccuracyPattern   `json:"total"`
 }
 
+// Rows are the patterns, then their total.
+func (a AccuracyResult) Rows() []AccuracyPattern { return append(slices.Clone(a.Patterns), a.Total) }
+
+// Band is the share of the requests to the keys of a band decided
+// differently.
+func (p AccuracyPattern) Band(name string) float64 { return p.Bands[name].Share() }
+
 // arrival is one request: when (ms from the pattern's start) and to which key.
 type arrival struct {
 	at  int64

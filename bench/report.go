@@ -1,17 +1,22 @@
 package bench
 
 import (
+	"cmp"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"text/template"
 	"time"
 )
 
 // Report is everything a suite run measured: results.json, from which the
-// benchmark lines (Benchfmt), the Markdown page (Markdown) and the charts
-// (Charts) are all derived, so that a saved run renders again alike.
+// benchmark lines (Benchfmt), the Markdown page (Markdown, from
+// benchmarks.md.tmpl) and the charts (Charts) are all derived, so that a
+// saved run renders again alike.
 type Report struct {
 	Command  string          `json:"command"`
 	Started  time.Time       `json:"started"`
@@ -37,7 +42,7 @@ const (
 
 // GoalResult is a goal with what was measured.
 type GoalResult struct {
-	Goal     Goal
+	Goal
 	Ratio    float64
 	Measured string
 	Status   string
@@ -46,7 +51,7 @@ type GoalResult struct {
 // check sets the status from the ratio.
 func (g *GoalResult) check() {
 	g.Status = GoalPass
-	if (g.Goal.Min > 0 && g.Ratio < g.Goal.Min) || (g.Goal.Max > 0 && g.Ratio > g.Goal.Max) {
+	if (g.Min > 0 && g.Ratio < g.Min) || (g.Max > 0 && g.Ratio > g.Max) {
 		g.Status = GoalFallsShort
 	}
 }
@@ -66,7 +71,7 @@ func (r *Report) Goals() []GoalResult {
 	for _, cr := range r.Cases {
 		for _, g := range cr.Case.Goals {
 			res := GoalResult{Goal: g, Status: GoalNotMeasured}
-			res.Goal.About = fmt.Sprintf("%s, P%d", g.About, cr.Case.Pipeline)
+			res.About = fmt.Sprintf("%s, P%d", g.About, cr.Case.Pipeline)
 			a, b := cr.Run(g.Target), cr.Run(cr.Case.Baseline)
 			switch {
 			case a == nil || !a.OK():
@@ -87,19 +92,19 @@ func (r *Report) Goals() []GoalResult {
 		}
 	}
 	if len(r.Memory) > 0 {
-		res := GoalResult{Goal: memoryGoal, Status: GoalNotMeasured}
+		res := GoalResult{Goal: MemoryGoal, Status: GoalNotMeasured}
 		s, rd := series(r.Memory, TargetSluiceMem), series(r.Memory, TargetRedis)
 		if sp, rp := s.Last(), rd.Last(); sp.PerKey > 0 && rp.PerKey > 0 {
 			res.Ratio = sp.PerKey / rp.PerKey
 			res.Measured = fmt.Sprintf("%.2fx (%.0f B/key against %.0f B/key, %s keys)", res.Ratio, sp.PerKey, rp.PerKey, FormatCount(float64(sp.Keys)))
 			res.check()
 		} else {
-			res.Measured = firstNonEmpty(s.Unavailable, s.Err, rd.Unavailable, rd.Err, "no figure")
+			res.Measured = cmp.Or(s.Unavailable, s.Err, rd.Unavailable, rd.Err, "no figure")
 		}
 		out = append(out, res)
 	}
 	if len(r.Keys) > 0 {
-		res := GoalResult{Goal: scaleGoal, Status: GoalNotMeasured, Measured: "not run"}
+		res := GoalResult{Goal: ScaleGoal, Status: GoalNotMeasured, Measured: "not run"}
 		if sc := series(r.Keys, TargetSluiceMem).Scale; sc != nil && sc.Err == "" && sc.Ratio > 0 {
 			res.Ratio = sc.Ratio
 			res.Measured = fmt.Sprintf("%.2fx (%s/s with %s keys against %s/s with %s, %d interleaved rounds)", sc.Ratio,
@@ -138,20 +143,13 @@ func runProblem(r *TargetRun) string {
 	return "no figure"
 }
 
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
-}
-
-// casesWithPrefix returns the cases whose ID starts with prefix, in order.
-func (r *Report) casesWithPrefix(prefix string) []CaseResult {
+// CasesIn returns the cases of a part of the page, in order: "conns" and
+// "durability" (their ID's prefix), or "main" (every other case).
+func (r *Report) CasesIn(part string) []CaseResult {
 	var out []CaseResult
 	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Case.ID, prefix) {
+		p, _, _ := strings.Cut(c.Case.ID, "-")
+		if p == part || (part == "main" && p != "conns" && p != "durability") {
 			out = append(out, c)
 		}
 	}
@@ -233,7 +231,7 @@ func (r *Report) WriteDoc(path, chartDir string) error {
 // Charts renders the report's charts: file name -> SVG.
 func (r *Report) Charts() map[string]string {
 	charts := map[string]string{}
-	if conns := r.casesWithPrefix("conns-"); len(conns) > 0 {
+	if conns := r.CasesIn("conns"); len(conns) > 0 {
 		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s", LogX: true}
 		for _, t := range conns[0].Case.Targets {
 			s := Series{Name: t}
@@ -247,7 +245,7 @@ func (r *Report) Charts() map[string]string {
 		charts["conns.svg"] = ch.SVG()
 	}
 	pcts := []string{"p50", "p90", "p99", "p99.9"}
-	for _, cr := range r.casesWithPrefix("goal-") {
+	for _, cr := range r.CasesIn("goal") {
 		ch := LineChart{Title: "Latency percentiles (" + cr.Case.ID + ")", YLabel: "latency", LogY: true,
 			XFormat: func(v float64) string { return pcts[min(max(int(v), 0), len(pcts)-1)] },
 			YFormat: func(v float64) string { return FormatNs(int64(v)) }}
@@ -279,4 +277,83 @@ func (r *Report) Charts() map[string]string {
 		charts["memory.svg"], charts["memory-per-key.svg"], charts["keys-throughput.svg"] = mem.SVG(), per.SVG(), thr.SVG()
 	}
 	return charts
+}
+
+//go:embed benchmarks.md.tmpl
+var pageTemplate string
+
+// Markdown renders the report with benchmarks.md.tmpl, its charts linked
+// under chartDir. The page is stamped with the run and the commit that
+// made it.
+func (r *Report) Markdown(chartDir string) string {
+	charts := r.Charts()
+	num := func(v any) float64 {
+		switch n := v.(type) {
+		case int64:
+			return float64(n)
+		case uint64:
+			return float64(n)
+		case int:
+			return float64(n)
+		}
+		return v.(float64)
+	}
+	t := template.Must(template.New("page").Funcs(template.FuncMap{
+		"count": func(v any) string { return FormatCount(num(v)) }, "ns": func(v any) string { return FormatNs(int64(num(v))) },
+		"bytes": FormatBytes, "pct": pct, "cpu": cpuCell, "ratio": ratioCell, "problem": runProblem, "short": shorten, "trim": strings.TrimSpace,
+		"div": func(a, b any) float64 { return num(a) / num(b) }, "times100": func(v float64) float64 { return v * 100 },
+		"cell":  strings.NewReplacer("|", "\\|", "\n", " ").Replace,
+		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") },
+		"since": func(a, b time.Time) time.Duration { return b.Sub(a).Round(time.Second) },
+		"throughput": func(r *TargetRun) string {
+			if r == nil || !r.OK() {
+				return runProblem(r)
+			}
+			return FormatCount(r.Median.Throughput) + "/s"
+		},
+		"img": func(name, alt string) string {
+			if _, ok := charts[name]; !ok {
+				return ""
+			}
+			return fmt.Sprintf("![%s](%s)\n\n", alt, path.Join(chartDir, name))
+		},
+	}).Parse(pageTemplate))
+	var b strings.Builder
+	if err := t.Execute(&b, r); err != nil {
+		panic(fmt.Sprintf("benchmarks.md.tmpl: %v", err)) // a bug of the template: TestGoalsAndMarkdown executes it
+	}
+	return b.String()
+}
+
+// Shared reports whether other processes used a good part of the machine:
+// the measured share decides when there is one (the load average before
+// the run also counts what ran just before it).
+func (m Machine) Shared() bool {
+	return (m.OtherCPU >= 0 && m.OtherShare > 0.1) || (m.OtherCPU < 0 && m.LoadStart > 1)
+}
+
+func cpuCell(ns float64) string {
+	if ns <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f µs", ns/1000)
+}
+
+func ratioCell(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+func pct(v float64) string {
+	switch {
+	case v == 0:
+		return "0%"
+	case v < 0.001:
+		return fmt.Sprintf("%.4f%%", v*100)
+	case v < 0.1:
+		return fmt.Sprintf("%.2f%%", v*100)
+	}
+	return fmt.Sprintf("%.1f%%", v*100)
 }

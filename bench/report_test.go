@@ -103,9 +103,20 @@ func sampleReport() *Report {
 	}
 }
 
+// suiteCase is the default suite's case id.
+func suiteCase(t *testing.T, id string) Case {
+	for _, c := range DefaultSuiteOptions().Cases() {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("no case %s", id)
+	return Case{}
+}
+
 func TestGoalsAndMarkdown(t *testing.T) {
 	r := sampleReport()
-	r.Cases[0].Case.Goals, r.Cases[1].Case.Goals = throughputGoals[16], throughputGoals[1]
+	r.Cases[0].Case.Goals, r.Cases[1].Case.Goals = suiteCase(t, "goal-p16").Goals, suiteCase(t, "goal-p1").Goals
 	goals := r.Goals()
 	want := []string{GoalPass, GoalFallsShort, GoalPass, GoalFallsShort, GoalNotMeasured, GoalPass, GoalPass}
 	if len(goals) != len(want) {

@@ -13,6 +13,7 @@ import (
 // B), so that a noisy neighbour on the machine affects every target alike.
 // The reported figures are the medians over the rounds.
 type Case struct {
+	Section  string      `json:"-"` // the suite section it belongs to
 	ID       string      `json:"id"`
 	Title    string      `json:"title"`
 	Workload Workload    `json:"workload"`

@@ -125,112 +125,71 @@ func keyCounts(maxKeys uint64) []uint64 {
 	return append(out, maxKeys)
 }
 
-// GoalTargets are the targets of the goal cases; redis-anchor, the anchor
-// script, is the baseline. (The five-integer token script runs against
-// sluice in the alg-token case.)
-func GoalTargets() []string {
-	return []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetRedisAnchor}
-}
-
-// throughputGoals are the goal cases' goals, by pipeline depth: sluice
-// against Redis running the anchor Lua token bucket.
-var throughputGoals = map[int][]Goal{
-	16: {
-		{Target: TargetSluiceMem, About: "single node in memory", Min: 3},
-		{Target: TargetSluiceCluster, About: "durable three-node cluster, connections spread over the nodes", Min: 1},
-		{Target: TargetSluiceClusterLeader, About: "durable three-node cluster, connections on the leader (as one redis-benchmark)", Min: 1},
-	},
-	1: {
-		{Target: TargetSluiceMem, About: "single node in memory", Min: 1.5},
-		{Target: TargetSluiceCluster, About: "durable three-node cluster, connections spread over the nodes", Min: 1},
-	},
-}
-
-// memoryGoal: sluice's RSS per live key against Redis's (the memory
-// section); scaleGoal: sluice's throughput with 10M keys against with 1k
-// (the key-count sweep's scale run).
+// MemoryGoal is the memory section's goal: sluice's RSS per live key
+// against Redis's. ScaleGoal is the key-count sweep's: sluice's throughput
+// with 10M keys against with 1k, measured in interleaved rounds.
 var (
-	memoryGoal = Goal{Target: TargetSluiceMem, About: "RSS per live key against Redis's", Max: 0.5}
-	scaleGoal  = Goal{Target: TargetSluiceMem, About: "throughput at 10M keys against at 1k keys (P16)", Min: 0.8}
+	MemoryGoal = Goal{Target: TargetSluiceMem, About: "RSS per live key against Redis's", Max: 0.5}
+	ScaleGoal  = Goal{Target: TargetSluiceMem, About: "throughput at 10M keys against at 1k keys (P16)", Min: 0.8}
 )
 
-// Cases are the throughput cases of the suite, in the order they run.
+// Cases are the throughput cases of the suite, in the order they run, each
+// with the goals it measures: a ratio of a target's median throughput to
+// the baseline's (redis-anchor, the anchor Lua token bucket, for the goal
+// cases).
 func (o SuiteOptions) Cases() []Case {
 	o.defaults()
-	short := LoadOptions{Conns: o.Conns, Duration: o.ShortDuration, Warmup: o.Warmup, Pipeline: 16}
-	var cs []Case
-	if o.Sections[SectionGoals] {
-		for _, p := range []int{1, 16} {
-			targets := GoalTargets()
-			if p == 16 { // the redis-benchmark -c 50 -P 16 sends every connection to one node
-				targets = slices.Insert(targets, 3, TargetSluiceClusterLeader)
-			} else { // one request per round trip: the load generator's own ceiling matters
-				targets = append(targets, TargetRedisEcho)
-			}
-			cs = append(cs, Case{
-				ID:       fmt.Sprintf("goal-p%d", p),
-				Title:    fmt.Sprintf("Token bucket, %d connections, pipeline %d, uniform over %d keys (redis-benchmark -c %d -r %d -P %d)", o.Conns, p, o.Keys, o.Conns, o.Keys, p),
-				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
-				Load:     LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup},
-				Targets:  targets, Rounds: o.Rounds, Baseline: TargetRedisAnchor, Goals: throughputGoals[p],
-			})
-		}
+	const (
+		mem, spread, leader = "single node in memory", "durable three-node cluster, connections spread over the nodes", "durable three-node cluster, connections on the leader (as one redis-benchmark)"
+	)
+	token := Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1}
+	long := func(p int) LoadOptions {
+		return LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup}
 	}
-	if o.Sections[SectionDurability] {
-		// The durable cluster, clients on the leader, with each log store
-		// in each durability mode, beside the goals' Redis+Lua baseline.
-		for _, p := range []int{1, 16} {
-			cs = append(cs, Case{
-				ID:       fmt.Sprintf("durability-p%d", p),
-				Title:    fmt.Sprintf("Log stores and durability modes: token bucket, %d connections on the cluster's leader, pipeline %d, uniform over %d keys", o.Conns, p, o.Keys),
-				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
-				Load:     LoadOptions{Conns: o.Conns, Pipeline: p, Duration: o.Duration, Warmup: o.Warmup},
-				Targets:  append(DurabilityTargets(), TargetRedisAnchor), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
-			})
-		}
+	short := LoadOptions{Conns: o.Conns, Duration: o.ShortDuration, Warmup: o.Warmup, Pipeline: 16}
+	rb := func(p int) string {
+		return fmt.Sprintf("Token bucket, %d connections, pipeline %d, uniform over %d keys (redis-benchmark -c %d -r %d -P %d)", o.Conns, p, o.Keys, o.Conns, o.Keys, p)
+	}
+	dur := func(p int) string {
+		return fmt.Sprintf("Log stores and durability modes: token bucket, %d connections on the cluster's leader, pipeline %d, uniform over %d keys", o.Conns, p, o.Keys)
 	}
 	pair := []string{TargetSluiceMem, TargetRedis}
-	if o.Sections[SectionAlgorithms] {
-		for _, a := range Algorithms() {
-			cs = append(cs, Case{
-				ID:       "alg-" + string(a),
-				Title:    fmt.Sprintf("%s, uniform over %d keys, 10%% denied, P16", a.Command(), o.Keys),
-				Workload: Workload{Alg: a, Keys: o.Keys, Dist: DistUniform, Cost: 1, DenyShare: 0.1},
-				Load:     short, Targets: pair, Rounds: o.ShortRounds, Baseline: TargetRedis,
-			})
-		}
+	variant := func(id, title string, w Workload) Case {
+		return Case{Section: SectionVariants, ID: id, Title: title, Workload: w, Load: short, Targets: pair, Rounds: o.ShortRounds, Baseline: TargetRedis}
 	}
-	if o.Sections[SectionVariants] {
-		vs := []struct {
-			id, title string
-			w         Workload
-		}{
-			{"token-zipf", "RL.TOKEN, Zipf(0.99) hot keys over %d keys, P16", Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistZipf, Cost: 1}},
-			{"token-hot", "RL.TOKEN, one hot key, P16", Workload{Alg: AlgToken, Keys: 1, Dist: DistHot, Cost: 1}},
-			{"token-deny50", "RL.TOKEN, uniform over %d keys, 50%% denied, P16", Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1, DenyShare: 0.5}},
-			{"token-cost5", "RL.TOKEN COST 5, uniform over %d keys, 10%% denied, P16", Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 5, DenyShare: 0.1}},
-		}
-		for _, v := range vs {
-			title := v.title
-			if v.w.Dist != DistHot {
-				title = fmt.Sprintf(v.title, o.Keys)
-			}
-			cs = append(cs, Case{ID: v.id, Title: title, Workload: v.w, Load: short, Targets: pair, Rounds: o.ShortRounds, Baseline: TargetRedis})
-		}
+	// At P1 one request per round trip: the load generator's own ceiling
+	// (redis-echo) matters. At P16, the redis-benchmark -c 50 -P 16
+	// sends every connection to one node (sluice-cluster-leader).
+	cs := []Case{
+		{Section: SectionGoals, ID: "goal-p1", Title: rb(1), Workload: token, Load: long(1), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+			Targets: []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetRedisAnchor, TargetRedisEcho},
+			Goals:   []Goal{{Target: TargetSluiceMem, About: mem, Min: 1.5}, {Target: TargetSluiceCluster, About: spread, Min: 1}}},
+		{Section: SectionGoals, ID: "goal-p16", Title: rb(16), Workload: token, Load: long(16), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+			Targets: []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetRedisAnchor},
+			Goals:   []Goal{{Target: TargetSluiceMem, About: mem, Min: 3}, {Target: TargetSluiceCluster, About: spread, Min: 1}, {Target: TargetSluiceClusterLeader, About: leader, Min: 1}}},
+		// The durable cluster, clients on the leader, with each log store
+		// in each durability mode, beside the goals' Redis+Lua baseline.
+		{Section: SectionDurability, ID: "durability-p1", Title: dur(1), Workload: token, Load: long(1), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+			Targets: append(DurabilityTargets(), TargetRedisAnchor)},
+		{Section: SectionDurability, ID: "durability-p16", Title: dur(16), Workload: token, Load: long(16), Rounds: o.Rounds, Baseline: TargetRedisAnchor,
+			Targets: append(DurabilityTargets(), TargetRedisAnchor)},
 	}
-	if o.Sections[SectionConns] {
-		for _, n := range o.ConnSteps {
-			l := short
-			l.Conns, l.Pipeline = n, 1
-			cs = append(cs, Case{
-				ID:       fmt.Sprintf("conns-%d", n),
-				Title:    fmt.Sprintf("RL.TOKEN, %d connections, P1, uniform over %d keys", n, o.Keys),
-				Workload: Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1},
-				Load:     l, Targets: []string{TargetSluiceMem, TargetRedisAnchor}, Rounds: 1, Baseline: TargetRedisAnchor,
-			})
-		}
+	for _, a := range Algorithms() {
+		cs = append(cs, Case{Section: SectionAlgorithms, ID: "alg-" + string(a), Title: fmt.Sprintf("%s, uniform over %d keys, 10%% denied, P16", a.Command(), o.Keys),
+			Workload: Workload{Alg: a, Keys: o.Keys, Dist: DistUniform, Cost: 1, DenyShare: 0.1}, Load: short, Targets: pair, Rounds: o.ShortRounds, Baseline: TargetRedis})
 	}
-	return cs
+	cs = append(cs,
+		variant("token-zipf", fmt.Sprintf("RL.TOKEN, Zipf(0.99) hot keys over %d keys, P16", o.Keys), Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistZipf, Cost: 1}),
+		variant("token-hot", "RL.TOKEN, one hot key, P16", Workload{Alg: AlgToken, Keys: 1, Dist: DistHot, Cost: 1}),
+		variant("token-deny50", fmt.Sprintf("RL.TOKEN, uniform over %d keys, 50%% denied, P16", o.Keys), Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 1, DenyShare: 0.5}),
+		variant("token-cost5", fmt.Sprintf("RL.TOKEN COST 5, uniform over %d keys, 10%% denied, P16", o.Keys), Workload{Alg: AlgToken, Keys: o.Keys, Dist: DistUniform, Cost: 5, DenyShare: 0.1}))
+	for _, n := range o.ConnSteps {
+		l := short
+		l.Conns, l.Pipeline = n, 1
+		cs = append(cs, Case{Section: SectionConns, ID: fmt.Sprintf("conns-%d", n), Title: fmt.Sprintf("RL.TOKEN, %d connections, P1, uniform over %d keys", n, o.Keys),
+			Workload: token, Load: l, Targets: []string{TargetSluiceMem, TargetRedisAnchor}, Rounds: 1, Baseline: TargetRedisAnchor})
+	}
+	return slices.DeleteFunc(cs, func(c Case) bool { return !o.Sections[c.Section] })
 }
 
 // PlannedLength estimates how long the suite takes.
