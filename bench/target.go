@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,46 +17,37 @@ import (
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
-	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
-// The targets the tool knows how to start.
+// The targets the tool starts.
 const (
-	// TargetSluiceMem is one sluice node with --in-memory.
-	TargetSluiceMem = "sluice-mem"
-	// TargetSluiceDurable is one sluice node with a temporary --data-dir.
-	TargetSluiceDurable = "sluice-durable"
-	// TargetSluiceCluster is three durable sluice nodes forming a Raft
-	// cluster (internal/testkit/proccluster); connections are spread over
-	// the three.
-	TargetSluiceCluster = "sluice-cluster"
-	// TargetSluiceClusterLeader is the same cluster with every connection
-	// on its leader, as a single redis-benchmark sends them.
-	TargetSluiceClusterLeader = "sluice-cluster-leader"
-	// TargetSluiceClusterShards3 is three durable sluice nodes with
-	// --shards 3 (three Raft groups, each led by another node once
-	// balanced), driven by a cluster-aware client: every request goes to
-	// the leader of its key's group, as CLUSTER SLOTS names it.
+	TargetSluiceMem     = "sluice-mem"     // one sluice node with --in-memory
+	TargetSluiceDurable = "sluice-durable" // one sluice node with a temporary --data-dir
+	// TargetSluiceCluster is three durable nodes (proccluster), the
+	// connections spread over them; TargetSluiceClusterLeader the same
+	// cluster with every connection on its leader, as a single
+	// redis-benchmark sends them; TargetSluiceClusterShards3 three nodes
+	// with --shards 3 (each group led by another node once balanced),
+	// every request sent to its key's group leader as CLUSTER SLOTS says.
+	TargetSluiceCluster        = "sluice-cluster"
+	TargetSluiceClusterLeader  = "sluice-cluster-leader"
 	TargetSluiceClusterShards3 = "sluice-cluster-shards3"
-	// TargetRedis is redis-server without persistence, running lua/*.lua.
-	TargetRedis = "redis"
-	// TargetRedisAnchor is the same redis-server running the anchor token
-	// bucket script (token workloads only).
+	// TargetRedis is redis-server without persistence running lua/*.lua;
+	// TargetRedisAnchor the same server running the anchor token bucket
+	// (token workloads only); TargetRedisEcho the same server answering
+	// ECHO key, next to no work: the ceiling of the load generator and the
+	// machine; TargetRedisAOF redis-server with appendonly yes and
+	// appendfsync always (every write on disk before its reply).
+	TargetRedis       = "redis"
 	TargetRedisAnchor = "redis-anchor"
-	// TargetRedisEcho is the same redis-server answering ECHO key: a
-	// server doing next to no work, so its throughput is the ceiling of
-	// the load generator and the machine, which no limiter can pass.
-	TargetRedisEcho = "redis-echo"
-	// TargetRedisAOF is redis-server with appendonly yes and appendfsync
-	// always: every write on disk before its reply, sluice's durability
-	// promise on one machine, without replicas.
-	TargetRedisAOF = "redis-aof"
+	TargetRedisEcho   = "redis-echo"
+	TargetRedisAOF    = "redis-aof"
 )
 
 // TargetNames lists every target, the durability targets last.
 func TargetNames() []string {
-	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3, TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF},
-		DurabilityTargets()...)
+	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3,
+		TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF}, DurabilityTargets()...)
 }
 
 // ParseTarget checks a target name.
@@ -88,15 +79,12 @@ func (c *ServerConfig) defaults() {
 	}
 }
 
-// StartOptions vary one start.
+// StartOptions vary one start: --enable-debug-command, --raft-log and
+// --fsync, --shards above 1.
 type StartOptions struct {
-	// Debug starts sluice with --enable-debug-command.
-	Debug bool
-	// LogStore and Fsync, when set, start sluice with --raft-log and
-	// --fsync.
+	Debug           bool
 	LogStore, Fsync string
-	// Shards, when above 1, starts a cluster with --shards.
-	Shards int
+	Shards          int
 }
 
 // Target is a running server (or cluster) under test.
@@ -104,32 +92,28 @@ type Target struct {
 	Name    string
 	Addrs   []string // RESP addresses; loads spread connections over them
 	Dialect Dialect
-	// stop stops what the target owns (nil for a view on another
-	// target's processes); pids and alive describe its processes.
-	stop  func() error
-	pids  func() []int
-	alive func() error
-	// metrics are the nodes' --metrics-addr (a cluster's): ops per log
-	// entry are read from them.
+	// stop stops what the target owns (nil for a view on another target's
+	// processes); pids and alive describe its processes; metrics are a
+	// cluster's nodes' --metrics-addr (its group commit figures); route
+	// sends every request to its key's master (LoadOptions.Route).
+	stop    func() error
+	pids    func() []int
+	alive   func() error
 	metrics []string
-	// route, when set, routes every request to its key's master
-	// (LoadOptions.Route).
-	route *SlotRoute
-	// cluster is a cluster target's harness.
-	cluster *proccluster.Cluster
+	route   *SlotRoute
+	leader  func(ctx context.Context) (string, error)
 }
 
 // PIDs are the target's process ids.
 func (t *Target) PIDs() []int { return t.pids() }
 
-// RSS is the resident set size of the target's processes, summed, in bytes
-// (VmRSS in /proc/PID/status).
+// RSS is the resident set size of the target's processes, summed, in bytes.
 func (t *Target) RSS() (int64, error) {
 	var sum int64
 	for _, pid := range t.PIDs() {
 		n, err := ReadRSS(pid)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("rss of %s: %w", t.Name, err)
 		}
 		sum += n
 	}
@@ -171,6 +155,13 @@ func (t *Target) view(name string, d Dialect) *Target {
 	v := *t
 	v.Name, v.Dialect, v.stop = name, d, nil
 	return &v
+}
+
+// onLeader keeps only the address of a cluster's group 0 leader.
+func (t *Target) onLeader(ctx context.Context) error {
+	addr, err := t.leader(ctx)
+	t.Addrs = []string{addr}
+	return err
 }
 
 // tail is the last lines of a log file, for error messages.
@@ -227,19 +218,27 @@ func checkBin(what, bin string) (string, error) {
 	return filepath.Abs(path)
 }
 
-// startProcess starts one server process with its output in dir/out.log
-// and waits until probe succeeds on addr.
-func startProcess(ctx context.Context, cfg ServerConfig, t *Target, bin string, args []string, dir, addr string, probe func(addr string) error) error {
-	logPath := filepath.Join(dir, "out.log")
-	logf, err := os.Create(logPath)
+// startProcess starts the one server process of t (bin, found as what),
+// with its output in a new folder's out.log, and waits until probe
+// succeeds on addr.
+func startProcess(ctx context.Context, cfg ServerConfig, t *Target, what, bin string, args func(dir string) []string, probe func(addr string) error) error {
+	bin, err := checkBin(what, bin)
 	if err != nil {
 		return err
 	}
-	p, err := sluiceproc.Start(t.Name, bin, args, sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
+	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+t.Name+"-")
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	logPath := filepath.Join(dir, "out.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return errors.Join(err, os.RemoveAll(dir))
+	}
+	p, err := sluiceproc.Start(t.Name, bin, args(dir), sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
 	if err != nil {
 		logf.Close()
-		os.RemoveAll(dir)
-		return err
+		return errors.Join(err, os.RemoveAll(dir))
 	}
 	t.stop = func() error {
 		err := p.Stop(10 * time.Second)
@@ -259,12 +258,9 @@ func startProcess(ctx context.Context, cfg ServerConfig, t *Target, bin string, 
 		if t.alive() != nil {
 			return nil // no use waiting
 		}
-		return probe(addr)
+		return probe(t.Addrs[0])
 	})
-	if err == nil {
-		err = t.alive()
-	}
-	if err != nil {
+	if err = errors.Join(err, t.alive()); err != nil {
 		t.Stop()
 		return fmt.Errorf("%s not ready: %w", t.Name, err)
 	}
@@ -285,19 +281,13 @@ func limiterProbe(addr string) error {
 	return err
 }
 
-func pingProbe(addr string) error {
-	_, err := doAt(addr, "PING")
-	return err
-}
-
 // sluiceArgs are the flags every sluice node of a target takes.
 func sluiceArgs(opt StartOptions) []string {
 	args := []string{"--log-level", "warn"}
-	if opt.LogStore != "" {
-		args = append(args, "--raft-log", opt.LogStore)
-	}
-	if opt.Fsync != "" {
-		args = append(args, "--fsync", opt.Fsync)
+	for _, f := range [][2]string{{"--raft-log", opt.LogStore}, {"--fsync", opt.Fsync}} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
 	}
 	if opt.Debug {
 		args = append(args, "--enable-debug-command")
@@ -306,161 +296,41 @@ func sluiceArgs(opt StartOptions) []string {
 }
 
 func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
-	bin, err := checkBin("sluice", cfg.SluiceBin)
-	if err != nil {
-		return nil, err
-	}
 	addr, err := sluiceproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-data-")
-	if err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	args := append([]string{"--addr", addr}, sluiceArgs(opt)...)
-	if name == TargetSluiceMem {
-		args = append(args, "--in-memory")
-	} else {
-		args = append(args, "--data-dir", filepath.Join(dir, "data"))
-	}
 	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
-	return t, startProcess(ctx, cfg, t, bin, args, dir, addr, limiterProbe)
-}
-
-// startSluiceCluster starts three durable nodes (proccluster) and waits
-// until every group serves at the newest cluster version. A -leader target
-// keeps only the leader's address; a sharded one routes by slot.
-func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
-	bin, err := checkBin("sluice", cfg.SluiceBin)
-	if err != nil {
-		return nil, err
-	}
-	base, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-cluster-")
-	if err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	t := &Target{Name: name, Dialect: SluiceDialect{}}
-	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, Shards: opt.Shards, DataDir: base,
-		Flags: sluiceArgs(opt), DieWithParent: true, Setup: func(nodes []*proccluster.Node) {
-			for _, n := range nodes {
-				if m, err := sluiceproc.FreeAddr(); err == nil {
-					n.Extra = append(n.Extra, "--metrics-addr", m)
-					t.metrics = append(t.metrics, m)
-				}
-			}
-		}})
-	if err != nil {
-		os.RemoveAll(base)
-		return nil, err
-	}
-	t.cluster = c
-	t.stop = func() error {
-		c.Close()
-		return os.RemoveAll(base)
-	}
-	t.pids = func() []int {
-		var pids []int
-		for _, n := range c.Nodes {
-			if p := n.Process(); p != nil {
-				pids = append(pids, p.Pid())
-			}
+	return t, startProcess(ctx, cfg, t, "sluice", cfg.SluiceBin, func(dir string) []string {
+		args := append([]string{"--addr", addr}, sluiceArgs(opt)...)
+		if name == TargetSluiceMem {
+			return append(args, "--in-memory")
 		}
-		return pids
-	}
-	t.alive = func() error {
-		for _, n := range c.Nodes {
-			if cr := n.Crashes(); len(cr) > 0 {
-				return fmt.Errorf("%s; last output: %s", cr[0], tail(n.LogPath))
-			}
-		}
-		return nil
-	}
-	if err := clusterReady(ctx, cfg, t, c, opt); err != nil {
-		t.Stop()
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return t, nil
-}
-
-func clusterReady(ctx context.Context, cfg ServerConfig, t *Target, c *proccluster.Cluster, opt StartOptions) error {
-	timeout := 2 * cfg.StartTimeout
-	if err := c.StartAll(); err != nil {
-		return err
-	}
-	if err := c.WaitServing(ctx, timeout, 2*time.Second); err != nil {
-		return errors.Join(err, t.alive())
-	}
-	// A new cluster starts at cluster version 1 and its leaders raise it
-	// within a second or two; until then later commands are refused.
-	for _, n := range c.Nodes {
-		t.Addrs = append(t.Addrs, n.RESP)
-		for g := range max(opt.Shards, 1) {
-			err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
-				st, err := proccluster.RaftStatus(n, g, 2*time.Second)
-				if err == nil && st["cluster_version"] != st["cluster_version_supported"] {
-					err = fmt.Errorf("%s group %d at cluster version %s of %s", n.ID, g, st["cluster_version"], st["cluster_version_supported"])
-				}
-				return err
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	switch {
-	case opt.Shards > 1:
-		// Wait for the leaders to spread (one group per node), then route.
-		r, err := waitClusterRoute(ctx, t.Addrs[0], min(opt.Shards, len(t.Addrs)), timeout)
-		if err != nil {
-			return err
-		}
-		t.route, t.Addrs = r, r.Addrs
-	case t.Name != TargetSluiceCluster: // the leader targets
-		return t.onLeader(ctx)
-	}
-	return nil
-}
-
-// onLeader keeps only the address of group 0's leader.
-func (t *Target) onLeader(ctx context.Context) error {
-	leader, err := t.cluster.Leader(ctx, 0, 20*time.Second)
-	if err != nil {
-		return err
-	}
-	t.Addrs = []string{leader.RESP}
-	return nil
+		return append(args, "--data-dir", filepath.Join(dir, "data"))
+	}, limiterProbe)
 }
 
 // startRedis starts a redis-server without persistence, or with the
 // persistence arguments given (which replace --appendonly no), and loads
 // the scripts.
 func startRedis(ctx context.Context, cfg ServerConfig, name string, persist ...string) (*Target, error) {
-	bin, err := checkBin("redis-server", cfg.RedisBin)
-	if err != nil {
-		return nil, err
-	}
 	addr, err := sluiceproc.FreeAddr()
 	if err != nil {
 		return nil, err
-	}
-	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("redis dir: %w", err)
 	}
 	if len(persist) == 0 {
 		persist = []string{"--appendonly", "no"}
 	}
 	_, port, _ := strings.Cut(addr, ":")
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir,
-		"--daemonize", "no", "--loglevel", "warning"}, persist...)
 	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect{}}
-	if err := startProcess(ctx, cfg, t, bin, args, dir, addr, pingProbe); err != nil {
+	err = startProcess(ctx, cfg, t, "redis-server", cfg.RedisBin, func(dir string) []string {
+		return append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
+	}, func(addr string) error { _, err := doAt(addr, "PING"); return err })
+	if err != nil {
 		return nil, err
 	}
 	if err := LoadScripts(addr); err != nil {
-		t.Stop()
-		return nil, err
+		return nil, errors.Join(err, t.Stop())
 	}
 	return t, nil
 }
@@ -471,7 +341,7 @@ func RedisVersion(bin string) string {
 	if err != nil {
 		return "unavailable (" + err.Error() + ")"
 	}
-	s := string(bytes.TrimSpace(out))
+	s := strings.TrimSpace(string(out))
 	if f := strings.Fields(s); len(f) >= 3 {
 		return strings.TrimPrefix(f[2], "v=")
 	}
@@ -479,8 +349,9 @@ func RedisVersion(bin string) string {
 }
 
 // Env starts targets on first use and keeps them for the whole suite, so
-// that rounds can alternate between them. A target that fails to start is
-// remembered as unavailable with its reason.
+// that rounds can alternate between them; the redis views share one
+// redis-server, the leader view the cluster. A target that fails to start
+// is remembered as unavailable with its reason.
 type Env struct {
 	cfg     ServerConfig
 	mu      sync.Mutex
@@ -497,29 +368,26 @@ func NewEnv(cfg ServerConfig) *Env {
 // Config is the Env's server configuration.
 func (e *Env) Config() ServerConfig { return e.cfg }
 
-// Get returns the running target, starting it on first use. The redis
-// views share one redis-server.
+// Get returns the running target, starting it on first use.
 func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.get(ctx, name)
 }
 
-func (e *Env) get(ctx context.Context, name string) (*Target, error) {
+func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	if t, ok := e.targets[name]; ok {
 		return t, t.Alive()
 	}
 	if err, ok := e.errs[name]; ok {
 		return nil, err
 	}
-	var t *Target
-	var err error
 	switch name {
 	case TargetRedisAnchor, TargetRedisEcho:
 		if t, err = e.get(ctx, TargetRedis); err == nil {
 			t = t.view(name, redisView(name))
 		}
-	case TargetSluiceClusterLeader: // a view on the cluster target
+	case TargetSluiceClusterLeader:
 		if t, err = e.get(ctx, TargetSluiceCluster); err == nil {
 			t = t.view(name, t.Dialect)
 			err = t.onLeader(ctx)
@@ -543,25 +411,31 @@ func (e *Env) get(ctx context.Context, name string) (*Target, error) {
 func (e *Env) SluiceVersion(ctx context.Context) string {
 	e.mu.Lock()
 	var t *Target
-	for _, name := range []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster} {
-		if t = e.targets[name]; t != nil {
-			break
-		}
+	for _, name := range []string{TargetSluiceCluster, TargetSluiceDurable, TargetSluiceMem} {
+		t = cmp.Or(e.targets[name], t)
 	}
 	e.mu.Unlock()
 	if t == nil {
 		return ""
 	}
-	version := "unknown"
-	if v, err := t.Do(ctx, "INFO", "server"); err == nil {
-		if _, rest, ok := strings.Cut(v.Str, "sluice_version:"); ok {
-			version = strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
-		}
-	}
+	version := cmp.Or(info(ctx, t, "server")["sluice_version"], "unknown")
 	if fi, err := os.Stat(e.cfg.SluiceBin); err == nil {
 		version += fmt.Sprintf(" (%s, built %s)", e.cfg.SluiceBin, fi.ModTime().UTC().Format("2006-01-02 15:04 MST"))
 	}
 	return version
+}
+
+// info is a section of the target's INFO, field by field.
+func info(ctx context.Context, t *Target, section string) map[string]string {
+	m := map[string]string{}
+	if v, err := t.Do(ctx, "INFO", section); err == nil {
+		for _, line := range strings.Split(v.Str, "\n") {
+			if k, val, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				m[k] = val
+			}
+		}
+	}
+	return m
 }
 
 // Close stops every target started.
