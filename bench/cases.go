@@ -262,7 +262,7 @@ func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) 
 		}
 	}
 	if o.Sections[SectionAccuracy] {
-		a := r.Accuracy(ctx, AccuracyOptions{})
+		a := Accuracy(AccuracyOptions{})
 		rep.Accuracy = &a
 	}
 	rep.Finished = time.Now()

@@ -272,6 +272,35 @@ func TestSuitePlan(t *testing.T) {
 	}
 }
 
+// TestAccuracy: the replay is deterministic, keys under the limit with
+// evenly spaced requests are decided alike by the counter and the log,
+// and the figures of the default options are those of docs/benchmarks.md
+// (measured on a server whose clock was frozen and moved by DEBUG
+// TIMEWARP: the engine decides the same at the same instants).
+func TestAccuracy(t *testing.T) {
+	o := AccuracyOptions{Keys: 4, Windows: 3, Limit: 10, Window: time.Second, Seed: 1}
+	a, b := Accuracy(o), Accuracy(o)
+	if a.Err != "" || len(a.Patterns) != 3 || a.Total.Requests == 0 {
+		t.Fatalf("accuracy: %+v", a)
+	}
+	if a.Total.Different != b.Total.Different || a.Total.Requests != b.Total.Requests {
+		t.Errorf("accuracy not deterministic: %+v then %+v", a.Total, b.Total)
+	}
+	if u := a.Patterns[0].Bands[BandUnder]; u.Requests == 0 || u.Different != 0 {
+		t.Errorf("steady traffic under the limit decided differently: %+v", u)
+	}
+	if a.Total.LogDenied == 0 {
+		t.Error("no request over the limit was denied by the log")
+	}
+	got := Accuracy(AccuracyOptions{}).Rows()
+	want := [][3]int64{{65875, 10243, 10244}, {60324, 5978, 7142}, {65646, 9132, 9022}, {191845, 25353, 26408}}
+	for i, p := range got {
+		if w := want[i]; p.Requests != w[0] || p.FalseAllow != w[1] || p.FalseDeny != w[2] {
+			t.Errorf("%s: %d requests, %d false allows, %d false denies; want %v", p.Name, p.Requests, p.FalseAllow, p.FalseDeny, w)
+		}
+	}
+}
+
 func TestAccuracyTraffic(t *testing.T) {
 	o := AccuracyOptions{Keys: 4, Windows: 3, Limit: 10, Window: time.Second, Seed: 1}
 	for _, p := range AccuracyPatterns() {

@@ -79,10 +79,8 @@ func (c *ServerConfig) defaults() {
 	}
 }
 
-// StartOptions vary one start: --enable-debug-command, --raft-log and
-// --fsync, --shards above 1.
+// StartOptions vary one start: --raft-log and --fsync, --shards above 1.
 type StartOptions struct {
-	Debug           bool
 	LogStore, Fsync string
 	Shards          int
 }
@@ -288,9 +286,6 @@ func sluiceArgs(opt StartOptions) []string {
 		if f[1] != "" {
 			args = append(args, f[0], f[1])
 		}
-	}
-	if opt.Debug {
-		args = append(args, "--enable-debug-command")
 	}
 	return args
 }
