@@ -104,18 +104,6 @@ func (o SuiteOptions) memoryFromSweep() bool {
 	return o.Sections[SectionKeys] && slices.Contains(keyCounts(o.MaxKeys), o.MemoryKeys)
 }
 
-// memoryAt keeps, of each series, the point at n keys.
-func memoryAt(ss []MemorySeries, n uint64) []MemorySeries {
-	out := make([]MemorySeries, len(ss))
-	for i, s := range ss {
-		out[i] = MemorySeries{Target: s.Target, Unavailable: s.Unavailable, Err: s.Err}
-		if p, ok := s.At(n); ok {
-			out[i].Points = []MemoryPoint{p}
-		}
-	}
-	return out
-}
-
 // keyCounts are the powers of ten from 1k to max (max included).
 func keyCounts(maxKeys uint64) []uint64 {
 	var out []uint64
@@ -192,27 +180,24 @@ func (o SuiteOptions) Cases() []Case {
 	return slices.DeleteFunc(cs, func(c Case) bool { return !o.Sections[c.Section] })
 }
 
-// PlannedLength estimates how long the suite takes.
+// PlannedLength estimates how long the suite takes: its runs, 300ms
+// between two, and about 150k new keys a second.
 func (o SuiteOptions) PlannedLength() time.Duration {
 	var d time.Duration
 	for _, c := range o.Cases() {
-		d += c.plannedLength() + time.Duration(c.Rounds*len(c.Targets))*300*time.Millisecond
+		d += time.Duration(c.Rounds*len(c.Targets)) * (c.Load.Duration + c.Load.Warmup + 300*time.Millisecond)
+	}
+	populate := func(n uint64) time.Duration {
+		return time.Duration(float64(n)/150_000*float64(time.Second)) + 300*time.Millisecond
 	}
 	if o.Sections[SectionClient] {
 		d += 8 * (o.ShortDuration + o.Warmup)
 	}
 	if o.Sections[SectionMemory] && !o.memoryFromSweep() {
-		d += 2 * populateEstimate(o.MemoryKeys)
+		d += 2 * populate(o.MemoryKeys)
 	}
 	if o.Sections[SectionKeys] {
-		for _, n := range keyCounts(o.MaxKeys) {
-			d += 2 * (o.ShortDuration + o.Warmup)
-			_ = n
-		}
-		d += 2*populateEstimate(o.MaxKeys) + time.Duration(2*o.Rounds)*(o.Duration+o.Warmup+300*time.Millisecond)
-	}
-	if o.Sections[SectionAccuracy] {
-		d += 6 * time.Second
+		d += time.Duration(2*len(keyCounts(o.MaxKeys)))*(o.ShortDuration+o.Warmup) + 2*populate(o.MaxKeys) + time.Duration(2*o.Rounds)*(o.Duration+o.Warmup+300*time.Millisecond)
 	}
 	return d
 }
@@ -230,41 +215,30 @@ func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) 
 	}
 	if o.Sections[SectionClient] {
 		rep.Calibration = r.Calibrate(ctx, []string{TargetSluiceMem, TargetRedisAnchor}, []int{1, 16}, o.Conns, o.Keys, o.ShortDuration, o.Warmup)
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
 	}
-	if o.Sections[SectionMemory] && !o.memoryFromSweep() {
-		s, err := r.MeasureMemory(ctx, []string{TargetSluiceMem, TargetRedis}, o.MemoryKeys)
-		rep.Memory = s
-		if err != nil {
-			return rep, err
-		}
+	pair := []string{TargetSluiceMem, TargetRedis}
+	var err error
+	if o.Sections[SectionMemory] && !o.memoryFromSweep() && ctx.Err() == nil {
+		rep.Memory, err = r.Sweep(ctx, SweepOptions{Targets: pair, Counts: []uint64{o.MemoryKeys}})
 	}
-	if o.Sections[SectionKeys] {
-		s, err := r.Sweep(ctx, SweepOptions{
-			Targets: []string{TargetSluiceMem, TargetRedis},
-			Counts:  keyCounts(o.MaxKeys),
-			Load:    LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.ShortDuration, Warmup: o.Warmup},
-			Rounds:  1,
-			// the goal's figure: the largest count against 1k, interleaved
-			ScaleTargets: []string{TargetSluiceMem},
-			ScaleRounds:  o.Rounds,
-			ScaleLoad:    LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.Duration, Warmup: o.Warmup},
-		})
-		rep.Keys = s
-		if err != nil {
-			return rep, err
-		}
+	if o.Sections[SectionKeys] && err == nil && ctx.Err() == nil {
+		// The scale goal's figure: the largest count against 1k, interleaved.
+		rep.Keys, err = r.Sweep(ctx, SweepOptions{Targets: pair, Counts: keyCounts(o.MaxKeys),
+			Load:         LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.ShortDuration, Warmup: o.Warmup},
+			ScaleTargets: []string{TargetSluiceMem}, ScaleRounds: o.Rounds,
+			ScaleLoad: LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.Duration, Warmup: o.Warmup}})
 		if o.Sections[SectionMemory] && o.memoryFromSweep() {
-			rep.Memory = memoryAt(s, o.MemoryKeys)
 			rep.MemoryFromSweep = true
+			for _, s := range rep.Keys { // of each series, the point at MemoryKeys
+				s.Scale, s.Points = nil, slices.DeleteFunc(slices.Clone(s.Points), func(p MemoryPoint) bool { return p.Keys != o.MemoryKeys })
+				rep.Memory = append(rep.Memory, s)
+			}
 		}
 	}
-	if o.Sections[SectionAccuracy] {
+	if o.Sections[SectionAccuracy] && err == nil {
 		a := Accuracy(AccuracyOptions{})
 		rep.Accuracy = &a
 	}
 	rep.Finished = time.Now()
-	return rep, ctx.Err()
+	return rep, cmp.Or(err, ctx.Err())
 }

@@ -219,8 +219,8 @@ func TestLoadAgainstRedis(t *testing.T) {
 	if err := tgt.Flush(testCtx(t)); err != nil {
 		t.Error(err)
 	}
-	if n := dbsize(testCtx(t), tgt); n != 0 {
-		t.Errorf("DBSIZE after FLUSHALL: %d", n)
+	if v, err := tgt.Do(testCtx(t), "DBSIZE"); err != nil || v.Int != 0 {
+		t.Errorf("DBSIZE after FLUSHALL: %v %v", v, err)
 	}
 }
 

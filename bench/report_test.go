@@ -228,17 +228,19 @@ func TestStamp(t *testing.T) {
 	}
 }
 
+// TestProgress: a line per step, naming it and its result; none without
+// a writer.
 func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
-	p := NewProgress(&buf)
-	p.Step("one", time.Second)
-	p.Finish("done one")
+	r := &Runner{Progress: &buf}
+	r.step("one")
+	r.note("done one")
 	if !strings.Contains(buf.String(), "one: done one") {
 		t.Errorf("progress: %q", buf.String())
 	}
-	var nilp *Progress
-	nilp.Step("x", 1)
-	nilp.Finish("")
+	quiet := &Runner{}
+	quiet.step("x")
+	quiet.note("")
 }
 
 func TestSuitePlan(t *testing.T) {

@@ -261,7 +261,7 @@ func execute(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, 
 	}
 	planned := so.PlannedLength()
 	fmt.Fprintf(stderr, "sluice-bench: %s suite, planned about %s\n", o.suite, planned.Round(time.Second))
-	r := &bench.Runner{Env: env, Progress: bench.NewProgress(stderr), Log: log}
+	r := &bench.Runner{Env: env, Progress: stderr, Log: log}
 	return r.RunSuite(ctx, so)
 }
 
@@ -295,7 +295,7 @@ func runSingle(ctx context.Context, o *options, env *bench.Env, log *slog.Logger
 			Warmup: o.warmup},
 		Targets: targets, Rounds: rounds, Baseline: baseline,
 	}
-	r := &bench.Runner{Env: env, Progress: bench.NewProgress(stderr), Log: log}
+	r := &bench.Runner{Env: env, Progress: stderr, Log: log}
 	rep := &bench.Report{Started: time.Now(), Options: bench.SuiteOptions{Duration: duration, Warmup: o.warmup, Rounds: rounds, Conns: o.conns}}
 	cr, err := r.RunCase(ctx, c)
 	rep.Cases = append(rep.Cases, cr)
