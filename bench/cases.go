@@ -64,18 +64,6 @@ func DefaultSuiteOptions() SuiteOptions {
 	return o
 }
 
-// FullSuiteOptions is a longer, steadier suite: 10 s runs, 5 rounds, the
-// key-count sweep up to 10M keys, and every section.
-func FullSuiteOptions() SuiteOptions {
-	o := SuiteOptions{Duration: 10 * time.Second, ShortDuration: 5 * time.Second, Warmup: time.Second,
-		Rounds: 5, ShortRounds: 3, MaxKeys: 10_000_000, Sections: map[string]bool{}}
-	for _, s := range Sections() {
-		o.Sections[s] = true
-	}
-	o.defaults()
-	return o
-}
-
 func (o *SuiteOptions) defaults() {
 	atLeast(&o.Duration, 1, 2*time.Second)
 	atLeast(&o.ShortDuration, 1, time.Second)

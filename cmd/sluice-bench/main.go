@@ -4,10 +4,13 @@
 // benchmark lines for benchstat (bench.txt, also printed on stdout) and as
 // a Markdown page with SVG charts rendered from the JSON (report.md).
 //
-// With no workload flags it runs the default suite (about four minutes on
-// two cores). With -workload or -target it runs one case:
+// With no workload flags it runs the suite (about four minutes on two
+// cores; -sections chooses its parts). With -workload or -target it runs
+// one case:
 //
 //	sluice-bench -target sluice-mem,redis -workload log -dist zipf -conns 50 -pipeline 16 -duration 5s
+//
+// With -render it runs nothing and renders a saved results.json again.
 package main
 
 import (
@@ -21,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,16 +38,15 @@ func main() {
 
 // options are the flags.
 type options struct {
-	targets, workload, dist, suite, sections string
-	keys, maxKeys, memoryKeys                uint64
-	conns, pipeline, rounds                  int
-	duration, warmup                         time.Duration
-	requests, cost                           int64
-	deny                                     float64
-	out, doc, sluiceBin, redisBin            string
-	engineBench, logLevel, workDir           string
-	render                                   string
-	single                                   bool
+	targets, workload, dist, sections      string
+	keys, maxKeys, memoryKeys              uint64
+	conns, pipeline, rounds                int
+	duration, warmup                       time.Duration
+	requests, cost                         int64
+	deny                                   float64
+	out, doc, sluiceBin, redisBin, workDir string
+	engineBench, logLevel, render          string
+	single                                 bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -62,7 +65,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds, alternating between targets (default 3)")
 	fs.Float64Var(&o.deny, "deny", 0, "share of requests (0..1) sent to keys whose limit is used up (single case)")
 	fs.Int64Var(&o.cost, "cost", 1, "units per request, COST n (single case)")
-	fs.StringVar(&o.suite, "suite", "default", "suite to run without -workload/-target: default (under 5 minutes) or full (10 s runs, 5 rounds, up to 10M keys)")
 	fs.StringVar(&o.sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows)")
 	fs.Uint64Var(&o.maxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
 	fs.Uint64Var(&o.memoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
@@ -84,162 +86,127 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, o.validate()
 }
 
+// validate checks the flags, naming each bad one, and fills the single
+// case's defaults.
 func (o *options) validate() error {
 	var errs []error
+	check := func(flag string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-%s: %w", flag, err))
+		}
+	}
 	if o.single {
-		if o.workload == "" {
-			o.workload = string(bench.AlgToken)
-		}
-		if _, err := bench.ParseAlgorithm(o.workload); err != nil {
-			errs = append(errs, fmt.Errorf("-workload: %w", err))
-		}
-		if _, err := bench.ParseDist(o.dist); err != nil {
-			errs = append(errs, fmt.Errorf("-dist: %w", err))
-		}
-		if o.targets == "" {
-			o.targets = bench.TargetSluiceMem + "," + bench.TargetRedis
-		}
+		o.workload = cmpOr(o.workload, string(bench.AlgToken))
+		o.targets = cmpOr(o.targets, bench.TargetSluiceMem+","+bench.TargetRedis)
+		_, err := bench.ParseAlgorithm(o.workload)
+		check("workload", err)
+		_, err = bench.ParseDist(o.dist)
+		check("dist", err)
 		for _, t := range strings.Split(o.targets, ",") {
-			if _, err := bench.ParseTarget(t); err != nil {
-				errs = append(errs, fmt.Errorf("-target: %w", err))
-			}
+			_, err := bench.ParseTarget(t)
+			check("target", err)
 		}
-	} else if o.suite != "default" && o.suite != "full" {
-		errs = append(errs, fmt.Errorf("-suite: want default or full, got %q", o.suite))
 	}
 	if o.sections == "all" {
 		o.sections = strings.Join(bench.Sections(), ",")
 	}
-	if o.sections != "" {
-		for _, s := range strings.Split(o.sections, ",") {
-			ok := false
-			for _, k := range bench.Sections() {
-				ok = ok || k == s
-			}
-			if !ok {
-				errs = append(errs, fmt.Errorf("-sections: unknown section %q (want %s)", s, strings.Join(bench.Sections(), ", ")))
-			}
+	for _, s := range strings.Split(o.sections, ",") {
+		if s != "" && !slices.Contains(bench.Sections(), s) {
+			check("sections", fmt.Errorf("unknown section %q (want %s)", s, strings.Join(bench.Sections(), ", ")))
 		}
 	}
-	if o.conns < 1 || o.pipeline < 1 {
-		errs = append(errs, errors.New("-conns and -pipeline: want at least 1"))
+	if o.conns < 1 || o.pipeline < 1 || o.keys < 1 {
+		errs = append(errs, errors.New("-conns, -pipeline and -keys: want at least 1"))
 	}
 	if o.deny < 0 || o.deny > 1 {
-		errs = append(errs, fmt.Errorf("-deny: want 0 to 1, got %g", o.deny))
+		check("deny", fmt.Errorf("want 0 to 1, got %g", o.deny))
 	}
 	if o.cost < 1 {
-		errs = append(errs, fmt.Errorf("-cost: want at least 1, got %d", o.cost))
-	}
-	if o.keys < 1 {
-		errs = append(errs, errors.New("-keys: want at least 1"))
+		check("cost", fmt.Errorf("want at least 1, got %d", o.cost))
 	}
 	return errors.Join(errs...)
 }
 
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "sluice-bench:", err)
-		return 2
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
-	if o.render != "" {
-		return render(o, stdout, stderr)
+	fail := func(code int, err error) int {
+		fmt.Fprintln(stderr, "sluice-bench:", err)
+		return code
+	}
+	if err != nil {
+		return fail(2, err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintln(stderr, "sluice-bench: -log-level:", err)
-		return 2
+		return fail(2, fmt.Errorf("-log-level: %w", err))
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	meter := bench.StartCPUMeter()
-	machine := bench.ReadMachine(o.redisBin, o.workDir)
-	env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir, Logger: log})
-	rep, runErr := execute(ctx, o, env, log, stderr)
-	machine.Sluice = env.SluiceVersion(ctx)
-	if err := env.Close(); err != nil {
-		log.Warn("stopping servers", "err", err)
-	}
-	machine.OtherCPU, machine.OtherShare = meter.Stop()
-	if rep == nil {
-		fmt.Fprintln(stderr, "sluice-bench:", runErr)
-		return 1
-	}
-	rep.Machine = machine
-	rep.Command = "sluice-bench " + strings.Join(args, " ")
-	if rep.Finished.IsZero() {
-		rep.Finished = time.Now()
+	rep := &bench.Report{}
+	var runErr error
+	if o.render != "" {
+		b, err := os.ReadFile(o.render)
+		if err == nil {
+			err = json.Unmarshal(b, rep)
+		}
+		if err != nil {
+			return fail(1, fmt.Errorf("-render: %w", err))
+		}
+	} else {
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		meter := bench.StartCPUMeter()
+		machine := bench.ReadMachine(o.redisBin, o.workDir)
+		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir, Logger: log})
+		r := &bench.Runner{Env: env, Progress: stderr, Log: log}
+		if rep, runErr = execute(ctx, o, r, stderr); rep == nil {
+			return fail(1, runErr)
+		}
+		machine.Sluice = env.SluiceVersion(ctx)
+		if err := env.Close(); err != nil {
+			log.Warn("stopping servers", "err", err)
+		}
+		machine.OtherCPU, machine.OtherShare = meter.Stop()
+		rep.Machine, rep.Command = machine, "sluice-bench "+strings.Join(args, " ")
+		if rep.Finished.IsZero() {
+			rep.Finished = time.Now()
+		}
 	}
 	if o.engineBench != "" {
 		if b, err := os.ReadFile(o.engineBench); err != nil {
-			log.Warn("engine benchmarks", "err", err)
+			fmt.Fprintln(stderr, "sluice-bench: -engine-bench:", err)
 		} else {
 			rep.Engine = string(b)
 		}
 	}
-	if code := writeReport(o, rep, stdout, stderr); code != 0 {
-		return code
-	}
-	if runErr != nil {
-		fmt.Fprintln(stderr, "sluice-bench:", runErr)
-		return 1
-	}
-	return 0
-}
-
-// render writes the report of a saved results.json again.
-func render(o *options, stdout, stderr io.Writer) int {
-	b, err := os.ReadFile(o.render)
-	if err != nil {
-		fmt.Fprintln(stderr, "sluice-bench:", err)
-		return 1
-	}
-	rep := &bench.Report{}
-	if err := json.Unmarshal(b, rep); err != nil {
-		fmt.Fprintf(stderr, "sluice-bench: %s: %v\n", o.render, err)
-		return 1
-	}
-	if o.engineBench != "" {
-		if eb, err := os.ReadFile(o.engineBench); err == nil {
-			rep.Engine = string(eb)
-		}
-	}
-	return writeReport(o, rep, stdout, stderr)
-}
-
-// writeReport writes the results folder, the doc if asked, and the
-// benchmark lines to stdout.
-func writeReport(o *options, rep *bench.Report, stdout, stderr io.Writer) int {
 	if err := rep.Write(o.out); err != nil {
-		fmt.Fprintln(stderr, "sluice-bench:", err)
-		return 1
+		return fail(1, err)
 	}
 	if o.doc != "" {
-		chartDir := strings.TrimSuffix(filepath.Base(o.doc), filepath.Ext(o.doc))
-		if err := rep.WriteDoc(o.doc, chartDir); err != nil {
-			fmt.Fprintln(stderr, "sluice-bench:", err)
-			return 1
+		if err := rep.WriteDoc(o.doc, strings.TrimSuffix(filepath.Base(o.doc), filepath.Ext(o.doc))); err != nil {
+			return fail(1, err)
 		}
 	}
 	fmt.Fprint(stdout, rep.Benchfmt())
 	fmt.Fprintf(stderr, "report: %s\n", filepath.Join(o.out, "report.md"))
+	if runErr != nil {
+		return fail(1, runErr)
+	}
 	return 0
 }
 
 // execute runs the single case or the suite.
-func execute(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, stderr io.Writer) (*bench.Report, error) {
-	if o.single {
-		return runSingle(ctx, o, env, log, stderr)
-	}
+func execute(ctx context.Context, o *options, r *bench.Runner, stderr io.Writer) (*bench.Report, error) {
 	so := bench.DefaultSuiteOptions()
-	if o.suite == "full" {
-		so = bench.FullSuiteOptions()
-	}
 	if o.duration > 0 {
 		so.Duration, so.ShortDuration = o.duration, o.duration/2
 	}
@@ -259,46 +226,28 @@ func execute(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, 
 			so.Sections[s] = true
 		}
 	}
-	planned := so.PlannedLength()
-	fmt.Fprintf(stderr, "sluice-bench: %s suite, planned about %s\n", o.suite, planned.Round(time.Second))
-	r := &bench.Runner{Env: env, Progress: stderr, Log: log}
-	return r.RunSuite(ctx, so)
-}
-
-func runSingle(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, stderr io.Writer) (*bench.Report, error) {
+	if !o.single {
+		fmt.Fprintf(stderr, "sluice-bench: suite planned about %s\n", so.PlannedLength().Round(time.Second))
+		return r.RunSuite(ctx, so)
+	}
 	alg, _ := bench.ParseAlgorithm(o.workload)
 	dist, _ := bench.ParseDist(o.dist)
 	targets := strings.Split(o.targets, ",")
-	baseline := targets[len(targets)-1]
-	for _, t := range targets {
-		if bench.IsRedis(t) {
-			baseline = t
-			break
-		}
-	}
-	if o.warmup <= 0 {
-		o.warmup = 500 * time.Millisecond
+	baseline := targets[len(targets)-1] // the first redis target, else the last
+	if i := slices.IndexFunc(targets, bench.IsRedis); i >= 0 {
+		baseline = targets[i]
 	}
 	duration := o.duration
 	if duration <= 0 && o.requests <= 0 {
 		duration = 3 * time.Second
 	}
-	rounds := max(o.rounds, 1)
-	if o.rounds == 0 {
-		rounds = 3
-	}
-	c := bench.Case{
-		ID:       "single",
-		Title:    fmt.Sprintf("%s, %s keys, %d connections, P%d", alg.Command(), dist, o.conns, o.pipeline),
+	so.Duration = duration
+	c := bench.Case{ID: "single", Title: fmt.Sprintf("%s, %s keys, %d connections, P%d", alg.Command(), dist, o.conns, o.pipeline),
 		Workload: bench.Workload{Alg: alg, Keys: o.keys, Dist: dist, DenyShare: o.deny, Cost: o.cost},
-		Load: bench.LoadOptions{Conns: o.conns, Pipeline: o.pipeline, Duration: duration, Requests: o.requests,
-			Warmup: o.warmup},
-		Targets: targets, Rounds: rounds, Baseline: baseline,
-	}
-	r := &bench.Runner{Env: env, Progress: stderr, Log: log}
-	rep := &bench.Report{Started: time.Now(), Options: bench.SuiteOptions{Duration: duration, Warmup: o.warmup, Rounds: rounds, Conns: o.conns}}
+		Load:     bench.LoadOptions{Conns: o.conns, Pipeline: o.pipeline, Duration: duration, Requests: o.requests, Warmup: so.Warmup},
+		Targets:  targets, Rounds: so.Rounds, Baseline: baseline}
+	rep := &bench.Report{Started: time.Now(), Options: so}
 	cr, err := r.RunCase(ctx, c)
-	rep.Cases = append(rep.Cases, cr)
-	rep.Finished = time.Now()
+	rep.Cases, rep.Finished = []bench.CaseResult{cr}, time.Now()
 	return rep, err
 }
