@@ -38,6 +38,7 @@ type LoadOptions struct {
 	// the measured phase.
 	ServerPIDs  []int
 	LogCounters func(context.Context) (LogStats, error)
+	noLatency   bool // Populate's: keep no latency
 }
 
 // Validate checks the options and fills defaults.
@@ -130,6 +131,7 @@ type worker struct {
 	errs                  int64
 	firstErr              string
 	fail                  error
+	noLatency             bool
 }
 
 // RunLoad drives a server with workload w spelled in dialect d.
@@ -161,6 +163,13 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if w.Dist == DistZipf {
 		zt = NewZipfTable(w.Keys, ZipfTheta)
 	}
+	return drive(ctx, w, allow, deny, o, func(rng *rand.Rand) KeyPicker { return NewKeyPicker(w.Dist, w.Keys, rng, zt) })
+}
+
+// drive runs the load of the templates (deny for a share w.DenyShare of
+// the requests) with key indexes from the pickers that picker makes, one
+// per connection: the load loop of RunLoad and Populate.
+func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions, picker func(*rand.Rand) KeyPicker) (LoadResult, error) {
 	workers := make([]*worker, o.Conns)
 	defer func() {
 		for _, wk := range workers {
@@ -171,7 +180,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	}()
 	for i := range workers {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		workers[i] = &worker{pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, w: w, allow: allow, deny: deny}
+		workers[i] = &worker{pick: picker(rng), rng: rng, w: w, allow: allow, deny: deny, noLatency: o.noLatency}
 		addrs := []string{o.Addrs[i%len(o.Addrs)]}
 		if o.Route != nil {
 			addrs = o.Route.Addrs
@@ -367,7 +376,9 @@ func (wk *worker) readReplies(c *respwire.Conn, n int, measured bool, t0 time.Ti
 		if !measured {
 			continue
 		}
-		wk.lat.Record(int64(time.Since(t0)))
+		if !wk.noLatency {
+			wk.lat.Record(int64(time.Since(t0)))
+		}
 		switch {
 		case d.Err:
 			wk.errs++
@@ -386,44 +397,18 @@ func (wk *worker) readReplies(c *respwire.Conn, n int, measured bool, t0 time.Ti
 // fails on any error reply. The suite uses it to create live keys (memory)
 // and to use up the limits of the keys a workload's denied share goes to.
 func Populate(ctx context.Context, addrs []string, t Template, prefix string, from, to uint64, conns int) error {
-	const batch = 256
 	if to <= from {
 		return nil
 	}
 	var next atomic.Uint64
 	next.Store(from)
-	var wg sync.WaitGroup
-	errs := make([]error, max(1, min(conns, int((to-from+batch-1)/batch))))
-	for i := range errs {
-		wg.Go(func() {
-			c, err := dial(addrs[i%len(addrs)])
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer c.Close()
-			defer context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })()
-			var buf []byte
-			for lo := next.Add(batch) - batch; lo < to && errs[i] == nil; lo = next.Add(batch) - batch {
-				buf = buf[:0]
-				for k := lo; k < min(lo+batch, to); k++ {
-					buf = t.AppendIndex(buf, prefix, k)
-				}
-				c.AppendRaw(buf)
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				errs[i] = c.Flush()
-				for k := lo; k < min(lo+batch, to) && errs[i] == nil; k++ {
-					var d Decision
-					if d, errs[i] = readDecision(c.Reader); d.Err {
-						errs[i] = errors.New(d.Msg)
-					}
-				}
-			}
-			errs[i] = cmp.Or(errs[i], ctx.Err())
-		})
+	seq := pickFunc(func() uint64 { return next.Add(1) - 1 }) // the budget stops it at to
+	o := LoadOptions{Addrs: addrs, Conns: max(1, min(conns, int((to-from+255)/256))), Pipeline: 256, Requests: int64(to - from), Timeout: 30 * time.Second, noLatency: true}
+	res, err := drive(ctx, Workload{Prefix: prefix}, t, t, o, func(*rand.Rand) KeyPicker { return seq })
+	if err == nil && res.Errors > 0 {
+		err = errors.New(res.FirstError)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return fmt.Errorf("populate %s[%d,%d): %w", prefix, from, to, err)
 	}
 	return nil

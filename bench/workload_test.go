@@ -164,8 +164,8 @@ func TestPopulate(t *testing.T) {
 	for _, c := range s.commands() {
 		seen[c[1]] = true
 	}
-	if len(seen) != 1000 || !seen["p:000000000010"] || !seen["p:000000001009"] || seen["p:000000001010"] {
-		t.Errorf("populated %d distinct keys", len(seen))
+	if n := len(s.commands()); n != 1000 || len(seen) != 1000 || !seen["p:000000000010"] || !seen["p:000000001009"] || seen["p:000000001010"] {
+		t.Errorf("populated %d distinct keys in %d requests, want each of 1000 once", len(seen), n)
 	}
 	bad := startFake(t, func(args []string) string { return "-ERR nope\r\n" })
 	if err := Populate(testCtx(t), []string{bad.addr()}, tpl, "p:", 0, 10, 2); err == nil {
