@@ -52,7 +52,7 @@ func durabilityOf(name string) (store, fsync string, ok bool) {
 // --metrics-addr, and waits until every group serves at the newest cluster
 // version. A -leader target keeps only the leader's address; a sharded one
 // routes by slot.
-func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
+func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt startOptions) (*Target, error) {
 	bin, err := checkBin("sluice", cfg.SluiceBin)
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt 
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	t := &Target{Name: name, Dialect: SluiceDialect{}}
-	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, Shards: opt.Shards, DataDir: base, Flags: sluiceArgs(opt), DieWithParent: true,
+	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, Shards: opt.shards, DataDir: base, Flags: sluiceArgs(opt), DieWithParent: true,
 		Setup: func(nodes []*proccluster.Node) {
 			for _, n := range nodes {
 				if m, err := sluiceproc.FreeAddr(); err == nil {
@@ -99,7 +99,7 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt 
 		}
 		return n.RESP, nil
 	}
-	if err := clusterReady(ctx, 2*cfg.StartTimeout, t, c, max(opt.Shards, 1)); err != nil {
+	if err := clusterReady(ctx, 2*cfg.StartTimeout, t, c, max(opt.shards, 1)); err != nil {
 		return nil, errors.Join(fmt.Errorf("cluster: %w", err), t.Stop())
 	}
 	return t, nil

@@ -23,7 +23,7 @@ func startRedisForTest(t *testing.T) *Target {
 	if err != nil {
 		t.Skip("redis-server is not on PATH")
 	}
-	tgt, err := StartTarget(testCtx(t), ServerConfig{RedisBin: bin, WorkDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, TargetRedis, StartOptions{})
+	tgt, err := StartTarget(testCtx(t), ServerConfig{RedisBin: bin, WorkDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, TargetRedis)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 	for i, name := range o.Targets {
 		series[i].Target = name
 		r.step("memory: start " + name)
-		t, err := StartTarget(ctx, r.Env.Config(), name, StartOptions{})
+		t, err := StartTarget(ctx, r.Env.Config(), name)
 		if err != nil {
 			series[i].Unavailable = err.Error()
 			r.note("unavailable: " + shorten(err.Error(), 80))
@@ -186,7 +186,7 @@ func addKeys(ctx context.Context, t *Target, have, n uint64, base int64) (Memory
 func (r *Runner) scale(ctx context.Context, t *Target, w Workload, small, large uint64, o SweepOptions) *ScaleResult {
 	sr := &ScaleResult{SmallKeys: small, LargeKeys: large, Rounds: o.ScaleRounds}
 	r.step(fmt.Sprintf("scale: start a second %s with %s keys", t.Name, FormatCount(float64(small))))
-	st, err := StartTarget(ctx, r.Env.Config(), t.Name, StartOptions{})
+	st, err := StartTarget(ctx, r.Env.Config(), t.Name)
 	if err == nil {
 		defer st.Stop()
 		_, err = addKeys(ctx, st, 0, small, 0)

@@ -79,10 +79,10 @@ func (c *ServerConfig) defaults() {
 	}
 }
 
-// StartOptions vary one start: --raft-log and --fsync, --shards above 1.
-type StartOptions struct {
-	LogStore, Fsync string
-	Shards          int
+// startOptions vary one start: --raft-log and --fsync, --shards above 1.
+type startOptions struct {
+	logStore, fsync string
+	shards          int
 }
 
 // Target is a running server (or cluster) under test.
@@ -169,32 +169,29 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-5):], " | ")
 }
 
-// StartTarget starts a fresh target. The caller stops it.
-func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
+// StartTarget starts a fresh target: a server or a cluster of its own
+// (the views on one, redis-anchor, redis-echo and sluice-cluster-leader,
+// come from an Env). The caller stops it.
+func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
 	cfg.defaults()
+	var opt startOptions
 	if store, fsync, ok := durabilityOf(name); ok {
-		opt.LogStore, opt.Fsync = store, fsync
+		opt.logStore, opt.fsync = store, fsync
 	}
 	switch {
 	case name == TargetSluiceMem, name == TargetSluiceDurable:
 		return startSluiceSingle(ctx, cfg, name, opt)
 	case name == TargetSluiceClusterShards3:
-		opt.Shards = 3
+		opt.shards = 3
 		return startSluiceCluster(ctx, cfg, name, opt)
-	case strings.HasPrefix(name, TargetSluiceCluster):
+	case name == TargetSluiceCluster, strings.HasPrefix(name, durabilityP):
 		return startSluiceCluster(ctx, cfg, name, opt)
 	case name == TargetRedisAOF:
 		return startRedis(ctx, cfg, name, "--appendonly", "yes", "--appendfsync", "always")
-	case IsRedis(name):
-		t, err := startRedis(ctx, cfg, TargetRedis)
-		if err != nil || name == TargetRedis {
-			return t, err
-		}
-		v := t.view(name, redisView(name))
-		v.stop = t.stop
-		return v, nil
+	case name == TargetRedis:
+		return startRedis(ctx, cfg, name)
 	}
-	return nil, fmt.Errorf("unknown target %q", name)
+	return nil, fmt.Errorf("%q is not a target of its own", name)
 }
 
 // redisView is the dialect of a target that shares the redis server.
@@ -280,9 +277,9 @@ func limiterProbe(addr string) error {
 }
 
 // sluiceArgs are the flags every sluice node of a target takes.
-func sluiceArgs(opt StartOptions) []string {
+func sluiceArgs(opt startOptions) []string {
 	args := []string{"--log-level", "warn"}
-	for _, f := range [][2]string{{"--raft-log", opt.LogStore}, {"--fsync", opt.Fsync}} {
+	for _, f := range [][2]string{{"--raft-log", opt.logStore}, {"--fsync", opt.fsync}} {
 		if f[1] != "" {
 			args = append(args, f[0], f[1])
 		}
@@ -290,7 +287,7 @@ func sluiceArgs(opt StartOptions) []string {
 	return args
 }
 
-func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
+func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt startOptions) (*Target, error) {
 	addr, err := sluiceproc.FreeAddr()
 	if err != nil {
 		return nil, err
@@ -389,7 +386,7 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 		}
 	default:
 		e.cfg.Logger.Info("starting target", "target", name)
-		t, err = StartTarget(ctx, e.cfg, name, StartOptions{})
+		t, err = StartTarget(ctx, e.cfg, name)
 	}
 	if err != nil {
 		e.cfg.Logger.Warn("target unavailable", "target", name, "err", err)
