@@ -8,13 +8,11 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
@@ -49,9 +47,8 @@ func durabilityOf(name string) (store, fsync string, ok bool) {
 }
 
 // startSluiceCluster starts three durable nodes (proccluster), each with a
-// --metrics-addr, and waits until every group serves at the newest cluster
-// version. A -leader target keeps only the leader's address; a sharded one
-// routes by slot.
+// --metrics-addr, and waits until they serve at the newest cluster version.
+// A -leader target keeps only the leader's address.
 func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt startOptions) (*Target, error) {
 	bin, err := checkBin("sluice", cfg.SluiceBin)
 	if err != nil {
@@ -62,7 +59,7 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt 
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	t := &Target{Name: name, Dialect: SluiceDialect{}}
-	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, Shards: opt.shards, DataDir: base, Flags: sluiceArgs(opt), DieWithParent: true,
+	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, DataDir: base, Flags: sluiceArgs(opt), DieWithParent: true,
 		Setup: func(nodes []*proccluster.Node) {
 			for _, n := range nodes {
 				if m, err := sluiceproc.FreeAddr(); err == nil {
@@ -99,13 +96,13 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt 
 		}
 		return n.RESP, nil
 	}
-	if err := clusterReady(ctx, 2*cfg.StartTimeout, t, c, max(opt.shards, 1)); err != nil {
+	if err := clusterReady(ctx, 2*cfg.StartTimeout, t, c); err != nil {
 		return nil, errors.Join(fmt.Errorf("cluster: %w", err), t.Stop())
 	}
 	return t, nil
 }
 
-func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proccluster.Cluster, groups int) error {
+func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proccluster.Cluster) error {
 	if err := c.StartAll(); err != nil {
 		return err
 	}
@@ -116,79 +113,21 @@ func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proc
 	// within a second or two; until then later commands are refused.
 	for _, n := range c.Nodes {
 		t.Addrs = append(t.Addrs, n.RESP)
-		for g := range groups {
-			err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
-				st, err := proccluster.RaftStatus(n, g, 2*time.Second)
-				if err == nil && st["cluster_version"] != st["cluster_version_supported"] {
-					err = fmt.Errorf("%s group %d at cluster version %s of %s", n.ID, g, st["cluster_version"], st["cluster_version_supported"])
-				}
-				return err
-			})
-			if err != nil {
-				return err
+		err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
+			st, err := proccluster.RaftStatus(n, 0, 2*time.Second)
+			if err == nil && st["cluster_version"] != st["cluster_version_supported"] {
+				err = fmt.Errorf("%s at cluster version %s of %s", n.ID, st["cluster_version"], st["cluster_version_supported"])
 			}
-		}
-	}
-	switch {
-	case groups > 1: // wait for the leaders to spread (one group per node), then route
-		err := testkit.PollContext(ctx, timeout, 100*time.Millisecond, func() error {
-			r, err := ClusterRoute(ctx, t.Addrs[0])
-			if err == nil && len(r.Addrs) != min(groups, len(t.Addrs)) {
-				err = fmt.Errorf("%d distinct masters, want %d", len(r.Addrs), min(groups, len(t.Addrs)))
-			}
-			t.route = r
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("cluster route: %w", err)
+			return err
 		}
-		t.Addrs = t.route.Addrs
-	case t.Name != TargetSluiceCluster: // the leader targets
+	}
+	if t.Name != TargetSluiceCluster { // the leader targets
 		return t.onLeader(ctx)
 	}
 	return nil
-}
-
-// SlotRoute sends each request to the node serving its key's hash slot, as
-// a cluster-aware Redis client does (go-redis's ClusterClient, rueidis):
-// learned once from CLUSTER SLOTS, each range's master.
-type SlotRoute struct {
-	Addrs []string           // the masters' RESP addresses
-	node  [slots.Count]uint8 // node[slot] is the index in Addrs of the slot's master
-}
-
-// Node returns the index in Addrs of the master of key's slot.
-func (r *SlotRoute) Node(key []byte) int { return int(r.node[slots.Of(key)]) }
-
-// ClusterRoute asks the node at addr for CLUSTER SLOTS and returns the
-// route it describes; every slot must have a master.
-func ClusterRoute(ctx context.Context, addr string) (*SlotRoute, error) {
-	v, err := doAt(addr, "CLUSTER", "SLOTS")
-	if err != nil {
-		return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
-	}
-	r, covered := &SlotRoute{}, 0
-	for _, rng := range v.Elems {
-		if len(rng.Elems) < 3 || len(rng.Elems[2].Elems) < 2 {
-			return nil, fmt.Errorf("CLUSTER SLOTS: malformed range %v", rng)
-		}
-		first, last, master := rng.Elems[0].Int, rng.Elems[1].Int, rng.Elems[2].Elems
-		a := master[0].Str + ":" + strconv.FormatInt(master[1].Int, 10)
-		if !slices.Contains(r.Addrs, a) {
-			r.Addrs = append(r.Addrs, a)
-		}
-		if first < 0 || last >= slots.Count || first > last || len(r.Addrs) > 255 {
-			return nil, fmt.Errorf("CLUSTER SLOTS: range %d-%d of master %d", first, last, len(r.Addrs))
-		}
-		for s := first; s <= last; s++ {
-			r.node[s] = uint8(slices.Index(r.Addrs, a))
-		}
-		covered += int(last - first + 1)
-	}
-	if covered != slots.Count {
-		return nil, fmt.Errorf("CLUSTER SLOTS covers %d of %d slots", covered, slots.Count)
-	}
-	return r, nil
 }
 
 // LogStats are a cluster's group commit counters, summed over its nodes

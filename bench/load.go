@@ -19,12 +19,7 @@ import (
 
 // LoadOptions say how hard and how long to drive a server.
 type LoadOptions struct {
-	Addrs []string // connection i goes to Addrs[i % len(Addrs)]
-	// Route, when set, replaces Addrs: every connection has one connection
-	// to each master and sends each request to its key's master (a
-	// cluster-aware client); a pipeline is split by master, written to
-	// each, then read. Only workloads of one key per request can be routed.
-	Route    *SlotRoute
+	Addrs    []string      // connection i goes to Addrs[i % len(Addrs)]
 	Conns    int           // connections, each driven by one goroutine
 	Pipeline int           // requests written at once before their replies are read (redis-benchmark's -P)
 	Duration time.Duration // of the measured phase, unless Requests is set
@@ -44,9 +39,6 @@ type LoadOptions struct {
 // Validate checks the options and fills defaults.
 func (o *LoadOptions) Validate() error {
 	var errs []error
-	if o.Route != nil {
-		o.Addrs = o.Route.Addrs
-	}
 	if len(o.Addrs) == 0 {
 		errs = append(errs, errors.New("no server address"))
 	}
@@ -121,7 +113,7 @@ const (
 // worker is one connection's share of a run: it picks a key index, then
 // the allowed or the exhausted twin of the key.
 type worker struct {
-	conns                 []*respwire.Conn // one, or with LoadOptions.Route one per master
+	conn                  *respwire.Conn
 	pick                  KeyPicker
 	rng                   *rand.Rand
 	w                     Workload
@@ -147,9 +139,6 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if err != nil {
 		return LoadResult{}, err
 	}
-	if o.Route != nil && !(allow.sameKey() && deny.sameKey()) {
-		return LoadResult{}, errors.New("a routed load needs one key per request: this workload has layers")
-	}
 	if w.DenyShare > 0 {
 		n := w.Keys
 		if w.Dist == DistHot {
@@ -173,24 +162,17 @@ func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions,
 	workers := make([]*worker, o.Conns)
 	defer func() {
 		for _, wk := range workers {
-			for i := 0; wk != nil && i < len(wk.conns); i++ { // nil after a failed dial
-				wk.conns[i].Close()
+			if wk != nil && wk.conn != nil { // not after a failed dial
+				wk.conn.Close()
 			}
 		}
 	}()
 	for i := range workers {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
 		workers[i] = &worker{pick: picker(rng), rng: rng, w: w, allow: allow, deny: deny, noLatency: o.noLatency}
-		addrs := []string{o.Addrs[i%len(o.Addrs)]}
-		if o.Route != nil {
-			addrs = o.Route.Addrs
-		}
-		for _, a := range addrs {
-			c, err := dial(a)
-			if err != nil {
-				return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
-			}
-			workers[i].conns = append(workers[i].conns, c)
+		var err error
+		if workers[i].conn, err = dial(o.Addrs[i%len(o.Addrs)]); err != nil {
+			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 	}
 
@@ -222,9 +204,7 @@ func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions,
 	// Closing the connections unblocks the workers if the context ends.
 	defer context.AfterFunc(ctx, func() {
 		for _, wk := range workers {
-			for _, c := range wk.conns {
-				c.SetDeadline(time.Now())
-			}
+			wk.conn.SetDeadline(time.Now())
 		}
 	})()
 	allDone := make(chan struct{})
@@ -296,14 +276,12 @@ func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions,
 	return res, nil
 }
 
-// run drives one connection (with LoadOptions.Route, one per master) until
-// the phase is stop or the budget is spent: each batch's requests are
-// written to their masters' connections, then read master by master. Only
+// run drives one connection until the phase is stop or the budget is
+// spent: it writes a batch of requests, then reads their replies. Only
 // batches sent in the measured phase count, so that every request counted
 // was sent and answered between the start and the end of the phase.
 func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) {
-	bufs, counts := make([][]byte, len(wk.conns)), make([]int, len(wk.conns))
-	var key []byte
+	var buf []byte
 	var lastDeadline time.Time
 	for ctx.Err() == nil {
 		ph, n := phase.Load(), o.Pipeline
@@ -317,42 +295,22 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 				n += int(left)
 			}
 		}
-		for i := range bufs {
-			bufs[i], counts[i] = bufs[i][:0], 0
-		}
+		buf = buf[:0]
 		for range n {
 			t, prefix, i := wk.allow, wk.w.AllowPrefix(), wk.pick.Next()
 			if wk.w.DenyShare > 0 && wk.rng.Float64() < wk.w.DenyShare {
 				t, prefix = wk.deny, wk.w.DenyPrefix()
 			}
-			m := 0
-			if o.Route != nil {
-				key = AppendKey(append(key[:0], prefix...), "", i)
-				m = o.Route.Node(key)
-			}
-			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
-			counts[m]++
+			buf = t.AppendIndex(buf, prefix, i)
 		}
 		t0 := time.Now()
-		renew := t0.Sub(lastDeadline) > o.Timeout/4 // renewing per batch costs a timer update
-		if renew {
+		if t0.Sub(lastDeadline) > o.Timeout/4 { // renewing per batch costs a timer update
 			lastDeadline = t0
+			_ = wk.conn.SetDeadline(t0.Add(o.Timeout))
 		}
-		for m, c := range wk.conns {
-			if counts[m] > 0 {
-				if renew {
-					_ = c.SetDeadline(t0.Add(o.Timeout))
-				}
-				c.AppendRaw(bufs[m])
-				if wk.fail = c.Flush(); wk.fail != nil {
-					return
-				}
-			}
-		}
-		for m, c := range wk.conns {
-			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph == phaseMeasure, t0) {
-				return
-			}
+		wk.conn.AppendRaw(buf)
+		if wk.fail = wk.conn.Flush(); wk.fail != nil || !wk.readReplies(n, ph == phaseMeasure, t0) {
+			return
 		}
 		if ph == phaseMeasure {
 			wk.done += int64(n)
@@ -362,7 +320,8 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 
 // readReplies reads n decisions from c and, in the measured phase, records
 // them; false when the connection failed (wk.fail says why).
-func (wk *worker) readReplies(c *respwire.Conn, n int, measured bool, t0 time.Time) bool {
+func (wk *worker) readReplies(n int, measured bool, t0 time.Time) bool {
+	c := wk.conn
 	for range n {
 		for range wk.allow.extraReplies() {
 			if wk.fail = respwire.Skip(c.Reader, limits); wk.fail != nil {

@@ -158,7 +158,7 @@ func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (Loa
 		return LoadResult{}, err
 	}
 	o := c.Load
-	o.Addrs, o.Route, o.ServerPIDs, o.Seed = t.Addrs, t.route, t.PIDs(), uint64(round+1)
+	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), uint64(round+1)
 	if metrics := t.metrics; len(metrics) > 0 {
 		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
 	}

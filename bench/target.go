@@ -26,12 +26,9 @@ const (
 	// TargetSluiceCluster is three durable nodes (proccluster), the
 	// connections spread over them; TargetSluiceClusterLeader the same
 	// cluster with every connection on its leader, as a single
-	// redis-benchmark sends them; TargetSluiceClusterShards3 three nodes
-	// with --shards 3 (each group led by another node once balanced),
-	// every request sent to its key's group leader as CLUSTER SLOTS says.
-	TargetSluiceCluster        = "sluice-cluster"
-	TargetSluiceClusterLeader  = "sluice-cluster-leader"
-	TargetSluiceClusterShards3 = "sluice-cluster-shards3"
+	// redis-benchmark sends them.
+	TargetSluiceCluster       = "sluice-cluster"
+	TargetSluiceClusterLeader = "sluice-cluster-leader"
 	// TargetRedis is redis-server without persistence running lua/*.lua;
 	// TargetRedisAnchor the same server running the anchor token bucket
 	// (token workloads only); TargetRedisEcho the same server answering
@@ -46,7 +43,7 @@ const (
 
 // TargetNames lists every target, the durability targets last.
 func TargetNames() []string {
-	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3,
+	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader,
 		TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF}, DurabilityTargets()...)
 }
 
@@ -79,11 +76,8 @@ func (c *ServerConfig) defaults() {
 	}
 }
 
-// startOptions vary one start: --raft-log and --fsync, --shards above 1.
-type startOptions struct {
-	logStore, fsync string
-	shards          int
-}
+// startOptions vary one start: --raft-log and --fsync.
+type startOptions struct{ logStore, fsync string }
 
 // Target is a running server (or cluster) under test.
 type Target struct {
@@ -92,13 +86,11 @@ type Target struct {
 	Dialect Dialect
 	// stop stops what the target owns (nil for a view on another target's
 	// processes); pids and alive describe its processes; metrics are a
-	// cluster's nodes' --metrics-addr (its group commit figures); route
-	// sends every request to its key's master (LoadOptions.Route).
+	// cluster's nodes' --metrics-addr (its group commit figures).
 	stop    func() error
 	pids    func() []int
 	alive   func() error
 	metrics []string
-	route   *SlotRoute
 	leader  func(ctx context.Context) (string, error)
 }
 
@@ -181,9 +173,6 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 	switch {
 	case name == TargetSluiceMem, name == TargetSluiceDurable:
 		return startSluiceSingle(ctx, cfg, name, opt)
-	case name == TargetSluiceClusterShards3:
-		opt.shards = 3
-		return startSluiceCluster(ctx, cfg, name, opt)
 	case name == TargetSluiceCluster, strings.HasPrefix(name, durabilityP):
 		return startSluiceCluster(ctx, cfg, name, opt)
 	case name == TargetRedisAOF:

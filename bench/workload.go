@@ -221,18 +221,6 @@ func compile(cmds ...[]any) Template {
 // extraReplies is how many replies of a request come before its decision.
 func (t Template) extraReplies() int { return max(t.Replies, 1) - 1 }
 
-// sameKey reports whether every key of a request is the request's own key
-// (layers of prefix "" and divisor 1): such a request may be routed by its
-// key.
-func (t Template) sameKey() bool {
-	for _, l := range t.Layers {
-		if l.Prefix != "" || l.Div > 1 {
-			return false
-		}
-	}
-	return true
-}
-
 // Append appends the request for key to b; a layered template's layers
 // need the key's index, see AppendIndex.
 func (t Template) Append(b, key []byte) []byte {
