@@ -24,7 +24,6 @@ const (
 	SectionAlgorithms = "algorithms"
 	SectionVariants   = "variants"
 	SectionConns      = "conns"
-	SectionClient     = "client"
 	SectionMemory     = "memory"
 	SectionKeys       = "keys"
 	SectionAccuracy   = "accuracy"
@@ -32,7 +31,7 @@ const (
 
 // Sections lists every section in the order the suite runs them.
 func Sections() []string {
-	return []string{SectionGoals, SectionDurability, SectionAlgorithms, SectionVariants, SectionConns, SectionClient, SectionMemory, SectionKeys, SectionAccuracy}
+	return []string{SectionGoals, SectionDurability, SectionAlgorithms, SectionVariants, SectionConns, SectionMemory, SectionKeys, SectionAccuracy}
 }
 
 // DefaultSections are the sections a suite runs unless told otherwise:
@@ -178,9 +177,6 @@ func (o SuiteOptions) PlannedLength() time.Duration {
 	populate := func(n uint64) time.Duration {
 		return time.Duration(float64(n)/150_000*float64(time.Second)) + 300*time.Millisecond
 	}
-	if o.Sections[SectionClient] {
-		d += 8 * (o.ShortDuration + o.Warmup)
-	}
 	if o.Sections[SectionMemory] && !o.memoryFromSweep() {
 		d += 2 * populate(o.MemoryKeys)
 	}
@@ -200,9 +196,6 @@ func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) 
 		if err != nil {
 			return rep, err
 		}
-	}
-	if o.Sections[SectionClient] {
-		rep.Calibration = r.Calibrate(ctx, []string{TargetSluiceMem, TargetRedisAnchor}, []int{1, 16}, o.Conns, o.Keys, o.ShortDuration, o.Warmup)
 	}
 	pair := []string{TargetSluiceMem, TargetRedis}
 	var err error

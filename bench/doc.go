@@ -22,10 +22,9 @@
 //   - target.go, cluster.go: starting and stopping the servers; the
 //     cluster targets (log stores and fsync modes, routing by slot, group
 //     commit counters).
-//   - memory.go, accuracy.go, calibrate.go, machine.go: memory per key and
-//     against the key count, the sliding window counter against the exact
-//     log (in the engine), this client against redis-benchmark, the machine
-//     and CPU time.
+//   - memory.go, accuracy.go, machine.go: memory per key and against the
+//     key count, the sliding window counter against the exact log (in the
+//     engine), the machine and CPU time.
 //   - report.go, benchmarks.md.tmpl, chart.go: results.json, bench.txt, the
 //     page and its charts.
 package bench

@@ -5,8 +5,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -23,11 +21,6 @@ type Machine struct {
 	LoadStart    float64 `json:"load_avg_start"` // 1-minute load average before the run
 	DataDir      string  `json:"data_dir"`       // where the durable targets keep their data
 	DataFS       string  `json:"data_fs"`
-	// OtherCPU is the CPU time other processes used during the run, in
-	// core-seconds, and OtherShare that time over the run's length and
-	// the machine's cores: how shared the machine was.
-	OtherCPU   float64 `json:"other_cpu_seconds"`
-	OtherShare float64 `json:"other_cpu_share"`
 }
 
 // ReadMachine describes this machine (from /proc, through procfs).
@@ -62,53 +55,6 @@ func ReadMachine(redisBin, dataDir string) Machine {
 		}
 	}
 	return m
-}
-
-// CPUMeter measures the CPU time the rest of the machine uses while a run
-// goes on: the machine's busy time (/proc/stat) less this process's and its
-// waited-for children's (the servers it started and stopped).
-type CPUMeter struct {
-	start     time.Time
-	busy, own float64
-	err       error
-}
-
-// StartCPUMeter starts measuring.
-func StartCPUMeter() *CPUMeter {
-	b, err := machineBusy()
-	return &CPUMeter{start: time.Now(), busy: b, own: ownCPU(), err: err}
-}
-
-// Stop reports the other processes' CPU in core-seconds and as a share of
-// the machine over the measured time, -1 when unknown. Call it after the
-// servers have been stopped, so that their time counts as ours.
-func (c *CPUMeter) Stop() (seconds, share float64) {
-	b, err := machineBusy()
-	if c.err != nil || err != nil {
-		return -1, -1
-	}
-	other := max((b-c.busy)-(ownCPU()-c.own), 0)
-	return other, other / max(time.Since(c.start).Seconds()*float64(runtime.NumCPU()), 1e-9)
-}
-
-// machineBusy is the machine's non-idle CPU time in seconds since boot
-// (guest time is already in user).
-func machineBusy() (float64, error) {
-	st, err := procfs.NewStat()
-	c := st.CPUTotal
-	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal, err
-}
-
-// ownCPU is this process's and its waited-for children's CPU time, seconds.
-func ownCPU() float64 {
-	var total float64
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if syscall.Getrusage(who, &ru) == nil {
-			total += float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-		}
-	}
-	return total
 }
 
 // ProcessCPU is the CPU time (user + system) the processes pids have used,

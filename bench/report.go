@@ -28,9 +28,8 @@ type Report struct {
 	Keys     []MemorySeries  `json:"keys"`
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	// MemoryFromSweep says the memory figures come from the key-count sweep.
-	MemoryFromSweep bool          `json:"memory_from_sweep"`
-	Calibration     []Calibration `json:"calibration,omitempty"`
-	Engine          string        `json:"engine_benchmarks,omitempty"`
+	MemoryFromSweep bool   `json:"memory_from_sweep"`
+	Engine          string `json:"engine_benchmarks,omitempty"`
 }
 
 // Goal outcomes.
@@ -301,7 +300,7 @@ func (r *Report) Markdown(chartDir string) string {
 	t := template.Must(template.New("page").Funcs(template.FuncMap{
 		"count": func(v any) string { return FormatCount(num(v)) }, "ns": func(v any) string { return FormatNs(int64(num(v))) },
 		"bytes": FormatBytes, "pct": pct, "cpu": cpuCell, "ratio": ratioCell, "problem": runProblem, "short": shorten, "trim": strings.TrimSpace,
-		"div": func(a, b any) float64 { return num(a) / num(b) }, "times100": func(v float64) float64 { return v * 100 },
+		"div":   func(a, b any) float64 { return num(a) / num(b) },
 		"cell":  strings.NewReplacer("|", "\\|", "\n", " ").Replace,
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") },
 		"since": func(a, b time.Time) time.Duration { return b.Sub(a).Round(time.Second) },
@@ -323,13 +322,6 @@ func (r *Report) Markdown(chartDir string) string {
 		panic(fmt.Sprintf("benchmarks.md.tmpl: %v", err)) // a bug of the template: TestGoalsAndMarkdown executes it
 	}
 	return b.String()
-}
-
-// Shared reports whether other processes used a good part of the machine:
-// the measured share decides when there is one (the load average before
-// the run also counts what ran just before it).
-func (m Machine) Shared() bool {
-	return (m.OtherCPU >= 0 && m.OtherShare > 0.1) || (m.OtherCPU < 0 && m.LoadStart > 1)
 }
 
 func cpuCell(ns float64) string {

@@ -80,7 +80,7 @@ func sampleReport() *Report {
 	}
 	return &Report{
 		Command: "sluice-bench", Started: time.Unix(1_700_000_000, 0), Finished: time.Unix(1_700_000_200, 0),
-		Machine: Machine{NProc: 2, CPUModel: "Test CPU", OtherCPU: 100, OtherShare: 0.25, LoadStart: 3},
+		Machine: Machine{NProc: 2, CPUModel: "Test CPU", LoadStart: 3},
 		Options: DefaultSuiteOptions(),
 		Cases: []CaseResult{
 			mk("goal-p16", 50, run(TargetSluiceMem, 900_000), run(TargetSluiceCluster, 100_000), run(TargetSluiceClusterLeader, 160_000), run(TargetRedisAnchor, 150_000)),
@@ -349,18 +349,16 @@ func TestAccuracyTraffic(t *testing.T) {
 	}
 }
 
-// TestSharedMachineBanner: the measured CPU of other processes decides the
-// banner; the load average before the run only when nothing was measured.
+// TestSharedMachineBanner: the load average before the run decides the
+// banner.
 func TestSharedMachineBanner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		m    Machine
 		want bool
 	}{
-		{"measured busy", Machine{OtherCPU: 100, OtherShare: 0.25, LoadStart: 0.2}, true},
-		{"measured quiet after a busy start", Machine{OtherCPU: 0, OtherShare: 0, LoadStart: 2.1}, false},
-		{"unmeasured, loaded", Machine{OtherCPU: -1, LoadStart: 3}, true},
-		{"unmeasured, quiet", Machine{OtherCPU: -1, LoadStart: 0.5}, false},
+		{"loaded", Machine{LoadStart: 3}, true},
+		{"quiet", Machine{LoadStart: 0.5}, false},
 	} {
 		r := &Report{Machine: tc.m}
 		if got := strings.Contains(r.Markdown("charts"), "Shared machine"); got != tc.want {

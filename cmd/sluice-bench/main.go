@@ -164,7 +164,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		meter := bench.StartCPUMeter()
 		machine := bench.ReadMachine(o.redisBin, o.workDir)
 		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir, Logger: log})
 		r := &bench.Runner{Env: env, Progress: stderr, Log: log}
@@ -175,7 +174,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := env.Close(); err != nil {
 			log.Warn("stopping servers", "err", err)
 		}
-		machine.OtherCPU, machine.OtherShare = meter.Stop()
 		rep.Machine, rep.Command = machine, "sluice-bench "+strings.Join(args, " ")
 		if rep.Finished.IsZero() {
 			rep.Finished = time.Now()
