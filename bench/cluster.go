@@ -48,18 +48,24 @@ func durabilityOf(name string) (store, fsync string, ok bool) {
 
 // startSluiceCluster starts three durable nodes (proccluster), each with a
 // --metrics-addr, and waits until they serve at the newest cluster version.
-// A -leader target keeps only the leader's address.
-func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt startOptions) (*Target, error) {
+// A durability target (sluice-cluster-leader-<store>-<mode>) starts them
+// with --raft-log <store> --fsync <mode> and keeps only the leader's
+// address.
+func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
 	bin, err := checkBin("sluice", cfg.SluiceBin)
 	if err != nil {
 		return nil, err
+	}
+	flags := []string{"--log-level", "warn"}
+	if store, fsync, ok := durabilityOf(name); ok {
+		flags = append(flags, "--raft-log", store, "--fsync", fsync)
 	}
 	base, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-cluster-")
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	t := &Target{Name: name, Dialect: SluiceDialect{}}
-	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, DataDir: base, Flags: sluiceArgs(opt), DieWithParent: true,
+	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, DataDir: base, Flags: flags, DieWithParent: true,
 		Setup: func(nodes []*proccluster.Node) {
 			for _, n := range nodes {
 				if m, err := sluiceproc.FreeAddr(); err == nil {
@@ -128,6 +134,13 @@ func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proc
 		return t.onLeader(ctx)
 	}
 	return nil
+}
+
+// onLeader keeps only the address of a cluster's group 0 leader.
+func (t *Target) onLeader(ctx context.Context) error {
+	addr, err := t.leader(ctx)
+	t.Addrs = []string{addr}
+	return err
 }
 
 // LogStats are a cluster's group commit counters, summed over its nodes

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,8 +27,7 @@ func sluiceBin(t *testing.T) string {
 }
 
 func quietRunner(cfg ServerConfig) *Runner {
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	return &Runner{Env: NewEnv(cfg), Log: cfg.Logger}
+	return &Runner{Env: NewEnv(cfg)}
 }
 
 func TestUnavailableTargetIsReported(t *testing.T) {

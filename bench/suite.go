@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"time"
 )
@@ -74,11 +73,10 @@ func (cr CaseResult) Ratio(target string) float64 {
 }
 
 // Runner runs cases on the targets of an Env, printing a line per step to
-// Progress. Progress and Log may be nil.
+// Progress (nil: none).
 type Runner struct {
 	Env      *Env
 	Progress io.Writer
-	Log      *slog.Logger
 	started  time.Time
 	current  string
 }
@@ -131,9 +129,6 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 					return res, ctx.Err()
 				}
 				run.Err = err.Error()
-				if r.Log != nil {
-					r.Log.Warn("run failed", "case", c.ID, "target", name, "err", err)
-				}
 				r.note("failed: " + shorten(err.Error(), 80))
 				continue
 			}
@@ -154,8 +149,8 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 }
 
 func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (LoadResult, error) {
-	if err := t.Flush(ctx); err != nil {
-		return LoadResult{}, err
+	if _, err := t.Do(ctx, "FLUSHALL"); err != nil {
+		return LoadResult{}, fmt.Errorf("%s: %w", t.Name, err)
 	}
 	o := c.Load
 	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), uint64(round+1)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,29 +63,16 @@ type ServerConfig struct {
 	RedisBin     string        // path to redis-server
 	WorkDir      string        // parent of data directories (default: the system's temp dir)
 	StartTimeout time.Duration // how long a server may take to answer (default 20s; a cluster gets twice that)
-	Logger       *slog.Logger
 }
 
-func (c *ServerConfig) defaults() {
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = 20 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-}
-
-// startOptions vary one start: --raft-log and --fsync.
-type startOptions struct{ logStore, fsync string }
-
-// Target is a running server (or cluster) under test.
+// Target is a running server (or cluster) under test. stop stops what it
+// owns (nil for a view on another target's processes); pids and alive
+// describe its processes; metrics are a cluster's nodes' --metrics-addr
+// (its group commit figures), leader finds its group 0 leader.
 type Target struct {
 	Name    string
 	Addrs   []string // RESP addresses; loads spread connections over them
 	Dialect Dialect
-	// stop stops what the target owns (nil for a view on another target's
-	// processes); pids and alive describe its processes; metrics are a
-	// cluster's nodes' --metrics-addr (its group commit figures).
 	stop    func() error
 	pids    func() []int
 	alive   func() error
@@ -119,39 +105,16 @@ func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error)
 	return doAt(t.Addrs[0], args...)
 }
 
-// Flush forgets every key (FLUSHALL).
-func (t *Target) Flush(ctx context.Context) error {
-	if _, err := t.Do(ctx, "FLUSHALL"); err != nil {
-		return fmt.Errorf("%s: FLUSHALL: %w", t.Name, err)
-	}
-	return nil
-}
-
 // Alive reports an error if a process of the target has exited.
 func (t *Target) Alive() error { return t.alive() }
 
 // Stop stops the target's processes and removes its data directories.
 func (t *Target) Stop() error {
-	if t.stop == nil {
+	stop := t.stop
+	if t.stop = nil; stop == nil {
 		return nil
 	}
-	err := t.stop()
-	t.stop = nil
-	return err
-}
-
-// view is a target sharing t's processes under another name and dialect.
-func (t *Target) view(name string, d Dialect) *Target {
-	v := *t
-	v.Name, v.Dialect, v.stop = name, d, nil
-	return &v
-}
-
-// onLeader keeps only the address of a cluster's group 0 leader.
-func (t *Target) onLeader(ctx context.Context) error {
-	addr, err := t.leader(ctx)
-	t.Addrs = []string{addr}
-	return err
+	return stop()
 }
 
 // tail is the last lines of a log file, for error messages.
@@ -159,36 +122,6 @@ func tail(path string) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], " | ")
-}
-
-// StartTarget starts a fresh target: a server or a cluster of its own
-// (the views on one, redis-anchor, redis-echo and sluice-cluster-leader,
-// come from an Env). The caller stops it.
-func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
-	cfg.defaults()
-	var opt startOptions
-	if store, fsync, ok := durabilityOf(name); ok {
-		opt.logStore, opt.fsync = store, fsync
-	}
-	switch {
-	case name == TargetSluiceMem, name == TargetSluiceDurable:
-		return startSluiceSingle(ctx, cfg, name, opt)
-	case name == TargetSluiceCluster, strings.HasPrefix(name, durabilityP):
-		return startSluiceCluster(ctx, cfg, name, opt)
-	case name == TargetRedisAOF:
-		return startRedis(ctx, cfg, name, "--appendonly", "yes", "--appendfsync", "always")
-	case name == TargetRedis:
-		return startRedis(ctx, cfg, name)
-	}
-	return nil, fmt.Errorf("%q is not a target of its own", name)
-}
-
-// redisView is the dialect of a target that shares the redis server.
-func redisView(name string) Dialect {
-	if name == TargetRedisEcho {
-		return EchoDialect{}
-	}
-	return LuaDialect{Anchor: true}
 }
 
 func checkBin(what, bin string) (string, error) {
@@ -202,27 +135,59 @@ func checkBin(what, bin string) (string, error) {
 	return filepath.Abs(path)
 }
 
-// startProcess starts the one server process of t (bin, found as what),
-// with its output in a new folder's out.log, and waits until probe
-// succeeds on addr.
-func startProcess(ctx context.Context, cfg ServerConfig, t *Target, what, bin string, args func(dir string) []string, probe func(addr string) error) error {
-	bin, err := checkBin(what, bin)
-	if err != nil {
-		return err
+// StartTarget starts a fresh target: a server or a cluster of its own
+// (the views on one, redis-anchor, redis-echo and sluice-cluster-leader,
+// come from an Env). The caller stops it.
+func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
+	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, 20*time.Second)
+	if name == TargetSluiceCluster || strings.HasPrefix(name, durabilityP) {
+		return startSluiceCluster(ctx, cfg, name)
 	}
-	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+t.Name+"-")
+	if !slices.Contains([]string{TargetSluiceMem, TargetSluiceDurable, TargetRedis, TargetRedisAOF}, name) {
+		return nil, fmt.Errorf("%q is not a target of its own", name)
+	}
+	addr, err := sluiceproc.FreeAddr()
 	if err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return nil, err
+	}
+	// sluice-mem and sluice-durable answer once an RL.TOKEN call is
+	// decided (a leader, a committed write); redis once it has loaded the
+	// scripts.
+	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
+	what, bin, probe := "sluice", cfg.SluiceBin, limiterProbe
+	args := func(dir string) []string {
+		if name == TargetSluiceMem {
+			return []string{"--addr", addr, "--log-level", "warn", "--in-memory"}
+		}
+		return []string{"--addr", addr, "--log-level", "warn", "--data-dir", filepath.Join(dir, "data")}
+	}
+	if IsRedis(name) {
+		t.Dialect, what, bin, probe = LuaDialect{}, "redis-server", cfg.RedisBin, LoadScripts
+		persist := []string{"--appendonly", "no"}
+		if name == TargetRedisAOF {
+			persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+		}
+		_, port, _ := strings.Cut(addr, ":")
+		args = func(dir string) []string {
+			return append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
+		}
+	}
+	if bin, err = checkBin(what, bin); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	logPath := filepath.Join(dir, "out.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return errors.Join(err, os.RemoveAll(dir))
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	p, err := sluiceproc.Start(t.Name, bin, args(dir), sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
+	p, err := sluiceproc.Start(name, bin, args(dir), sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
 	if err != nil {
 		logf.Close()
-		return errors.Join(err, os.RemoveAll(dir))
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	t.stop = func() error {
 		err := p.Stop(10 * time.Second)
@@ -233,7 +198,7 @@ func startProcess(ctx context.Context, cfg ServerConfig, t *Target, what, bin st
 	t.alive = func() error {
 		select {
 		case <-p.Exited():
-			return fmt.Errorf("%s exited: %v; last output: %s", t.Name, p.Err(), tail(logPath))
+			return fmt.Errorf("%s exited: %v; last output: %s", name, p.Err(), tail(logPath))
 		default:
 			return nil
 		}
@@ -242,13 +207,12 @@ func startProcess(ctx context.Context, cfg ServerConfig, t *Target, what, bin st
 		if t.alive() != nil {
 			return nil // no use waiting
 		}
-		return probe(t.Addrs[0])
+		return probe(addr)
 	})
 	if err = errors.Join(err, t.alive()); err != nil {
-		t.Stop()
-		return fmt.Errorf("%s not ready: %w", t.Name, err)
+		return nil, errors.Join(fmt.Errorf("%s not ready: %w", name, err), t.Stop())
 	}
-	return nil
+	return t, nil
 }
 
 // limiterProbe succeeds when an RL.TOKEN call is decided (a node with a
@@ -263,57 +227,6 @@ func limiterProbe(addr string) error {
 	}
 	_, err = doAt(addr, "DEL", "bench:probe")
 	return err
-}
-
-// sluiceArgs are the flags every sluice node of a target takes.
-func sluiceArgs(opt startOptions) []string {
-	args := []string{"--log-level", "warn"}
-	for _, f := range [][2]string{{"--raft-log", opt.logStore}, {"--fsync", opt.fsync}} {
-		if f[1] != "" {
-			args = append(args, f[0], f[1])
-		}
-	}
-	return args
-}
-
-func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt startOptions) (*Target, error) {
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
-	return t, startProcess(ctx, cfg, t, "sluice", cfg.SluiceBin, func(dir string) []string {
-		args := append([]string{"--addr", addr}, sluiceArgs(opt)...)
-		if name == TargetSluiceMem {
-			return append(args, "--in-memory")
-		}
-		return append(args, "--data-dir", filepath.Join(dir, "data"))
-	}, limiterProbe)
-}
-
-// startRedis starts a redis-server without persistence, or with the
-// persistence arguments given (which replace --appendonly no), and loads
-// the scripts.
-func startRedis(ctx context.Context, cfg ServerConfig, name string, persist ...string) (*Target, error) {
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	if len(persist) == 0 {
-		persist = []string{"--appendonly", "no"}
-	}
-	_, port, _ := strings.Cut(addr, ":")
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect{}}
-	err = startProcess(ctx, cfg, t, "redis-server", cfg.RedisBin, func(dir string) []string {
-		return append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
-	}, func(addr string) error { _, err := doAt(addr, "PING"); return err })
-	if err != nil {
-		return nil, err
-	}
-	if err := LoadScripts(addr); err != nil {
-		return nil, errors.Join(err, t.Stop())
-	}
-	return t, nil
 }
 
 // RedisVersion is what `redis-server --version` prints, shortened.
@@ -342,7 +255,6 @@ type Env struct {
 
 // NewEnv returns an Env that starts servers as cfg says.
 func NewEnv(cfg ServerConfig) *Env {
-	cfg.defaults()
 	return &Env{cfg: cfg, targets: map[string]*Target{}, errs: map[string]error{}}
 }
 
@@ -363,22 +275,28 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	if err, ok := e.errs[name]; ok {
 		return nil, err
 	}
-	switch name {
-	case TargetRedisAnchor, TargetRedisEcho:
-		if t, err = e.get(ctx, TargetRedis); err == nil {
-			t = t.view(name, redisView(name))
+	// A view shares its base's processes under another name and dialect.
+	view := func(base string, d Dialect) {
+		if t, err = e.get(ctx, base); err == nil {
+			v := *t
+			v.Name, v.stop = name, nil
+			v.Dialect = cmp.Or[Dialect](d, v.Dialect)
+			t = &v
 		}
+	}
+	switch name {
+	case TargetRedisAnchor:
+		view(TargetRedis, LuaDialect{Anchor: true})
+	case TargetRedisEcho:
+		view(TargetRedis, EchoDialect{})
 	case TargetSluiceClusterLeader:
-		if t, err = e.get(ctx, TargetSluiceCluster); err == nil {
-			t = t.view(name, t.Dialect)
+		if view(TargetSluiceCluster, nil); err == nil {
 			err = t.onLeader(ctx)
 		}
 	default:
-		e.cfg.Logger.Info("starting target", "target", name)
 		t, err = StartTarget(ctx, e.cfg, name)
 	}
 	if err != nil {
-		e.cfg.Logger.Warn("target unavailable", "target", name, "err", err)
 		e.errs[name] = err
 		return nil, err
 	}
@@ -391,10 +309,7 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 // none runs.
 func (e *Env) SluiceVersion(ctx context.Context) string {
 	e.mu.Lock()
-	var t *Target
-	for _, name := range []string{TargetSluiceCluster, TargetSluiceDurable, TargetSluiceMem} {
-		t = cmp.Or(e.targets[name], t)
-	}
+	t := cmp.Or(e.targets[TargetSluiceMem], e.targets[TargetSluiceDurable], e.targets[TargetSluiceCluster])
 	e.mu.Unlock()
 	if t == nil {
 		return ""

@@ -165,8 +165,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		machine := bench.ReadMachine(o.redisBin, o.workDir)
-		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir, Logger: log})
-		r := &bench.Runner{Env: env, Progress: stderr, Log: log}
+		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir})
+		r := &bench.Runner{Env: env, Progress: stderr}
 		if rep, runErr = execute(ctx, o, r, stderr); rep == nil {
 			return fail(1, runErr)
 		}
