@@ -49,29 +49,23 @@ type AccuracyPattern struct {
 
 // count adds one request's two decisions, to a key of band bn.
 func (p *AccuracyPattern) count(sliding, log bool, bn string) {
-	if p.Bands == nil {
-		p.Bands = map[string]BandCount{}
-	}
-	b := p.Bands[bn]
-	p.Requests++
-	b.Requests++
+	b, diff := p.Bands[bn], int64(0)
 	if sliding != log {
-		p.Different++
-		b.Different++
+		diff = 1
 	}
-	p.Bands[bn] = b
-	p.FalseAllow += b2i(sliding && !log)
-	p.FalseDeny += b2i(!sliding && log)
-	p.LogDenied += b2i(!log)
-	p.SlidingDenied += b2i(!sliding)
+	p.Requests, p.Different, b.Requests, b.Different = p.Requests+1, p.Different+diff, b.Requests+1, b.Different+diff
+	if p.Bands[bn] = b; sliding != log && sliding {
+		p.FalseAllow++
+	} else if sliding != log {
+		p.FalseDeny++
+	}
+	if !log {
+		p.LogDenied++
+	}
+	if !sliding {
+		p.SlidingDenied++
+	}
 	p.Share = float64(p.Different) / float64(p.Requests)
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // AccuracyResult is the sliding window counter against the exact log.
@@ -190,7 +184,7 @@ func AccuracyTraffic(pattern string, o AccuracyOptions) ([]arrival, error) {
 // decides), and counts the requests the two decide differently.
 func Accuracy(o AccuracyOptions) AccuracyResult {
 	o.defaults()
-	res := AccuracyResult{Options: o, Total: AccuracyPattern{Name: "all"}}
+	res := AccuracyResult{Options: o, Total: AccuracyPattern{Name: "all", Bands: map[string]BandCount{}}}
 	e := engine.New(engine.Config{})
 	now := int64(FreezeAt) // the engine's clock, ms
 	w := o.Window.Milliseconds()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -38,23 +39,18 @@ type LoadOptions struct {
 
 // Validate checks the options and fills defaults.
 func (o *LoadOptions) Validate() error {
-	var errs []error
-	if len(o.Addrs) == 0 {
-		errs = append(errs, errors.New("no server address"))
+	o.Timeout = cmp.Or(o.Timeout, 10*time.Second)
+	switch {
+	case len(o.Addrs) == 0:
+		return errors.New("no server address")
+	case o.Conns < 1 || o.Pipeline < 1:
+		return fmt.Errorf("conns and pipeline: want at least 1, got %d and %d", o.Conns, o.Pipeline)
+	case o.Duration <= 0 && o.Requests <= 0:
+		return errors.New("want a duration or a request count")
+	case o.Warmup < 0:
+		return fmt.Errorf("warmup: want >= 0, got %s", o.Warmup)
 	}
-	if o.Conns < 1 || o.Pipeline < 1 {
-		errs = append(errs, fmt.Errorf("conns and pipeline: want at least 1, got %d and %d", o.Conns, o.Pipeline))
-	}
-	if o.Duration <= 0 && o.Requests <= 0 {
-		errs = append(errs, errors.New("want a duration or a request count"))
-	}
-	if o.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("warmup: want >= 0, got %s", o.Warmup))
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // LoadResult is what one measured run gives.
@@ -86,22 +82,19 @@ type LoadResult struct {
 // setLogStats sets the per-entry figures from the counters' difference
 // over the measured phase.
 func (r *LoadResult) setLogStats(d LogStats) {
-	div := func(a, b float64) float64 {
-		if b <= 0 {
-			return 0
-		}
-		return a / b
+	r.OpsPerEntry, r.CommitTime, r.HoldTime = quot(d.Ops, d.Entries), quot(d.CommitSeconds*1e9, d.Commits), quot(d.HoldSeconds*1e9, d.Holds)
+}
+
+// quot is a/b, 0 when b is not positive.
+func quot(a, b float64) float64 {
+	if b <= 0 {
+		return 0
 	}
-	r.OpsPerEntry, r.CommitTime, r.HoldTime = div(d.Ops, d.Entries), div(d.CommitSeconds*1e9, d.Commits), div(d.HoldSeconds*1e9, d.Holds)
+	return a / b
 }
 
 // DenyShare is the measured share of denied requests among the answered.
-func (r LoadResult) DenyShare() float64 {
-	if r.Allowed+r.Denied == 0 {
-		return 0
-	}
-	return float64(r.Denied) / float64(r.Allowed+r.Denied)
-}
+func (r LoadResult) DenyShare() float64 { return quot(float64(r.Denied), float64(r.Allowed+r.Denied)) }
 
 // load phases
 const (
@@ -132,11 +125,8 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		return LoadResult{}, fmt.Errorf("load: %w", err)
 	}
 	allow, err := d.Template(w.Alg, w.Allow)
-	if err != nil {
-		return LoadResult{}, err
-	}
-	deny, err := d.Template(w.Alg, w.Deny)
-	if err != nil {
+	deny, err2 := d.Template(w.Alg, w.Deny)
+	if err = cmp.Or(err, err2); err != nil {
 		return LoadResult{}, err
 	}
 	if w.DenyShare > 0 {
@@ -153,6 +143,26 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 		zt = NewZipfTable(w.Keys, ZipfTheta)
 	}
 	return drive(ctx, w, allow, deny, o, func(rng *rand.Rand) KeyPicker { return NewKeyPicker(w.Dist, w.Keys, rng, zt) })
+}
+
+// reading is what is read at the start and the end of the measured phase:
+// the CPU time of the server's processes and of this one, and the group
+// commit counters.
+type reading struct {
+	server, client float64
+	log            LogStats
+	serverErr      error
+	logErr         error
+}
+
+func read(ctx context.Context, o LoadOptions) reading {
+	r := reading{logErr: errors.New("not measured")}
+	r.server, r.serverErr = ProcessCPU(o.ServerPIDs)
+	r.client, _ = ProcessCPU([]int{os.Getpid()})
+	if o.LogCounters != nil {
+		r.log, r.logErr = o.LogCounters(ctx)
+	}
+	return r
 }
 
 // drive runs the load of the templates (deny for a share w.DenyShare of
@@ -175,25 +185,15 @@ func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions,
 			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 	}
-
 	// The readings before the measured phase are taken before the workers
 	// start (no warm-up) or at the end of the warm-up, before the phase
 	// changes: no measured request is answered before them.
-	var srvCPU0, cliCPU0 float64
-	var log0, log1 LogStats
-	srvErr, logErr := error(nil), errors.New("not measured")
-	read0 := func() {
-		srvCPU0, srvErr = ProcessCPU(o.ServerPIDs)
-		cliCPU0, _ = ProcessCPU([]int{os.Getpid()})
-		if o.LogCounters != nil {
-			log0, logErr = o.LogCounters(ctx)
-		}
-	}
 	var phase atomic.Int32
 	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
 	budget.Store(o.Requests)
+	var r0 reading
 	if o.Warmup <= 0 {
-		read0()
+		r0 = read(ctx, o)
 		phase.Store(phaseMeasure)
 	}
 	start := time.Now()
@@ -210,60 +210,44 @@ func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions,
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
 	wait := func(d time.Duration) {
-		var end <-chan time.Time
-		if d > 0 {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			end = t.C
-		}
 		select {
-		case <-end:
+		case <-time.After(d):
 		case <-allDone:
 		case <-ctx.Done():
 		}
 	}
 	if o.Warmup > 0 {
 		wait(o.Warmup)
-		read0()
+		r0 = read(ctx, o)
 		phase.Store(phaseMeasure)
 		start = time.Now()
 	}
 	if o.Requests > 0 {
-		wait(0) // until the budget is spent
+		wait(math.MaxInt64) // until the budget is spent
 	} else {
 		wait(o.Duration)
 	}
 	phase.Store(phaseStop)
 	<-allDone
-	elapsed := time.Since(start)
-	srvCPU1, srvErr1 := ProcessCPU(o.ServerPIDs)
-	cliCPU1, _ := ProcessCPU([]int{os.Getpid()})
-	if logErr == nil {
-		log1, logErr = o.LogCounters(ctx)
-	}
-
-	res := LoadResult{Elapsed: elapsed}
+	res := LoadResult{Elapsed: time.Since(start)}
+	r1 := read(ctx, o)
 	var fails []error
 	for i, wk := range workers {
 		res.Samples.Merge(wk.lat)
 		res.Requests, res.Allowed, res.Denied, res.Errors = res.Requests+wk.done, res.Allowed+wk.allowed, res.Denied+wk.denied, res.Errors+wk.errs
-		if res.FirstError == "" {
-			res.FirstError = wk.firstErr
-		}
+		res.FirstError = cmp.Or(res.FirstError, wk.firstErr)
 		if wk.fail != nil {
 			fails = append(fails, fmt.Errorf("connection %d: %w", i, wk.fail))
 		}
 	}
-	res.Throughput = float64(res.Requests) / max(elapsed.Seconds(), 1e-9)
+	res.Throughput = float64(res.Requests) / max(res.Elapsed.Seconds(), 1e-9)
 	res.Latency = res.Samples.Summary()
-	if res.Requests > 0 {
-		if len(o.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
-			res.ServerCPU = (srvCPU1 - srvCPU0) * 1e9 / float64(res.Requests)
-		}
-		res.ClientCPU = (cliCPU1 - cliCPU0) * 1e9 / float64(res.Requests)
+	if len(o.ServerPIDs) > 0 && r0.serverErr == nil && r1.serverErr == nil {
+		res.ServerCPU = quot((r1.server-r0.server)*1e9, float64(res.Requests))
 	}
-	if logErr == nil {
-		res.setLogStats(log1.sub(log0))
+	res.ClientCPU = quot((r1.client-r0.client)*1e9, float64(res.Requests))
+	if r0.logErr == nil && r1.logErr == nil {
+		res.setLogStats(r1.log.sub(r0.log))
 	}
 	switch {
 	case ctx.Err() != nil:

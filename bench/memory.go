@@ -77,7 +77,8 @@ type SweepOptions struct {
 // Sweep starts a fresh instance of each target, then for each count: adds
 // live keys up to the count, reads the RSS right away, and (if Load has a
 // duration) measures token-bucket throughput with uniform keys over the
-// keys that exist, one target after the other.
+// keys that exist, one target after the other. A target's failure is its
+// series' Err: the sweep stops only when its context ends.
 func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, error) {
 	series := make([]MemorySeries, len(o.Targets))
 	targets := make([]*Target, len(o.Targets))
@@ -89,13 +90,6 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 			}
 		}
 	}()
-	// fail records err as target i's failure; the sweep stops only when
-	// its context ends.
-	fail := func(i int, err error) error {
-		series[i].Err = err.Error()
-		r.note("failed: " + shorten(err.Error(), 80))
-		return ctx.Err()
-	}
 	for i, name := range o.Targets {
 		series[i].Target = name
 		r.step("memory: start " + name)
@@ -103,9 +97,6 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 		if err != nil {
 			series[i].Unavailable = err.Error()
 			r.note("unavailable: " + shorten(err.Error(), 80))
-			if ctx.Err() != nil {
-				return series, ctx.Err()
-			}
 			continue
 		}
 		targets[i] = t
@@ -118,40 +109,32 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 	w := Workload{Alg: AlgToken, Dist: DistUniform, Cost: 1, Prefix: MemoryKeyPrefix, Allow: MemoryParams(), Deny: MemoryParams()}
 	for _, n := range o.Counts {
 		for i, t := range targets {
-			if t == nil || series[i].Err != "" {
+			if t == nil || series[i].Err != "" || ctx.Err() != nil {
 				continue
 			}
 			r.step(fmt.Sprintf("memory: %s keys on %s", FormatCount(float64(n)), t.Name))
 			p, err := addKeys(ctx, t, series[i].Last().Keys, n, bases[i])
 			if err != nil {
-				if err := fail(i, err); err != nil {
-					return series, err
-				}
+				series[i].Err = err.Error()
+				r.note("failed: " + shorten(err.Error(), 80))
 				continue
+			}
+			r.note(fmt.Sprintf("RSS %s, %.0f B/key, dbsize %d", FormatBytes(p.RSS), p.PerKey, p.DBSize))
+			if o.Load.Duration > 0 {
+				r.step(fmt.Sprintf("keys=%s: %s", FormatCount(float64(n)), t.Name))
+				w.Keys = n
+				lr, err := t.load(ctx, w, o.Load, 1)
+				if r.noteLoad(lr, err); err != nil {
+					series[i].Err = err.Error()
+				} else {
+					p.Throughput, p.Latency = lr.Throughput, lr.Latency
+				}
 			}
 			series[i].Points = append(series[i].Points, p)
-			r.note(fmt.Sprintf("RSS %s, %.0f B/key, dbsize %d", FormatBytes(p.RSS), p.PerKey, p.DBSize))
-			if o.Load.Duration <= 0 {
-				continue
-			}
-			r.step(fmt.Sprintf("keys=%s: %s", FormatCount(float64(n)), t.Name))
-			w.Keys = n
-			lo := o.Load
-			lo.Addrs, lo.Seed, lo.ServerPIDs = t.Addrs, 1, t.PIDs()
-			lr, err := RunLoad(ctx, w, t.Dialect, lo)
-			if err != nil {
-				if err := fail(i, err); err != nil {
-					return series, err
-				}
-				continue
-			}
-			last := &series[i].Points[len(series[i].Points)-1]
-			last.Throughput, last.Latency = lr.Throughput, lr.Latency
-			r.note(fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99)))
 		}
 	}
 	for i, t := range targets {
-		if t != nil && series[i].Err == "" && o.ScaleRounds > 0 && slices.Contains(o.ScaleTargets, t.Name) && len(o.Counts) > 1 {
+		if t != nil && series[i].Err == "" && ctx.Err() == nil && o.ScaleRounds > 0 && slices.Contains(o.ScaleTargets, t.Name) && len(o.Counts) > 1 {
 			series[i].Scale = r.scale(ctx, t, w, o.Counts[0], series[i].Last().Keys, o)
 		}
 	}
@@ -192,32 +175,26 @@ func (r *Runner) scale(ctx context.Context, t *Target, w Workload, small, large 
 		_, err = addKeys(ctx, st, 0, small, 0)
 	}
 	var runs [2][]LoadResult
-	for round := range o.ScaleRounds {
+	for round := 0; round < o.ScaleRounds && err == nil; round++ {
 		for side, tg := range []*Target{st, t} {
-			if err != nil {
-				sr.Err = err.Error()
-				r.note("failed: " + shorten(sr.Err, 80))
-				return sr
-			}
-			r.step(fmt.Sprintf("scale: %s keys round %d/%d", FormatCount(float64([]uint64{small, large}[side])), round+1, o.ScaleRounds))
-			lo := o.ScaleLoad
-			lo.Addrs, lo.Seed, lo.ServerPIDs = tg.Addrs, uint64(round+1), tg.PIDs()
-			w.Keys = []uint64{small, large}[side]
-			var lr LoadResult
-			if lr, err = RunLoad(ctx, w, tg.Dialect, lo); err == nil {
-				runs[side] = append(runs[side], lr)
-				r.note(fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99)))
+			if err == nil {
+				w.Keys = []uint64{small, large}[side]
+				r.step(fmt.Sprintf("scale: %s keys round %d/%d", FormatCount(float64(w.Keys)), round+1, o.ScaleRounds))
+				var lr LoadResult
+				lr, err = tg.load(ctx, w, o.ScaleLoad, uint64(round+1))
+				if runs[side] = append(runs[side], lr); err == nil {
+					r.noteLoad(lr, nil)
+				}
 			}
 		}
 	}
 	if err != nil {
 		sr.Err = err.Error()
+		r.note("failed: " + shorten(sr.Err, 80))
 		return sr
 	}
 	sr.Small, sr.Large = MedianResult(runs[0]), MedianResult(runs[1])
-	if sr.Small.Throughput > 0 {
-		sr.Ratio = sr.Large.Throughput / sr.Small.Throughput
-	}
+	sr.Ratio = quot(sr.Large.Throughput, sr.Small.Throughput)
 	return sr
 }
 

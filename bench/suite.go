@@ -93,6 +93,18 @@ func (r *Runner) note(result string) {
 	}
 }
 
+// noteLoad notes a run's outcome.
+func (r *Runner) noteLoad(lr LoadResult, err error) {
+	switch {
+	case err != nil:
+		r.note("failed: " + shorten(err.Error(), 80))
+	case lr.Errors > 0:
+		r.note(fmt.Sprintf("%s/s p99 %s (%d errors: %s)", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99), lr.Errors, shorten(lr.FirstError, 60)))
+	default:
+		r.note(fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99)))
+	}
+}
+
 // RunCase runs c; a target that cannot start or fails is reported in its
 // TargetRun, never as an error: only a cancelled context stops the case.
 func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
@@ -118,26 +130,21 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 			if err != nil {
 				run.Unavailable = err.Error()
 				r.note("unavailable: " + shorten(err.Error(), 80))
-				if ctx.Err() != nil {
-					return res, ctx.Err()
+			} else if _, err = t.Do(ctx, "FLUSHALL"); err != nil {
+				run.Err = fmt.Sprintf("%s: FLUSHALL: %v", name, err)
+				r.note("failed: " + shorten(run.Err, 80))
+			} else {
+				var lr LoadResult
+				if lr, err = t.load(ctx, c.Workload, c.Load, uint64(round+1)); err != nil {
+					run.Err = err.Error()
+				} else {
+					run.Rounds = append(run.Rounds, lr)
 				}
-				continue
+				r.noteLoad(lr, err)
 			}
-			lr, err := r.runOnce(ctx, c, t, round)
-			if err != nil {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				run.Err = err.Error()
-				r.note("failed: " + shorten(err.Error(), 80))
-				continue
+			if ctx.Err() != nil {
+				return res, ctx.Err()
 			}
-			run.Rounds = append(run.Rounds, lr)
-			note := fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99))
-			if lr.Errors > 0 {
-				note += fmt.Sprintf(" (%d errors: %s)", lr.Errors, shorten(lr.FirstError, 60))
-			}
-			r.note(note)
 		}
 	}
 	for i := range res.Runs {
@@ -148,20 +155,16 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 	return res, nil
 }
 
-func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (LoadResult, error) {
-	if _, err := t.Do(ctx, "FLUSHALL"); err != nil {
-		return LoadResult{}, fmt.Errorf("%s: %w", t.Name, err)
-	}
-	o := c.Load
-	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), uint64(round+1)
+// load runs w on t with o, its addresses, processes, group commit counters
+// and seed filled in; a failed run whose target has exited says so.
+func (t *Target) load(ctx context.Context, w Workload, o LoadOptions, seed uint64) (LoadResult, error) {
+	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), seed
 	if metrics := t.metrics; len(metrics) > 0 {
 		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
 	}
-	lr, err := RunLoad(ctx, c.Workload, t.Dialect, o)
-	if err != nil {
-		if aerr := t.Alive(); aerr != nil {
-			return lr, aerr
-		}
+	lr, err := RunLoad(ctx, w, t.Dialect, o)
+	if err != nil && t.Alive() != nil {
+		return lr, t.Alive()
 	}
 	return lr, err
 }
