@@ -47,14 +47,6 @@ type GoalResult struct {
 	Status   string
 }
 
-// check sets the status from the ratio.
-func (g *GoalResult) check() {
-	g.Status = GoalPass
-	if (g.Min > 0 && g.Ratio < g.Min) || (g.Max > 0 && g.Ratio > g.Max) {
-		g.Status = GoalFallsShort
-	}
-}
-
 // Want is the goal's bound as text.
 func (g Goal) Want() string {
 	if g.Max > 0 {
@@ -67,56 +59,62 @@ func (g Goal) Want() string {
 // goals when their sections ran.
 func (r *Report) Goals() []GoalResult {
 	var out []GoalResult
+	// add appends g's result: measured as ratio, or not measured because
+	// of problem.
+	add := func(g Goal, ratio float64, measured, problem string) *GoalResult {
+		res := GoalResult{Goal: g, Ratio: ratio, Measured: measured, Status: GoalPass}
+		switch {
+		case problem != "":
+			res.Measured, res.Status = problem, GoalNotMeasured
+		case (g.Min > 0 && ratio < g.Min) || (g.Max > 0 && ratio > g.Max):
+			res.Status = GoalFallsShort
+		}
+		out = append(out, res)
+		return &out[len(out)-1]
+	}
 	for _, cr := range r.Cases {
 		for _, g := range cr.Case.Goals {
-			res := GoalResult{Goal: g, Status: GoalNotMeasured}
-			res.About = fmt.Sprintf("%s, P%d", g.About, cr.Case.Pipeline)
+			g.About = fmt.Sprintf("%s, P%d", g.About, cr.Case.Pipeline)
 			a, b := cr.Run(g.Target), cr.Run(cr.Case.Baseline)
 			switch {
 			case a == nil || !a.OK():
-				res.Measured = g.Target + " " + runProblem(a)
+				add(g, 0, "", g.Target+" "+runProblem(a))
 			case b == nil || !b.OK():
-				res.Measured = cr.Case.Baseline + " " + runProblem(b)
+				add(g, 0, "", cr.Case.Baseline+" "+runProblem(b))
 			default:
-				res.Ratio = cr.Ratio(g.Target)
-				res.Measured = fmt.Sprintf("%.2fx (%s/s against %s's %s/s); server CPU per request %s against %s", res.Ratio,
-					FormatCount(a.Median.Throughput), cr.Case.Baseline, FormatCount(b.Median.Throughput), cpuCell(a.Median.ServerCPU), cpuCell(b.Median.ServerCPU))
-				res.check()
+				ratio := cr.Ratio(g.Target)
+				res := add(g, ratio, fmt.Sprintf("%.2fx (%s/s against %s's %s/s); server CPU per request %s against %s", ratio,
+					FormatCount(a.Median.Throughput), cr.Case.Baseline, FormatCount(b.Median.Throughput), cpuCell(a.Median.ServerCPU), cpuCell(b.Median.ServerCPU)), "")
 				if a.Median.Errors > 0 {
 					res.Measured += fmt.Sprintf("; %d error replies", a.Median.Errors)
 					res.Status = GoalFallsShort
 				}
 			}
-			out = append(out, res)
 		}
 	}
 	if len(r.Memory) > 0 {
-		res := GoalResult{Goal: MemoryGoal, Status: GoalNotMeasured}
 		s, rd := series(r.Memory, TargetSluiceMem), series(r.Memory, TargetRedis)
-		if sp, rp := s.Last(), rd.Last(); sp.PerKey > 0 && rp.PerKey > 0 {
-			res.Ratio = sp.PerKey / rp.PerKey
-			res.Measured = fmt.Sprintf("%.2fx (%.0f B/key against %.0f B/key, %s keys)", res.Ratio, sp.PerKey, rp.PerKey, FormatCount(float64(sp.Keys)))
-			res.check()
-		} else {
-			res.Measured = cmp.Or(s.Unavailable, s.Err, rd.Unavailable, rd.Err, "no figure")
+		sp, rp, problem := s.Last(), rd.Last(), ""
+		if sp.PerKey <= 0 || rp.PerKey <= 0 {
+			problem = cmp.Or(s.Unavailable, s.Err, rd.Unavailable, rd.Err, "no figure")
 		}
-		out = append(out, res)
+		ratio := quot(sp.PerKey, rp.PerKey)
+		add(MemoryGoal, ratio, fmt.Sprintf("%.2fx (%.0f B/key against %.0f B/key, %s keys)", ratio, sp.PerKey, rp.PerKey, FormatCount(float64(sp.Keys))), problem)
 	}
 	if len(r.Keys) > 0 {
-		res := GoalResult{Goal: ScaleGoal, Status: GoalNotMeasured, Measured: "not run"}
-		if sc := series(r.Keys, TargetSluiceMem).Scale; sc != nil && sc.Err == "" && sc.Ratio > 0 {
-			res.Ratio = sc.Ratio
-			res.Measured = fmt.Sprintf("%.2fx (%s/s with %s keys against %s/s with %s, %d interleaved rounds)", sc.Ratio,
-				FormatCount(sc.Large.Throughput), FormatCount(float64(sc.LargeKeys)), FormatCount(sc.Small.Throughput), FormatCount(float64(sc.SmallKeys)), sc.Rounds)
-			if sc.LargeKeys >= 10_000_000 {
-				res.check()
-			} else {
-				res.Measured = "not run at 10M keys (-max-keys 10000000): " + res.Measured
+		switch sc := series(r.Keys, TargetSluiceMem).Scale; {
+		case sc == nil:
+			add(ScaleGoal, 0, "", "not run")
+		case sc.Err != "" || sc.Ratio <= 0:
+			add(ScaleGoal, 0, "", "failed: "+shorten(sc.Err, 160))
+		default:
+			measured, problem := fmt.Sprintf("%.2fx (%s/s with %s keys against %s/s with %s, %d interleaved rounds)", sc.Ratio,
+				FormatCount(sc.Large.Throughput), FormatCount(float64(sc.LargeKeys)), FormatCount(sc.Small.Throughput), FormatCount(float64(sc.SmallKeys)), sc.Rounds), ""
+			if sc.LargeKeys < 10_000_000 {
+				problem = "not run at 10M keys (-max-keys 10000000): " + measured
 			}
-		} else if sc != nil {
-			res.Measured = "failed: " + shorten(sc.Err, 160)
+			add(ScaleGoal, sc.Ratio, measured, problem)
 		}
-		out = append(out, res)
 	}
 	return out
 }

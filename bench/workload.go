@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
@@ -122,24 +123,21 @@ func (w *Workload) Validate() error {
 	_, errA := ParseAlgorithm(string(w.Alg))
 	_, errD := ParseDist(string(w.Dist))
 	errs := []error{errA, errD}
-	if w.Keys < 1 {
-		errs = append(errs, fmt.Errorf("keys: want at least 1, got %d", w.Keys))
+	for _, c := range []struct {
+		bad bool
+		err error
+	}{
+		{w.Keys < 1, fmt.Errorf("keys: want at least 1, got %d", w.Keys)},
+		{w.DenyShare < 0 || w.DenyShare > 1, fmt.Errorf("deny share: want 0 to 1, got %g", w.DenyShare)},
+		{w.Cost < 1, fmt.Errorf("cost: want at least 1, got %d", w.Cost)},
+		{w.Alg == AlgIncrExpire && w.DenyShare > 0, errors.New("deny share: incr-expire counts and never denies")},
+		{w.Alg == AlgLog && w.Cost > MaxLogLimit, fmt.Errorf("cost: at most %d for the log", MaxLogLimit)},
+	} {
+		if c.bad {
+			errs = append(errs, c.err)
+		}
 	}
-	if w.DenyShare < 0 || w.DenyShare > 1 {
-		errs = append(errs, fmt.Errorf("deny share: want 0 to 1, got %g", w.DenyShare))
-	}
-	if w.Cost < 1 {
-		errs = append(errs, fmt.Errorf("cost: want at least 1, got %d", w.Cost))
-	}
-	if w.Alg == AlgIncrExpire && w.DenyShare > 0 {
-		errs = append(errs, errors.New("deny share: incr-expire counts and never denies"))
-	}
-	if w.Alg == AlgLog && w.Cost > MaxLogLimit {
-		errs = append(errs, fmt.Errorf("cost: at most %d for the log", MaxLogLimit))
-	}
-	if w.Prefix == "" {
-		w.Prefix = "b:" + string(w.Alg) + ":"
-	}
+	w.Prefix = cmp.Or(w.Prefix, "b:"+string(w.Alg)+":")
 	if w.Allow.Limit == 0 {
 		w.Allow = AllowParams(w.Alg, w.Cost)
 	}
@@ -275,7 +273,7 @@ func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
 	if a.Command() == "" {
 		return Template{}, fmt.Errorf("unknown algorithm %q", a)
 	}
-	return compile(append([]any{a.Command(), key{}}, anys(SluiceArgs(a, p))...)), nil
+	return compile(append([]any{a.Command(), key{}}, sluiceArgs(a, p)...)), nil
 }
 
 // incrExpire is AlgIncrExpire's request: INCRBY key cost, then EXPIRE key
@@ -285,19 +283,11 @@ func incrExpire(p Params) Template {
 	return compile([]any{"INCRBY", key{}, strconv.FormatInt(p.Cost, 10)}, []any{"EXPIRE", Layer{Div: 1}, secs})
 }
 
-func anys(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
-}
-
-// SluiceArgs are the arguments after the key of a's sluice command: the
+// sluiceArgs are the arguments after the key of a's sluice command: the
 // limit, the rate as N/<ms>ms or the window in ms, and COST when not 1.
-func SluiceArgs(a Algorithm, p Params) []string {
+func sluiceArgs(a Algorithm, p Params) []any {
 	ms := p.Period.Milliseconds()
-	args := []string{strconv.FormatInt(p.Limit, 10), fmt.Sprintf("%dms", ms)}
+	args := []any{strconv.FormatInt(p.Limit, 10), fmt.Sprintf("%dms", ms)}
 	if a.isBucket() {
 		args[1] = fmt.Sprintf("%d/%dms", p.RateN, ms)
 	}
@@ -325,7 +315,7 @@ type LuaDialect struct{ Anchor bool }
 
 // Template implements Dialect.
 func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
-	script, args := commands[a][1], LuaArgs(a, p)
+	script, args := commands[a][1], luaArgs(a, p)
 	switch {
 	case a == AlgIncrExpire: // Redis's own commands: no script
 		return incrExpire(p), nil
@@ -338,17 +328,17 @@ func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
 	case script == "":
 		return Template{}, fmt.Errorf("no Lua script for %q", a)
 	}
-	return compile(append([]any{"EVALSHA", ScriptSHA(script), "1", key{}}, anys(args)...)), nil
+	return compile(append([]any{"EVALSHA", ScriptSHA(script), "1", key{}}, args...)), nil
 }
 
-// LuaArgs are the ARGV of a's script: the limit, the rate in units per
+// luaArgs are the ARGV of a's script: the limit, the rate in units per
 // second or the window in ms, and the cost.
-func LuaArgs(a Algorithm, p Params) []string {
+func luaArgs(a Algorithm, p Params) []any {
 	period := strconv.FormatInt(p.Period.Milliseconds(), 10)
 	if a.isBucket() {
 		period = strconv.FormatFloat(float64(p.RateN)/p.Period.Seconds(), 'g', -1, 64)
 	}
-	return []string{strconv.FormatInt(p.Limit, 10), period, strconv.FormatInt(p.Cost, 10)}
+	return []any{strconv.FormatInt(p.Limit, 10), period, strconv.FormatInt(p.Cost, 10)}
 }
 
 //go:embed lua/*.lua
