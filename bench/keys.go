@@ -32,12 +32,10 @@ func ParseDist(s string) (Dist, error) {
 
 // KeyPicker draws key indexes in [0, N). Each goroutine needs its own: the
 // random source is not shared.
-type KeyPicker interface{ Next() uint64 }
+type KeyPicker func() uint64
 
-// pickFunc is a KeyPicker.
-type pickFunc func() uint64
-
-func (f pickFunc) Next() uint64 { return f() }
+// Next draws an index.
+func (p KeyPicker) Next() uint64 { return p() }
 
 // NewKeyPicker returns a picker over n keys with distribution d, drawing
 // from rng. z may be a shared precomputed Zipf table for (n, ZipfTheta), or
@@ -46,14 +44,14 @@ func NewKeyPicker(d Dist, n uint64, rng *rand.Rand, z *ZipfTable) KeyPicker {
 	n = max(n, 1)
 	switch d {
 	case DistHot:
-		return pickFunc(func() uint64 { return 0 })
+		return KeyPicker(func() uint64 { return 0 })
 	case DistZipf:
 		if z == nil || z.n != n {
 			z = NewZipfTable(n, ZipfTheta)
 		}
-		return pickFunc(func() uint64 { return z.Draw(rng.Float64()) })
+		return KeyPicker(func() uint64 { return z.Draw(rng.Float64()) })
 	}
-	return pickFunc(func() uint64 { return rng.Uint64N(n) })
+	return KeyPicker(func() uint64 { return rng.Uint64N(n) })
 }
 
 // ZipfTable holds the constants of the Zipfian generator of Gray et al.,

@@ -103,20 +103,19 @@ const (
 	phaseStop
 )
 
-// worker is one connection's share of a run: it picks a key index, then
-// the allowed or the exhausted twin of the key.
+// source appends a connection's next request to b.
+type source func(b []byte) []byte
+
+// worker is one connection's share of a run.
 type worker struct {
-	conn                  *respwire.Conn
-	pick                  KeyPicker
-	rng                   *rand.Rand
-	w                     Workload
-	allow, deny           Template
-	lat                   Latencies
-	done, allowed, denied int64
-	errs                  int64
-	firstErr              string
-	fail                  error
-	noLatency             bool
+	conn                        *respwire.Conn
+	next                        source
+	replies                     int // per request: its decision is the last
+	lat                         Latencies
+	done, allowed, denied, errs int64
+	firstErr                    string
+	fail                        error
+	noLatency                   bool
 }
 
 // RunLoad drives a server with workload w spelled in dialect d.
@@ -142,7 +141,19 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if w.Dist == DistZipf {
 		zt = NewZipfTable(w.Keys, ZipfTheta)
 	}
-	return drive(ctx, w, allow, deny, o, func(rng *rand.Rand) KeyPicker { return NewKeyPicker(w.Dist, w.Keys, rng, zt) })
+	// A request picks a key index, then the allowed or the exhausted twin
+	// of the key.
+	allowP, denyP := w.AllowPrefix(), w.DenyPrefix()
+	return drive(ctx, o, allow.Replies, func(rng *rand.Rand) source {
+		pick := NewKeyPicker(w.Dist, w.Keys, rng, zt)
+		return func(b []byte) []byte {
+			i := pick.Next()
+			if w.DenyShare > 0 && rng.Float64() < w.DenyShare {
+				return deny.AppendIndex(b, denyP, i)
+			}
+			return allow.AppendIndex(b, allowP, i)
+		}
+	})
 }
 
 // reading is what is read at the start and the end of the measured phase:
@@ -165,10 +176,10 @@ func read(ctx context.Context, o LoadOptions) reading {
 	return r
 }
 
-// drive runs the load of the templates (deny for a share w.DenyShare of
-// the requests) with key indexes from the pickers that picker makes, one
-// per connection: the load loop of RunLoad and Populate.
-func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions, picker func(*rand.Rand) KeyPicker) (LoadResult, error) {
+// drive sends the requests of the sources newSource makes, one per
+// connection, each request getting replies replies: the load loop of
+// RunLoad and Populate.
+func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand.Rand) source) (LoadResult, error) {
 	workers := make([]*worker, o.Conns)
 	defer func() {
 		for _, wk := range workers {
@@ -179,7 +190,7 @@ func drive(ctx context.Context, w Workload, allow, deny Template, o LoadOptions,
 	}()
 	for i := range workers {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		workers[i] = &worker{pick: picker(rng), rng: rng, w: w, allow: allow, deny: deny, noLatency: o.noLatency}
+		workers[i] = &worker{next: newSource(rng), replies: max(replies, 1), noLatency: o.noLatency}
 		var err error
 		if workers[i].conn, err = dial(o.Addrs[i%len(o.Addrs)]); err != nil {
 			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
@@ -281,11 +292,7 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 		}
 		buf = buf[:0]
 		for range n {
-			t, prefix, i := wk.allow, wk.w.AllowPrefix(), wk.pick.Next()
-			if wk.w.DenyShare > 0 && wk.rng.Float64() < wk.w.DenyShare {
-				t, prefix = wk.deny, wk.w.DenyPrefix()
-			}
-			buf = t.AppendIndex(buf, prefix, i)
+			buf = wk.next(buf)
 		}
 		t0 := time.Now()
 		if t0.Sub(lastDeadline) > o.Timeout/4 { // renewing per batch costs a timer update
@@ -307,7 +314,7 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 func (wk *worker) readReplies(n int, measured bool, t0 time.Time) bool {
 	c := wk.conn
 	for range n {
-		for range wk.allow.extraReplies() {
+		for range wk.replies - 1 {
 			if wk.fail = respwire.Skip(c.Reader, limits); wk.fail != nil {
 				return false
 			}
@@ -345,9 +352,10 @@ func Populate(ctx context.Context, addrs []string, t Template, prefix string, fr
 	}
 	var next atomic.Uint64
 	next.Store(from)
-	seq := pickFunc(func() uint64 { return next.Add(1) - 1 }) // the budget stops it at to
 	o := LoadOptions{Addrs: addrs, Conns: max(1, min(conns, int((to-from+255)/256))), Pipeline: 256, Requests: int64(to - from), Timeout: 30 * time.Second, noLatency: true}
-	res, err := drive(ctx, Workload{Prefix: prefix}, t, t, o, func(*rand.Rand) KeyPicker { return seq })
+	res, err := drive(ctx, o, t.Replies, func(*rand.Rand) source {
+		return func(b []byte) []byte { return t.AppendIndex(b, prefix, next.Add(1)-1) } // the budget stops it at to
+	})
 	if err == nil && res.Errors > 0 {
 		err = errors.New(res.FirstError)
 	}

@@ -216,9 +216,6 @@ func compile(cmds ...[]any) Template {
 	return t
 }
 
-// extraReplies is how many replies of a request come before its decision.
-func (t Template) extraReplies() int { return max(t.Replies, 1) - 1 }
-
 // Append appends the request for key to b; a layered template's layers
 // need the key's index, see AppendIndex.
 func (t Template) Append(b, key []byte) []byte {
