@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"embed"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -153,42 +154,9 @@ func (r *Report) CasesIn(part string) []CaseResult {
 	return out
 }
 
-// Benchfmt is the run in Go's benchmark format, which benchstat reads
-// (golang.org/x/perf/benchfmt): a line per case, target and round (so
-// that benchstat sees the rounds as samples), then the memory and key
-// sweep figures. Compare two runs with `benchstat old.txt new.txt`.
-func (r *Report) Benchfmt() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "goos: linux\npkg: github.com/sluice-rl/sluice/bench\ncpu: %s\nsluice: %s\n", r.Machine.CPUModel, r.Machine.Sluice)
-	line := func(name string, m LoadResult) {
-		if m.Requests == 0 || m.Throughput == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "BenchmarkSuite/%s %d %.1f ns/op %d p50-ns %d p99-ns", name, m.Requests, 1e9/m.Throughput, m.Latency.P50, m.Latency.P99)
-		if m.ServerCPU > 0 {
-			fmt.Fprintf(&b, " %.0f server-cpu-ns/op", m.ServerCPU)
-		}
-		b.WriteString("\n")
-	}
-	for _, cr := range r.Cases {
-		for _, run := range cr.Runs {
-			for _, m := range run.Rounds {
-				line(cr.Case.ID+"/"+run.Target, m)
-			}
-		}
-	}
-	for _, s := range r.Keys {
-		for _, p := range s.Points {
-			line(fmt.Sprintf("keys=%d/%s", p.Keys, s.Target), LoadResult{Requests: 1, Throughput: p.Throughput, Latency: p.Latency})
-		}
-	}
-	for _, s := range r.Memory {
-		for _, p := range s.Points {
-			fmt.Fprintf(&b, "BenchmarkMemory/keys=%d/%s 1 %.1f rss-B/key\n", p.Keys, s.Target, p.PerKey)
-		}
-	}
-	return b.String()
-}
+// Benchfmt is the run in Go's benchmark format (bench.txt.tmpl): compare
+// two runs with `benchstat old.txt new.txt`.
+func (r *Report) Benchfmt() string { return r.render("bench.txt.tmpl", "") }
 
 // Write writes results.json, bench.txt (Benchfmt), report.md and the
 // charts under dir.
@@ -276,13 +244,16 @@ func (r *Report) Charts() map[string]string {
 	return charts
 }
 
-//go:embed benchmarks.md.tmpl
-var pageTemplate string
+//go:embed benchmarks.md.tmpl bench.txt.tmpl
+var templates embed.FS
 
 // Markdown renders the report with benchmarks.md.tmpl, its charts linked
 // under chartDir. The page is stamped with the run and the commit that
 // made it.
-func (r *Report) Markdown(chartDir string) string {
+func (r *Report) Markdown(chartDir string) string { return r.render("benchmarks.md.tmpl", chartDir) }
+
+// render executes the template file name on r.
+func (r *Report) render(name, chartDir string) string {
 	charts := r.Charts()
 	num := func(v any) float64 {
 		switch n := v.(type) {
@@ -295,7 +266,7 @@ func (r *Report) Markdown(chartDir string) string {
 		}
 		return v.(float64)
 	}
-	t := template.Must(template.New("page").Funcs(template.FuncMap{
+	t := template.Must(template.New(name).Funcs(template.FuncMap{
 		"count": func(v any) string { return FormatCount(num(v)) }, "ns": func(v any) string { return FormatNs(int64(num(v))) },
 		"bytes": FormatBytes, "pct": pct, "cpu": cpuCell, "ratio": ratioCell, "problem": runProblem, "short": shorten, "trim": strings.TrimSpace,
 		"div":   func(a, b any) float64 { return num(a) / num(b) },
@@ -314,10 +285,10 @@ func (r *Report) Markdown(chartDir string) string {
 			}
 			return fmt.Sprintf("![%s](%s)\n\n", alt, path.Join(chartDir, name))
 		},
-	}).Parse(pageTemplate))
+	}).ParseFS(templates, name))
 	var b strings.Builder
 	if err := t.Execute(&b, r); err != nil {
-		panic(fmt.Sprintf("benchmarks.md.tmpl: %v", err)) // a bug of the template: TestGoalsAndMarkdown executes it
+		panic(fmt.Sprintf("%s: %v", name, err)) // a bug of the template: TestGoalsAndMarkdown and TestBenchfmt execute them
 	}
 	return b.String()
 }
