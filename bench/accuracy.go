@@ -49,23 +49,19 @@ type AccuracyPattern struct {
 
 // count adds one request's two decisions, to a key of band bn.
 func (p *AccuracyPattern) count(sliding, log bool, bn string) {
-	b, diff := p.Bands[bn], int64(0)
-	if sliding != log {
-		diff = 1
-	}
-	p.Requests, p.Different, b.Requests, b.Different = p.Requests+1, p.Different+diff, b.Requests+1, b.Different+diff
-	if p.Bands[bn] = b; sliding != log && sliding {
-		p.FalseAllow++
-	} else if sliding != log {
-		p.FalseDeny++
-	}
-	if !log {
-		p.LogDenied++
-	}
-	if !sliding {
-		p.SlidingDenied++
-	}
+	b := p.Bands[bn]
+	p.Bands[bn] = BandCount{b.Requests + 1, b.Different + b2i(sliding != log)}
+	p.Requests, p.Different = p.Requests+1, p.Different+b2i(sliding != log)
+	p.FalseAllow, p.FalseDeny = p.FalseAllow+b2i(sliding && !log), p.FalseDeny+b2i(log && !sliding)
+	p.LogDenied, p.SlidingDenied = p.LogDenied+b2i(!log), p.SlidingDenied+b2i(!sliding)
 	p.Share = float64(p.Different) / float64(p.Requests)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // AccuracyResult is the sliding window counter against the exact log.
@@ -90,12 +86,7 @@ type BandCount struct {
 }
 
 // Share is Different / Requests, 0 for none.
-func (b BandCount) Share() float64 {
-	if b.Requests == 0 {
-		return 0
-	}
-	return float64(b.Different) / float64(b.Requests)
-}
+func (b BandCount) Share() float64 { return quot(float64(b.Different), float64(b.Requests)) }
 
 // Rate bands of the accuracy breakdown, by a key's request rate against
 // its limit: below 0.9x, 0.9x to 1.1x, above 1.1x.
