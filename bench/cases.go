@@ -59,11 +59,12 @@ type SuiteOptions struct {
 // on two cores.
 func DefaultSuiteOptions() SuiteOptions {
 	o := SuiteOptions{}
-	o.defaults()
+	o.Defaults()
 	return o
 }
 
-func (o *SuiteOptions) defaults() {
+// Defaults fills the options left unset.
+func (o *SuiteOptions) Defaults() {
 	atLeast(&o.Duration, 1, 2*time.Second)
 	atLeast(&o.ShortDuration, 1, time.Second)
 	atLeast(&o.Warmup, 1, 500*time.Millisecond)
@@ -113,7 +114,7 @@ var (
 // the baseline's (redis-anchor, the anchor Lua token bucket, for the goal
 // cases).
 func (o SuiteOptions) Cases() []Case {
-	o.defaults()
+	o.Defaults()
 	const (
 		mem, spread, leader = "single node in memory", "durable three-node cluster, connections spread over the nodes", "durable three-node cluster, connections on the leader (as one redis-benchmark)"
 	)
@@ -170,6 +171,7 @@ func (o SuiteOptions) Cases() []Case {
 // PlannedLength estimates how long the suite takes: its runs, 300ms
 // between two, and about 150k new keys a second.
 func (o SuiteOptions) PlannedLength() time.Duration {
+	o.Defaults()
 	var d time.Duration
 	for _, c := range o.Cases() {
 		d += time.Duration(c.Rounds*len(c.Targets)) * (c.Load.Duration + c.Load.Warmup + 300*time.Millisecond)
@@ -188,7 +190,7 @@ func (o SuiteOptions) PlannedLength() time.Duration {
 
 // RunSuite runs the suite's sections and returns the report.
 func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) {
-	o.defaults()
+	o.Defaults()
 	rep := &Report{Started: time.Now(), Options: o}
 	for _, c := range o.Cases() {
 		cr, err := r.RunCase(ctx, c)
