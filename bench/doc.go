@@ -25,6 +25,6 @@
 //   - memory.go, accuracy.go, machine.go: memory per key and against the
 //     key count, the sliding window counter against the exact log (in the
 //     engine), the machine and CPU time.
-//   - report.go, benchmarks.md.tmpl, chart.go: results.json, bench.txt, the
-//     page and its charts.
+//   - report.go, benchmarks.md.tmpl, bench.txt.tmpl, chart.go:
+//     results.json, the page, bench.txt and the charts.
 package bench
