@@ -78,7 +78,7 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string) (*Ta
 		return nil, errors.Join(err, os.RemoveAll(base))
 	}
 	t.stop = func() error { c.Close(); return os.RemoveAll(base) }
-	t.pids = func() []int {
+	t.PIDs = func() []int {
 		var pids []int
 		for _, n := range c.Nodes {
 			if p := n.Process(); p != nil {
@@ -87,7 +87,7 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string) (*Ta
 		}
 		return pids
 	}
-	t.alive = func() error {
+	t.Alive = func() error {
 		for _, n := range c.Nodes {
 			if cr := n.Crashes(); len(cr) > 0 {
 				return fmt.Errorf("%s; last output: %s", cr[0], tail(n.LogPath))
@@ -113,7 +113,7 @@ func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proc
 		return err
 	}
 	if err := c.WaitServing(ctx, timeout, 2*time.Second); err != nil {
-		return errors.Join(err, t.alive())
+		return errors.Join(err, t.Alive())
 	}
 	// A new cluster starts at cluster version 1 and its leaders raise it
 	// within a second or two; until then later commands are refused.
@@ -164,20 +164,20 @@ func (s LogStats) sub(b LogStats) LogStats {
 // logCounters reads the group commit counters of every node's /metrics
 // and sums them.
 func logCounters(ctx context.Context, metricsAddrs []string) (LogStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	var sum LogStats
 	for _, addr := range metricsAddrs {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-		if err != nil {
-			return LogStats{}, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return LogStats{}, fmt.Errorf("metrics of %s: %w", addr, err)
-		}
-		st, err := parseLogStats(resp.Body)
-		resp.Body.Close()
+		st, err := func() (LogStats, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+			if err != nil {
+				return LogStats{}, err
+			}
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+			if err != nil {
+				return LogStats{}, err
+			}
+			defer resp.Body.Close()
+			return parseLogStats(resp.Body)
+		}()
 		if err != nil {
 			return LogStats{}, fmt.Errorf("metrics of %s: %w", addr, err)
 		}

@@ -66,22 +66,19 @@ type ServerConfig struct {
 }
 
 // Target is a running server (or cluster) under test. stop stops what it
-// owns (nil for a view on another target's processes); pids and alive
-// describe its processes; metrics are a cluster's nodes' --metrics-addr
-// (its group commit figures), leader finds its group 0 leader.
+// owns (nil for a view on another target's processes); metrics are a
+// cluster's nodes' --metrics-addr (its group commit figures), leader finds
+// its group 0 leader.
 type Target struct {
 	Name    string
 	Addrs   []string // RESP addresses; loads spread connections over them
 	Dialect Dialect
+	PIDs    func() []int // the target's process ids
+	Alive   func() error // an error if a process of the target has exited
 	stop    func() error
-	pids    func() []int
-	alive   func() error
 	metrics []string
 	leader  func(ctx context.Context) (string, error)
 }
-
-// PIDs are the target's process ids.
-func (t *Target) PIDs() []int { return t.pids() }
 
 // RSS is the resident set size of the target's processes, summed, in bytes.
 func (t *Target) RSS() (int64, error) {
@@ -104,9 +101,6 @@ func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error)
 	}
 	return doAt(t.Addrs[0], args...)
 }
-
-// Alive reports an error if a process of the target has exited.
-func (t *Target) Alive() error { return t.alive() }
 
 // Stop stops the target's processes and removes its data directories.
 func (t *Target) Stop() error {
@@ -194,8 +188,8 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 		logf.Close()
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	t.pids = func() []int { return []int{p.Pid()} }
-	t.alive = func() error {
+	t.PIDs = func() []int { return []int{p.Pid()} }
+	t.Alive = func() error {
 		select {
 		case <-p.Exited():
 			return fmt.Errorf("%s exited: %v; last output: %s", name, p.Err(), tail(logPath))
@@ -204,12 +198,12 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 		}
 	}
 	err = testkit.PollContext(ctx, cfg.StartTimeout, 50*time.Millisecond, func() error {
-		if t.alive() != nil {
+		if t.Alive() != nil {
 			return nil // no use waiting
 		}
 		return probe(addr)
 	})
-	if err = errors.Join(err, t.alive()); err != nil {
+	if err = errors.Join(err, t.Alive()); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s not ready: %w", name, err), t.Stop())
 	}
 	return t, nil
