@@ -17,7 +17,7 @@ func atLeast[T cmp.Ordered](v *T, least, def T) {
 	}
 }
 
-// Suite sections, for SuiteOptions.Only and Skip.
+// Suite sections, for SuiteOptions.Sections.
 const (
 	SectionGoals      = "goals"
 	SectionDurability = "durability"
@@ -32,12 +32,6 @@ const (
 // Sections lists every section in the order the suite runs them.
 func Sections() []string {
 	return []string{SectionGoals, SectionDurability, SectionAlgorithms, SectionVariants, SectionConns, SectionMemory, SectionKeys, SectionAccuracy}
-}
-
-// DefaultSections are the sections a suite runs unless told otherwise:
-// all but durability, which starts six clusters (about two minutes more).
-func DefaultSections() []string {
-	return slices.DeleteFunc(Sections(), func(s string) bool { return s == SectionDurability })
 }
 
 // SuiteOptions configure the default suite.
@@ -77,9 +71,9 @@ func (o *SuiteOptions) Defaults() {
 	if len(o.ConnSteps) == 0 {
 		o.ConnSteps = []int{1, 8, 50, 200}
 	}
-	if o.Sections == nil {
+	if o.Sections == nil { // all but durability, which starts six clusters (about two minutes more)
 		o.Sections = map[string]bool{}
-		for _, s := range DefaultSections() {
+		for _, s := range slices.DeleteFunc(Sections(), func(s string) bool { return s == SectionDurability }) {
 			o.Sections[s] = true
 		}
 	}
