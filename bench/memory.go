@@ -83,17 +83,12 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 	series := make([]MemorySeries, len(o.Targets))
 	targets := make([]*Target, len(o.Targets))
 	bases := make([]int64, len(o.Targets))
-	defer func() {
-		for _, t := range targets {
-			if t != nil {
-				t.Stop()
-			}
-		}
-	}()
+	env := NewEnv(r.Env.Config()) // fresh instances of the targets
+	defer env.Close()
 	for i, name := range o.Targets {
 		series[i].Target = name
 		r.step("memory: start " + name)
-		t, err := StartTarget(ctx, r.Env.Config(), name)
+		t, err := env.Get(ctx, name)
 		if err != nil {
 			series[i].Unavailable = err.Error()
 			r.note("unavailable: " + shorten(err.Error(), 80))
