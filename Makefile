@@ -83,7 +83,7 @@ chaos-short: build
 	$(GO) run ./cmd/sluice-chaos -sluice-bin $(BIN)/sluice -duration 60s -shards $(CHAOS_SHARDS) -out results/chaos-short
 
 # Engine micro-benchmarks, then sluice against redis-server + Lua, side by side
-# (under 5 minutes on 2 cores; needs redis-server and redis-benchmark on PATH).
+# (under 5 minutes on 2 cores; needs redis-server on PATH).
 bench: build
 	@mkdir -p results
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/ | tee results/engine-bench.txt

@@ -1,8 +1,7 @@
 package bench
 
 import (
-	"context"
-	"errors"
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,12 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/respwire"
+	"github.com/sluice-rl/sluice/engine"
 )
 
 // FreezeAt is the instant (Unix ms, 2030-01-01T00:00:00Z) at which the
-// accuracy run freezes sluice's clock: in the future (freezing in the past
-// is refused) and aligned to every window length used.
+// accuracy replay's clock starts, aligned to every window length used.
 const FreezeAt = 1893456000000
 
 // AccuracyOptions shape the synthetic traffic of the accuracy run.
@@ -49,55 +47,53 @@ type AccuracyPattern struct {
 	Bands map[string]BandCount `json:"bands"`
 }
 
-func (p *AccuracyPattern) add(q AccuracyPattern) {
-	p.Requests += q.Requests
-	p.Different += q.Different
-	p.FalseAllow += q.FalseAllow
-	p.FalseDeny += q.FalseDeny
-	p.LogDenied += q.LogDenied
-	p.SlidingDenied += q.SlidingDenied
-	if p.Bands == nil {
-		p.Bands = map[string]BandCount{}
+// count adds one request's two decisions, to a key of band bn.
+func (p *AccuracyPattern) count(sliding, log bool, bn string) {
+	b := p.Bands[bn]
+	p.Bands[bn] = BandCount{b.Requests + 1, b.Different + b2i(sliding != log)}
+	p.Requests, p.Different = p.Requests+1, p.Different+b2i(sliding != log)
+	p.FalseAllow, p.FalseDeny = p.FalseAllow+b2i(sliding && !log), p.FalseDeny+b2i(log && !sliding)
+	p.LogDenied, p.SlidingDenied = p.LogDenied+b2i(!log), p.SlidingDenied+b2i(!sliding)
+	p.Share = float64(p.Different) / float64(p.Requests)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
 	}
-	for k, b := range q.Bands {
-		c := p.Bands[k]
-		c.Requests += b.Requests
-		c.Different += b.Different
-		p.Bands[k] = c
-	}
-	if p.Requests > 0 {
-		p.Share = float64(p.Different) / float64(p.Requests)
-	}
+	return 0
 }
 
 // AccuracyResult is the sliding window counter against the exact log.
 type AccuracyResult struct {
-	Options     AccuracyOptions   `json:"options"`
-	Unavailable string            `json:"unavailable,omitempty"`
-	Err         string            `json:"error,omitempty"`
-	Patterns    []AccuracyPattern `json:"patterns"`
-	Total       AccuracyPattern   `json:"total"`
+	Options  AccuracyOptions   `json:"options"`
+	Err      string            `json:"error,omitempty"`
+	Patterns []AccuracyPattern `json:"patterns"`
+	Total    AccuracyPattern   `json:"total"`
 }
 
-// arrival is one request: when (ms from the pattern's start) and to which key.
-type arrival struct {
-	at  int64
-	key int
+// Rows are the patterns, then their total.
+func (a AccuracyResult) Rows() []AccuracyPattern { return append(slices.Clone(a.Patterns), a.Total) }
+
+// Band is the share of the requests to the keys of a band decided
+// differently.
+func (p AccuracyPattern) Band(name string) float64 { return p.Bands[name].Share() }
+
+// BandCount is the comparison on the requests to the keys of one band.
+type BandCount struct {
+	Requests  int64 `json:"requests"`
+	Different int64 `json:"different"`
 }
 
-// rateFactor spreads the keys' request rates log-uniformly from 1/4 to 4
-// times the limit, so that about half the keys stay under the limit and
-// half exceed it, a few hovering at it.
-func rateFactor(k, n int) float64 {
-	return math.Pow(16, float64(k)/float64(n-1)) / 4
-}
+// Share is Different / Requests, 0 for none.
+func (b BandCount) Share() float64 { return quot(float64(b.Different), float64(b.Requests)) }
 
-// Rate bands of the accuracy breakdown, by a key's request rate against its
-// limit.
+// Rate bands of the accuracy breakdown, by a key's request rate against
+// its limit: below 0.9x, 0.9x to 1.1x, above 1.1x.
 const (
-	BandUnder = "under" // below 0.9x the limit
-	BandAt    = "at"    // 0.9x to 1.1x
-	BandOver  = "over"  // above 1.1x
+	BandUnder = "under"
+	BandAt    = "at"
+	BandOver  = "over"
 )
 
 func band(f float64) string {
@@ -110,68 +106,17 @@ func band(f float64) string {
 	return BandOver
 }
 
-// BandCount is the comparison on the requests to the keys of one band.
-type BandCount struct {
-	Requests  int64 `json:"requests"`
-	Different int64 `json:"different"`
+// rateFactor spreads the keys' request rates log-uniformly from 1/4 to 4
+// times the limit, so that about half the keys stay under the limit and
+// half exceed it, a few hovering at it.
+func rateFactor(k, n int) float64 {
+	return math.Pow(16, float64(k)/float64(n-1)) / 4
 }
 
-// Share is Different / Requests, 0 for none.
-func (b BandCount) Share() float64 {
-	if b.Requests == 0 {
-		return 0
-	}
-	return float64(b.Different) / float64(b.Requests)
-}
-
-// AccuracyTraffic builds the arrivals of a pattern: "steady" (evenly
-// spaced), "edges" (bursts just before and just after each window
-// boundary: the case a window counter is known to get wrong) or "random"
-// (Poisson). The result is sorted by time.
-func AccuracyTraffic(pattern string, o AccuracyOptions) ([]arrival, error) {
-	o.defaults()
-	rng := rand.New(rand.NewPCG(o.Seed, uint64(len(pattern))))
-	w := o.Window.Milliseconds()
-	span := w * int64(o.Windows)
-	var out []arrival
-	for k := range o.Keys {
-		f := rateFactor(k, o.Keys)
-		perWindow := float64(o.Limit) * f
-		switch pattern {
-		case "steady":
-			gap := float64(w) / perWindow
-			phase := rng.Float64() * gap
-			for t := phase; t < float64(span); t += gap {
-				out = append(out, arrival{int64(t), k})
-			}
-		case "edges":
-			edge := max(w/10, 1)
-			for b := w; b < span; b += w { // each inner boundary
-				n := int(math.Round(perWindow / 2))
-				for range n {
-					out = append(out, arrival{b - 1 - rng.Int64N(edge), k})
-					out = append(out, arrival{b + rng.Int64N(edge), k})
-				}
-			}
-		case "random":
-			rate := perWindow / float64(w) // per ms
-			for t := rng.ExpFloat64() / rate; t < float64(span); t += rng.ExpFloat64() / rate {
-				out = append(out, arrival{int64(t), k})
-			}
-		default:
-			return nil, fmt.Errorf("unknown traffic pattern %q", pattern)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b arrival) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return a.key - b.key
-	})
-	return out, nil
+// arrival is one request: when (ms from the pattern's start) and to which key.
+type arrival struct {
+	at  int64
+	key int
 }
 
 // TrafficPattern names a kind of synthetic traffic of the accuracy run.
@@ -186,141 +131,79 @@ func AccuracyPatterns() []TrafficPattern {
 	}
 }
 
-// Accuracy starts a sluice with --enable-debug-command, freezes its clock
-// and replays each pattern's arrivals on RL.SLIDING and RL.LOG keys with
-// the same limit and window, moving the clock with DEBUG TIMEWARP, and
-// counts the requests the two decide differently.
-func (r *Runner) Accuracy(ctx context.Context, o AccuracyOptions) AccuracyResult {
+// AccuracyTraffic builds the arrivals of a pattern: "steady" (evenly
+// spaced), "edges" (bursts just before and just after each window
+// boundary: the case a window counter is known to get wrong) or "random"
+// (Poisson). The result is sorted by time.
+func AccuracyTraffic(pattern string, o AccuracyOptions) ([]arrival, error) {
 	o.defaults()
-	res := AccuracyResult{Options: o}
-	r.Progress.Step("accuracy: start sluice with --enable-debug-command", time.Second)
-	t, err := StartTarget(ctx, r.Env.Config(), TargetSluiceMem, StartOptions{Debug: true})
-	if err != nil {
-		res.Unavailable = err.Error()
-		r.Progress.Finish("unavailable: " + shorten(err.Error(), 80))
-		return res
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(len(pattern))))
+	w := o.Window.Milliseconds()
+	span := w * int64(o.Windows)
+	var out []arrival
+	for k := range o.Keys {
+		perWindow := float64(o.Limit) * rateFactor(k, o.Keys)
+		switch pattern {
+		case "steady":
+			gap := float64(w) / perWindow
+			for t := rng.Float64() * gap; t < float64(span); t += gap {
+				out = append(out, arrival{int64(t), k})
+			}
+		case "edges":
+			edge := max(w/10, 1)
+			for b := w; b < span; b += w { // each inner boundary
+				for range int(math.Round(perWindow / 2)) {
+					out = append(out, arrival{b - 1 - rng.Int64N(edge), k}, arrival{b + rng.Int64N(edge), k})
+				}
+			}
+		case "random":
+			rate := perWindow / float64(w) // per ms
+			for t := rng.ExpFloat64() / rate; t < float64(span); t += rng.ExpFloat64() / rate {
+				out = append(out, arrival{int64(t), k})
+			}
+		default:
+			return nil, fmt.Errorf("unknown traffic pattern %q", pattern)
+		}
 	}
-	defer t.Stop()
-	r.Progress.Finish("ok")
-	c, err := dial(t.Addrs[0])
-	if err != nil {
-		res.Err = err.Error()
-		return res
-	}
-	defer c.Close()
-	if err := do(c, "DEBUG", "CLOCK", "FREEZE", strconv.FormatInt(FreezeAt, 10)); err != nil {
-		res.Err = fmt.Sprintf("DEBUG CLOCK FREEZE: %v", err)
-		return res
-	}
-	now := int64(FreezeAt) // the server's clock, ms
+	slices.SortFunc(out, func(a, b arrival) int { return cmp.Or(cmp.Compare(a.at, b.at), a.key-b.key) })
+	return out, nil
+}
+
+// Accuracy replays each pattern's arrivals on RL.SLIDING and RL.LOG keys
+// with the same limit and window, in sluice's engine at the arrivals'
+// times (what a sluice with its clock frozen and moved by DEBUG TIMEWARP
+// decides), and counts the requests the two decide differently.
+func Accuracy(o AccuracyOptions) AccuracyResult {
+	o.defaults()
+	res := AccuracyResult{Options: o, Total: AccuracyPattern{Name: "all", Bands: map[string]BandCount{}}}
+	e := engine.New(engine.Config{})
+	now := int64(FreezeAt) // the engine's clock, ms
+	w := o.Window.Milliseconds()
+	rule := func(k engine.Kind) engine.Rule { return engine.Rule{Kind: k, Limit: o.Limit, Period: int64(o.Window)} }
+	ops, results := make([]engine.Op, 2), make([]engine.Result, 2)
 	for _, p := range AccuracyPatterns() {
-		r.Progress.Step("accuracy: "+p.Name, 3*time.Second)
 		arr, err := AccuracyTraffic(p.Name, o)
 		if err != nil {
 			res.Err = err.Error()
 			return res
 		}
-		// start each pattern on a window boundary
-		w := o.Window.Milliseconds()
-		start := (now/w + 2) * w
-		pr, err := replay(ctx, c, p.Name, arr, o, &now, start)
-		if err != nil {
-			res.Err = fmt.Sprintf("%s: %v", p.Name, err)
-			r.Progress.Finish("failed: " + shorten(err.Error(), 80))
-			return res
+		pr := AccuracyPattern{Name: p.Name, About: p.About, Bands: map[string]BandCount{}}
+		start := (now/w + 2) * w // each pattern starts on a window boundary
+		for _, a := range arr {
+			now = start + a.at
+			key := "acc:" + p.Name + ":" + strconv.Itoa(a.key)
+			ops[0] = engine.Op{Code: engine.OpDecide, Rule: rule(engine.KindSliding), Key: []byte(key + ":s"), Cost: 1}
+			ops[1] = engine.Op{Code: engine.OpDecide, Rule: rule(engine.KindLog), Key: []byte(key + ":l"), Cost: 1}
+			e.Apply(now*int64(time.Millisecond), ops, results)
+			if err := cmp.Or(results[0].Err, results[1].Err); err != nil {
+				res.Err = fmt.Sprintf("%s: %v", p.Name, err)
+				return res
+			}
+			bn := band(rateFactor(a.key, o.Keys))
+			pr.count(results[0].Allowed, results[1].Allowed, bn)
+			res.Total.count(results[0].Allowed, results[1].Allowed, bn)
 		}
-		pr.About = p.About
 		res.Patterns = append(res.Patterns, pr)
-		res.Total.add(pr)
-		r.Progress.Finish(fmt.Sprintf("%d of %d decided differently (%.3f%%)", pr.Different, pr.Requests, pr.Share*100))
 	}
-	res.Total.Name = "all"
 	return res
-}
-
-// replay sends the arrivals, one round trip to move the clock and one for
-// the requests of each distinct instant.
-func replay(ctx context.Context, c *respwire.Conn, name string, arr []arrival, o AccuracyOptions, now *int64, start int64) (AccuracyPattern, error) {
-	pr := AccuracyPattern{Name: name, Bands: map[string]BandCount{}}
-	limit := strconv.FormatInt(o.Limit, 10)
-	window := strconv.FormatInt(o.Window.Milliseconds(), 10) + "ms"
-	skey := func(k int) string { return fmt.Sprintf("acc:%s:s:%d", name, k) }
-	lkey := func(k int) string { return fmt.Sprintf("acc:%s:l:%d", name, k) }
-	for i := 0; i < len(arr); {
-		if err := ctx.Err(); err != nil {
-			return pr, err
-		}
-		at := start + arr[i].at
-		if at > *now {
-			if err := do(c, "DEBUG", "TIMEWARP", strconv.FormatInt(at-*now, 10)); err != nil {
-				return pr, fmt.Errorf("DEBUG TIMEWARP: %w", err)
-			}
-			*now = at
-		}
-		j := i
-		for ; j < len(arr) && start+arr[j].at == at; j++ {
-			c.Append("RL.SLIDING", skey(arr[j].key), limit, window)
-			c.Append("RL.LOG", lkey(arr[j].key), limit, window)
-		}
-		if err := c.Flush(); err != nil {
-			return pr, err
-		}
-		for ; i < j; i++ {
-			s, err := readAllowed(c)
-			if err != nil {
-				return pr, fmt.Errorf("RL.SLIDING: %w", err)
-			}
-			l, err := readAllowed(c)
-			if err != nil {
-				return pr, fmt.Errorf("RL.LOG: %w", err)
-			}
-			pr.Requests++
-			bn := band(rateFactor(arr[i].key, o.Keys))
-			bc := pr.Bands[bn]
-			bc.Requests++
-			if s != l {
-				bc.Different++
-			}
-			pr.Bands[bn] = bc
-			if !l {
-				pr.LogDenied++
-			}
-			if !s {
-				pr.SlidingDenied++
-			}
-			switch {
-			case s && !l:
-				pr.FalseAllow++
-				pr.Different++
-			case !s && l:
-				pr.FalseDeny++
-				pr.Different++
-			}
-		}
-	}
-	if pr.Requests > 0 {
-		pr.Share = float64(pr.Different) / float64(pr.Requests)
-	}
-	return pr, nil
-}
-
-// do runs one command on c; an error reply is an error.
-func do(c *respwire.Conn, args ...string) error {
-	v, err := c.Do(time.Minute, args...)
-	if err == nil && v.Error() != "" {
-		err = errors.New(v.Error())
-	}
-	return err
-}
-
-func readAllowed(c *respwire.Conn) (bool, error) {
-	v, err := c.ReadReply()
-	if err != nil {
-		return false, err
-	}
-	ints, ok := v.Ints()
-	if !ok || len(ints) != 5 {
-		return false, errors.New("want a reply of 5 integers, got " + v.String())
-	}
-	return ints[0] == 1, nil
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
@@ -45,7 +44,7 @@ func TestDurabilityTargets(t *testing.T) {
 
 // TestDurabilitySection: the durability rows are left out of the default
 // suite (its time budget) and run alone with the section, at P1 and P16,
-// on every durability target beside Redis+Lua; the full suite has them.
+// on every durability target beside Redis+Lua; -sections all has them.
 func TestDurabilitySection(t *testing.T) {
 	for _, c := range DefaultSuiteOptions().Cases() {
 		if strings.HasPrefix(c.ID, "durability-") {
@@ -64,13 +63,17 @@ func TestDurabilitySection(t *testing.T) {
 		}
 	}
 	full := 0
-	for _, c := range FullSuiteOptions().Cases() {
+	all := SuiteOptions{Sections: map[string]bool{}}
+	for _, s := range Sections() {
+		all.Sections[s] = true
+	}
+	for _, c := range all.Cases() {
 		if strings.HasPrefix(c.ID, "durability-") {
 			full++
 		}
 	}
 	if full != 2 {
-		t.Errorf("the full suite has %d durability cases, want 2", full)
+		t.Errorf("-sections all has %d durability cases, want 2", full)
 	}
 }
 
@@ -78,32 +81,36 @@ func TestDurabilitySection(t *testing.T) {
 // page: the committed counters are required, the histograms optional, and
 // several groups' series add up.
 func TestParseLogStats(t *testing.T) {
+	const counters = "# TYPE sluice_raft_committed_entries_total counter\n# TYPE sluice_raft_committed_ops_total counter\n"
+	const hists = "# TYPE sluice_raft_commit_duration_seconds histogram\n# TYPE sluice_batch_hold_duration_seconds histogram\n"
 	tests := []struct {
 		name string
 		page string
 		want LogStats
 	}{
-		{"counters only", "# HELP sluice_raft_committed_entries_total Log entries...\n# TYPE sluice_raft_committed_entries_total counter\n" +
+		{"counters only", "# HELP sluice_raft_committed_entries_total Log entries...\n" + counters +
 			"sluice_raft_committed_entries_total 1234\nsluice_raft_committed_ops_total 30850\nsluice_raft_term 3\n",
 			LogStats{Entries: 1234, Ops: 30850}},
-		{"histograms", "sluice_raft_committed_entries_total 10\nsluice_raft_committed_ops_total 460\n" +
-			"sluice_raft_commit_duration_seconds_bucket{le=\"0.001\"} 9\nsluice_raft_commit_duration_seconds_sum 0.0078\n" +
-			"sluice_raft_commit_duration_seconds_count 10\nsluice_batch_hold_duration_seconds_sum 0.0084\nsluice_batch_hold_duration_seconds_count 11\n",
+		{"histograms", counters + hists + "sluice_raft_committed_entries_total 10\nsluice_raft_committed_ops_total 460\n" +
+			"sluice_raft_commit_duration_seconds_bucket{le=\"0.001\"} 9\nsluice_raft_commit_duration_seconds_bucket{le=\"+Inf\"} 10\n" +
+			"sluice_raft_commit_duration_seconds_sum 0.0078\nsluice_raft_commit_duration_seconds_count 10\n" +
+			"sluice_batch_hold_duration_seconds_bucket{le=\"+Inf\"} 11\nsluice_batch_hold_duration_seconds_sum 0.0084\nsluice_batch_hold_duration_seconds_count 11\n",
 			LogStats{Entries: 10, Ops: 460, CommitSeconds: 0.0078, Commits: 10, HoldSeconds: 0.0084, Holds: 11}},
-		{"groups", "sluice_raft_committed_entries_total{group=\"0\"} 3\nsluice_raft_committed_entries_total{group=\"1\"} 4\n" +
+		{"groups", counters + hists + "sluice_raft_committed_entries_total{group=\"0\"} 3\nsluice_raft_committed_entries_total{group=\"1\"} 4\n" +
 			"sluice_raft_committed_ops_total{group=\"0\"} 30\nsluice_raft_committed_ops_total{group=\"1\"} 40\n" +
-			"sluice_raft_commit_duration_seconds_count{group=\"0\"} 3\nsluice_raft_commit_duration_seconds_count{group=\"1\"} 4\n",
+			"sluice_raft_commit_duration_seconds_bucket{group=\"0\",le=\"+Inf\"} 3\nsluice_raft_commit_duration_seconds_count{group=\"0\"} 3\n" +
+			"sluice_raft_commit_duration_seconds_bucket{group=\"1\",le=\"+Inf\"} 4\nsluice_raft_commit_duration_seconds_count{group=\"1\"} 4\n",
 			LogStats{Entries: 7, Ops: 70, Commits: 7}},
 	}
 	for _, tt := range tests {
-		got, err := parseLogStats(bufio.NewScanner(strings.NewReader(tt.page)))
+		got, err := parseLogStats(strings.NewReader(tt.page))
 		if err != nil || got != tt.want {
 			t.Errorf("%s: parseLogStats = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
 	}
 	for _, bad := range []string{"", "sluice_raft_committed_entries_total 1\n", "sluice_raft_committed_entries_total x\nsluice_raft_committed_ops_total 2\n",
 		"sluice_raft_committed_entries_total 1\nsluice_raft_committed_ops_total 2\nsluice_raft_commit_duration_seconds_sum y\n"} {
-		if _, err := parseLogStats(bufio.NewScanner(strings.NewReader(bad))); err == nil {
+		if _, err := parseLogStats(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

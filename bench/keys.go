@@ -7,18 +7,18 @@ import (
 	"strconv"
 )
 
-// Dist names a key distribution.
+// Dist names a key distribution: DistUniform picks each of the N keys
+// with the same probability; DistZipf picks key i with probability
+// proportional to 1/(i+1)^ZipfTheta (YCSB's Zipfian constant): a few hot
+// keys and a long tail; DistHot sends every request to one key.
 type Dist string
 
 // The key distributions.
 const (
-	// DistUniform picks each of the N keys with the same probability.
 	DistUniform Dist = "uniform"
-	// DistZipf picks key i with probability proportional to 1/(i+1)^0.99
-	// (YCSB's Zipfian constant): a few hot keys and a long tail.
-	DistZipf Dist = "zipf"
-	// DistHot sends every request to one key.
-	DistHot Dist = "hot"
+	DistZipf    Dist = "zipf"
+	DistHot     Dist = "hot"
+	ZipfTheta        = 0.99
 )
 
 // ParseDist parses a distribution name.
@@ -30,45 +30,29 @@ func ParseDist(s string) (Dist, error) {
 	return "", fmt.Errorf("unknown key distribution %q (want uniform, zipf or hot)", s)
 }
 
-// ZipfTheta is the skew of DistZipf.
-const ZipfTheta = 0.99
-
 // KeyPicker draws key indexes in [0, N). Each goroutine needs its own: the
 // random source is not shared.
-type KeyPicker interface {
-	Next() uint64
-}
+type KeyPicker func() uint64
+
+// Next draws an index.
+func (p KeyPicker) Next() uint64 { return p() }
 
 // NewKeyPicker returns a picker over n keys with distribution d, drawing
 // from rng. z may be a shared precomputed Zipf table for (n, ZipfTheta), or
 // nil to compute one.
 func NewKeyPicker(d Dist, n uint64, rng *rand.Rand, z *ZipfTable) KeyPicker {
-	if n == 0 {
-		n = 1
-	}
+	n = max(n, 1)
 	switch d {
 	case DistHot:
-		return hotPicker{}
+		return KeyPicker(func() uint64 { return 0 })
 	case DistZipf:
 		if z == nil || z.n != n {
 			z = NewZipfTable(n, ZipfTheta)
 		}
-		return &zipfPicker{t: z, rng: rng}
-	default:
-		return &uniformPicker{n: n, rng: rng}
+		return KeyPicker(func() uint64 { return z.Draw(rng.Float64()) })
 	}
+	return KeyPicker(func() uint64 { return rng.Uint64N(n) })
 }
-
-type hotPicker struct{}
-
-func (hotPicker) Next() uint64 { return 0 }
-
-type uniformPicker struct {
-	n   uint64
-	rng *rand.Rand
-}
-
-func (p *uniformPicker) Next() uint64 { return p.rng.Uint64N(p.n) }
 
 // ZipfTable holds the constants of the Zipfian generator of Gray et al.,
 // "Quickly generating billion-record synthetic databases" (SIGMOD 1994), as
@@ -76,23 +60,20 @@ func (p *uniformPicker) Next() uint64 { return p.rng.Uint64N(p.n) }
 // math/rand's Zipf (s > 1 only) does not cover. It is immutable and may be
 // shared between goroutines.
 type ZipfTable struct {
-	n                   uint64
-	theta, alpha, zetan float64
-	eta, half           float64
+	n                              uint64
+	theta, alpha, zetan, eta, half float64
 }
 
 // NewZipfTable precomputes the generator for n items and skew theta in
 // (0, 1). It takes O(n) time once (about 20 ms per million items).
 func NewZipfTable(n uint64, theta float64) *ZipfTable {
-	zeta2 := 1 + math.Pow(0.5, theta)
 	zetan := 0.0
 	for i := uint64(1); i <= n; i++ {
 		zetan += 1 / math.Pow(float64(i), theta)
 	}
-	t := &ZipfTable{n: n, theta: theta, alpha: 1 / (1 - theta), zetan: zetan}
-	t.eta = (1 - math.Pow(2/float64(n), 1-theta)) / (1 - zeta2/zetan)
-	t.half = 1 + math.Pow(0.5, theta)
-	return t
+	half := 1 + math.Pow(0.5, theta) // zeta(2)
+	eta := (1 - math.Pow(2/float64(n), 1-theta)) / (1 - half/zetan)
+	return &ZipfTable{n: n, theta: theta, alpha: 1 / (1 - theta), zetan: zetan, eta: eta, half: half}
 }
 
 // Prob is the probability of item i (0-based) under the exact Zipf law.
@@ -102,26 +83,14 @@ func (t *ZipfTable) Prob(i uint64) float64 {
 
 // Draw maps a uniform u in [0, 1) to an item in [0, n).
 func (t *ZipfTable) Draw(u float64) uint64 {
-	uz := u * t.zetan
-	if uz < 1 {
+	switch uz := u * t.zetan; {
+	case uz < 1:
 		return 0
-	}
-	if uz < t.half {
+	case uz < t.half:
 		return 1 % t.n
 	}
-	v := uint64(float64(t.n) * math.Pow(t.eta*u-t.eta+1, t.alpha))
-	if v >= t.n {
-		v = t.n - 1
-	}
-	return v
+	return min(uint64(float64(t.n)*math.Pow(t.eta*u-t.eta+1, t.alpha)), t.n-1)
 }
-
-type zipfPicker struct {
-	t   *ZipfTable
-	rng *rand.Rand
-}
-
-func (p *zipfPicker) Next() uint64 { return p.t.Draw(p.rng.Float64()) }
 
 // KeyDigits is the width of the zero-padded index in key names, as in the
 // anchor measurement's "tb:" + 12 digits.
@@ -129,10 +98,10 @@ const KeyDigits = 12
 
 // AppendKey appends prefix followed by i as KeyDigits zero-padded digits.
 func AppendKey(b []byte, prefix string, i uint64) []byte {
-	b = append(b, prefix...)
 	var tmp [20]byte
 	d := strconv.AppendUint(tmp[:0], i, 10)
-	for j := len(d); j < KeyDigits; j++ {
+	b = append(b, prefix...)
+	for range KeyDigits - len(d) {
 		b = append(b, '0')
 	}
 	return append(b, d...)

@@ -1,10 +1,16 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,65 +20,37 @@ import (
 
 // LoadOptions say how hard and how long to drive a server.
 type LoadOptions struct {
-	// Addrs are the server's RESP addresses; connection i goes to
-	// Addrs[i % len(Addrs)].
-	Addrs []string
-	// Route, when set, replaces Addrs: every connection has one
-	// connection to each master of the route, and sends each request to
-	// its key's master (a cluster-aware client). A pipeline's requests are
-	// split by master, written to each, then read. Only workloads of one
-	// key per request can be routed.
-	Route *SlotRoute
-	// Conns is the number of connections, each driven by one goroutine.
-	Conns int
-	// Pipeline is the number of requests written at once on a connection
-	// before its replies are read (redis-benchmark's -P).
-	Pipeline int
-	// Duration is how long the measured phase lasts, unless Requests is set.
-	Duration time.Duration
-	// Requests, when > 0, ends the measured phase after this many requests.
-	Requests int64
-	// Warmup runs the same load, unmeasured, before the measured phase.
-	Warmup time.Duration
-	// Seed makes the key sequence reproducible.
-	Seed uint64
-	// Timeout bounds one batch's round trip; a connection that exceeds it
-	// fails (default 10s).
-	Timeout time.Duration
+	Addrs    []string      // connection i goes to Addrs[i % len(Addrs)]
+	Conns    int           // connections, each driven by one goroutine
+	Pipeline int           // requests written at once before their replies are read (redis-benchmark's -P)
+	Duration time.Duration // of the measured phase, unless Requests is set
+	Requests int64         // when > 0, the measured phase ends after this many requests
+	Warmup   time.Duration // the same load, unmeasured, before the measured phase
+	Seed     uint64        // makes the key sequence reproducible
+	Timeout  time.Duration // bounds a batch's round trip; a connection that exceeds it fails (default 10s)
 	// ServerPIDs, if set, are the server's processes: their CPU time over
-	// the measured phase is reported per request.
-	ServerPIDs []int
-	// LogCounters, if set, returns the server's group commit counters,
-	// read at the start and the end of the measured phase for ops per log
-	// entry and the mean commit and hold times.
+	// the measured phase is reported per request. LogCounters, if set,
+	// returns its group commit counters, read at the start and the end of
+	// the measured phase.
+	ServerPIDs  []int
 	LogCounters func(context.Context) (LogStats, error)
+	noLatency   bool // Populate's: keep no latency
 }
 
 // Validate checks the options and fills defaults.
 func (o *LoadOptions) Validate() error {
-	var errs []error
-	if o.Route != nil {
-		o.Addrs = o.Route.Addrs
+	o.Timeout = cmp.Or(o.Timeout, 10*time.Second)
+	switch {
+	case len(o.Addrs) == 0:
+		return errors.New("no server address")
+	case o.Conns < 1 || o.Pipeline < 1:
+		return fmt.Errorf("conns and pipeline: want at least 1, got %d and %d", o.Conns, o.Pipeline)
+	case o.Duration <= 0 && o.Requests <= 0:
+		return errors.New("want a duration or a request count")
+	case o.Warmup < 0:
+		return fmt.Errorf("warmup: want >= 0, got %s", o.Warmup)
 	}
-	if len(o.Addrs) == 0 {
-		errs = append(errs, errors.New("no server address"))
-	}
-	if o.Conns < 1 {
-		errs = append(errs, fmt.Errorf("conns: want at least 1, got %d", o.Conns))
-	}
-	if o.Pipeline < 1 {
-		errs = append(errs, fmt.Errorf("pipeline: want at least 1, got %d", o.Pipeline))
-	}
-	if o.Duration <= 0 && o.Requests <= 0 {
-		errs = append(errs, errors.New("want a duration or a request count"))
-	}
-	if o.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("warmup: want >= 0, got %s", o.Warmup))
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // LoadResult is what one measured run gives.
@@ -91,37 +69,32 @@ type LoadResult struct {
 	ServerCPU float64 `json:"server_cpu_ns_per_req,omitempty"`
 	ClientCPU float64 `json:"client_cpu_ns_per_req,omitempty"`
 	// OpsPerEntry is the operations per Raft log entry committed in the
-	// measured phase (0 when not measured).
-	OpsPerEntry float64 `json:"ops_per_entry,omitempty"`
-	// CommitTime is the mean time, in ns, from handing an entry to Raft to
-	// its outcome on the leader; HoldTime the mean time an entry's first
-	// request waited in the leader's batcher (0 when not measured).
-	CommitTime float64    `json:"commit_ns_per_entry,omitempty"`
-	HoldTime   float64    `json:"hold_ns_per_entry,omitempty"`
-	Hist       *Histogram `json:"-"`
+	// measured phase; CommitTime the mean time, in ns, from handing an
+	// entry to Raft to its outcome on the leader; HoldTime the mean time
+	// an entry's first request waited in the leader's batcher (0 when not
+	// measured).
+	OpsPerEntry float64   `json:"ops_per_entry,omitempty"`
+	CommitTime  float64   `json:"commit_ns_per_entry,omitempty"`
+	HoldTime    float64   `json:"hold_ns_per_entry,omitempty"`
+	Samples     Latencies `json:"-"` // every measured request's latency
 }
 
 // setLogStats sets the per-entry figures from the counters' difference
 // over the measured phase.
-func (res *LoadResult) setLogStats(d LogStats) {
-	if d.Entries > 0 {
-		res.OpsPerEntry = d.Ops / d.Entries
+func (r *LoadResult) setLogStats(d LogStats) {
+	r.OpsPerEntry, r.CommitTime, r.HoldTime = quot(d.Ops, d.Entries), quot(d.CommitSeconds*1e9, d.Commits), quot(d.HoldSeconds*1e9, d.Holds)
+}
+
+// quot is a/b, 0 when b is not positive.
+func quot(a, b float64) float64 {
+	if b <= 0 {
+		return 0
 	}
-	if d.Commits > 0 {
-		res.CommitTime = d.CommitSeconds / d.Commits * 1e9
-	}
-	if d.Holds > 0 {
-		res.HoldTime = d.HoldSeconds / d.Holds * 1e9
-	}
+	return a / b
 }
 
 // DenyShare is the measured share of denied requests among the answered.
-func (r LoadResult) DenyShare() float64 {
-	if r.Allowed+r.Denied == 0 {
-		return 0
-	}
-	return float64(r.Denied) / float64(r.Allowed+r.Denied)
-}
+func (r LoadResult) DenyShare() float64 { return quot(float64(r.Denied), float64(r.Allowed+r.Denied)) }
 
 // load phases
 const (
@@ -130,53 +103,29 @@ const (
 	phaseStop
 )
 
+// source appends a connection's next request to b.
+type source func(b []byte) []byte
+
 // worker is one connection's share of a run.
 type worker struct {
-	conns   []*respwire.Conn // one, or with LoadOptions.Route one per master
-	gen     *requestGen
-	hist    *Histogram
-	done    int64
-	allowed int64
-	denied  int64
-	errs    int64
-	firstEr string
-	fail    error
-}
-
-// requestGen builds requests: it picks a key index, then the allowed or the
-// exhausted twin of the key.
-type requestGen struct {
-	pick        KeyPicker
-	rng         *rand.Rand
-	deny        float64
-	allow, dent Template
-	aPrefix     string
-	dPrefix     string
-}
-
-// next picks the next request: its template, key prefix and key index.
-func (g *requestGen) next() (Template, string, uint64) {
-	i := g.pick.Next()
-	if g.deny > 0 && g.rng.Float64() < g.deny {
-		return g.dent, g.dPrefix, i
-	}
-	return g.allow, g.aPrefix, i
+	conn                        *respwire.Conn
+	next                        source
+	replies                     int // per request: its decision is the last
+	lat                         Latencies
+	done, allowed, denied, errs int64
+	firstErr                    string
+	fail                        error
+	noLatency                   bool
 }
 
 // RunLoad drives a server with workload w spelled in dialect d.
 func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadResult, error) {
-	if err := w.Validate(); err != nil {
-		return LoadResult{}, fmt.Errorf("workload: %w", err)
-	}
-	if err := o.Validate(); err != nil {
-		return LoadResult{}, fmt.Errorf("load options: %w", err)
+	if err := errors.Join(w.Validate(), o.Validate()); err != nil {
+		return LoadResult{}, fmt.Errorf("load: %w", err)
 	}
 	allow, err := d.Template(w.Alg, w.Allow)
-	if err != nil {
-		return LoadResult{}, err
-	}
-	deny, err := d.Template(w.Alg, w.Deny)
-	if err != nil {
+	deny, err2 := d.Template(w.Alg, w.Deny)
+	if err = cmp.Or(err, err2); err != nil {
 		return LoadResult{}, err
 	}
 	if w.DenyShare > 0 {
@@ -192,203 +141,167 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	if w.Dist == DistZipf {
 		zt = NewZipfTable(w.Keys, ZipfTheta)
 	}
+	// A request picks a key index, then the allowed or the exhausted twin
+	// of the key.
+	allowP, denyP := w.AllowPrefix(), w.DenyPrefix()
+	return drive(ctx, o, allow.Replies, func(rng *rand.Rand) source {
+		pick := NewKeyPicker(w.Dist, w.Keys, rng, zt)
+		return func(b []byte) []byte {
+			i := pick.Next()
+			if w.DenyShare > 0 && rng.Float64() < w.DenyShare {
+				return deny.AppendIndex(b, denyP, i)
+			}
+			return allow.AppendIndex(b, allowP, i)
+		}
+	})
+}
 
+// reading is what is read at the start and the end of the measured phase:
+// the CPU time of the server's processes and of this one, and the group
+// commit counters.
+type reading struct {
+	server, client float64
+	log            LogStats
+	serverErr      error
+	logErr         error
+}
+
+func read(ctx context.Context, o LoadOptions) reading {
+	r := reading{logErr: errors.New("not measured")}
+	r.server, r.serverErr = ProcessCPU(o.ServerPIDs)
+	r.client, _ = ProcessCPU([]int{os.Getpid()})
+	if o.LogCounters != nil {
+		r.log, r.logErr = o.LogCounters(ctx)
+	}
+	return r
+}
+
+// drive sends the requests of the sources newSource makes, one per
+// connection, each request getting replies replies: the load loop of
+// RunLoad and Populate.
+func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand.Rand) source) (LoadResult, error) {
 	workers := make([]*worker, o.Conns)
 	defer func() {
 		for _, wk := range workers {
-			if wk != nil {
-				for _, c := range wk.conns {
-					c.Close()
-				}
+			if wk != nil && wk.conn != nil { // not after a failed dial
+				wk.conn.Close()
 			}
 		}
 	}()
-	if o.Route != nil && !(allow.sameKey() && deny.sameKey()) {
-		return LoadResult{}, errors.New("a routed load needs one key per request: this workload has layers")
-	}
 	for i := range workers {
-		addrs := []string{o.Addrs[i%len(o.Addrs)]}
-		if o.Route != nil {
-			addrs = o.Route.Addrs
-		}
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)+1))
-		wk := &worker{hist: NewHistogram(), gen: &requestGen{
-			pick: NewKeyPicker(w.Dist, w.Keys, rng, zt), rng: rng, deny: w.DenyShare,
-			allow: allow, dent: deny, aPrefix: w.AllowPrefix(), dPrefix: w.DenyPrefix(),
-		}}
-		workers[i] = wk
-		for _, a := range addrs {
-			c, err := dial(a)
-			if err != nil {
-				return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
-			}
-			wk.conns = append(wk.conns, c)
+		workers[i] = &worker{next: newSource(rng), replies: max(replies, 1), noLatency: o.noLatency}
+		var err error
+		if workers[i].conn, err = dial(o.Addrs[i%len(o.Addrs)]); err != nil {
+			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 	}
-
+	// The readings before the measured phase are taken before the workers
+	// start (no warm-up) or at the end of the warm-up, before the phase
+	// changes: no measured request is answered before them.
 	var phase atomic.Int32
 	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
 	budget.Store(o.Requests)
-	if o.Warmup > 0 {
-		phase.Store(phaseWarmup)
-	} else {
-		phase.Store(phaseMeasure)
-	}
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, wk := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wk.run(runCtx, o, &phase, &budget)
-		}()
-	}
-	// Closing the connections unblocks workers if the context ends early.
-	stopWatch := context.AfterFunc(runCtx, func() {
-		if ctx.Err() != nil {
-			for _, wk := range workers {
-				for _, c := range wk.conns {
-					c.SetDeadline(time.Now())
-				}
-			}
-		}
-	})
-	defer stopWatch()
-
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-
-	if o.Warmup > 0 {
-		t := time.NewTimer(o.Warmup)
-		select {
-		case <-allDone:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+	var r0 reading
+	if o.Warmup <= 0 {
+		r0 = read(ctx, o)
 		phase.Store(phaseMeasure)
 	}
 	start := time.Now()
-	srvCPU0, srvErr := ProcessCPU(o.ServerPIDs)
-	cliCPU0 := selfCPU()
-	var log0 LogStats
-	logErr := errors.New("not measured")
-	if o.LogCounters != nil {
-		log0, logErr = o.LogCounters(ctx)
+	var wg sync.WaitGroup
+	for _, wk := range workers {
+		wg.Go(func() { wk.run(ctx, o, &phase, &budget) })
 	}
-	var end <-chan time.Time
-	if o.Requests <= 0 {
-		tm := time.NewTimer(o.Duration)
-		defer tm.Stop()
-		end = tm.C
+	// Closing the connections unblocks the workers if the context ends.
+	defer context.AfterFunc(ctx, func() {
+		for _, wk := range workers {
+			wk.conn.SetDeadline(time.Now())
+		}
+	})()
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	wait := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case <-allDone:
+		case <-ctx.Done():
+		}
 	}
-	select {
-	case <-end:
-	case <-allDone:
-	case <-ctx.Done():
+	if o.Warmup > 0 {
+		wait(o.Warmup)
+		r0 = read(ctx, o)
+		phase.Store(phaseMeasure)
+		start = time.Now()
+	}
+	if o.Requests > 0 {
+		wait(math.MaxInt64) // until the budget is spent
+	} else {
+		wait(o.Duration)
 	}
 	phase.Store(phaseStop)
 	<-allDone
-	elapsed := time.Since(start)
-	srvCPU1, srvErr1 := ProcessCPU(o.ServerPIDs)
-	cliCPU1 := selfCPU()
-	var log1 LogStats
-	if logErr == nil {
-		log1, logErr = o.LogCounters(ctx)
-	}
-
-	res := LoadResult{Hist: NewHistogram(), Elapsed: elapsed}
+	res := LoadResult{Elapsed: time.Since(start)}
+	r1 := read(ctx, o)
 	var fails []error
 	for i, wk := range workers {
-		res.Hist.Merge(wk.hist)
-		res.Requests += wk.done
-		res.Allowed += wk.allowed
-		res.Denied += wk.denied
-		res.Errors += wk.errs
-		if res.FirstError == "" && wk.firstEr != "" {
-			res.FirstError = wk.firstEr
-		}
+		res.Samples.Merge(wk.lat)
+		res.Requests, res.Allowed, res.Denied, res.Errors = res.Requests+wk.done, res.Allowed+wk.allowed, res.Denied+wk.denied, res.Errors+wk.errs
+		res.FirstError = cmp.Or(res.FirstError, wk.firstErr)
 		if wk.fail != nil {
 			fails = append(fails, fmt.Errorf("connection %d: %w", i, wk.fail))
 		}
 	}
-	if elapsed > 0 {
-		res.Throughput = float64(res.Requests) / elapsed.Seconds()
+	res.Throughput = float64(res.Requests) / max(res.Elapsed.Seconds(), 1e-9)
+	res.Latency = res.Samples.Summary()
+	if len(o.ServerPIDs) > 0 && r0.serverErr == nil && r1.serverErr == nil {
+		res.ServerCPU = quot((r1.server-r0.server)*1e9, float64(res.Requests))
 	}
-	res.Latency = res.Hist.Summary()
-	if res.Requests > 0 {
-		if len(o.ServerPIDs) > 0 && srvErr == nil && srvErr1 == nil {
-			res.ServerCPU = (srvCPU1 - srvCPU0) * 1e9 / float64(res.Requests)
-		}
-		res.ClientCPU = (cliCPU1 - cliCPU0) * 1e9 / float64(res.Requests)
+	res.ClientCPU = quot((r1.client-r0.client)*1e9, float64(res.Requests))
+	if r0.logErr == nil && r1.logErr == nil {
+		res.setLogStats(r1.log.sub(r0.log))
 	}
-	if logErr == nil {
-		res.setLogStats(log1.sub(log0))
-	}
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("load: %w", err)
-	}
-	if len(fails) == len(workers) {
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("load: %w", ctx.Err())
+	case len(fails) == len(workers):
 		return res, fmt.Errorf("every connection failed: %w", errors.Join(fails...))
-	}
-	if len(fails) > 0 {
+	case len(fails) > 0:
 		return res, fmt.Errorf("%d of %d connections failed: %w", len(fails), len(workers), fails[0])
 	}
 	return res, nil
 }
 
-// run drives one connection (with LoadOptions.Route, one per master) until
-// the phase is stop or the budget is spent: each batch's requests are
-// written to their masters' connections, then read master by master. Only
+// run drives one connection until the phase is stop or the budget is
+// spent: it writes a batch of requests, then reads their replies. Only
 // batches sent in the measured phase count, so that every request counted
 // was sent and answered between the start and the end of the phase.
 func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) {
-	bufs := make([][]byte, len(wk.conns))
-	counts := make([]int, len(wk.conns))
-	var key []byte
+	var buf []byte
 	var lastDeadline time.Time
 	for ctx.Err() == nil {
-		ph, n := nextBatch(o, phase, budget)
-		if n == 0 {
+		ph, n := phase.Load(), o.Pipeline
+		if ph == phaseStop {
 			return
 		}
-		for i := range bufs {
-			bufs[i], counts[i] = bufs[i][:0], 0
-		}
-		for range n {
-			t, prefix, i := wk.gen.next()
-			m := 0
-			if o.Route != nil {
-				key = AppendKey(append(key[:0], prefix...), "", i)
-				m = o.Route.Node(key)
+		if ph == phaseMeasure && o.Requests > 0 {
+			if left := budget.Add(-int64(n)); left+int64(n) <= 0 {
+				return
+			} else if left < 0 {
+				n += int(left)
 			}
-			bufs[m] = t.AppendIndex(bufs[m], prefix, i)
-			counts[m]++
+		}
+		buf = buf[:0]
+		for range n {
+			buf = wk.next(buf)
 		}
 		t0 := time.Now()
-		renew := t0.Sub(lastDeadline) > o.Timeout/4 // renewing per batch costs a timer update
-		if renew {
+		if t0.Sub(lastDeadline) > o.Timeout/4 { // renewing per batch costs a timer update
 			lastDeadline = t0
+			_ = wk.conn.SetDeadline(t0.Add(o.Timeout))
 		}
-		for m, c := range wk.conns {
-			if counts[m] == 0 {
-				continue
-			}
-			if renew {
-				_ = c.SetDeadline(t0.Add(o.Timeout))
-			}
-			c.AppendRaw(bufs[m])
-			if err := c.Flush(); err != nil {
-				wk.fail = err
-				return
-			}
-		}
-		for m, c := range wk.conns {
-			if counts[m] > 0 && !wk.readReplies(c, counts[m], ph, t0) {
-				return
-			}
+		wk.conn.AppendRaw(buf)
+		if wk.fail = wk.conn.Flush(); wk.fail != nil || !wk.readReplies(n, ph == phaseMeasure, t0) {
+			return
 		}
 		if ph == phaseMeasure {
 			wk.done += int64(n)
@@ -398,30 +311,28 @@ func (wk *worker) run(ctx context.Context, o LoadOptions, phase *atomic.Int32, b
 
 // readReplies reads n decisions from c and, in the measured phase, records
 // them; false when the connection failed (wk.fail says why).
-func (wk *worker) readReplies(c *respwire.Conn, n int, ph int32, t0 time.Time) bool {
-	extra := wk.gen.allow.extraReplies()
+func (wk *worker) readReplies(n int, measured bool, t0 time.Time) bool {
+	c := wk.conn
 	for range n {
-		for range extra {
-			if err := respwire.Skip(c.Reader, limits); err != nil {
-				wk.fail = err
+		for range wk.replies - 1 {
+			if wk.fail = respwire.Skip(c.Reader, limits); wk.fail != nil {
 				return false
 			}
 		}
 		d, err := readDecision(c.Reader)
-		if err != nil {
-			wk.fail = err
+		if wk.fail = err; err != nil {
 			return false
 		}
-		if ph != phaseMeasure {
+		if !measured {
 			continue
 		}
-		wk.hist.Record(int64(time.Since(t0)))
+		if !wk.noLatency {
+			wk.lat.Record(int64(time.Since(t0)))
+		}
 		switch {
 		case d.Err:
 			wk.errs++
-			if wk.firstEr == "" {
-				wk.firstEr = d.Msg
-			}
+			wk.firstErr = cmp.Or(wk.firstErr, d.Msg)
 		case d.Allowed == 1:
 			wk.allowed++
 		default:
@@ -429,27 +340,6 @@ func (wk *worker) readReplies(c *respwire.Conn, n int, ph int32, t0 time.Time) b
 		}
 	}
 	return true
-}
-
-// nextBatch returns the phase and how many requests the next batch sends:
-// the pipeline depth, less at the end of a request budget; 0 when the
-// phase is stop or the budget is spent.
-func nextBatch(o LoadOptions, phase *atomic.Int32, budget *atomic.Int64) (int32, int) {
-	ph := phase.Load()
-	if ph == phaseStop {
-		return ph, 0
-	}
-	p := o.Pipeline
-	if ph == phaseMeasure && o.Requests > 0 {
-		left := budget.Add(-int64(p))
-		if left+int64(p) <= 0 {
-			return ph, 0
-		}
-		if left < 0 {
-			return ph, p + int(left)
-		}
-	}
-	return ph, p
 }
 
 // Populate sends the request of template t once for every key
@@ -460,60 +350,93 @@ func Populate(ctx context.Context, addrs []string, t Template, prefix string, fr
 	if to <= from {
 		return nil
 	}
-	const batch = 256
-	conns = max(1, min(conns, int((to-from+batch-1)/batch)))
 	var next atomic.Uint64
 	next.Store(from)
-	errc := make(chan error, conns)
-	for i := range conns {
-		go func() {
-			errc <- populateConn(ctx, addrs[i%len(addrs)], t, prefix, &next, to, batch)
-		}()
+	o := LoadOptions{Addrs: addrs, Conns: max(1, min(conns, int((to-from+255)/256))), Pipeline: 256, Requests: int64(to - from), Timeout: 30 * time.Second, noLatency: true}
+	res, err := drive(ctx, o, t.Replies, func(*rand.Rand) source {
+		return func(b []byte) []byte { return t.AppendIndex(b, prefix, next.Add(1)-1) } // the budget stops it at to
+	})
+	if err == nil && res.Errors > 0 {
+		err = errors.New(res.FirstError)
 	}
-	var errs []error
-	for range conns {
-		if err := <-errc; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("populate %s[%d,%d): %w", prefix, from, to, errors.Join(errs...))
+	if err != nil {
+		return fmt.Errorf("populate %s[%d,%d): %w", prefix, from, to, err)
 	}
 	return nil
 }
 
-func populateConn(ctx context.Context, addr string, t Template, prefix string, next *atomic.Uint64, to uint64, batch uint64) error {
-	c, err := dial(addr)
+// limits bound the replies the load generator accepts: generous, since it
+// talks to servers it started itself, but finite.
+var limits = respwire.Limits{MaxBulk: 512 << 20, MaxElems: 1 << 24}
+
+// dial connects to addr with the large buffers a pipelined load wants.
+func dial(addr string) (*respwire.Conn, error) {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-	defer stop()
-	var buf []byte
-	for {
-		lo := next.Add(batch) - batch
-		if lo >= to {
-			return ctx.Err()
-		}
-		hi := min(lo+batch, to)
-		buf = buf[:0]
-		for i := lo; i < hi; i++ {
-			buf = t.AppendIndex(buf, prefix, i)
-		}
-		c.AppendRaw(buf)
-		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-		if err := c.Flush(); err != nil {
-			return err
-		}
-		for i := lo; i < hi; i++ {
-			d, err := readDecision(c.Reader)
-			if err != nil {
-				return err
-			}
-			if d.Err {
-				return errors.New(d.Msg)
-			}
-		}
+	c := respwire.NewConn(nc)
+	c.Reader, c.Limits = bufio.NewReaderSize(nc, 64<<10), limits
+	return c, nil
+}
+
+// doAt runs one command on a fresh connection to addr; an error reply is
+// an error.
+func doAt(addr string, args ...string) (respwire.Value, error) {
+	v, err := respwire.DoAt(addr, time.Minute, args...)
+	if err == nil && v.Error() != "" {
+		err = fmt.Errorf("%s: %s", args[0], v.Error())
 	}
+	return v, err
+}
+
+// Decision is what the load loop keeps of one limiter reply: the first
+// integer of an array reply (sluice's "allowed"), or the integer itself
+// (the anchor Lua script's 1 or 0). Err is set, and Allowed meaningless,
+// for an error reply, whose text is Msg.
+type Decision struct {
+	Allowed int64
+	Err     bool
+	Msg     string
+}
+
+// readDecision reads one reply and keeps only its decision, without
+// allocating: the first integer of an array, or an integer. A bulk string
+// (an ECHO, see EchoDialect) is reported as Allowed 1; any other well-formed
+// reply is skipped and reported as Allowed 0.
+func readDecision(rd *bufio.Reader) (Decision, error) {
+	l, err := respwire.ReadLine(rd, limits)
+	if err != nil {
+		return Decision{}, err
+	}
+	switch respwire.Kind(l[0]) {
+	case respwire.Integer:
+		n, ok := respwire.ParseInt(l[1:])
+		if !ok {
+			return Decision{}, fmt.Errorf("bad integer %q", l)
+		}
+		return Decision{Allowed: n}, nil
+	case respwire.SimpleError:
+		return Decision{Err: true, Msg: string(l[1:])}, nil
+	case respwire.Array:
+		n, ok := respwire.ParseInt(l[1:])
+		if !ok || n < -1 {
+			return Decision{}, fmt.Errorf("bad length %q", l)
+		}
+		if n <= 0 {
+			return Decision{}, nil
+		}
+		first, err := readDecision(rd)
+		for i := int64(1); i < n && err == nil; i++ {
+			err = respwire.Skip(rd, limits)
+		}
+		return first, err
+	}
+	if err := respwire.SkipRest(rd, limits, l); err != nil {
+		return Decision{}, err
+	}
+	if respwire.Kind(l[0]) == respwire.BulkString && !bytes.Equal(l, []byte("$-1")) {
+		return Decision{Allowed: 1}, nil
+	}
+	return Decision{}, nil
 }

@@ -3,7 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
+	"io"
 	"slices"
 	"time"
 )
@@ -13,6 +13,7 @@ import (
 // B), so that a noisy neighbour on the machine affects every target alike.
 // The reported figures are the medians over the rounds.
 type Case struct {
+	Section  string      `json:"-"` // the suite section it belongs to
 	ID       string      `json:"id"`
 	Title    string      `json:"title"`
 	Workload Workload    `json:"workload"`
@@ -21,16 +22,13 @@ type Case struct {
 	Pipeline int         `json:"pipeline"`
 	Targets  []string    `json:"targets"`
 	Rounds   int         `json:"rounds"`
-	// Baseline is the target the ratios are taken against.
-	Baseline string `json:"baseline"`
-	// Goals are the throughput ratios this case must show.
-	Goals []Goal `json:"goals,omitempty"`
+	Baseline string      `json:"baseline"` // the target the ratios are taken against
+	Goals    []Goal      `json:"goals,omitempty"`
 }
 
 // Goal is a ratio a measurement must reach: Target's median throughput
 // over the case's baseline's (a case's goals), or the figure its section
-// says (memory per key, throughput with many keys). Min and Max bound it
-// (0: no bound).
+// says (MemoryGoal, ScaleGoal). Min and Max bound it (0: no bound).
 type Goal struct {
 	Target string  `json:"target"`
 	About  string  `json:"about"`
@@ -58,10 +56,8 @@ type CaseResult struct {
 
 // Run is the run of a target, or nil.
 func (cr CaseResult) Run(target string) *TargetRun {
-	for i := range cr.Runs {
-		if cr.Runs[i].Target == target {
-			return &cr.Runs[i]
-		}
+	if i := slices.IndexFunc(cr.Runs, func(r TargetRun) bool { return r.Target == target }); i >= 0 {
+		return &cr.Runs[i]
 	}
 	return nil
 }
@@ -76,83 +72,79 @@ func (cr CaseResult) Ratio(target string) float64 {
 	return a.Median.Throughput / b.Median.Throughput
 }
 
-// Runner runs cases on the targets of an Env. Progress and Log may be nil.
+// Runner runs cases on the targets of an Env, printing a line per step to
+// Progress (nil: none).
 type Runner struct {
 	Env      *Env
-	Progress *Progress
-	Log      *slog.Logger
+	Progress io.Writer
+	started  time.Time
+	current  string
 }
 
-func (r *Runner) logger() *slog.Logger {
-	if r.Log == nil {
-		return slog.New(slog.DiscardHandler)
+// step names the step that runs next; note prints its line when it ends.
+func (r *Runner) step(name string) { r.current = name }
+
+func (r *Runner) note(result string) {
+	if r.Progress != nil {
+		if r.started.IsZero() {
+			r.started = time.Now()
+		}
+		fmt.Fprintf(r.Progress, "[%s] %s: %s\n", time.Since(r.started).Round(time.Second), r.current, result)
 	}
-	return r.Log
 }
 
-// plannedLength is how long a case should take.
-func (c Case) plannedLength() time.Duration {
-	per := c.Load.Duration + c.Load.Warmup
-	if c.Load.Duration <= 0 {
-		per = c.Load.Warmup + 2*time.Second
+// noteLoad notes a run's outcome.
+func (r *Runner) noteLoad(lr LoadResult, err error) {
+	switch {
+	case err != nil:
+		r.note("failed: " + shorten(err.Error(), 80))
+	case lr.Errors > 0:
+		r.note(fmt.Sprintf("%s/s p99 %s (%d errors: %s)", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99), lr.Errors, shorten(lr.FirstError, 60)))
+	default:
+		r.note(fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99)))
 	}
-	return time.Duration(c.Rounds*len(c.Targets)) * per
 }
 
 // RunCase runs c; a target that cannot start or fails is reported in its
 // TargetRun, never as an error: only a cancelled context stops the case.
 func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
-	if c.Rounds < 1 {
-		c.Rounds = 1
-	}
+	c.Rounds = max(c.Rounds, 1)
 	c.Conns, c.Pipeline = c.Load.Conns, c.Load.Pipeline
 	if err := c.Workload.Validate(); err != nil {
 		return CaseResult{}, fmt.Errorf("case %s: %w", c.ID, err)
 	}
 	res := CaseResult{Case: c, Runs: make([]TargetRun, len(c.Targets))}
-	for i, name := range c.Targets {
-		res.Runs[i].Target = name
-	}
-	per := c.Load.Duration + c.Load.Warmup
 	for round := range c.Rounds {
 		for i, name := range c.Targets {
 			run := &res.Runs[i]
-			step := fmt.Sprintf("%s: %s round %d/%d", c.ID, name, round+1, c.Rounds)
-			r.Progress.Step(step, per)
+			run.Target = name
+			r.step(fmt.Sprintf("%s: %s round %d/%d", c.ID, name, round+1, c.Rounds))
 			if run.Unavailable != "" || run.Err != "" {
-				r.Progress.Finish("skipped")
+				r.note("skipped")
 				continue
 			}
 			t, err := r.Env.Get(ctx, name)
+			if err == nil {
+				_, err = t.Dialect.Template(c.Workload.Alg, c.Workload.Allow)
+			}
 			if err != nil {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
 				run.Unavailable = err.Error()
-				r.Progress.Finish("unavailable: " + shorten(err.Error(), 80))
-				continue
-			}
-			if _, err := t.Dialect.Template(c.Workload.Alg, c.Workload.Allow); err != nil {
-				run.Unavailable = err.Error()
-				r.Progress.Finish("not applicable")
-				continue
-			}
-			lr, err := r.runOnce(ctx, c, t, round)
-			if err != nil {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
+				r.note("unavailable: " + shorten(err.Error(), 80))
+			} else if _, err = t.Do(ctx, "FLUSHALL"); err != nil {
+				run.Err = fmt.Sprintf("%s: FLUSHALL: %v", name, err)
+				r.note("failed: " + shorten(run.Err, 80))
+			} else {
+				var lr LoadResult
+				if lr, err = t.load(ctx, c.Workload, c.Load, uint64(round+1)); err != nil {
+					run.Err = err.Error()
+				} else {
+					run.Rounds = append(run.Rounds, lr)
 				}
-				run.Err = err.Error()
-				r.logger().Warn("run failed", "case", c.ID, "target", name, "err", err)
-				r.Progress.Finish("failed: " + shorten(err.Error(), 80))
-				continue
+				r.noteLoad(lr, err)
 			}
-			run.Rounds = append(run.Rounds, lr)
-			note := fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99))
-			if lr.Errors > 0 {
-				note += fmt.Sprintf(" (%d errors: %s)", lr.Errors, shorten(lr.FirstError, 60))
+			if ctx.Err() != nil {
+				return res, ctx.Err()
 			}
-			r.Progress.Finish(note)
 		}
 	}
 	for i := range res.Runs {
@@ -163,31 +155,23 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 	return res, nil
 }
 
-func (r *Runner) runOnce(ctx context.Context, c Case, t *Target, round int) (LoadResult, error) {
-	if err := t.Flush(ctx); err != nil {
-		return LoadResult{}, err
-	}
-	o := c.Load
-	o.Addrs = t.Addrs
-	o.Route = t.route
-	o.ServerPIDs = t.PIDs()
-	if len(t.metrics) > 0 {
-		metrics := t.metrics
+// load runs w on t with o, its addresses, processes, group commit counters
+// and seed filled in; a failed run whose target has exited says so.
+func (t *Target) load(ctx context.Context, w Workload, o LoadOptions, seed uint64) (LoadResult, error) {
+	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), seed
+	if metrics := t.metrics; len(metrics) > 0 {
 		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
 	}
-	o.Seed = uint64(round + 1)
-	lr, err := RunLoad(ctx, c.Workload, t.Dialect, o)
-	if err != nil {
-		if aerr := t.Alive(); aerr != nil {
-			return lr, aerr
-		}
-		return lr, err
+	lr, err := RunLoad(ctx, w, t.Dialect, o)
+	if err != nil && t.Alive() != nil {
+		return lr, t.Alive()
 	}
-	return lr, nil
+	return lr, err
 }
 
-// MedianResult reduces rounds to one: the median throughput, and for each
-// latency percentile the median over the rounds; counts are summed.
+// MedianResult reduces rounds to one: for each figure (throughput, each
+// latency percentile, CPU and group commit figures) the median over the
+// rounds; counts are summed.
 func MedianResult(rounds []LoadResult) LoadResult {
 	var m LoadResult
 	pick := func(f func(LoadResult) float64) float64 {
@@ -198,24 +182,18 @@ func MedianResult(rounds []LoadResult) LoadResult {
 		return Median(v)
 	}
 	m.Throughput = pick(func(r LoadResult) float64 { return r.Throughput })
-	m.Latency = Percentiles{
-		P50:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P50) })),
-		P90:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P90) })),
-		P99:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P99) })),
-		P999: int64(pick(func(r LoadResult) float64 { return float64(r.Latency.P999) })),
-		Max:  int64(pick(func(r LoadResult) float64 { return float64(r.Latency.Max) })),
-	}
 	m.ServerCPU = pick(func(r LoadResult) float64 { return r.ServerCPU })
 	m.ClientCPU = pick(func(r LoadResult) float64 { return r.ClientCPU })
 	m.OpsPerEntry = pick(func(r LoadResult) float64 { return r.OpsPerEntry })
 	m.CommitTime = pick(func(r LoadResult) float64 { return r.CommitTime })
 	m.HoldTime = pick(func(r LoadResult) float64 { return r.HoldTime })
+	ns := func(f func(Percentiles) int64) int64 {
+		return int64(pick(func(r LoadResult) float64 { return float64(f(r.Latency)) }))
+	}
+	m.Latency = Percentiles{P50: ns(func(p Percentiles) int64 { return p.P50 }), P90: ns(func(p Percentiles) int64 { return p.P90 }),
+		P99: ns(func(p Percentiles) int64 { return p.P99 }), P999: ns(func(p Percentiles) int64 { return p.P999 }), Max: ns(func(p Percentiles) int64 { return p.Max })}
 	for _, r := range rounds {
-		m.Requests += r.Requests
-		m.Allowed += r.Allowed
-		m.Denied += r.Denied
-		m.Errors += r.Errors
-		m.Elapsed += r.Elapsed
+		m.Requests, m.Allowed, m.Denied, m.Errors, m.Elapsed = m.Requests+r.Requests, m.Allowed+r.Allowed, m.Denied+r.Denied, m.Errors+r.Errors, m.Elapsed+r.Elapsed
 		if m.FirstError == "" {
 			m.FirstError = r.FirstError
 		}
@@ -229,8 +207,7 @@ func Median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
+	s := slices.Sorted(slices.Values(v))
 	n := len(s)
 	if n%2 == 1 {
 		return s[n/2]

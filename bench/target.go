@@ -1,16 +1,14 @@
 package bench
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,46 +16,34 @@ import (
 	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
-	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
-// The targets the tool knows how to start.
+// The targets the tool starts.
 const (
-	// TargetSluiceMem is one sluice node with --in-memory.
-	TargetSluiceMem = "sluice-mem"
-	// TargetSluiceDurable is one sluice node with a temporary --data-dir.
-	TargetSluiceDurable = "sluice-durable"
-	// TargetSluiceCluster is three durable sluice nodes forming a Raft
-	// cluster (internal/testkit/proccluster); connections are spread over
-	// the three.
-	TargetSluiceCluster = "sluice-cluster"
-	// TargetSluiceClusterLeader is the same cluster with every connection
-	// on its leader, as a single redis-benchmark sends them.
+	TargetSluiceMem     = "sluice-mem"     // one sluice node with --in-memory
+	TargetSluiceDurable = "sluice-durable" // one sluice node with a temporary --data-dir
+	// TargetSluiceCluster is three durable nodes (proccluster), the
+	// connections spread over them; TargetSluiceClusterLeader the same
+	// cluster with every connection on its leader, as a single
+	// redis-benchmark sends them.
+	TargetSluiceCluster       = "sluice-cluster"
 	TargetSluiceClusterLeader = "sluice-cluster-leader"
-	// TargetSluiceClusterShards3 is three durable sluice nodes with
-	// --shards 3 (three Raft groups, each led by another node once
-	// balanced), driven by a cluster-aware client: every request goes to
-	// the leader of its key's group, as CLUSTER SLOTS names it.
-	TargetSluiceClusterShards3 = "sluice-cluster-shards3"
-	// TargetRedis is redis-server without persistence, running lua/*.lua.
-	TargetRedis = "redis"
-	// TargetRedisAnchor is the same redis-server running the anchor token
-	// bucket script (token workloads only).
+	// TargetRedis is redis-server without persistence running lua/*.lua;
+	// TargetRedisAnchor the same server running the anchor token bucket
+	// (token workloads only); TargetRedisEcho the same server answering
+	// ECHO key, next to no work: the ceiling of the load generator and the
+	// machine; TargetRedisAOF redis-server with appendonly yes and
+	// appendfsync always (every write on disk before its reply).
+	TargetRedis       = "redis"
 	TargetRedisAnchor = "redis-anchor"
-	// TargetRedisEcho is the same redis-server answering ECHO key: a
-	// server doing next to no work, so its throughput is the ceiling of
-	// the load generator and the machine, which no limiter can pass.
-	TargetRedisEcho = "redis-echo"
-	// TargetRedisAOF is redis-server with appendonly yes and appendfsync
-	// always: every write on disk before its reply, sluice's durability
-	// promise on one machine, without replicas.
-	TargetRedisAOF = "redis-aof"
+	TargetRedisEcho   = "redis-echo"
+	TargetRedisAOF    = "redis-aof"
 )
 
 // TargetNames lists every target, the durability targets last.
 func TargetNames() []string {
-	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader, TargetSluiceClusterShards3, TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF},
-		DurabilityTargets()...)
+	return append([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster, TargetSluiceClusterLeader,
+		TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF}, DurabilityTargets()...)
 }
 
 // ParseTarget checks a target name.
@@ -77,60 +63,30 @@ type ServerConfig struct {
 	RedisBin     string        // path to redis-server
 	WorkDir      string        // parent of data directories (default: the system's temp dir)
 	StartTimeout time.Duration // how long a server may take to answer (default 20s; a cluster gets twice that)
-	Logger       *slog.Logger
 }
 
-func (c *ServerConfig) defaults() {
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = 20 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-}
-
-// StartOptions vary one start.
-type StartOptions struct {
-	// Debug starts sluice with --enable-debug-command.
-	Debug bool
-	// LogStore and Fsync, when set, start sluice with --raft-log and
-	// --fsync.
-	LogStore, Fsync string
-	// Shards, when above 1, starts a cluster with --shards.
-	Shards int
-}
-
-// Target is a running server (or cluster) under test.
+// Target is a running server (or cluster) under test. stop stops what it
+// owns (nil for a view on another target's processes); metrics are a
+// cluster's nodes' --metrics-addr (its group commit figures), leader finds
+// its group 0 leader.
 type Target struct {
 	Name    string
 	Addrs   []string // RESP addresses; loads spread connections over them
 	Dialect Dialect
-	// stop stops what the target owns (nil for a view on another
-	// target's processes); pids and alive describe its processes.
-	stop  func() error
-	pids  func() []int
-	alive func() error
-	// metrics are the nodes' --metrics-addr (a cluster's): ops per log
-	// entry are read from them.
+	PIDs    func() []int // the target's process ids
+	Alive   func() error // an error if a process of the target has exited
+	stop    func() error
 	metrics []string
-	// route, when set, routes every request to its key's master
-	// (LoadOptions.Route).
-	route *SlotRoute
-	// cluster is a cluster target's harness.
-	cluster *proccluster.Cluster
+	leader  func(ctx context.Context) (string, error)
 }
 
-// PIDs are the target's process ids.
-func (t *Target) PIDs() []int { return t.pids() }
-
-// RSS is the resident set size of the target's processes, summed, in bytes
-// (VmRSS in /proc/PID/status).
+// RSS is the resident set size of the target's processes, summed, in bytes.
 func (t *Target) RSS() (int64, error) {
 	var sum int64
 	for _, pid := range t.PIDs() {
 		n, err := ReadRSS(pid)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("rss of %s: %w", t.Name, err)
 		}
 		sum += n
 	}
@@ -146,50 +102,13 @@ func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error)
 	return doAt(t.Addrs[0], args...)
 }
 
-// Flush forgets every key (FLUSHALL).
-func (t *Target) Flush(ctx context.Context) error {
-	if _, err := t.Do(ctx, "FLUSHALL"); err != nil {
-		return fmt.Errorf("%s: FLUSHALL: %w", t.Name, err)
-	}
-	return nil
-}
-
-// Alive reports an error if a process of the target has exited.
-func (t *Target) Alive() error { return t.alive() }
-
 // Stop stops the target's processes and removes its data directories.
 func (t *Target) Stop() error {
-	if t.stop == nil {
+	stop := t.stop
+	if t.stop = nil; stop == nil {
 		return nil
 	}
-	err := t.stop()
-	t.stop = nil
-	return err
-}
-
-// view is a target sharing t's processes under another name and dialect.
-func (t *Target) view(name string, d Dialect) *Target {
-	v := *t
-	v.Name, v.Dialect, v.stop = name, d, nil
-	return &v
-}
-
-// ReadRSS is a process's resident set size in bytes, from /proc/PID/status.
-func ReadRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read rss: %w", err)
-	}
-	_, rest, ok := strings.Cut(string(b), "VmRSS:")
-	f := strings.Fields(rest)
-	if !ok || len(f) == 0 {
-		return 0, fmt.Errorf("read rss: no VmRSS in /proc/%d/status", pid)
-	}
-	kb, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("read rss: %w", err)
-	}
-	return kb * 1024, nil
+	return stop()
 }
 
 // tail is the last lines of a log file, for error messages.
@@ -197,42 +116,6 @@ func tail(path string) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], " | ")
-}
-
-// StartTarget starts a fresh target. The caller stops it.
-func StartTarget(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
-	cfg.defaults()
-	if store, fsync, ok := durabilityOf(name); ok {
-		opt.LogStore, opt.Fsync = store, fsync
-	}
-	switch {
-	case name == TargetSluiceMem, name == TargetSluiceDurable:
-		return startSluiceSingle(ctx, cfg, name, opt)
-	case name == TargetSluiceClusterShards3:
-		opt.Shards = 3
-		return startSluiceCluster(ctx, cfg, name, opt)
-	case strings.HasPrefix(name, TargetSluiceCluster):
-		return startSluiceCluster(ctx, cfg, name, opt)
-	case name == TargetRedisAOF:
-		return startRedis(ctx, cfg, name, "--appendonly", "yes", "--appendfsync", "always")
-	case IsRedis(name):
-		t, err := startRedis(ctx, cfg, TargetRedis)
-		if err != nil || name == TargetRedis {
-			return t, err
-		}
-		v := t.view(name, redisView(name))
-		v.stop = t.stop
-		return v, nil
-	}
-	return nil, fmt.Errorf("unknown target %q", name)
-}
-
-// redisView is the dialect of a target that shares the redis server.
-func redisView(name string) Dialect {
-	if name == TargetRedisEcho {
-		return EchoDialect{}
-	}
-	return LuaDialect{Anchor: true}
 }
 
 func checkBin(what, bin string) (string, error) {
@@ -246,48 +129,84 @@ func checkBin(what, bin string) (string, error) {
 	return filepath.Abs(path)
 }
 
-// startProcess starts one server process with its output in dir/out.log
-// and waits until probe succeeds on addr.
-func startProcess(ctx context.Context, cfg ServerConfig, t *Target, bin string, args []string, dir, addr string, probe func(addr string) error) error {
+// StartTarget starts a fresh target: a server or a cluster of its own
+// (the views on one, redis-anchor, redis-echo and sluice-cluster-leader,
+// come from an Env). The caller stops it.
+func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
+	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, 20*time.Second)
+	if name == TargetSluiceCluster || strings.HasPrefix(name, durabilityP) {
+		return startSluiceCluster(ctx, cfg, name)
+	}
+	if !slices.Contains([]string{TargetSluiceMem, TargetSluiceDurable, TargetRedis, TargetRedisAOF}, name) {
+		return nil, fmt.Errorf("%q is not a target of its own", name)
+	}
+	addr, err := sluiceproc.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	// sluice-mem and sluice-durable answer once an RL.TOKEN call is
+	// decided (a leader, a committed write); redis once it has loaded the
+	// scripts.
+	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
+	what, bin, probe := "sluice", cfg.SluiceBin, limiterProbe
+	args := func(dir string) []string {
+		if name == TargetSluiceMem {
+			return []string{"--addr", addr, "--log-level", "warn", "--in-memory"}
+		}
+		return []string{"--addr", addr, "--log-level", "warn", "--data-dir", filepath.Join(dir, "data")}
+	}
+	if IsRedis(name) {
+		t.Dialect, what, bin, probe = LuaDialect{}, "redis-server", cfg.RedisBin, LoadScripts
+		persist := []string{"--appendonly", "no"}
+		if name == TargetRedisAOF {
+			persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+		}
+		_, port, _ := strings.Cut(addr, ":")
+		args = func(dir string) []string {
+			return append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
+		}
+	}
+	if bin, err = checkBin(what, bin); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
 	logPath := filepath.Join(dir, "out.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return err
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	p, err := sluiceproc.Start(t.Name, bin, args, sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
+	p, err := sluiceproc.Start(name, bin, args(dir), sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
 	if err != nil {
 		logf.Close()
-		os.RemoveAll(dir)
-		return err
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	t.stop = func() error {
 		err := p.Stop(10 * time.Second)
 		logf.Close()
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	t.pids = func() []int { return []int{p.Pid()} }
-	t.alive = func() error {
+	t.PIDs = func() []int { return []int{p.Pid()} }
+	t.Alive = func() error {
 		select {
 		case <-p.Exited():
-			return fmt.Errorf("%s exited: %v; last output: %s", t.Name, p.Err(), tail(logPath))
+			return fmt.Errorf("%s exited: %v; last output: %s", name, p.Err(), tail(logPath))
 		default:
 			return nil
 		}
 	}
 	err = testkit.PollContext(ctx, cfg.StartTimeout, 50*time.Millisecond, func() error {
-		if t.alive() != nil {
+		if t.Alive() != nil {
 			return nil // no use waiting
 		}
 		return probe(addr)
 	})
-	if err == nil {
-		err = t.alive()
+	if err = errors.Join(err, t.Alive()); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s not ready: %w", name, err), t.Stop())
 	}
-	if err != nil {
-		t.Stop()
-		return fmt.Errorf("%s not ready: %w", t.Name, err)
-	}
-	return nil
+	return t, nil
 }
 
 // limiterProbe succeeds when an RL.TOKEN call is decided (a node with a
@@ -304,193 +223,13 @@ func limiterProbe(addr string) error {
 	return err
 }
 
-func pingProbe(addr string) error {
-	_, err := doAt(addr, "PING")
-	return err
-}
-
-// sluiceArgs are the flags every sluice node of a target takes.
-func sluiceArgs(opt StartOptions) []string {
-	args := []string{"--log-level", "warn"}
-	if opt.LogStore != "" {
-		args = append(args, "--raft-log", opt.LogStore)
-	}
-	if opt.Fsync != "" {
-		args = append(args, "--fsync", opt.Fsync)
-	}
-	if opt.Debug {
-		args = append(args, "--enable-debug-command")
-	}
-	return args
-}
-
-func startSluiceSingle(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
-	bin, err := checkBin("sluice", cfg.SluiceBin)
-	if err != nil {
-		return nil, err
-	}
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-data-")
-	if err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	args := append([]string{"--addr", addr}, sluiceArgs(opt)...)
-	if name == TargetSluiceMem {
-		args = append(args, "--in-memory")
-	} else {
-		args = append(args, "--data-dir", filepath.Join(dir, "data"))
-	}
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
-	return t, startProcess(ctx, cfg, t, bin, args, dir, addr, limiterProbe)
-}
-
-// startSluiceCluster starts three durable nodes (proccluster) and waits
-// until every group serves at the newest cluster version. A -leader target
-// keeps only the leader's address; a sharded one routes by slot.
-func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string, opt StartOptions) (*Target, error) {
-	bin, err := checkBin("sluice", cfg.SluiceBin)
-	if err != nil {
-		return nil, err
-	}
-	base, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-cluster-")
-	if err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	t := &Target{Name: name, Dialect: SluiceDialect{}}
-	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, Shards: opt.Shards, DataDir: base,
-		Flags: sluiceArgs(opt), DieWithParent: true, Setup: func(nodes []*proccluster.Node) {
-			for _, n := range nodes {
-				if m, err := sluiceproc.FreeAddr(); err == nil {
-					n.Extra = append(n.Extra, "--metrics-addr", m)
-					t.metrics = append(t.metrics, m)
-				}
-			}
-		}})
-	if err != nil {
-		os.RemoveAll(base)
-		return nil, err
-	}
-	t.cluster = c
-	t.stop = func() error {
-		c.Close()
-		return os.RemoveAll(base)
-	}
-	t.pids = func() []int {
-		var pids []int
-		for _, n := range c.Nodes {
-			if p := n.Process(); p != nil {
-				pids = append(pids, p.Pid())
-			}
-		}
-		return pids
-	}
-	t.alive = func() error {
-		for _, n := range c.Nodes {
-			if cr := n.Crashes(); len(cr) > 0 {
-				return fmt.Errorf("%s; last output: %s", cr[0], tail(n.LogPath))
-			}
-		}
-		return nil
-	}
-	if err := clusterReady(ctx, cfg, t, c, opt); err != nil {
-		t.Stop()
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return t, nil
-}
-
-func clusterReady(ctx context.Context, cfg ServerConfig, t *Target, c *proccluster.Cluster, opt StartOptions) error {
-	timeout := 2 * cfg.StartTimeout
-	if err := c.StartAll(); err != nil {
-		return err
-	}
-	if err := c.WaitServing(ctx, timeout, 2*time.Second); err != nil {
-		return errors.Join(err, t.alive())
-	}
-	// A new cluster starts at cluster version 1 and its leaders raise it
-	// within a second or two; until then later commands are refused.
-	for _, n := range c.Nodes {
-		t.Addrs = append(t.Addrs, n.RESP)
-		for g := range max(opt.Shards, 1) {
-			err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
-				st, err := proccluster.RaftStatus(n, g, 2*time.Second)
-				if err == nil && st["cluster_version"] != st["cluster_version_supported"] {
-					err = fmt.Errorf("%s group %d at cluster version %s of %s", n.ID, g, st["cluster_version"], st["cluster_version_supported"])
-				}
-				return err
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	switch {
-	case opt.Shards > 1:
-		// Wait for the leaders to spread (one group per node), then route.
-		r, err := waitClusterRoute(ctx, t.Addrs[0], min(opt.Shards, len(t.Addrs)), timeout)
-		if err != nil {
-			return err
-		}
-		t.route, t.Addrs = r, r.Addrs
-	case t.Name != TargetSluiceCluster: // the leader targets
-		return t.onLeader(ctx)
-	}
-	return nil
-}
-
-// onLeader keeps only the address of group 0's leader.
-func (t *Target) onLeader(ctx context.Context) error {
-	leader, err := t.cluster.Leader(ctx, 0, 20*time.Second)
-	if err != nil {
-		return err
-	}
-	t.Addrs = []string{leader.RESP}
-	return nil
-}
-
-// startRedis starts a redis-server without persistence, or with the
-// persistence arguments given (which replace --appendonly no), and loads
-// the scripts.
-func startRedis(ctx context.Context, cfg ServerConfig, name string, persist ...string) (*Target, error) {
-	bin, err := checkBin("redis-server", cfg.RedisBin)
-	if err != nil {
-		return nil, err
-	}
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("redis dir: %w", err)
-	}
-	if len(persist) == 0 {
-		persist = []string{"--appendonly", "no"}
-	}
-	_, port, _ := strings.Cut(addr, ":")
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir,
-		"--daemonize", "no", "--loglevel", "warning"}, persist...)
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect{}}
-	if err := startProcess(ctx, cfg, t, bin, args, dir, addr, pingProbe); err != nil {
-		return nil, err
-	}
-	if err := LoadScripts(addr); err != nil {
-		t.Stop()
-		return nil, err
-	}
-	return t, nil
-}
-
 // RedisVersion is what `redis-server --version` prints, shortened.
 func RedisVersion(bin string) string {
 	out, err := exec.Command(bin, "--version").Output()
 	if err != nil {
 		return "unavailable (" + err.Error() + ")"
 	}
-	s := string(bytes.TrimSpace(out))
+	s := strings.TrimSpace(string(out))
 	if f := strings.Fields(s); len(f) >= 3 {
 		return strings.TrimPrefix(f[2], "v=")
 	}
@@ -498,8 +237,9 @@ func RedisVersion(bin string) string {
 }
 
 // Env starts targets on first use and keeps them for the whole suite, so
-// that rounds can alternate between them. A target that fails to start is
-// remembered as unavailable with its reason.
+// that rounds can alternate between them; the redis views share one
+// redis-server, the leader view the cluster. A target that fails to start
+// is remembered as unavailable with its reason.
 type Env struct {
 	cfg     ServerConfig
 	mu      sync.Mutex
@@ -509,46 +249,48 @@ type Env struct {
 
 // NewEnv returns an Env that starts servers as cfg says.
 func NewEnv(cfg ServerConfig) *Env {
-	cfg.defaults()
 	return &Env{cfg: cfg, targets: map[string]*Target{}, errs: map[string]error{}}
 }
 
 // Config is the Env's server configuration.
 func (e *Env) Config() ServerConfig { return e.cfg }
 
-// Get returns the running target, starting it on first use. The redis
-// views share one redis-server.
+// Get returns the running target, starting it on first use.
 func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.get(ctx, name)
 }
 
-func (e *Env) get(ctx context.Context, name string) (*Target, error) {
+func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	if t, ok := e.targets[name]; ok {
 		return t, t.Alive()
 	}
 	if err, ok := e.errs[name]; ok {
 		return nil, err
 	}
-	var t *Target
-	var err error
-	switch name {
-	case TargetRedisAnchor, TargetRedisEcho:
-		if t, err = e.get(ctx, TargetRedis); err == nil {
-			t = t.view(name, redisView(name))
+	// A view shares its base's processes under another name and dialect.
+	view := func(base string, d Dialect) {
+		if t, err = e.get(ctx, base); err == nil {
+			v := *t
+			v.Name, v.stop = name, nil
+			v.Dialect = cmp.Or[Dialect](d, v.Dialect)
+			t = &v
 		}
-	case TargetSluiceClusterLeader: // a view on the cluster target
-		if t, err = e.get(ctx, TargetSluiceCluster); err == nil {
-			t = t.view(name, t.Dialect)
+	}
+	switch name {
+	case TargetRedisAnchor:
+		view(TargetRedis, LuaDialect{Anchor: true})
+	case TargetRedisEcho:
+		view(TargetRedis, EchoDialect{})
+	case TargetSluiceClusterLeader:
+		if view(TargetSluiceCluster, nil); err == nil {
 			err = t.onLeader(ctx)
 		}
 	default:
-		e.cfg.Logger.Info("starting target", "target", name)
-		t, err = StartTarget(ctx, e.cfg, name, StartOptions{})
+		t, err = StartTarget(ctx, e.cfg, name)
 	}
 	if err != nil {
-		e.cfg.Logger.Warn("target unavailable", "target", name, "err", err)
 		e.errs[name] = err
 		return nil, err
 	}
@@ -561,26 +303,29 @@ func (e *Env) get(ctx context.Context, name string) (*Target, error) {
 // none runs.
 func (e *Env) SluiceVersion(ctx context.Context) string {
 	e.mu.Lock()
-	var t *Target
-	for _, name := range []string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster} {
-		if t = e.targets[name]; t != nil {
-			break
-		}
-	}
+	t := cmp.Or(e.targets[TargetSluiceMem], e.targets[TargetSluiceDurable], e.targets[TargetSluiceCluster])
 	e.mu.Unlock()
 	if t == nil {
 		return ""
 	}
-	version := "unknown"
-	if v, err := t.Do(ctx, "INFO", "server"); err == nil {
-		if _, rest, ok := strings.Cut(v.Str, "sluice_version:"); ok {
-			version = strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
-		}
-	}
+	version := cmp.Or(info(ctx, t, "server")["sluice_version"], "unknown")
 	if fi, err := os.Stat(e.cfg.SluiceBin); err == nil {
 		version += fmt.Sprintf(" (%s, built %s)", e.cfg.SluiceBin, fi.ModTime().UTC().Format("2006-01-02 15:04 MST"))
 	}
 	return version
+}
+
+// info is a section of the target's INFO, field by field.
+func info(ctx context.Context, t *Target, section string) map[string]string {
+	m := map[string]string{}
+	if v, err := t.Do(ctx, "INFO", section); err == nil {
+		for _, line := range strings.Split(v.Str, "\n") {
+			if k, val, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				m[k] = val
+			}
+		}
+	}
+	return m
 }
 
 // Close stops every target started.

@@ -1,6 +1,10 @@
 package bench
 
 import (
+	"cmp"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,74 +13,50 @@ import (
 	"github.com/sluice-rl/sluice/internal/respwire"
 )
 
-// Algorithm names one of sluice's five limiter algorithms.
+// Algorithm names what a request does: one of sluice's five limiters, or
+// AlgAll3, one RL.ALL of three token buckets per request: the picked key
+// (a user), the tenant it belongs to (AllTenantDiv users a tenant) and a
+// shared key of AllGlobalDiv users (a region, a model), layered limits
+// decided all or nothing; or AlgIncrExpire, envoyproxy/ratelimit's request:
+// a pipeline of INCRBY key cost and EXPIRE key window (Redis's commands,
+// the same on sluice and on redis-server), which counts and never denies.
 type Algorithm string
 
 // The algorithms, named as the -workload flag spells them.
 const (
-	AlgToken   Algorithm = "token"
-	AlgLeaky   Algorithm = "leaky"
-	AlgFixed   Algorithm = "fixed"
-	AlgSliding Algorithm = "sliding"
-	AlgLog     Algorithm = "log"
-	// AlgAll3 is one RL.ALL of three token buckets per request: the
-	// picked key (a user), the tenant it belongs to (AllTenantDiv users
-	// a tenant) and a shared key of AllGlobalDiv users (a region, a
-	// model): layered limits decided all or nothing.
-	AlgAll3 Algorithm = "all3"
-	// AlgIncrExpire is envoyproxy/ratelimit's request: a pipeline of
-	// INCRBY key cost and EXPIRE key window (Redis string commands, the
-	// same on sluice and on redis-server). It counts and never denies.
+	AlgToken      Algorithm = "token"
+	AlgLeaky      Algorithm = "leaky"
+	AlgFixed      Algorithm = "fixed"
+	AlgSliding    Algorithm = "sliding"
+	AlgLog        Algorithm = "log"
+	AlgAll3       Algorithm = "all3"
 	AlgIncrExpire Algorithm = "incr-expire"
+	AllTenantDiv            = 100
+	AllGlobalDiv            = 10_000
 )
 
-// The fan-in of AlgAll3's layers: user i belongs to tenant
-// i/AllTenantDiv and to the shared key i/AllGlobalDiv.
-const (
-	AllTenantDiv = 100
-	AllGlobalDiv = 10_000
-)
+// Algorithms lists the limiter algorithms in the order reports print them.
+func Algorithms() []Algorithm { return []Algorithm{AlgToken, AlgLeaky, AlgFixed, AlgSliding, AlgLog} }
 
-// Algorithms lists every algorithm in the order reports print them.
-func Algorithms() []Algorithm {
-	return []Algorithm{AlgToken, AlgLeaky, AlgFixed, AlgSliding, AlgLog}
+// commands are each algorithm's sluice command and Redis script (lua/).
+var commands = map[Algorithm][2]string{
+	AlgToken: {"RL.TOKEN", "token_bucket.lua"}, AlgLeaky: {"RL.LEAKY", "leaky_bucket.lua"}, AlgFixed: {"RL.FIXED", "fixed_window.lua"},
+	AlgSliding: {"RL.SLIDING", "sliding_window.lua"}, AlgLog: {"RL.LOG", "sliding_log.lua"}, AlgAll3: {"RL.ALL"}, AlgIncrExpire: {"INCRBY"},
 }
 
-// ParseAlgorithm parses a workload name: one of Algorithms, all3 or
-// incr-expire.
+// ParseAlgorithm parses a workload name.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range append(Algorithms(), AlgAll3, AlgIncrExpire) {
-		if string(a) == s {
-			return a, nil
-		}
+	if _, ok := commands[Algorithm(s)]; !ok {
+		return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding, log, all3 or incr-expire)", s)
 	}
-	return "", fmt.Errorf("unknown workload %q (want token, leaky, fixed, sliding, log, all3 or incr-expire)", s)
+	return Algorithm(s), nil
 }
 
 // Command is the sluice command of the algorithm.
-func (a Algorithm) Command() string {
-	switch a {
-	case AlgToken:
-		return "RL.TOKEN"
-	case AlgLeaky:
-		return "RL.LEAKY"
-	case AlgFixed:
-		return "RL.FIXED"
-	case AlgSliding:
-		return "RL.SLIDING"
-	case AlgLog:
-		return "RL.LOG"
-	case AlgAll3:
-		return "RL.ALL"
-	case AlgIncrExpire:
-		return "INCRBY"
-	}
-	return ""
-}
+func (a Algorithm) Command() string { return commands[a][0] }
 
-// IsBucket reports whether the algorithm takes a rate (token, leaky, and
-// all3's token buckets) rather than a window.
-func (a Algorithm) IsBucket() bool { return a == AlgToken || a == AlgLeaky || a == AlgAll3 }
+// isBucket reports whether the algorithm takes a rate rather than a window.
+func (a Algorithm) isBucket() bool { return a == AlgToken || a == AlgLeaky || a == AlgAll3 }
 
 // Params are the arguments of one limiter call. For a bucket the rate is
 // RateN units per Period; for a window algorithm Period is the window.
@@ -85,11 +65,6 @@ type Params struct {
 	RateN  int64
 	Period time.Duration
 	Cost   int64
-}
-
-// RatePerSecond is the bucket's rate in units per second.
-func (p Params) RatePerSecond() float64 {
-	return float64(p.RateN) / p.Period.Seconds()
 }
 
 // MaxLogLimit is sluice's default --max-log-limit, the largest RL.LOG limit.
@@ -103,24 +78,23 @@ const MaxLogLimit = 100_000
 // measured share of denials.
 func AllowParams(a Algorithm, cost int64) Params {
 	switch {
-	case a.IsBucket():
+	case a.isBucket():
 		return Params{Limit: 1 << 40, RateN: 1, Period: time.Minute, Cost: cost}
 	case a == AlgLog:
 		return Params{Limit: MaxLogLimit, Period: time.Hour, Cost: cost}
-	default:
-		return Params{Limit: 1 << 40, Period: time.Hour, Cost: cost}
 	}
+	return Params{Limit: 1 << 40, Period: time.Hour, Cost: cost}
 }
 
 // DenyParams are limits that admit a key's first request of cost c and deny
 // every later one during a benchmark: a limit of c, refilled at one unit
 // an hour or over an hour's window.
 func DenyParams(a Algorithm, cost int64) Params {
-	c := max(cost, 1)
-	if a.IsBucket() {
-		return Params{Limit: c, RateN: 1, Period: time.Hour, Cost: cost}
+	p := Params{Limit: max(cost, 1), Period: time.Hour, Cost: cost}
+	if a.isBucket() {
+		p.RateN = 1
 	}
-	return Params{Limit: c, Period: time.Hour, Cost: cost}
+	return p
 }
 
 // Workload is what the load generator sends.
@@ -146,31 +120,24 @@ type Workload struct {
 
 // Validate checks the workload and fills defaults.
 func (w *Workload) Validate() error {
-	var errs []error
-	if _, err := ParseAlgorithm(string(w.Alg)); err != nil {
-		errs = append(errs, err)
+	_, errA := ParseAlgorithm(string(w.Alg))
+	_, errD := ParseDist(string(w.Dist))
+	errs := []error{errA, errD}
+	for _, c := range []struct {
+		bad bool
+		err error
+	}{
+		{w.Keys < 1, fmt.Errorf("keys: want at least 1, got %d", w.Keys)},
+		{w.DenyShare < 0 || w.DenyShare > 1, fmt.Errorf("deny share: want 0 to 1, got %g", w.DenyShare)},
+		{w.Cost < 1, fmt.Errorf("cost: want at least 1, got %d", w.Cost)},
+		{w.Alg == AlgIncrExpire && w.DenyShare > 0, errors.New("deny share: incr-expire counts and never denies")},
+		{w.Alg == AlgLog && w.Cost > MaxLogLimit, fmt.Errorf("cost: at most %d for the log", MaxLogLimit)},
+	} {
+		if c.bad {
+			errs = append(errs, c.err)
+		}
 	}
-	if _, err := ParseDist(string(w.Dist)); err != nil {
-		errs = append(errs, err)
-	}
-	if w.Keys < 1 {
-		errs = append(errs, fmt.Errorf("keys: want at least 1, got %d", w.Keys))
-	}
-	if w.DenyShare < 0 || w.DenyShare > 1 {
-		errs = append(errs, fmt.Errorf("deny share: want 0 to 1, got %g", w.DenyShare))
-	}
-	if w.Cost < 1 {
-		errs = append(errs, fmt.Errorf("cost: want at least 1, got %d", w.Cost))
-	}
-	if w.Alg == AlgIncrExpire && w.DenyShare > 0 {
-		errs = append(errs, errors.New("deny share: incr-expire counts and never denies"))
-	}
-	if w.Alg == AlgLog && w.Cost > MaxLogLimit {
-		errs = append(errs, fmt.Errorf("cost: at most %d for the log", MaxLogLimit))
-	}
-	if w.Prefix == "" {
-		w.Prefix = "b:" + string(w.Alg) + ":"
-	}
+	w.Prefix = cmp.Or(w.Prefix, "b:"+string(w.Alg)+":")
 	if w.Allow.Limit == 0 {
 		w.Allow = AllowParams(w.Alg, w.Cost)
 	}
@@ -207,60 +174,60 @@ func (w Workload) AllowPrefix() string {
 // DenyPrefix is the prefix of the keys whose limit is used up.
 func (w Workload) DenyPrefix() string { return w.Prefix + "d:" }
 
-// Template is a request with the key left out: Head, then the key as a bulk
-// string, then Tail. Building a request is two appends and the key.
-//
-// A layered template (RL.ALL) has Layers: after Tail, each layer's key, then
-// the layer's Tail. The layer keys of the request for prefix+index are
-// derived from the index (AppendIndex).
+// Template is a request with its keys left out: Head, the request's key,
+// Tail, then for each Layer its key and Tail. Building a request is a few
+// appends and the keys' digits (AppendIndex), no allocation.
 type Template struct {
 	Head, Tail []byte
 	Layers     []Layer
-	// Replies is the number of replies a request gets (0 means 1); the
-	// decision is the last one.
-	Replies int
+	Replies    int // the replies a request gets (0 means 1); the decision is the last
 }
 
-// extraReplies is how many replies of a request come before its decision.
-func (t Template) extraReplies() int { return max(t.Replies, 1) - 1 }
-
-// sameKey reports whether every key of a request is the request's own
-// key (layers of prefix "" and divisor 1): such a request may be routed by
-// its key.
-func (t Template) sameKey() bool {
-	for _, l := range t.Layers {
-		if l.Prefix != "" || l.Div > 1 {
-			return false
-		}
-	}
-	return true
-}
-
-// Layer is one further key of a layered request: for the request of
-// prefix+index (AppendKey), the key prefix+Prefix+index/Div, then Tail.
+// Layer is one further key of a request: for the request of prefix+index
+// (AppendKey), the key prefix+Prefix+index/Div, then Tail.
 type Layer struct {
 	Prefix string
 	Div    uint64
 	Tail   []byte
 }
 
+// key is where compile puts the request's key; a Layer puts a layer's.
+type key struct{}
+
+// compile builds the template of the commands, whose arguments are
+// strings, key{} (the request's key, first) and Layers.
+func compile(cmds ...[]any) Template {
+	t := Template{Replies: len(cmds)}
+	cur := &t.Head
+	for _, cmd := range cmds {
+		*cur = respwire.AppendArray(*cur, len(cmd))
+		for _, arg := range cmd {
+			switch a := arg.(type) {
+			case string:
+				*cur = respwire.AppendBulk(*cur, a)
+			case key:
+				cur = &t.Tail
+			case Layer:
+				t.Layers = append(t.Layers, a)
+				cur = &t.Layers[len(t.Layers)-1].Tail
+			}
+		}
+	}
+	return t
+}
+
 // Append appends the request for key to b; a layered template's layers
 // need the key's index, see AppendIndex.
 func (t Template) Append(b, key []byte) []byte {
-	b = append(b, t.Head...)
-	b = respwire.AppendBulk(b, key)
-	return append(b, t.Tail...)
+	return append(respwire.AppendBulk(append(b, t.Head...), key), t.Tail...)
 }
 
 // AppendIndex appends the request for the key prefix+i (as AppendKey
 // spells it) to b, with the keys of its layers, without allocating.
 func (t Template) AppendIndex(b []byte, prefix string, i uint64) []byte {
-	b = append(b, t.Head...)
-	b = appendBulkKey(b, prefix, "", i)
-	b = append(b, t.Tail...)
+	b = append(appendBulkKey(append(b, t.Head...), prefix, "", i), t.Tail...)
 	for _, l := range t.Layers {
-		b = appendBulkKey(b, prefix, l.Prefix, i/max(l.Div, 1))
-		b = append(b, l.Tail...)
+		b = append(appendBulkKey(b, prefix, l.Prefix, i/max(l.Div, 1)), l.Tail...)
 	}
 	return b
 }
@@ -270,97 +237,56 @@ func (t Template) AppendIndex(b []byte, prefix string, i uint64) []byte {
 func appendBulkKey(b []byte, p1, p2 string, i uint64) []byte {
 	var tmp [20]byte
 	d := strconv.AppendUint(tmp[:0], i, 10)
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(p1)+len(p2)+max(len(d), KeyDigits)), 10)
-	b = append(b, '\r', '\n')
-	b = AppendKey(append(b, p1...), p2, i)
+	b = strconv.AppendInt(append(b, '$'), int64(len(p1)+len(p2)+max(len(d), KeyDigits)), 10)
+	b = AppendKey(append(append(b, '\r', '\n'), p1...), p2, i)
 	return append(b, '\r', '\n')
 }
 
 // Dialect spells limiter requests for one kind of server.
 type Dialect interface {
-	// Name is a short description for reports.
-	Name() string
-	// Template builds the request of algorithm a with parameters p.
 	Template(a Algorithm, p Params) (Template, error)
 }
 
 // SluiceDialect spells requests as sluice's RL.* commands.
 type SluiceDialect struct{}
 
-// Name implements Dialect.
-func (SluiceDialect) Name() string { return "RL.* commands" }
-
 // Template implements Dialect.
 func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
-	if a == AlgIncrExpire {
-		return incrExpireTemplate(p), nil
+	switch a {
+	case AlgIncrExpire:
+		return incrExpire(p), nil
+	case AlgAll3:
+		// RL.ALL 3 TOKEN <user> ... TOKEN <tenant> ... TOKEN <shared> ...:
+		// the user's limit is p (the denied share exhausts it), the
+		// others' are never reached, so a denied call is denied by the
+		// user's limit alone and, all or nothing, charges neither other.
+		up := AllowParams(AlgToken, p.Cost)
+		rate := func(p Params) string { return fmt.Sprintf("%d/%dms", p.RateN, p.Period.Milliseconds()) }
+		n, c := strconv.FormatInt, strconv.FormatInt(p.Cost, 10)
+		return compile([]any{"RL.ALL", "3", "TOKEN", key{}, n(p.Limit, 10), rate(p), c,
+			"TOKEN", Layer{Prefix: "t:", Div: AllTenantDiv}, n(up.Limit, 10), rate(up), c,
+			"TOKEN", Layer{Prefix: "g:", Div: AllGlobalDiv}, n(up.Limit, 10), rate(up), c}), nil
 	}
-	if a == AlgAll3 {
-		return allTemplate(p), nil
-	}
-	args := SluiceArgs(a, p)
-	if args == nil {
+	if a.Command() == "" {
 		return Template{}, fmt.Errorf("unknown algorithm %q", a)
 	}
-	head := respwire.AppendArray(nil, len(args)+2)
-	head = respwire.AppendBulk(head, a.Command())
-	var tail []byte
-	for _, s := range args {
-		tail = respwire.AppendBulk(tail, s)
-	}
-	return Template{Head: head, Tail: tail}, nil
+	return compile(append([]any{a.Command(), key{}}, sluiceArgs(a, p)...)), nil
 }
 
-// incrExpireTemplate is AlgIncrExpire's request: INCRBY key cost, then
-// EXPIRE key window-in-seconds (the key again, as a layer of the same
-// key), two replies.
-func incrExpireTemplate(p Params) Template {
-	head := respwire.AppendBulk(respwire.AppendArray(nil, 3), "INCRBY")
-	tail := respwire.AppendBulk(nil, strconv.FormatInt(p.Cost, 10))
-	tail = respwire.AppendBulk(respwire.AppendArray(tail, 3), "EXPIRE")
-	secs := max(int64(p.Period/time.Second), 1)
-	return Template{Head: head, Tail: tail, Replies: 2,
-		Layers: []Layer{{Div: 1, Tail: respwire.AppendBulk(nil, strconv.FormatInt(secs, 10))}}}
+// incrExpire is AlgIncrExpire's request: INCRBY key cost, then EXPIRE key
+// window-in-seconds, two replies.
+func incrExpire(p Params) Template {
+	secs := strconv.FormatInt(max(int64(p.Period/time.Second), 1), 10)
+	return compile([]any{"INCRBY", key{}, strconv.FormatInt(p.Cost, 10)}, []any{"EXPIRE", Layer{Div: 1}, secs})
 }
 
-// allTemplate is AlgAll3's request: RL.ALL 3 TOKEN <user> limit rate cost
-// TOKEN <tenant> ... TOKEN <shared> .... The user's limit is p (the denied
-// share exhausts it); the tenant's and the shared key's are never reached
-// (AllowParams), so a denied call is denied by the user's limit alone and,
-// all or nothing, charges neither of the others.
-func allTemplate(p Params) Template {
-	limitArgs := func(p Params) []byte {
-		b := respwire.AppendBulk(nil, strconv.FormatInt(p.Limit, 10))
-		b = respwire.AppendBulk(b, fmt.Sprintf("%d/%dms", p.RateN, p.Period.Milliseconds()))
-		return respwire.AppendBulk(b, strconv.FormatInt(p.Cost, 10))
-	}
-	algo := respwire.AppendBulk(nil, "TOKEN")
-	head := respwire.AppendArray(nil, 2+3*5)
-	head = respwire.AppendBulk(head, "RL.ALL")
-	head = respwire.AppendBulk(head, "3")
-	head = append(head, algo...)
-	up := AllowParams(AlgToken, p.Cost)
-	tail := append(limitArgs(p), algo...)
-	mid := append(limitArgs(up), algo...)
-	return Template{Head: head, Tail: tail, Layers: []Layer{
-		{Prefix: "t:", Div: AllTenantDiv, Tail: mid},
-		{Prefix: "g:", Div: AllGlobalDiv, Tail: limitArgs(up)},
-	}}
-}
-
-// SluiceArgs are the arguments after the key of a's sluice command: the
+// sluiceArgs are the arguments after the key of a's sluice command: the
 // limit, the rate as N/<ms>ms or the window in ms, and COST when not 1.
-func SluiceArgs(a Algorithm, p Params) []string {
-	if a.Command() == "" {
-		return nil
-	}
+func sluiceArgs(a Algorithm, p Params) []any {
 	ms := p.Period.Milliseconds()
-	args := []string{strconv.FormatInt(p.Limit, 10)}
-	if a.IsBucket() {
-		args = append(args, fmt.Sprintf("%d/%dms", p.RateN, ms))
-	} else {
-		args = append(args, fmt.Sprintf("%dms", ms))
+	args := []any{strconv.FormatInt(p.Limit, 10), fmt.Sprintf("%dms", ms)}
+	if a.isBucket() {
+		args[1] = fmt.Sprintf("%d/%dms", p.RateN, ms)
 	}
 	if p.Cost != 1 {
 		args = append(args, "COST", strconv.FormatInt(p.Cost, 10))
@@ -373,74 +299,95 @@ func SluiceArgs(a Algorithm, p Params) []string {
 // load counts its bulk reply as allowed.
 type EchoDialect struct{}
 
-// Name implements Dialect.
-func (EchoDialect) Name() string { return "ECHO key (no limiter: the ceiling)" }
-
 // Template implements Dialect.
 func (EchoDialect) Template(Algorithm, Params) (Template, error) {
-	return Template{Head: respwire.AppendBulk(respwire.AppendArray(nil, 2), "ECHO")}, nil
+	return compile([]any{"ECHO", key{}}), nil
 }
 
 // LuaDialect spells requests as EVALSHA of the scripts in lua/, loaded into
-// the server with SCRIPT LOAD; the SHA1s are computed locally.
-type LuaDialect struct {
-	// Anchor calls the anchor token bucket script (1 or 0, no cost) for
-	// the token algorithm, and refuses the others.
-	Anchor bool
-}
-
-// Name implements Dialect.
-func (d LuaDialect) Name() string {
-	if d.Anchor {
-		return "EVALSHA anchor token_bucket.lua"
-	}
-	return "EVALSHA lua/*.lua"
-}
+// the server with SCRIPT LOAD; the SHA1s are computed locally. With Anchor
+// it calls the anchor token bucket script (1 or 0, no cost) for the token
+// algorithm, and refuses the others.
+type LuaDialect struct{ Anchor bool }
 
 // Template implements Dialect.
 func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
-	if a == AlgIncrExpire { // Redis's own commands: no script
-		return incrExpireTemplate(p), nil
+	script, args := commands[a][1], luaArgs(a, p)
+	switch {
+	case a == AlgIncrExpire: // Redis's own commands: no script
+		return incrExpire(p), nil
+	case d.Anchor && a != AlgToken:
+		return Template{}, fmt.Errorf("the anchor script is a token bucket only, not %s", a)
+	case d.Anchor && p.Cost != 1:
+		return Template{}, fmt.Errorf("the anchor script takes no cost (got %d)", p.Cost)
+	case d.Anchor:
+		script, args = AnchorScript, args[:2]
+	case script == "":
+		return Template{}, fmt.Errorf("no Lua script for %q", a)
 	}
-	var sha string
-	if d.Anchor {
-		if a != AlgToken {
-			return Template{}, fmt.Errorf("the anchor script is a token bucket only, not %s", a)
-		}
-		if p.Cost != 1 {
-			return Template{}, fmt.Errorf("the anchor script takes no cost (got %d)", p.Cost)
-		}
-		sha = ScriptSHA(AnchorScript)
-	} else {
-		s, ok := ScriptFor(a)
-		if !ok {
-			return Template{}, fmt.Errorf("no Lua script for %q", a)
-		}
-		sha = ScriptSHA(s)
-	}
-	args := LuaArgs(a, p)
-	if d.Anchor {
-		args = args[:2]
-	}
-	head := respwire.AppendArray(nil, len(args)+4)
-	head = respwire.AppendBulk(head, "EVALSHA")
-	head = respwire.AppendBulk(head, sha)
-	head = respwire.AppendBulk(head, "1")
-	var tail []byte
-	for _, s := range args {
-		tail = respwire.AppendBulk(tail, s)
-	}
-	return Template{Head: head, Tail: tail}, nil
+	return compile(append([]any{"EVALSHA", ScriptSHA(script), "1", key{}}, args...)), nil
 }
 
-// LuaArgs are the ARGV of a's script: the limit, the rate in units per
+// luaArgs are the ARGV of a's script: the limit, the rate in units per
 // second or the window in ms, and the cost.
-func LuaArgs(a Algorithm, p Params) []string {
-	args := []string{strconv.FormatInt(p.Limit, 10)}
-	if a.IsBucket() {
-		args = append(args, strconv.FormatFloat(p.RatePerSecond(), 'g', -1, 64))
-	} else {
-		args = append(args, strconv.FormatInt(p.Period.Milliseconds(), 10))
+func luaArgs(a Algorithm, p Params) []any {
+	period := strconv.FormatInt(p.Period.Milliseconds(), 10)
+	if a.isBucket() {
+		period = strconv.FormatFloat(float64(p.RateN)/p.Period.Seconds(), 'g', -1, 64)
 	}
-	return append(args, strconv.FormatInt(p.Cost, 10))
+	return []any{strconv.FormatInt(p.Limit, 10), period, strconv.FormatInt(p.Cost, 10)}
+}
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// AnchorScript is the anchor measurement's token bucket, under lua/.
+const AnchorScript = "anchor_token_bucket.lua"
+
+// ScriptNames lists every script under lua/.
+func ScriptNames() []string {
+	names := []string{AnchorScript}
+	for _, a := range Algorithms() {
+		names = append(names, commands[a][1])
+	}
+	return names
+}
+
+// ScriptSource is the text of a script under lua/.
+func ScriptSource(name string) (string, error) {
+	b, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		return "", fmt.Errorf("lua script %s: %w", name, err)
+	}
+	return string(b), nil
+}
+
+// ScriptSHA is the SHA1 of a script under lua/, as EVALSHA names it; empty
+// for an unknown script.
+func ScriptSHA(name string) string {
+	src, err := ScriptSource(name)
+	if err != nil {
+		return ""
+	}
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
+}
+
+// LoadScripts loads every script into a Redis server with SCRIPT LOAD and
+// checks that the server names each by the SHA1 computed here.
+func LoadScripts(addr string) error {
+	for _, name := range ScriptNames() {
+		src, err := ScriptSource(name)
+		if err != nil {
+			return err
+		}
+		v, err := doAt(addr, "SCRIPT", "LOAD", src)
+		if err != nil {
+			return fmt.Errorf("SCRIPT LOAD %s: %w", name, err)
+		}
+		if want := ScriptSHA(name); v.Str != want {
+			return fmt.Errorf("SCRIPT LOAD %s: server named it %q, want %q", name, v.Str, want)
+		}
+	}
+	return nil
 }

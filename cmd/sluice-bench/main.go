@@ -4,10 +4,13 @@
 // benchmark lines for benchstat (bench.txt, also printed on stdout) and as
 // a Markdown page with SVG charts rendered from the JSON (report.md).
 //
-// With no workload flags it runs the default suite (about four minutes on
-// two cores). With -workload or -target it runs one case:
+// With no workload flags it runs the suite (about four minutes on two
+// cores; -sections chooses its parts). With -workload or -target it runs
+// one case:
 //
 //	sluice-bench -target sluice-mem,redis -workload log -dist zipf -conns 50 -pipeline 16 -duration 5s
+//
+// With -render it runs nothing and renders a saved results.json again.
 package main
 
 import (
@@ -21,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,47 +36,44 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// options are the flags.
+// options are the flags: the suite's options, and the single case when
+// -workload or -target is given.
 type options struct {
-	targets, workload, dist, suite, sections string
-	keys, maxKeys, memoryKeys                uint64
-	conns, pipeline, rounds                  int
-	duration, warmup                         time.Duration
-	requests, cost                           int64
-	deny                                     float64
-	out, doc, sluiceBin, redisBin            string
-	engineBench, logLevel, workDir           string
-	render                                   string
-	single                                   bool
+	suite                                  bench.SuiteOptions
+	single                                 *bench.Case
+	out, doc, sluiceBin, redisBin, workDir string
+	engineBench, render                    string
+	logLevel                               slog.Level
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
+	so, w, l := &o.suite, bench.Workload{}, bench.LoadOptions{}
+	var targets, workload, dist, sections string
 	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.targets, "target", "", "run one case on these targets (comma-separated): "+strings.Join(bench.TargetNames(), ", "))
-	fs.StringVar(&o.workload, "workload", "", "run one case of this workload: token, leaky, fixed, sliding, log, all3 (RL.ALL of three token buckets: user, tenant, shared key), or incr-expire (envoyproxy/ratelimit's INCRBY+EXPIRE pipeline, the same commands on every target)")
-	fs.StringVar(&o.dist, "dist", "uniform", "key distribution of a single case: uniform, zipf or hot")
-	fs.Uint64Var(&o.keys, "keys", 100_000, "distinct keys")
-	fs.IntVar(&o.conns, "conns", 50, "connections")
-	fs.IntVar(&o.pipeline, "pipeline", 16, "requests per pipelined batch (single case)")
-	fs.DurationVar(&o.duration, "duration", 0, "measured length of each run (default 3s for a single case; in the suite 2s for the goal runs, half as long for the others)")
-	fs.Int64Var(&o.requests, "requests", 0, "end each run of a single case after this many requests instead of a duration")
-	fs.DurationVar(&o.warmup, "warmup", 0, "unmeasured load before each run (default 500ms)")
-	fs.IntVar(&o.rounds, "rounds", 0, "rounds, alternating between targets (default 3)")
-	fs.Float64Var(&o.deny, "deny", 0, "share of requests (0..1) sent to keys whose limit is used up (single case)")
-	fs.Int64Var(&o.cost, "cost", 1, "units per request, COST n (single case)")
-	fs.StringVar(&o.suite, "suite", "default", "suite to run without -workload/-target: default (under 5 minutes) or full (10 s runs, 5 rounds, up to 10M keys)")
-	fs.StringVar(&o.sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows)")
-	fs.Uint64Var(&o.maxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
-	fs.Uint64Var(&o.memoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
+	fs.StringVar(&targets, "target", "", "run one case on these targets (comma-separated): "+strings.Join(bench.TargetNames(), ", "))
+	fs.StringVar(&workload, "workload", "", "run one case of this workload: token, leaky, fixed, sliding, log, all3 (RL.ALL of three token buckets: user, tenant, shared key), or incr-expire (envoyproxy/ratelimit's INCRBY+EXPIRE pipeline, the same commands on every target)")
+	fs.StringVar(&dist, "dist", "uniform", "key distribution of a single case: uniform, zipf or hot")
+	fs.Uint64Var(&so.Keys, "keys", 100_000, "distinct keys")
+	fs.IntVar(&so.Conns, "conns", 50, "connections")
+	fs.IntVar(&l.Pipeline, "pipeline", 16, "requests per pipelined batch (single case)")
+	fs.DurationVar(&l.Duration, "duration", 0, "measured length of each run (default 3s for a single case; in the suite 2s for the goal runs, half as long for the others)")
+	fs.Int64Var(&l.Requests, "requests", 0, "end each run of a single case after this many requests instead of a duration")
+	fs.DurationVar(&so.Warmup, "warmup", 0, "unmeasured load before each run (default 500ms)")
+	fs.IntVar(&so.Rounds, "rounds", 0, "rounds, alternating between targets (default 3)")
+	fs.Float64Var(&w.DenyShare, "deny", 0, "share of requests (0..1) sent to keys whose limit is used up (single case)")
+	fs.Int64Var(&w.Cost, "cost", 1, "units per request, COST n (single case)")
+	fs.StringVar(&sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows)")
+	fs.Uint64Var(&so.MaxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
+	fs.Uint64Var(&so.MemoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
 	fs.StringVar(&o.out, "out", "results", "results folder (report.md, results.json, charts/)")
 	fs.StringVar(&o.doc, "doc", "", "also write the report to this Markdown file, charts in a folder next to it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&o.sluiceBin, "sluice-bin", "bin/sluice", "sluice binary (make build)")
 	fs.StringVar(&o.redisBin, "redis-bin", "redis-server", "redis-server binary")
 	fs.StringVar(&o.workDir, "work-dir", "", "parent folder of the servers' temporary data (default: the system's temp dir); durable figures depend on its file system")
 	fs.StringVar(&o.engineBench, "engine-bench", "", "file with `go test -bench ./engine/` output to include in the report")
-	fs.StringVar(&o.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.TextVar(&o.logLevel, "log-level", slog.LevelWarn, "debug, info, warn or error")
 	fs.StringVar(&o.render, "render", "", "run nothing: render the report of a saved results.json again (into -out, and -doc if given)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -80,225 +81,142 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	o.single = o.workload != "" || o.targets != ""
-	return o, o.validate()
+	// Every bad flag is named.
+	var errs []error
+	check := func(flag string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-%s: %w", flag, err))
+		}
+	}
+	if sections == "all" {
+		sections = strings.Join(bench.Sections(), ",")
+	}
+	for _, s := range strings.Split(sections, ",") {
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(bench.Sections(), s) {
+			check("sections", fmt.Errorf("unknown section %q (want %s)", s, strings.Join(bench.Sections(), ", ")))
+		}
+		if so.Sections == nil {
+			so.Sections = map[string]bool{}
+		}
+		so.Sections[s] = true
+	}
+	if so.Conns < 1 || l.Pipeline < 1 || so.Keys < 1 {
+		errs = append(errs, errors.New("-conns, -pipeline and -keys: want at least 1"))
+	}
+	if w.DenyShare < 0 || w.DenyShare > 1 {
+		check("deny", fmt.Errorf("want 0 to 1, got %g", w.DenyShare))
+	}
+	if w.Cost < 1 {
+		check("cost", fmt.Errorf("want at least 1, got %d", w.Cost))
+	}
+	if l.Duration > 0 {
+		so.Duration, so.ShortDuration = l.Duration, l.Duration/2
+	}
+	if workload != "" || targets != "" { // a single case
+		var err error
+		w.Alg, err = bench.ParseAlgorithm(or(workload, string(bench.AlgToken)))
+		check("workload", err)
+		w.Dist, err = bench.ParseDist(dist)
+		check("dist", err)
+		ts := strings.Split(or(targets, bench.TargetSluiceMem+","+bench.TargetRedis), ",")
+		for _, t := range ts {
+			_, err := bench.ParseTarget(t)
+			check("target", err)
+		}
+		if l.Duration <= 0 && l.Requests <= 0 {
+			l.Duration = 3 * time.Second
+		}
+		so.Defaults()
+		so.Duration = l.Duration
+		baseline := ts[len(ts)-1] // the first redis target, else the last
+		if i := slices.IndexFunc(ts, bench.IsRedis); i >= 0 {
+			baseline = ts[i]
+		}
+		w.Keys, l.Conns, l.Warmup = so.Keys, so.Conns, so.Warmup
+		o.single = &bench.Case{ID: "single", Title: fmt.Sprintf("%s, %s keys, %d connections, P%d", w.Alg.Command(), w.Dist, l.Conns, l.Pipeline),
+			Workload: w, Load: l, Targets: ts, Rounds: so.Rounds, Baseline: baseline}
+	}
+	return o, errors.Join(errs...)
 }
 
-func (o *options) validate() error {
-	var errs []error
-	if o.single {
-		if o.workload == "" {
-			o.workload = string(bench.AlgToken)
-		}
-		if _, err := bench.ParseAlgorithm(o.workload); err != nil {
-			errs = append(errs, fmt.Errorf("-workload: %w", err))
-		}
-		if _, err := bench.ParseDist(o.dist); err != nil {
-			errs = append(errs, fmt.Errorf("-dist: %w", err))
-		}
-		if o.targets == "" {
-			o.targets = bench.TargetSluiceMem + "," + bench.TargetRedis
-		}
-		for _, t := range strings.Split(o.targets, ",") {
-			if _, err := bench.ParseTarget(t); err != nil {
-				errs = append(errs, fmt.Errorf("-target: %w", err))
-			}
-		}
-	} else if o.suite != "default" && o.suite != "full" {
-		errs = append(errs, fmt.Errorf("-suite: want default or full, got %q", o.suite))
+func or(s, def string) string {
+	if s == "" {
+		return def
 	}
-	if o.sections == "all" {
-		o.sections = strings.Join(bench.Sections(), ",")
-	}
-	if o.sections != "" {
-		for _, s := range strings.Split(o.sections, ",") {
-			ok := false
-			for _, k := range bench.Sections() {
-				ok = ok || k == s
-			}
-			if !ok {
-				errs = append(errs, fmt.Errorf("-sections: unknown section %q (want %s)", s, strings.Join(bench.Sections(), ", ")))
-			}
-		}
-	}
-	if o.conns < 1 || o.pipeline < 1 {
-		errs = append(errs, errors.New("-conns and -pipeline: want at least 1"))
-	}
-	if o.deny < 0 || o.deny > 1 {
-		errs = append(errs, fmt.Errorf("-deny: want 0 to 1, got %g", o.deny))
-	}
-	if o.cost < 1 {
-		errs = append(errs, fmt.Errorf("-cost: want at least 1, got %d", o.cost))
-	}
-	if o.keys < 1 {
-		errs = append(errs, errors.New("-keys: want at least 1"))
-	}
-	return errors.Join(errs...)
+	return s
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fail := func(code int, err error) int {
 		fmt.Fprintln(stderr, "sluice-bench:", err)
-		return 2
+		return code
 	}
+	if err != nil {
+		return fail(2, err)
+	}
+	rep := &bench.Report{}
+	var runErr error
 	if o.render != "" {
-		return render(o, stdout, stderr)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintln(stderr, "sluice-bench: -log-level:", err)
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	meter := bench.StartCPUMeter()
-	machine := bench.ReadMachine(o.redisBin, o.workDir)
-	env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir, Logger: log})
-	rep, runErr := execute(ctx, o, env, log, stderr)
-	machine.Sluice = env.SluiceVersion(ctx)
-	if err := env.Close(); err != nil {
-		log.Warn("stopping servers", "err", err)
-	}
-	machine.OtherCPU, machine.OtherShare = meter.Stop()
-	if rep == nil {
-		fmt.Fprintln(stderr, "sluice-bench:", runErr)
-		return 1
-	}
-	rep.Machine = machine
-	rep.Command = "sluice-bench " + strings.Join(args, " ")
-	if rep.Finished.IsZero() {
-		rep.Finished = time.Now()
+		b, err := os.ReadFile(o.render)
+		if err == nil {
+			err = json.Unmarshal(b, rep)
+		}
+		if err != nil {
+			return fail(1, fmt.Errorf("-render: %w", err))
+		}
+	} else {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		machine := bench.ReadMachine(o.redisBin, o.workDir)
+		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir})
+		r := &bench.Runner{Env: env, Progress: stderr}
+		if o.single == nil {
+			fmt.Fprintf(stderr, "sluice-bench: suite planned about %s\n", o.suite.PlannedLength().Round(time.Second))
+			rep, runErr = r.RunSuite(ctx, o.suite)
+		} else {
+			rep = &bench.Report{Started: time.Now(), Options: o.suite}
+			var cr bench.CaseResult
+			cr, runErr = r.RunCase(ctx, *o.single)
+			rep.Cases, rep.Finished = []bench.CaseResult{cr}, time.Now()
+		}
+		if rep == nil {
+			return fail(1, runErr)
+		}
+		if rep.Finished.IsZero() {
+			rep.Finished = time.Now()
+		}
+		machine.Sluice = env.SluiceVersion(ctx)
+		if err := env.Close(); err != nil {
+			slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).Warn("stopping servers", "err", err)
+		}
+		rep.Machine, rep.Command = machine, "sluice-bench "+strings.Join(args, " ")
 	}
 	if o.engineBench != "" {
 		if b, err := os.ReadFile(o.engineBench); err != nil {
-			log.Warn("engine benchmarks", "err", err)
+			fmt.Fprintln(stderr, "sluice-bench: -engine-bench:", err)
 		} else {
 			rep.Engine = string(b)
 		}
 	}
-	if code := writeReport(o, rep, stdout, stderr); code != 0 {
-		return code
-	}
-	if runErr != nil {
-		fmt.Fprintln(stderr, "sluice-bench:", runErr)
-		return 1
-	}
-	return 0
-}
-
-// render writes the report of a saved results.json again.
-func render(o *options, stdout, stderr io.Writer) int {
-	b, err := os.ReadFile(o.render)
-	if err != nil {
-		fmt.Fprintln(stderr, "sluice-bench:", err)
-		return 1
-	}
-	rep := &bench.Report{}
-	if err := json.Unmarshal(b, rep); err != nil {
-		fmt.Fprintf(stderr, "sluice-bench: %s: %v\n", o.render, err)
-		return 1
-	}
-	if o.engineBench != "" {
-		if eb, err := os.ReadFile(o.engineBench); err == nil {
-			rep.Engine = string(eb)
-		}
-	}
-	return writeReport(o, rep, stdout, stderr)
-}
-
-// writeReport writes the results folder, the doc if asked, and the
-// benchmark lines to stdout.
-func writeReport(o *options, rep *bench.Report, stdout, stderr io.Writer) int {
 	if err := rep.Write(o.out); err != nil {
-		fmt.Fprintln(stderr, "sluice-bench:", err)
-		return 1
+		return fail(1, err)
 	}
 	if o.doc != "" {
-		chartDir := strings.TrimSuffix(filepath.Base(o.doc), filepath.Ext(o.doc))
-		if err := rep.WriteDoc(o.doc, chartDir); err != nil {
-			fmt.Fprintln(stderr, "sluice-bench:", err)
-			return 1
+		if err := rep.WriteDoc(o.doc, strings.TrimSuffix(filepath.Base(o.doc), filepath.Ext(o.doc))); err != nil {
+			return fail(1, err)
 		}
 	}
 	fmt.Fprint(stdout, rep.Benchfmt())
 	fmt.Fprintf(stderr, "report: %s\n", filepath.Join(o.out, "report.md"))
+	if runErr != nil {
+		return fail(1, runErr)
+	}
 	return 0
-}
-
-// execute runs the single case or the suite.
-func execute(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, stderr io.Writer) (*bench.Report, error) {
-	if o.single {
-		return runSingle(ctx, o, env, log, stderr)
-	}
-	so := bench.DefaultSuiteOptions()
-	if o.suite == "full" {
-		so = bench.FullSuiteOptions()
-	}
-	if o.duration > 0 {
-		so.Duration, so.ShortDuration = o.duration, o.duration/2
-	}
-	if o.warmup > 0 {
-		so.Warmup = o.warmup
-	}
-	if o.rounds > 0 {
-		so.Rounds = o.rounds
-	}
-	if o.maxKeys > 0 {
-		so.MaxKeys = o.maxKeys
-	}
-	so.Conns, so.Keys, so.MemoryKeys = o.conns, o.keys, o.memoryKeys
-	if o.sections != "" {
-		so.Sections = map[string]bool{}
-		for _, s := range strings.Split(o.sections, ",") {
-			so.Sections[s] = true
-		}
-	}
-	planned := so.PlannedLength()
-	fmt.Fprintf(stderr, "sluice-bench: %s suite, planned about %s\n", o.suite, planned.Round(time.Second))
-	r := &bench.Runner{Env: env, Progress: bench.NewProgress(stderr), Log: log}
-	return r.RunSuite(ctx, so)
-}
-
-func runSingle(ctx context.Context, o *options, env *bench.Env, log *slog.Logger, stderr io.Writer) (*bench.Report, error) {
-	alg, _ := bench.ParseAlgorithm(o.workload)
-	dist, _ := bench.ParseDist(o.dist)
-	targets := strings.Split(o.targets, ",")
-	baseline := targets[len(targets)-1]
-	for _, t := range targets {
-		if bench.IsRedis(t) {
-			baseline = t
-			break
-		}
-	}
-	if o.warmup <= 0 {
-		o.warmup = 500 * time.Millisecond
-	}
-	duration := o.duration
-	if duration <= 0 && o.requests <= 0 {
-		duration = 3 * time.Second
-	}
-	rounds := max(o.rounds, 1)
-	if o.rounds == 0 {
-		rounds = 3
-	}
-	c := bench.Case{
-		ID:       "single",
-		Title:    fmt.Sprintf("%s, %s keys, %d connections, P%d", alg.Command(), dist, o.conns, o.pipeline),
-		Workload: bench.Workload{Alg: alg, Keys: o.keys, Dist: dist, DenyShare: o.deny, Cost: o.cost},
-		Load: bench.LoadOptions{Conns: o.conns, Pipeline: o.pipeline, Duration: duration, Requests: o.requests,
-			Warmup: o.warmup},
-		Targets: targets, Rounds: rounds, Baseline: baseline,
-	}
-	r := &bench.Runner{Env: env, Progress: bench.NewProgress(stderr), Log: log}
-	rep := &bench.Report{Started: time.Now(), Options: bench.SuiteOptions{Duration: duration, Warmup: o.warmup, Rounds: rounds, Conns: o.conns}}
-	cr, err := r.RunCase(ctx, c)
-	rep.Cases = append(rep.Cases, cr)
-	rep.Finished = time.Now()
-	return rep, err
 }

@@ -23,9 +23,6 @@ func TestFlagsNameTheBadOnes(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, s)
 		}
 	}
-	if _, err := parseFlags([]string{"-suite", "huge"}, &stderr); err == nil || !strings.Contains(err.Error(), "-suite") {
-		t.Errorf("bad -suite: %v", err)
-	}
 }
 
 func TestSingleCaseDefaults(t *testing.T) {
@@ -33,15 +30,16 @@ func TestSingleCaseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.single || o.targets != "sluice-mem,redis" || o.conns != 50 || o.pipeline != 16 {
-		t.Errorf("single-case defaults: %+v", o)
+	if c := o.single; c == nil || strings.Join(c.Targets, ",") != "sluice-mem,redis" || c.Load.Conns != 50 || c.Load.Pipeline != 16 ||
+		c.Load.Duration != 3*time.Second || c.Load.Warmup != 500*time.Millisecond || c.Rounds != 3 || c.Baseline != "redis" {
+		t.Errorf("single-case defaults: %+v", o.single)
 	}
 	o, err = parseFlags([]string{"-target", "redis-anchor"}, &bytes.Buffer{})
-	if err != nil || !o.single || o.workload != "token" {
+	if err != nil || o.single == nil || o.single.Workload.Alg != "token" {
 		t.Errorf("-target alone: %+v %v", o, err)
 	}
 	o, err = parseFlags(nil, &bytes.Buffer{})
-	if err != nil || o.single {
+	if err != nil || o.single != nil {
 		t.Errorf("no flags is the suite: %+v %v", o, err)
 	}
 }
@@ -88,15 +86,15 @@ func TestRenderSavedResults(t *testing.T) {
 // target is a valid -target.
 func TestSectionsFlag(t *testing.T) {
 	o, err := parseFlags([]string{"-sections", "durability"}, &bytes.Buffer{})
-	if err != nil || o.sections != "durability" {
-		t.Errorf("-sections durability: %+v %v", o, err)
+	if err != nil || len(o.suite.Sections) != 1 || !o.suite.Sections["durability"] {
+		t.Errorf("-sections durability: %+v %v", o.suite.Sections, err)
 	}
 	o, err = parseFlags([]string{"-sections", "all"}, &bytes.Buffer{})
-	if err != nil || !strings.Contains(o.sections, "durability") || !strings.Contains(o.sections, "goals") {
-		t.Errorf("-sections all: %q %v", o.sections, err)
+	if err != nil || !o.suite.Sections["durability"] || !o.suite.Sections["goals"] {
+		t.Errorf("-sections all: %v %v", o.suite.Sections, err)
 	}
 	o, err = parseFlags([]string{"-target", "sluice-cluster-leader-wal-everysec,redis-anchor", "-pipeline", "1"}, &bytes.Buffer{})
-	if err != nil || !o.single {
+	if err != nil || o.single == nil {
 		t.Errorf("a durability target: %+v %v", o, err)
 	}
 }

@@ -121,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	type caller struct {
-		lat                *bench.Histogram
+		lat                bench.Latencies
 		n, errs, overLimit int64
 	}
 	enc, err := newRequestEncoder("bench", *descriptors, vals)
@@ -136,7 +136,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		go func() {
 			defer wg.Done()
 			c := &cs[i]
-			c.lat = bench.NewHistogram()
 			cl, conn := clients[i%len(clients)], conns[i%len(conns)]
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			req := &pb.RateLimitRequest{Domain: "bench"}
@@ -228,15 +227,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	wg.Wait()
 	res := result{Label: *label, Callers: *callers, Descriptors: *descriptors, Seconds: elapsed.Seconds()}
-	all := bench.NewHistogram()
+	var all bench.Latencies
 	for i := range cs {
 		res.Requests += cs[i].n
 		res.Errors += cs[i].errs
 		res.OverLimit += cs[i].overLimit
 		all.Merge(cs[i].lat)
 	}
-	res.P50Micros = float64(all.Quantile(0.5) / 1000)
-	res.P99Micros = float64(all.Quantile(0.99) / 1000)
+	lat := all.Summary()
+	res.P50Micros = float64(lat.P50 / 1000)
+	res.P99Micros = float64(lat.P99 / 1000)
 	res.PerSecond = float64(res.Requests) / elapsed.Seconds()
 	if res.Requests > 0 && len(procs) > 0 {
 		res.CPUMicros = float64((cpu1 - cpu0).Microseconds()) / float64(res.Requests)
