@@ -116,7 +116,7 @@ func TestForwardClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
 			defer c.close()
 			id := c.newBatchID()
 			res := make([]engine.Result, len(ops))
@@ -145,7 +145,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(time.Second, time.Second)}, testLogger(t))
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
 	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
@@ -162,7 +162,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 func TestForwardClientTimeout(t *testing.T) {
 	leader := newFakeLeader(t)
 	timeout := 100 * time.Millisecond
-	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
 	defer c.close()
 	addr := leader.ln.Addr().String()
 	call := func() (error, time.Duration) {
@@ -299,7 +299,7 @@ func TestForwardClientHealthCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newScriptedLeader(t)
-			c := newFwdClient(0, 1, timeout, pt, nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, pt, peer.TCPNetwork{T: pt}, testLogger(t))
 			defer c.close()
 			call := func() (error, time.Duration) {
 				deadline := time.NewTimer(timeout)

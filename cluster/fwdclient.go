@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,8 +47,8 @@ type fwdClient struct {
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
 	t       peer.Timeouts
 	log     *slog.Logger
-	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
-	prefix  [8]byte     // random: batch IDs differ across restarts
+	network peer.Network // how it dials the leader (Config.Network)
+	prefix  [8]byte      // random: batch IDs differ across restarts
 	seq     atomic.Uint64
 	// wrap, in tests only, wraps every connection dialed (to break one at
 	// a chosen moment).
@@ -64,8 +63,8 @@ type fwdClient struct {
 }
 
 // newFwdClient is a pool of size connections.
-func newFwdClient(group, size int, timeout time.Duration, t peer.Timeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
-	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
+func newFwdClient(group, size int, timeout time.Duration, t peer.Timeouts, network peer.Network, log *slog.Logger) *fwdClient {
+	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, network: network, log: log}
 	_, _ = rand.Read(c.prefix[:]) // crypto/rand does not fail on Linux
 	return c
 }
@@ -256,7 +255,7 @@ func (c *fwdClient) groupHello() []byte {
 // dial opens a connection to a leader's forward address and says hello.
 func (c *fwdClient) dial(addr string, until time.Time) (net.Conn, error) {
 	timeout := min(fwdDialTimeout, max(time.Until(until), time.Millisecond))
-	nc, err := peer.Dial(c.tls, addr, timeout, c.t)
+	nc, err := c.network.Dial(addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: dial leader %s: %w", addr, err)
 	}

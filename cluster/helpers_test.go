@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/testkit"
 )
@@ -52,41 +51,37 @@ func fastRaft(c *Config) {
 	c.ClusterTimeout = 500 * time.Millisecond
 }
 
-// testCluster is n in-process nodes on raft's in-memory transport.
+// testCluster is n in-process nodes of one Raft group, each built as the
+// binary builds it (NewHost, one group) over an in-memory network
+// (peer.Inmem): no socket, and links a test can cut.
 type testCluster struct {
 	t       testing.TB
 	clock   *testClock
+	net     *peer.Inmem
 	cfgs    []Config
-	nodes   []*Node
+	hosts   []*Host
+	nodes   []*Node // hosts[i]'s one group
 	engines []*engine.Engine
-	trans   []*raft.InmemTransport
 }
 
 // newTestCluster starts n voters (in memory unless opt sets a DataDir) and
 // waits until every node can serve.
 func newTestCluster(t testing.TB, n int, opt func(i int, c *Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, clock: newTestClock()}
+	tc := &testCluster{t: t, clock: newTestClock(), net: peer.NewInmem()}
 	peers := make(map[string]string)
 	for i := 0; i < n; i++ {
-		addr, tr := raft.NewInmemTransportWithTimeout(raft.ServerAddress(fmt.Sprintf("raft-n%d", i+1)), 200*time.Millisecond)
-		tc.trans = append(tc.trans, tr)
-		peers[fmt.Sprintf("n%d", i+1)] = string(addr)
-	}
-	for i, a := range tc.trans {
-		for j, b := range tc.trans {
-			if i != j {
-				a.Connect(b.LocalAddr(), b)
-			}
-		}
+		peers[fmt.Sprintf("n%d", i+1)] = fmt.Sprintf("127.0.0.1:%d", 7001+i)
 	}
 	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("n%d", i+1)
 		c := Config{
-			ID:          fmt.Sprintf("n%d", i+1),
+			ID:          id,
+			RaftAddr:    peers[id],
 			RESPAddr:    fmt.Sprintf("127.0.0.1:%d", 6001+i),
 			ForwardAddr: "127.0.0.1:0",
 			InMemory:    true,
-			Transport:   tc.trans[i],
+			Network:     tc.net.Node(id),
 			Logger:      testLogger(t).With("test_node", i+1),
 			Now:         tc.clock.now,
 		}
@@ -98,6 +93,7 @@ func newTestCluster(t testing.TB, n int, opt func(i int, c *Config)) *testCluste
 			opt(i, &c)
 		}
 		tc.cfgs = append(tc.cfgs, c)
+		tc.hosts = append(tc.hosts, nil)
 		tc.engines = append(tc.engines, nil)
 		tc.nodes = append(tc.nodes, nil)
 		tc.start(i)
@@ -107,21 +103,19 @@ func newTestCluster(t testing.TB, n int, opt func(i int, c *Config)) *testCluste
 	return tc
 }
 
-// start (re)starts node i with a fresh engine. Raft closes its transport
-// on shutdown, so a restarted node gets a new one at the same address.
+// start (re)starts node i with a fresh engine; a restarted node's links
+// are healed.
 func (tc *testCluster) start(i int) {
 	tc.t.Helper()
 	if tc.nodes[i] != nil {
-		_, tr := raft.NewInmemTransportWithTimeout(tc.trans[i].LocalAddr(), 200*time.Millisecond)
-		tc.trans[i], tc.cfgs[i].Transport = tr, tr
 		tc.heal(i)
 	}
 	eng := engine.New(engine.Config{Stripes: 16, Scripts: newTestRunner()}) // scripts_test.go
-	n, err := New(context.Background(), tc.cfgs[i], eng)
+	h, err := NewHost(context.Background(), tc.cfgs[i], []*engine.Engine{eng})
 	if err != nil {
 		tc.t.Fatalf("node %d: %v", i+1, err)
 	}
-	tc.nodes[i], tc.engines[i] = n, eng
+	tc.hosts[i], tc.nodes[i], tc.engines[i] = h, h.nodes[0], eng
 }
 
 // stop closes node i.
@@ -129,16 +123,16 @@ func (tc *testCluster) stop(i int) {
 	tc.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := tc.nodes[i].Close(ctx); err != nil {
+	if err := tc.hosts[i].Close(ctx); err != nil {
 		tc.t.Errorf("close node %d: %v", i+1, err)
 	}
 }
 
 func (tc *testCluster) close() {
-	for i, n := range tc.nodes {
-		if n != nil {
+	for i, h := range tc.hosts {
+		if h != nil && tc.nodes[i] != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := n.Close(ctx); err != nil {
+			if err := h.Close(ctx); err != nil {
 				tc.t.Errorf("close node %d: %v", i+1, err)
 			}
 			cancel()
@@ -174,22 +168,28 @@ func (tc *testCluster) leader() int {
 	return idx
 }
 
-// isolate cuts node i off from every other node, both ways.
+// isolate cuts node i's Raft links to and from every other node (its
+// forwarding links stay up).
 func (tc *testCluster) isolate(i int) {
-	tc.trans[i].DisconnectAll()
-	for j, tr := range tc.trans {
+	for j := range tc.cfgs {
 		if j != i {
-			tr.Disconnect(tc.trans[i].LocalAddr())
+			tc.cut(i, j)
 		}
 	}
 }
 
-// heal reconnects node i.
+// cut cuts the Raft links between nodes i and j, both ways.
+func (tc *testCluster) cut(i, j int) {
+	tc.net.Cut(tc.cfgs[i].ID, tc.cfgs[j].RaftAddr)
+	tc.net.Cut(tc.cfgs[j].ID, tc.cfgs[i].RaftAddr)
+}
+
+// heal reconnects node i's Raft links.
 func (tc *testCluster) heal(i int) {
-	for j, tr := range tc.trans {
+	for j := range tc.cfgs {
 		if j != i {
-			tr.Connect(tc.trans[i].LocalAddr(), tc.trans[i])
-			tc.trans[i].Connect(tr.LocalAddr(), tr)
+			tc.net.Heal(tc.cfgs[i].ID, tc.cfgs[j].RaftAddr)
+			tc.net.Heal(tc.cfgs[j].ID, tc.cfgs[i].RaftAddr)
 		}
 	}
 }

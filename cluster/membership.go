@@ -469,7 +469,7 @@ func (n *Node) memberCall(ctx context.Context, addr string, op memberOp, id, raf
 	if timeout <= 0 {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
 	}
-	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := n.cfg.Network.Dial(addr, min(fwdDialTimeout, timeout))
 	if err != nil {
 		return 0, fwdStatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
 	}

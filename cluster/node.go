@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,15 +65,13 @@ type Node struct {
 	raft    *raft.Raft
 	batcher *batcher
 	fwd     *fwdClient
-	fwdSrv  *fwdServer
-	fwdAddr string       // advertised forward address
-	group   int          // the Raft group this node is a member of (0 on its own)
+	fwdAddr string       // the host's advertised forward address
+	group   int          // the Raft group this node is a member of
 	metrics *nodeMetrics // metrics.go
 	timers  timerPool    // deadline timers of Execute and forwarded requests
 
 	stores    *logstore.Stores // nil in memory
 	transport raft.Transport
-	ownTrans  bool // the transport is ours to close
 
 	// startIndex is the index of the last command entry in the log at
 	// start: until the FSM has applied it, the node is replaying.
@@ -115,7 +112,7 @@ type Node struct {
 	transferring atomic.Int32
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
-	// still replaying at start); nil on its own.
+	// still replaying at start).
 	peers func(id string) (codec.Leader, bool)
 
 	closing   chan struct{}
@@ -124,65 +121,46 @@ type Node struct {
 	bg        sync.WaitGroup // leadership monitor, sweeper
 }
 
-// New starts a node on eng, which must be empty (or hold nothing worth
-// keeping: a snapshot restore replaces it). It opens the stores, starts
-// Raft, bootstraps the cluster on first start, and returns at once; use
-// WaitReady to wait for a leader.
-func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
-	return newNode(ctx, cfg, eng, nil)
-}
-
 // groupShare is what the groups of a Host share (host.go): the Raft
 // listener, through the group's own stream layer, and the forward
-// listener. It is nil for a node on its own, which owns both.
+// listener.
 type groupShare struct {
 	group   int
 	stream  *groupStream
-	fwdSrv  *fwdServer
 	fwdAddr string // the host's advertised forward address
 	cluster string // the cluster identity (identity.go), "" for none
 	// peers looks a member's addresses up in the host's other groups.
 	peers func(id string) (codec.Leader, bool)
 }
 
-// newNode is New for a node on its own (sh nil) or one group of a Host.
+// newNode starts group sh.group of a host (NewHost, the one constructor)
+// on eng, which must be empty (or hold nothing worth keeping: a snapshot
+// restore replaces it). It opens the stores, starts Raft, bootstraps the
+// group on first start, and returns at once; WaitReady waits for a
+// leader. cfg is the host's (validated, with its defaults) with the
+// group's data dir.
 func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare) (*Node, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if eng == nil {
-		return nil, errors.New("cluster: New: nil engine")
-	}
-	cfg = cfg.withDefaults()
-	if !cfg.InMemory && cfg.LogStore == "" {
-		store, err := ResolveLogStore(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.LogStore = store
+		return nil, errors.New("cluster: nil engine")
 	}
 	n := &Node{
 		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.ID),
+		log:     cfg.Logger.With("node", cfg.ID, "group", sh.group),
 		eng:     eng,
+		group:   sh.group,
+		fwdAddr: sh.fwdAddr,
+		peers:   sh.peers,
 		metrics: newNodeMetrics(),
 		closing: make(chan struct{}),
 
 		versionKick: make(chan string, 16),
 		haltCh:      make(chan struct{}, 1),
 	}
-	if sh != nil {
-		n.group = sh.group
-		n.log = n.log.With("group", sh.group)
-	}
 	ok := false
 	defer func() {
 		if !ok {
 			if n.raft != nil {
 				_ = n.raft.Shutdown().Error()
-			}
-			if n.fwdSrv != nil {
-				n.fwdSrv.ln.Close()
 			}
 			n.cleanup()
 		}
@@ -251,48 +229,19 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if len(cfg.DialMap) > 0 {
 		provider = peer.DialMap{Peers: cfg.Peers, Dial: cfg.DialMap}
 	}
-	n.transport = cfg.Transport
-	if sh != nil {
-		// One group of a host: its streams go through the host's listener.
-		n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:                sh.stream,
-			MaxPool:               3,
-			Timeout:               10 * time.Second,
-			Logger:                hlog,
-			ServerAddressProvider: provider,
-		})
-		n.ownTrans = true
-	}
-	if n.transport == nil {
-		// Our stream layer, TLS or not, so that Raft's connections get the
-		// peer socket options (cluster/peer). A DialMap (tests only:
-		// cluster/peer/dialmap.go) names the proxies to dial.
-		t, err := peer.NewTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
-		}
-		n.transport, n.ownTrans = t, true
-	}
-	n.transport = newStoppingTransport(n.transport, &n.stopping)
+	// The group's streams go through the host's listener (groupmux.go),
+	// on the host's network. A DialMap (tests only:
+	// cluster/peer/dialmap.go) names the proxies to dial.
+	n.transport = newStoppingTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:                sh.stream,
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+		Logger:                hlog,
+		ServerAddressProvider: provider,
+	}), &n.stopping)
 
-	if sh != nil {
-		n.fwdAddr = sh.fwdAddr
-		n.peers = sh.peers
-	} else {
-		ln, err := peer.Listen(cfg.ForwardAddr, cfg.TLS, pt)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
-		}
-		n.fwdAddr = ln.Addr().String()
-		if cfg.ForwardAdvertise != "" {
-			n.fwdAddr = cfg.ForwardAdvertise
-		}
-		n.fwdSrv = &fwdServer{nodes: []*Node{n}, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
-	}
-	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
-	if sh != nil {
-		n.fwd.cluster = sh.cluster
-	}
+	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.Network, n.log)
+	n.fwd.cluster = sh.cluster
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
@@ -359,10 +308,6 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
-	if n.fwdSrv != nil {
-		n.fwdSrv.wg.Add(1)
-		go n.fwdSrv.serve()
-	}
 	n.started = time.Now()
 	n.bg.Add(4)
 	go n.monitorLeadership()
@@ -635,10 +580,8 @@ func (n *Node) route() (routeKind, string) {
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
 		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
 	}
-	if n.peers != nil {
-		if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-			return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
-		}
+	if e, ok := n.peers(string(id)); ok && e.Forward != "" {
+		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
 	}
 	if !n.isReplayed() {
 		return routeLoading, ""
@@ -869,9 +812,6 @@ func (n *Node) WaitReady(ctx context.Context) error {
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
-		if n.fwdSrv != nil {
-			n.fwdSrv.close()
-		}
 		n.fwd.close()
 		<-n.batcher.stopped
 		n.bg.Wait()
@@ -895,11 +835,11 @@ func (n *Node) Close(ctx context.Context) error {
 	return n.closeErr
 }
 
-// cleanup closes what New opened (after Raft has stopped, or never ran).
-// Raft's shutdown closes the transport itself; closing it again is
-// harmless, and needed when New failed before Raft started.
+// cleanup closes what newNode opened (after Raft has stopped, or never
+// ran). Raft's shutdown closes the transport itself; closing it again is
+// harmless, and needed when newNode failed before Raft started.
 func (n *Node) cleanup() {
-	if n.ownTrans {
+	if n.transport != nil {
 		if c, ok := n.transport.(raft.WithClose); ok {
 			if err := c.Close(); err != nil {
 				n.log.Warn("closing the raft transport", "err", err)

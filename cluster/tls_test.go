@@ -57,6 +57,7 @@ func TestTLSCluster(t *testing.T) {
 		fwd[i], held[i][1] = reserveAddr(t)
 	}
 	nodes := make([]*Node, n)
+	hosts := make([]*Host, n)
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		held[i][0].Close()
@@ -67,16 +68,19 @@ func TestTLSCluster(t *testing.T) {
 		}
 		fastRaft(&cfg)
 		cfg.ClusterTimeout = 2 * time.Second
-		node, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 4}))
+		h, err := NewHost(context.Background(), cfg, []*engine.Engine{engine.New(engine.Config{Stripes: 4})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[i] = node
+		hosts[i], nodes[i] = h, h.nodes[0]
 	}
 	t.Cleanup(func() {
-		for _, node := range nodes {
+		for _, h := range hosts {
+			if h == nil {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = node.Close(ctx)
+			_ = h.Close(ctx)
 			cancel()
 		}
 	})

@@ -463,7 +463,7 @@ func (n *Node) advertisedVersion() uint32 {
 // version this build supports, and returns the one it supports.
 func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	timeout := time.Second
-	nc, err := peer.Dial(n.cfg.TLS, addr, min(fwdDialTimeout, timeout), n.fwd.t)
+	nc, err := n.cfg.Network.Dial(addr, min(fwdDialTimeout, timeout))
 	if err != nil {
 		return 0, fmt.Errorf("dial %s: %w", addr, err)
 	}
