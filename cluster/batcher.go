@@ -99,13 +99,14 @@ import (
 // (dedup.go), so a follower may re-send a batch whose connection broke.
 //
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
-// timeout mean Raft refused the entry before appending it: not applied, so
-// Execute routes the request again (to the new leader, through forwarding).
-// ErrLeadershipLost after the entry was appended says nothing of its fate:
-// the waiter learns it from this node's own log (resolve, fsm.outcome):
-// the entry's results when it committed, a retry when another entry took
-// its index; ErrOutcomeUnknown (UNCERTAIN) only when the log told nothing
-// in time, or on shutdown. Never a retry that could apply it twice.
+// timeout mean Raft refused the entry before appending it: not applied
+// (tryNotApplied), so Execute routes the request again (to the new leader,
+// through forwarding). ErrLeadershipLost after the entry was appended says
+// nothing of its fate: the waiter learns it from this node's own log
+// (resolve, fsm.outcome): the entry's results when it committed, a retry
+// when another entry took its index; tryUnknown (UNCERTAIN for the client)
+// only when the log told nothing in time, or on shutdown. Never a retry
+// that could apply it twice.
 //
 // Locks: none. The batcher goroutine owns its buffers; requests cross
 // goroutines through channels and their state word; the engine is touched
@@ -174,13 +175,14 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-cha
 }
 
 // submitID queues ops and waits for their results, until the deadline
-// timer fires or ctx ends. It returns errRetry when the batch was certainly
-// not applied and may be routed again. A batch with an ID (zero for none)
-// is applied at most once by the FSM.
-func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
+// timer fires or ctx ends: tryNotApplied when the batch was certainly not
+// applied and may be routed again, tryUnknown when it may have applied and
+// the log told nothing in time. A batch with an ID (zero for none) is
+// applied at most once by the FSM.
+func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) attempt {
 	req, err := b.enqueue(ctx, deadline, id, ops, results)
 	if err != nil {
-		return err
+		return done(err)
 	}
 	return b.wait(ctx, deadline, req)
 }
@@ -212,21 +214,21 @@ func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id cod
 // release recycles a request whose outcome its caller received (or that
 // was never queued): no other goroutine refers to it any more.
 func (b *batcher) release(req *request) {
-	req.ops, req.results, req.err = nil, nil, nil
+	req.ops, req.results, req.res = nil, nil, attempt{}
 	b.reqPool.Put(req)
 }
 
 // wait waits for a queued request's outcome.
-func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) error {
+func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) attempt {
 	var notApplied error
 	var why stopCause
 	closing := b.closing
 	for notApplied == nil {
 		select {
 		case <-req.done:
-			err := req.err
+			a := req.res
 			b.release(req)
-			return err
+			return a
 		case <-deadline:
 			why, notApplied = stopDeadline, clusterDownError(b.timeout)
 		case <-ctx.Done():
@@ -236,29 +238,29 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 			// Already in an entry: its outcome still comes from Raft.
 			closing = nil
 			if req.state.CompareAndSwap(outQueued, outAbandoned) {
-				return ErrShuttingDown
+				return done(ErrShuttingDown)
 			}
 		}
 	}
 	switch st := req.giveUp(); st {
 	case outQueued, outHandedOver:
-		return giveUpError(st == outHandedOver, why, notApplied, b.timeout)
+		return done(giveUpError(st == outHandedOver, why, notApplied, b.timeout))
 	}
 	<-req.done // a waiter claimed it first and is writing the outcome
-	err := req.err
+	a := req.res
 	b.release(req)
-	return err
+	return a
 }
 
 // finish hands a request its outcome, unless its caller gave up.
-func finish(req *request, results []engine.Result, err error) {
+func finish(req *request, results []engine.Result, a attempt) {
 	if !req.claim(outHandedOver) && !req.claim(outQueued) {
 		return
 	}
-	if err == nil {
+	if a.kind == tryDone && a.err == nil {
 		copy(req.results, results)
 	}
-	req.deliver(err) // the last touch: the caller may recycle req now
+	req.deliver(a) // the last touch: the caller may recycle req now
 }
 
 // run is the batcher goroutine.
@@ -344,10 +346,10 @@ func (b *batcher) run() {
 			back = backlog{expect: returns.expect(d.callers), since: time.Now(), commit: d.took}
 		case <-b.closing:
 			for _, r := range pending {
-				finish(r, nil, ErrShuttingDown)
+				finish(r, nil, done(ErrShuttingDown))
 			}
 			if over != nil {
-				finish(over, nil, ErrShuttingDown)
+				finish(over, nil, done(ErrShuttingDown))
 			}
 			b.drain()
 			return
@@ -524,7 +526,7 @@ func (b *batcher) drain() {
 	for {
 		select {
 		case r := <-b.reqs:
-			finish(r, nil, ErrShuttingDown)
+			finish(r, nil, done(ErrShuttingDown))
 		default:
 			return
 		}
@@ -564,7 +566,7 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		}
 		// Handed to Raft, no outcome: it may still commit.
 		for _, r := range batch {
-			finish(r, nil, commitTimeoutError(b.timeout))
+			finish(r, nil, done(commitTimeoutError(b.timeout)))
 		}
 		free()
 	})
@@ -576,6 +578,7 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 	index = f.Index()
 	defer free()
 	var results []engine.Result
+	var a attempt // what the callers get; the zero value is done(nil): the results
 	if err == nil {
 		b.entries.Add(1)
 		b.ops.Add(uint64(nops))
@@ -583,10 +586,10 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		results, _ = f.Response().([]engine.Result)
 		if results == nil {
 			// Not a result slice: the FSM refused the entry (an error).
-			err = internalError("the log entry did not apply: %v", f.Response())
+			a = done(internalError("the log entry did not apply: %v", f.Response()))
 			if e, isErr := f.Response().(error); isErr && errcode.Is(e, errcode.ApplyHalted) {
 				// Committed, so the other replicas apply it; this one halted.
-				err = &errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e}
+				a = done(&errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e})
 			}
 		}
 	} else if errors.Is(err, raft.ErrLeadershipLost) && index > 0 {
@@ -594,23 +597,23 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		b.metrics.resolved(st)
 		switch st {
 		case outcomeApplied:
-			err, results = nil, rs
+			a, results = done(nil), rs
 		case outcomeNotApplied:
-			err = errRetry
+			a = notApplied(errNotApplied)
 		default:
-			err = ErrOutcomeUnknown
+			a = attempt{kind: tryUnknown}
 		}
 	} else if f := b.logWriteError(err); f != nil {
-		err = f // the local append failed: not stored, not replicated
+		a = done(f) // the local append failed: not stored, not replicated
 	} else {
-		err = classifyApplyError(err)
+		a = classifyApplyError(err)
 	}
-	if err == nil && len(results) != nops {
-		err = internalError("the log entry did not apply: %d results for %d operations", len(results), nops)
+	if a.kind == tryDone && a.err == nil && len(results) != nops {
+		a = done(internalError("the log entry did not apply: %d results for %d operations", len(results), nops))
 	}
-	if err != nil {
+	if a.kind != tryDone || a.err != nil {
 		for _, r := range batch {
-			finish(r, nil, err)
+			finish(r, nil, a)
 		}
 		return
 	}
@@ -619,10 +622,10 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		rs := results[off : off+len(r.ops)]
 		off += len(r.ops)
 		if r.id != (codec.BatchID{}) && len(rs) > 0 && rs[0].Err == errDuplicateBatch {
-			finish(r, nil, errDuplicateBatch) // a re-send of a batch that applied
+			finish(r, nil, done(errDuplicateBatch)) // a re-send of a batch that applied
 			continue
 		}
-		finish(r, rs, nil)
+		finish(r, rs, done(nil))
 	}
 }
 
@@ -653,15 +656,15 @@ func (b *batcher) resolve(ref entryRef, index uint64, until time.Time) (int, []e
 }
 
 // classifyApplyError maps a Raft apply error to what the caller may do.
-func classifyApplyError(err error) error {
+func classifyApplyError(err error) attempt {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrAbortedByRestore):
-		return errRetry // refused before it was appended: not applied
+		return notApplied(errNotApplied) // refused before it was appended
 	}
-	return ErrOutcomeUnknown // ErrLeadershipLost, ErrRaftShutdown, ...
+	return attempt{kind: tryUnknown} // ErrLeadershipLost, ErrRaftShutdown, ...
 }
 
 // logWriteError returns the MISCONF error when err is Raft's answer to an

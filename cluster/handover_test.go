@@ -330,7 +330,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 			deadline := time.NewTimer(timeout)
 			defer deadline.Stop()
 			errc <- c.forward(context.Background(), deadline.C, time.Now().Add(timeout), addr, c.newBatchID(),
-				[]engine.Op{decide("a", tokenRule, 1)}, res)
+				[]engine.Op{decide("a", tokenRule, 1)}, res).reply()
 		}()
 		return errc
 	}

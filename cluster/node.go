@@ -420,7 +420,12 @@ func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, res
 	return nil
 }
 
-// execute is Execute past the halt and the gate.
+// execute is Execute past the halt and the gate: a loop over tries, each
+// routed (route: apply here, forward to the leader, wait), whose attempt
+// (outcome.go) says what comes next: the answer, route again (not
+// applied), send again with the same batch ID (written to a leader, fate
+// unknown), or UNCERTAIN once a leader is known again (handed to Raft
+// here, fate unknown).
 func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
 	start := time.Now()
 	until := start.Add(n.cfg.ClusterTimeout)
@@ -433,33 +438,28 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		loading bool          // the last try found the node replaying
 	)
 	for {
-		var err error
+		var a attempt
 		switch kind, addr := n.route(); kind {
 		case routeLocal:
 			// After a forwarded try that may have applied, only with its
 			// ID (this node became the leader meanwhile).
-			err = n.batcher.submitID(ctx, deadline.C, id, ops, results)
+			a = n.batcher.submitID(ctx, deadline.C, id, ops, results)
 		case routeForward:
 			if id == (codec.BatchID{}) {
 				id = n.fwd.newBatchID()
 			}
-			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
-			if errcode.Is(err, errcode.LogWriteFailed) {
-				// The leader could not write its log (it steps down): not
-				// applied, so route it again, to the next leader.
-				err = errRetry
-			}
-			if !errors.Is(err, errRetry) && !errors.Is(err, errResend) {
+			a = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
+			if a.kind != tryNotApplied && a.kind != tryWritten {
 				n.metrics.forwarded(len(ops))
 			}
-			if errors.Is(err, errResend) || errors.Is(err, ErrOutcomeUnknown) {
+			if a.kind == tryWritten || a.kind == tryUnknown {
 				// Written, then the connection broke or the leader lost its
 				// leadership: send it again, same ID, while that is safe.
 				sent = true
 				if time.Since(start) >= fwdResendWindow {
 					return errConnLost
 				}
-				err = errRetry
+				a = notApplied(nil)
 			}
 		case routeLoading:
 			// Still replaying, and no leader to forward to known yet: hold
@@ -467,12 +467,23 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			// the leader's address); LOADING if that takes the whole
 			// timeout.
 			loading = true
-			err = errRetry
+			a = notApplied(nil)
 		default:
 			loading = false
-			err = errRetry
+			a = notApplied(nil)
 		}
-		if errors.Is(err, errRetry) && !sent && time.Since(start) >= misconfWait {
+		switch a.kind {
+		case tryDone:
+			if e := errcode.Of(a.err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
+				// This try was not applied, but an earlier one may have been.
+				return giveUpError(true, stopDeadline, a.err, n.cfg.ClusterTimeout)
+			}
+			return a.err
+		case tryUnknown: // handed to Raft here
+			return n.awaitLeaderAfterLoss(ctx, deadline.C)
+		}
+		// Not applied: route again shortly.
+		if !sent && time.Since(start) >= misconfWait {
 			// No leader to take it, and this node's own log cannot be
 			// written: say so (disk faults, cluster/logstore/faultstore.go),
 			// or answer reads from the state when no other node can have
@@ -484,17 +495,6 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 				return f
 			}
 		}
-		if e := errcode.Of(err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
-			// This try was not applied, but an earlier one may have been.
-			return giveUpError(true, stopDeadline, err, n.cfg.ClusterTimeout)
-		}
-		if errors.Is(err, ErrOutcomeUnknown) {
-			return n.awaitLeaderAfterLoss(ctx, deadline.C)
-		}
-		if !errors.Is(err, errRetry) {
-			return err
-		}
-		// No usable leader right now: look again shortly.
 		if pause == nil {
 			pause = time.NewTimer(retryPause)
 			defer pause.Stop()
