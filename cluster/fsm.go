@@ -73,7 +73,7 @@ type fsm struct {
 	awaited map[uint64]int // entry ID -> waiters; guarded by awaitMu
 	// outcomes holds the results of awaited entries by log index, for the
 	// waiters that lost their leadership before Raft answered them
-	// (batcher.go, resolve): they learn here whether their entry
+	// (commit.go, resolve): they learn here whether their entry
 	// committed, and what it decided. Guarded by awaitMu; an outcome goes
 	// when its waiter forgets the entry.
 	outcomes map[uint64]entryOutcome
