@@ -8,8 +8,8 @@ import (
 )
 
 // Inmem is a Network in memory, for in-process tests: an address book of
-// listeners and connections made of net.Pipe pairs (synchronous, with
-// deadlines). Each node gets its own view (Node), so that a test can cut
+// listeners, and connections made of a pair of bounded buffers
+// (inmempipe.go: as a socket's, with deadlines). Each node gets its own view (Node), so that a test can cut
 // the links from one node to an address (Cut) and heal them (Heal), as
 // hashicorp/raft's InmemTransport does with Disconnect and Connect. It
 // touches no socket: addresses are only names in the book (host:port with
@@ -127,7 +127,7 @@ func (n inmemNode) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 		m.mu.Unlock()
 		return nil, &inmemError{"dial", addr, "connection refused"}
 	}
-	a, b := net.Pipe()
+	a, b := newPipePair()
 	p := &inmemPipe{link: link}
 	p.a = &inmemConn{Conn: a, m: m, p: p, local: inmemAddr(n.name), remote: l.addr}
 	p.b = &inmemConn{Conn: b, m: m, p: p, local: l.addr, remote: inmemAddr(n.name)}

@@ -78,3 +78,41 @@ func TestInmem(t *testing.T) {
 	}
 	ln2.Close()
 }
+
+// TestInmemPipe: an in-memory connection buffers what is written (a write
+// returns before the other end reads, up to pipeBuffer), keeps the bytes
+// written before a close for the reader, then EOF; deadlines fail calls
+// with a timeout; a write to a closed end fails.
+func TestInmemPipe(t *testing.T) {
+	a, b := newPipePair()
+	if n, err := a.Write([]byte("hello")); n != 5 || err != nil {
+		t.Fatalf("buffered write: %d %v", n, err)
+	}
+	a.Close()
+	got, err := io.ReadAll(b)
+	if string(got) != "hello" || err != nil {
+		t.Fatalf("read after the writer closed: %q %v", got, err)
+	}
+	if _, err := b.Write([]byte("x")); err == nil {
+		t.Fatal("a write to a closed end succeeded")
+	}
+
+	a, b = newPipePair()
+	_ = b.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := b.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("read past its deadline: %v", err)
+	}
+	_ = a.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	if n, err := a.Write(make([]byte, pipeBuffer+1)); n != pipeBuffer || !isTimeout(err) {
+		t.Fatalf("write into a full buffer: %d %v", n, err)
+	}
+	_ = b.SetReadDeadline(time.Time{})
+	if n, err := io.ReadFull(b, make([]byte, pipeBuffer)); n != pipeBuffer || err != nil {
+		t.Fatalf("reading the full buffer: %d %v", n, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(interface{ Timeout() bool })
+	return ok && ne.Timeout()
+}
