@@ -123,9 +123,10 @@ type Node struct {
 	bg        sync.WaitGroup // leadership monitor, sweeper
 }
 
-// groupShare is what the groups of a Host share (host.go): the Raft
-// listener, through the group's own stream layer, and the forward
-// listener.
+// groupShare is what a group gets from its Host (host.go): the host's
+// Raft listener, through the group's own stream layer; the address of the
+// host's forward listener; the cluster identity; the other groups' view
+// of the members' addresses.
 type groupShare struct {
 	group   int
 	stream  *groupStream
