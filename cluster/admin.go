@@ -185,43 +185,13 @@ func (n *Node) waitAdmin(ctx context.Context, f raft.Future) error {
 	return waitFuture(n.closing, f, max(timeout, time.Millisecond))
 }
 
-// Join serves Host.Join (RAFT.JOIN id raft_addr) for this group: the node
-// becomes a non-voter, then a voter once caught up, on the group's leader
-// (this node or the one it forwards the step to; membership.go). The new
-// node must have been started without bootstrapping.
-func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
-	if err := n.checkJoin(id, raftAddr); err != nil {
-		return err
-	}
-	if err := n.runMember(ctx, opJoin, id, raftAddr); err != nil {
-		return groupError(opJoin, n.group, err)
-	}
-	return nil
-}
-
 // checkJoin validates RAFT.JOIN's arguments.
 func (n *Node) checkJoin(id, raftAddr string) error {
 	if id == "" || strings.ContainsAny(id, "=, \t\r\n") {
 		return &errcode.Error{Code: errcode.BadNodeID, Detail: id}
 	}
-	if n.cfg.Transport == nil {
-		if err := checkHostPort(raftAddr); err != nil {
-			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: err.Error()}
-		}
-	}
-	return nil
-}
-
-// Join serves Host.Join (RAFT.JOIN id raft_addr) for this group: the node
-// becomes a non-voter, then a voter once caught up, on the group's leader
-// (this node or the one it forwards the step to; membership.go). The new
-// node must have been started without bootstrapping.
-func (n *Node) Remove(ctx context.Context, id string) error {
-	if !n.isMember(id) {
-		return &errcode.Error{Code: errcode.NoSuchNode, Detail: id}
-	}
-	if err := n.runMember(ctx, opRemove, id, ""); err != nil {
-		return groupError(opRemove, n.group, err)
+	if err := checkHostPort(raftAddr); err != nil {
+		return &errcode.Error{Code: errcode.BadRaftAddr, Detail: err.Error()}
 	}
 	return nil
 }

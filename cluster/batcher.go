@@ -3,9 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,9 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
-	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/engine"
-	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
 // The group commit pipeline.
@@ -99,13 +95,14 @@ import (
 // (dedup.go), so a follower may re-send a batch whose connection broke.
 //
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
-// timeout mean Raft refused the entry before appending it: not applied, so
-// Execute routes the request again (to the new leader, through forwarding).
-// ErrLeadershipLost after the entry was appended says nothing of its fate:
-// the waiter learns it from this node's own log (resolve, fsm.outcome):
-// the entry's results when it committed, a retry when another entry took
-// its index; ErrOutcomeUnknown (UNCERTAIN) only when the log told nothing
-// in time, or on shutdown. Never a retry that could apply it twice.
+// timeout mean Raft refused the entry before appending it: not applied
+// (tryNotApplied), so Execute routes the request again (to the new leader,
+// through forwarding). ErrLeadershipLost after the entry was appended says
+// nothing of its fate: the waiter learns it from this node's own log
+// (resolve, fsm.outcome): the entry's results when it committed, a retry
+// when another entry took its index; tryUnknown (UNCERTAIN for the client)
+// only when the log told nothing in time, or on shutdown. Never a retry
+// that could apply it twice.
 //
 // Locks: none. The batcher goroutine owns its buffers; requests cross
 // goroutines through channels and their state word; the engine is touched
@@ -174,13 +171,14 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-cha
 }
 
 // submitID queues ops and waits for their results, until the deadline
-// timer fires or ctx ends. It returns errRetry when the batch was certainly
-// not applied and may be routed again. A batch with an ID (zero for none)
-// is applied at most once by the FSM.
-func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
+// timer fires or ctx ends: tryNotApplied when the batch was certainly not
+// applied and may be routed again, tryUnknown when it may have applied and
+// the log told nothing in time. A batch with an ID (zero for none) is
+// applied at most once by the FSM.
+func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) attempt {
 	req, err := b.enqueue(ctx, deadline, id, ops, results)
 	if err != nil {
-		return err
+		return done(err)
 	}
 	return b.wait(ctx, deadline, req)
 }
@@ -212,21 +210,21 @@ func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id cod
 // release recycles a request whose outcome its caller received (or that
 // was never queued): no other goroutine refers to it any more.
 func (b *batcher) release(req *request) {
-	req.ops, req.results, req.err = nil, nil, nil
+	req.ops, req.results, req.res = nil, nil, attempt{}
 	b.reqPool.Put(req)
 }
 
 // wait waits for a queued request's outcome.
-func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) error {
+func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) attempt {
 	var notApplied error
 	var why stopCause
 	closing := b.closing
 	for notApplied == nil {
 		select {
 		case <-req.done:
-			err := req.err
+			a := req.res
 			b.release(req)
-			return err
+			return a
 		case <-deadline:
 			why, notApplied = stopDeadline, clusterDownError(b.timeout)
 		case <-ctx.Done():
@@ -236,29 +234,29 @@ func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *requ
 			// Already in an entry: its outcome still comes from Raft.
 			closing = nil
 			if req.state.CompareAndSwap(outQueued, outAbandoned) {
-				return ErrShuttingDown
+				return done(ErrShuttingDown)
 			}
 		}
 	}
 	switch st := req.giveUp(); st {
 	case outQueued, outHandedOver:
-		return giveUpError(st == outHandedOver, why, notApplied, b.timeout)
+		return done(giveUpError(st == outHandedOver, why, notApplied, b.timeout))
 	}
 	<-req.done // a waiter claimed it first and is writing the outcome
-	err := req.err
+	a := req.res
 	b.release(req)
-	return err
+	return a
 }
 
 // finish hands a request its outcome, unless its caller gave up.
-func finish(req *request, results []engine.Result, err error) {
+func finish(req *request, results []engine.Result, a attempt) {
 	if !req.claim(outHandedOver) && !req.claim(outQueued) {
 		return
 	}
-	if err == nil {
+	if a.kind == tryDone && a.err == nil {
 		copy(req.results, results)
 	}
-	req.deliver(err) // the last touch: the caller may recycle req now
+	req.deliver(a) // the last touch: the caller may recycle req now
 }
 
 // run is the batcher goroutine.
@@ -344,10 +342,10 @@ func (b *batcher) run() {
 			back = backlog{expect: returns.expect(d.callers), since: time.Now(), commit: d.took}
 		case <-b.closing:
 			for _, r := range pending {
-				finish(r, nil, ErrShuttingDown)
+				finish(r, nil, done(ErrShuttingDown))
 			}
 			if over != nil {
-				finish(over, nil, ErrShuttingDown)
+				finish(over, nil, done(ErrShuttingDown))
 			}
 			b.drain()
 			return
@@ -524,158 +522,9 @@ func (b *batcher) drain() {
 	for {
 		select {
 		case r := <-b.reqs:
-			finish(r, nil, ErrShuttingDown)
+			finish(r, nil, done(ErrShuttingDown))
 		default:
 			return
 		}
 	}
-}
-
-// await waits for one entry's future, with a deadline of its own, hands
-// out the outcome and frees the entry's slot.
-//
-// It waits on the future itself, and a timer (not a second goroutine and
-// a channel: one wake-up less per entry) answers the entry's callers when
-// the future gives no outcome in time. Whichever of the two settles the
-// entry first answers its callers and frees its slot, and the other does
-// nothing: once answered, a request may be recycled for another call, so
-// it must never be finished twice.
-//
-// When this node lost its leadership after Raft appended the entry (a
-// leadership transfer: a graceful stop, the balancer, RAFT.TRANSFER; or a
-// failover), the entry's fate is decided by the next leader, and this node
-// learns it by applying its own log: resolve waits for that, so that the
-// callers get the entry's real results, or a retry (to the new leader)
-// when another entry took its index; UNCERTAIN only when neither is known
-// in time.
-func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops int, start time.Time) {
-	var (
-		settled atomic.Bool
-		index   uint64 // the entry's log index, once Raft answered
-	)
-	free := func() {
-		b.awaiting.Add(-1)
-		b.fsm.forget(ref.id, index)
-		b.freed <- entryDone{callers: len(batch), took: time.Since(start)} // buffered: never blocks
-	}
-	watchdog := time.AfterFunc(b.timeout+b.timeout/2, func() {
-		if !settled.CompareAndSwap(false, true) {
-			return
-		}
-		// Handed to Raft, no outcome: it may still commit.
-		for _, r := range batch {
-			finish(r, nil, commitTimeoutError(b.timeout))
-		}
-		free()
-	})
-	err := f.Error() // may never return (raft#498): the watchdog answers then
-	if !settled.CompareAndSwap(false, true) {
-		return // the watchdog answered the callers
-	}
-	watchdog.Stop()
-	index = f.Index()
-	defer free()
-	var results []engine.Result
-	if err == nil {
-		b.entries.Add(1)
-		b.ops.Add(uint64(nops))
-		b.metrics.committed(time.Since(start))
-		results, _ = f.Response().([]engine.Result)
-		if results == nil {
-			// Not a result slice: the FSM refused the entry (an error).
-			err = internalError("the log entry did not apply: %v", f.Response())
-			if e, isErr := f.Response().(error); isErr && errcode.Is(e, errcode.ApplyHalted) {
-				// Committed, so the other replicas apply it; this one halted.
-				err = &errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e}
-			}
-		}
-	} else if errors.Is(err, raft.ErrLeadershipLost) && index > 0 {
-		st, rs := b.resolve(ref, index, start.Add(b.timeout+b.timeout/2))
-		b.metrics.resolved(st)
-		switch st {
-		case outcomeApplied:
-			err, results = nil, rs
-		case outcomeNotApplied:
-			err = errRetry
-		default:
-			err = ErrOutcomeUnknown
-		}
-	} else if f := b.logWriteError(err); f != nil {
-		err = f // the local append failed: not stored, not replicated
-	} else {
-		err = classifyApplyError(err)
-	}
-	if err == nil && len(results) != nops {
-		err = internalError("the log entry did not apply: %d results for %d operations", len(results), nops)
-	}
-	if err != nil {
-		for _, r := range batch {
-			finish(r, nil, err)
-		}
-		return
-	}
-	off := 0
-	for _, r := range batch {
-		rs := results[off : off+len(r.ops)]
-		off += len(r.ops)
-		if r.id != (codec.BatchID{}) && len(rs) > 0 && rs[0].Err == errDuplicateBatch {
-			finish(r, nil, errDuplicateBatch) // a re-send of a batch that applied
-			continue
-		}
-		finish(r, rs, nil)
-	}
-}
-
-// resolvePoll is how often resolve looks at the FSM.
-const resolvePoll = 2 * time.Millisecond
-
-// resolve waits until this node's log has applied the index at which the
-// entry ref was appended, or until the deadline or the node's close, and
-// says what became of the entry (fsm.outcome): applied, with its results;
-// not applied (another leader's entry, or none, took the index: the
-// callers may be routed again); or unknown.
-func (b *batcher) resolve(ref entryRef, index uint64, until time.Time) (int, []engine.Result) {
-	t := time.NewTicker(resolvePoll)
-	defer t.Stop()
-	for {
-		if st, rs := b.fsm.outcome(ref.id, index, ref.restores); st != outcomePending {
-			return st, rs
-		}
-		if !time.Now().Before(until) {
-			return outcomeUnknown, nil
-		}
-		select {
-		case <-t.C:
-		case <-b.closing:
-			return outcomeUnknown, nil
-		}
-	}
-}
-
-// classifyApplyError maps a Raft apply error to what the caller may do.
-func classifyApplyError(err error) error {
-	switch {
-	case errors.Is(err, raft.ErrNotLeader),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raft.ErrAbortedByRestore):
-		return errRetry // refused before it was appended: not applied
-	}
-	return ErrOutcomeUnknown // ErrLeadershipLost, ErrRaftShutdown, ...
-}
-
-// logWriteError returns the MISCONF error when err is Raft's answer to an
-// entry whose local append failed (cluster/logstore/faultstore.go), else
-// nil. Raft's log cache flattens the store's error into text, hence the
-// match on it (logstore.FaultedText). Such
-// an entry was not stored, so not replicated, and the store deletes any
-// part of it a failed write left before it takes another: not applied.
-func (b *batcher) logWriteError(err error) error {
-	if b.storeFault == nil || !strings.Contains(err.Error(), logstore.FaultedText) {
-		return nil
-	}
-	if f := b.storeFault(); f != nil {
-		return f
-	}
-	return &errcode.Error{Code: errcode.LogWriteFailed, Detail: err.Error()}
 }

@@ -48,6 +48,7 @@ func durableCluster(b *testing.B, n int) ([]*Node, int) {
 		peers["n"+strconv.Itoa(i+1)] = a
 	}
 	nodes := make([]*Node, n)
+	hosts := make([]*Host, n)
 	for i := range nodes {
 		cfg := Config{
 			ID:          "n" + strconv.Itoa(i+1),
@@ -68,16 +69,16 @@ func durableCluster(b *testing.B, n int) ([]*Node, int) {
 		if n > 1 {
 			cfg.Peers = peers
 		}
-		node, err := New(context.Background(), cfg, engine.New(engine.Config{}))
+		h, err := NewHost(context.Background(), cfg, []*engine.Engine{engine.New(engine.Config{})})
 		if err != nil {
 			b.Fatal(err)
 		}
-		nodes[i] = node
+		hosts[i], nodes[i] = h, h.nodes[0]
 	}
 	b.Cleanup(func() {
-		for _, node := range nodes {
+		for _, h := range hosts {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			node.Close(ctx)
+			h.Close(ctx)
 			cancel()
 		}
 	})

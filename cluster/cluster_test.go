@@ -47,7 +47,7 @@ func TestSingleNode(t *testing.T) {
 			t.Fatalf("status field %d = %q, want %q", i, kv[0], want[i])
 		}
 	}
-	if st[1][1] != "leader" || st[2][1] != "n1" || st[3][1] != "127.0.0.1:6001" || st[7][1] != "n1=raft-n1" || st[8][1] != "n1" || st[9][1] != "" {
+	if st[1][1] != "leader" || st[2][1] != "n1" || st[3][1] != "127.0.0.1:6001" || st[7][1] != "n1=127.0.0.1:7001" || st[8][1] != "n1" || st[9][1] != "" {
 		t.Fatalf("status = %v", st)
 	}
 	if err := n.Execute(context.Background(), ops, make([]engine.Result, 1)); err == nil {
@@ -386,23 +386,23 @@ func TestAdmin(t *testing.T) {
 	f := (l + 1) % 3
 	o := (l + 2) % 3 // the other follower, which takes the commands
 	ctx := context.Background()
-	if err := tc.nodes[o].Join(ctx, "a b", "x"); !errcode.Is(err, errcode.BadNodeID) {
+	if err := tc.hosts[o].Join(ctx, "a b", "x"); !errcode.Is(err, errcode.BadNodeID) {
 		t.Fatalf("join with a bad id: %v", err)
 	}
-	err := tc.nodes[o].Join(ctx, "n9", string(tc.trans[l].LocalAddr()))
-	if e := errcode.Of(err); e == nil || e.Code != errcode.MemberConflict || e.Detail != tc.cfgs[l].ID+"="+string(tc.trans[l].LocalAddr()) {
+	err := tc.hosts[o].Join(ctx, "n9", tc.cfgs[l].RaftAddr)
+	if e := errcode.Of(err); e == nil || e.Code != errcode.MemberConflict || e.Detail != tc.cfgs[l].ID+"="+tc.cfgs[l].RaftAddr {
 		t.Fatalf("join at a member's address: %v", err)
 	}
-	if err := tc.nodes[o].Join(ctx, tc.cfgs[l].ID, "raft-elsewhere"); !errcode.Is(err, errcode.MemberConflict) {
+	if err := tc.hosts[o].Join(ctx, tc.cfgs[l].ID, "127.0.0.1:7999"); !errcode.Is(err, errcode.MemberConflict) {
 		t.Fatalf("join of a member's id at another address: %v", err)
 	}
-	if err := tc.nodes[o].Join(ctx, tc.cfgs[l].ID, string(tc.trans[l].LocalAddr())); err != nil {
+	if err := tc.hosts[o].Join(ctx, tc.cfgs[l].ID, tc.cfgs[l].RaftAddr); err != nil {
 		t.Fatalf("join of a voter at its own address (nothing to do): %v", err)
 	}
-	if err := tc.nodes[o].Remove(ctx, "nope"); !errcode.Is(err, errcode.NoSuchNode) {
+	if err := tc.hosts[o].Remove(ctx, "nope"); !errcode.Is(err, errcode.NoSuchNode) {
 		t.Fatalf("remove unknown: %v", err)
 	}
-	if err := tc.nodes[o].Remove(ctx, tc.cfgs[f].ID); err != nil {
+	if err := tc.hosts[o].Remove(ctx, tc.cfgs[f].ID); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	waitFor(t, 5*time.Second, func() error {
@@ -420,7 +420,7 @@ func TestAdmin(t *testing.T) {
 	tc.stop(f)
 	tc.cfgs[f].Peers, tc.cfgs[f].NoBootstrap = nil, true
 	tc.start(f)
-	if err := tc.nodes[o].Join(context.Background(), tc.cfgs[f].ID, string(tc.trans[f].LocalAddr())); err != nil {
+	if err := tc.hosts[o].Join(context.Background(), tc.cfgs[f].ID, tc.cfgs[f].RaftAddr); err != nil {
 		t.Fatalf("join: %v", err)
 	}
 	st := statusMap(tc.nodes[l].Status())

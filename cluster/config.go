@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/cluster/peer"
 )
 
 // Config configures a Node. The zero value of every optional field means
@@ -19,9 +21,9 @@ import (
 type Config struct {
 	// ID is this node's Raft server ID (e.g. "n1"). Required.
 	ID string
-	// RaftAddr is the host:port the Raft TCP transport listens on.
-	// Required unless Transport is set. Port 0 picks a free port (only
-	// without Peers, since the others must know it).
+	// RaftAddr is the host:port the Raft listener listens on (on
+	// Network). Required. Port 0 picks a free port (only without Peers,
+	// since the others must know it).
 	RaftAddr string
 	// RaftAdvertise is the address the others dial for Raft, when RaftAddr
 	// binds an unspecified IP such as 0.0.0.0.
@@ -31,8 +33,7 @@ type Config struct {
 	RESPAddr string
 	// ForwardAddr is where this node listens for batches that followers
 	// forward to it when it leads. Default: RaftAddr's host with its port
-	// + 1000 (127.0.0.1:8001 for 127.0.0.1:7001), or 127.0.0.1:0 when
-	// RaftAddr is not a TCP address.
+	// + 1000 (127.0.0.1:8001 for 127.0.0.1:7001).
 	ForwardAddr string
 	// ForwardAdvertise is the forward address the others dial, when
 	// ForwardAddr binds an unspecified IP.
@@ -44,7 +45,7 @@ type Config struct {
 	// restart forgets everything.
 	InMemory bool
 	// LogStore is the store of Raft's log on disk: LogStoreWAL or
-	// LogStoreBolt. A data dir keeps the store it was created with: New
+	// LogStoreBolt. A data dir keeps the store it was created with: NewHost
 	// refuses the other one. Empty means the store the data dir already
 	// holds, or DefaultLogStore for a new one (ResolveLogStore).
 	LogStore string
@@ -112,9 +113,6 @@ type Config struct {
 	// Now is the leader's wall clock, in nanoseconds since the Unix epoch,
 	// stamped into every log entry (default time.Now().UnixNano()).
 	Now func() int64
-	// Transport replaces the Raft TCP transport (tests pass an
-	// raft.InmemTransport); RaftAddr must then be its LocalAddr.
-	Transport raft.Transport
 	// TLS, when set, runs Raft and forwarding over mutual TLS with this
 	// configuration (PeerTLSConfig, tls.go): peers without a certificate
 	// signed by its CA are refused.
@@ -124,6 +122,12 @@ type Config struct {
 	// that can cut this one link): see cluster/peer/dialmap.go. Plain TCP
 	// only.
 	DialMap map[string]string
+	// Network is where the node listens and how it dials its peers: every
+	// stream of Raft, forwarding and the control messages goes through
+	// it. Nil means TCP with the peer socket options, over mutual TLS when
+	// TLS is set (peer.TCPNetwork); in-process tests pass a node of a
+	// peer.Inmem network.
+	Network peer.Network
 
 	// applyHook, when set, runs at the start of every FSM batch (tests
 	// stall replay with it).
@@ -167,16 +171,12 @@ func (c *Config) Validate() error {
 	} else if strings.ContainsAny(c.ID, "=, \t\r\n") {
 		bad("ID", "%q must not contain '=', ',' or white space", c.ID)
 	}
-	if c.Transport == nil {
-		if c.RaftAddr == "" {
-			bad("RaftAddr", "must not be empty")
-		} else if err := checkHostPort(c.RaftAddr); err != nil {
-			bad("RaftAddr", "%v", err)
-		} else if unspecified(c.RaftAddr) && c.RaftAdvertise == "" {
-			bad("RaftAdvertise", "required when RaftAddr %q binds every interface", c.RaftAddr)
-		}
-	} else if c.RaftAddr != "" && c.RaftAddr != string(c.Transport.LocalAddr()) {
-		bad("RaftAddr", "%q differs from the transport's address %q", c.RaftAddr, c.Transport.LocalAddr())
+	if c.RaftAddr == "" {
+		bad("RaftAddr", "must not be empty")
+	} else if err := checkHostPort(c.RaftAddr); err != nil {
+		bad("RaftAddr", "%v", err)
+	} else if unspecified(c.RaftAddr) && c.RaftAdvertise == "" {
+		bad("RaftAdvertise", "required when RaftAddr %q binds every interface", c.RaftAddr)
 	}
 	if c.RaftAdvertise != "" {
 		if err := checkHostPort(c.RaftAdvertise); err != nil {
@@ -235,7 +235,7 @@ func (c *Config) Validate() error {
 			switch {
 			case id == "" || strings.ContainsAny(id, "=, \t\r\n"):
 				bad("Peers", "bad id %q", id)
-			case c.Transport == nil && checkHostPort(addr) != nil:
+			case checkHostPort(addr) != nil:
 				bad("Peers", "%s: %v", id, checkHostPort(addr))
 			case addrs[addr] != "":
 				bad("Peers", "%s and %s share the address %q", addrs[addr], id, addr)
@@ -247,7 +247,7 @@ func (c *Config) Validate() error {
 		} else if adv := c.raftAdvertise(); adv != "" && own != adv {
 			bad("Peers", "%s=%s, but this node's Raft address is %s", c.ID, own, adv)
 		}
-		if c.Transport == nil && port(c.RaftAddr) == 0 && c.RaftAdvertise == "" && c.RaftAddr != "" {
+		if port(c.RaftAddr) == 0 && c.RaftAdvertise == "" && c.RaftAddr != "" {
 			bad("RaftAddr", "port 0 is only for a single node: the peers must know the port")
 		}
 	}
@@ -356,20 +356,21 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = func() int64 { return time.Now().UnixNano() }
 	}
+	if c.Network == nil {
+		c.Network = peer.TCPNetwork{TLS: c.TLS, T: peer.NewTimeouts(c.ClusterTimeout, c.HeartbeatTimeout)}
+	}
 	if c.ForwardAddr == "" {
 		c.ForwardAddr = "127.0.0.1:0"
-		if c.Transport == nil {
-			if host, p, err := net.SplitHostPort(c.RaftAddr); err == nil {
-				if n, err := strconv.Atoi(p); err == nil && n != 0 && n+forwardPortOffset <= 65535 {
-					c.ForwardAddr = net.JoinHostPort(host, strconv.Itoa(n+forwardPortOffset))
-				} else if err == nil && n == 0 {
-					c.ForwardAddr = net.JoinHostPort(host, "0")
-				}
+		if host, p, err := net.SplitHostPort(c.RaftAddr); err == nil {
+			if n, err := strconv.Atoi(p); err == nil && n != 0 && n+forwardPortOffset <= 65535 {
+				c.ForwardAddr = net.JoinHostPort(host, strconv.Itoa(n+forwardPortOffset))
+			} else if err == nil && n == 0 {
+				c.ForwardAddr = net.JoinHostPort(host, "0")
 			}
-			if unspecified(c.ForwardAddr) && c.ForwardAdvertise == "" && c.RaftAdvertise != "" {
-				if host, _, err := net.SplitHostPort(c.RaftAdvertise); err == nil {
-					c.ForwardAdvertise = net.JoinHostPort(host, strconv.Itoa(port(c.ForwardAddr)))
-				}
+		}
+		if unspecified(c.ForwardAddr) && c.ForwardAdvertise == "" && c.RaftAdvertise != "" {
+			if host, _, err := net.SplitHostPort(c.RaftAdvertise); err == nil {
+				c.ForwardAdvertise = net.JoinHostPort(host, strconv.Itoa(port(c.ForwardAddr)))
 			}
 		}
 	}
@@ -382,8 +383,6 @@ func (c *Config) raftAdvertise() string {
 	switch {
 	case c.RaftAdvertise != "":
 		return c.RaftAdvertise
-	case c.Transport != nil:
-		return string(c.Transport.LocalAddr())
 	case port(c.RaftAddr) == 0:
 		return ""
 	}
@@ -435,9 +434,6 @@ func (c *Config) validateDialMap(bad func(field, format string, args ...any)) {
 	}
 	if c.TLS != nil {
 		bad("DialMap", "is for tests over plain TCP, not with TLS")
-	}
-	if c.Transport != nil {
-		bad("DialMap", "has no effect with a Transport")
 	}
 	for from, to := range c.DialMap {
 		if err := checkHostPort(from); err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/sluice-rl/sluice/cluster/peer"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -13,7 +13,6 @@ func TestConfigValidate(t *testing.T) {
 		return Config{ID: "n1", RaftAddr: "127.0.0.1:7001", RESPAddr: "127.0.0.1:6001", DataDir: "d1"}
 	}
 	peers := map[string]string{"n1": "127.0.0.1:7001", "n2": "127.0.0.1:7002", "n3": "127.0.0.1:7003"}
-	_, inmem := raft.NewInmemTransport("raft-x")
 	tests := []struct {
 		name  string
 		edit  func(c *Config)
@@ -22,7 +21,7 @@ func TestConfigValidate(t *testing.T) {
 		{"minimal", func(c *Config) {}, nil},
 		{"cluster", func(c *Config) { c.Peers = peers }, nil},
 		{"in memory", func(c *Config) { c.DataDir, c.InMemory = "", true }, nil},
-		{"in-process transport", func(c *Config) { c.RaftAddr, c.Transport = "", inmem }, nil},
+		{"in-process network", func(c *Config) { c.Network = peer.NewInmem().Node("n1") }, nil},
 		{"single node on port 0", func(c *Config) { c.RaftAddr = "127.0.0.1:0" }, nil},
 		{"empty", func(c *Config) { *c = Config{} }, []string{"ID:", "RaftAddr:", "RESPAddr:", "DataDir:"}},
 		{"bad id", func(c *Config) { c.ID = "n 1" }, []string{"ID:"}},
@@ -47,7 +46,6 @@ func TestConfigValidate(t *testing.T) {
 		{"raft timing", func(c *Config) {
 			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
 		}, []string{"ElectionTimeout:", "LeaderLeaseTimeout:"}},
-		{"transport mismatch", func(c *Config) { c.Transport = inmem }, []string{"RaftAddr:"}},
 		{"wal, everysec", func(c *Config) { c.LogStore, c.Fsync = LogStoreWAL, FsyncEverysec }, nil},
 		{"bolt, no", func(c *Config) { c.LogStore, c.Fsync = LogStoreBolt, FsyncNo }, nil},
 		{"unknown store and mode", func(c *Config) { c.LogStore, c.Fsync = "lsm", "sometimes" }, []string{"LogStore:", "Fsync:"}},

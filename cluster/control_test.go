@@ -139,8 +139,8 @@ type ctlConn struct {
 	br *bufio.Reader
 }
 
-func dialCtl(t *testing.T, addr string) *ctlConn {
-	c, err := net.Dial("tcp", addr)
+func dialCtl(t *testing.T, n *Node) *ctlConn {
+	c, err := n.cfg.Network.Dial(n.fwdAddr, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +194,8 @@ func TestControlChannel(t *testing.T) {
 	if !n.speaksControl() {
 		t.Fatalf("a new cluster runs version %d: below the channel's", n.fsm.clusterVersion())
 	}
-	raftAddr := string(tc.trans[0].LocalAddr())
-	cc := dialCtl(t, n.fwdAddr)
+	raftAddr := tc.cfgs[0].RaftAddr
+	cc := dialCtl(t, n)
 	for _, step := range []struct {
 		name   string
 		id     uint64
@@ -287,7 +287,7 @@ func TestLegacyClientAgainstNewServer(t *testing.T) {
 	tc := newTestCluster(t, 1, nil)
 	n := tc.nodes[0]
 	legacy := func(hello string, payload []byte) []byte {
-		c, err := net.Dial("tcp", n.fwdAddr)
+		c, err := n.cfg.Network.Dial(n.fwdAddr, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestLegacyClientAgainstNewServer(t *testing.T) {
 		t.Errorf("SLFM progress reply %q", got)
 	}
 	// ... and a coded error.
-	p = append([]byte{byte(opJoin)}, codec.AppendStr(codec.AppendStr(nil, []byte("n9")), []byte(tc.trans[0].LocalAddr()))...)
+	p = append([]byte{byte(opJoin)}, codec.AppendStr(codec.AppendStr(nil, []byte("n9")), []byte(tc.cfgs[0].RaftAddr))...)
 	p = binary.AppendUvarint(p, 1000)
 	got := legacy("SLFM\x01", p)
 	d := codec.NewDecoder(got[1:])
@@ -344,11 +344,12 @@ func TestLegacyClientAgainstNewServer(t *testing.T) {
 // any other, as v0.2.0 does) answers; at the channel's version it would
 // not.
 func TestNewClientAgainstLegacyServer(t *testing.T) {
-	tc := newTestCluster(t, 1, func(_ int, c *Config) {
+	// Over TCP: the fake old node below is a real listener.
+	th := startHosts(t, 1, hostsOpt{tcp: true, config: func(_ int, c *Config) {
 		c.bootstrapVersion = BaseVersion
 		c.advertiseVersion = 2 // an upgrade from v0.2.0 under way
-	})
-	n := tc.nodes[0]
+	}})
+	n := th.hosts[0].nodes[0]
 	waitFor(t, 10*time.Second, func() error {
 		if v := n.fsm.clusterVersion(); v != 2 {
 			return errors.New("not at version 2 yet")

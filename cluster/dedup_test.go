@@ -307,7 +307,7 @@ func TestBatcherTimeoutClass(t *testing.T) {
 			req.state.Store(tt.state)
 			deadline := make(chan time.Time, 1)
 			deadline <- time.Now()
-			err := b.wait(context.Background(), deadline, req)
+			err := b.wait(context.Background(), deadline, req).reply()
 			if !errors.Is(err, tt.want) || errors.Is(err, ErrClusterDown) == errors.Is(err, ErrUncertain) {
 				t.Fatalf("err = %v, want %v's class only", err, tt.want)
 			}

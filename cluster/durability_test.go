@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/engine"
 )
@@ -33,11 +30,9 @@ func TestLogStoreMismatchRefused(t *testing.T) {
 
 			cfg := tcl.cfgs[0]
 			cfg.LogStore = tc.second
-			_, tr := raft.NewInmemTransportWithTimeout(cfg.Transport.LocalAddr(), 200*time.Millisecond)
-			cfg.Transport = tr
-			n, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 16}))
+			h, err := NewHost(context.Background(), cfg, []*engine.Engine{engine.New(engine.Config{Stripes: 16})})
 			if err == nil {
-				n.Close(context.Background())
+				h.Close(context.Background())
 				t.Fatalf("started with %s on a %s data dir", tc.second, tc.first)
 			}
 			if msg := err.Error(); !strings.Contains(msg, `"`+tc.first+`"`) || !strings.Contains(msg, `"`+tc.second+`"`) {

@@ -34,7 +34,9 @@ var (
 
 	// ErrOutcomeUnknown: the batch was handed to Raft, then leadership
 	// changed (or the node shut down) before it was known to commit. It
-	// may have been applied. It matches ErrUncertain.
+	// may have been applied. It matches ErrUncertain. It is only ever a
+	// reply (to the client, or a leader's to a follower's forwarded
+	// batch); inside the package the attempt kind tryUnknown says it.
 	ErrOutcomeUnknown error = errcode.New(errcode.OutcomeUnknown)
 
 	// ErrShuttingDown: the node is closing and did not take the batch; it
@@ -92,17 +94,14 @@ var sentinels = codec.Sentinels{
 	errBadReply, errConnLost,
 }
 
-// errRetry is internal: the batch was certainly not applied (raft refused
-// it before appending it: not the leader, a leadership transfer, a full
-// queue), so Execute may route it again while its deadline allows.
-var errRetry = errors.New("not applied; route again")
+// errNotApplied is the text of a leader's "route again" answer to a
+// forwarded batch that Raft refused before appending it (the status says
+// what to do; the text is for logs), and what a tryNotApplied attempt
+// reads as (attempt.reply).
+var errNotApplied = errors.New("not applied; route again")
 
-// errResend is internal: a forwarded batch was written to the leader and
-// its connection broke before the answer came. It may have been applied;
-// Execute sends it again, with the same batch ID (which the FSM applies at
-// most once), while its deadline allows, and answers UNCERTAIN if none
-// of its tries got an answer.
-var errResend = errors.New("written, then the connection broke; send again with the same ID")
+// errWrittenLost is what a tryWritten attempt reads as (attempt.reply).
+var errWrittenLost = errors.New("written, then the connection broke; send again with the same ID")
 
 // adminError gives a raft error from an admin command its code.
 func adminError(op string, err error) error {

@@ -80,47 +80,51 @@ func TestForwardClient(t *testing.T) {
 	tests := []struct {
 		name   string
 		answer func(t *testing.T, r fakeRequest)
-		check  func(err error, res []engine.Result) bool
+		check  func(a attempt, res []engine.Result) bool
 	}{
 		{"results", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id+100, fwdStatusOK, codec.AppendResults(nil, nil, make([]engine.Result, 2))) // not ours: ignored
 			r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
-		}, func(err error, res []engine.Result) bool {
+		}, func(a attempt, res []engine.Result) bool {
+			err := a.reply()
 			return err == nil && res[0].Allowed && res[0].Limit == 5 && res[1].Err == engine.ErrWrongType
 		}},
 		{"error reply", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, ErrLoading))
-		}, func(err error, _ []engine.Result) bool { return err == ErrLoading }},
+		}, func(a attempt, _ []engine.Result) bool { return a.kind == tryDone && a.err == ErrLoading }},
 		{"route again", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusRetry, codec.AppendStr(nil, []byte("not the leader")))
-		}, func(err error, _ []engine.Result) bool { return err == errRetry }},
+		}, func(a attempt, _ []engine.Result) bool { return a.kind == tryNotApplied }},
 		{"connection lost after sending: send again", func(t *testing.T, r fakeRequest) {
 			r.c.Close()
-		}, func(err error, _ []engine.Result) bool { return err == errResend }},
+		}, func(a attempt, _ []engine.Result) bool { return a.kind == tryWritten }},
 		{"garbage results", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusOK, []byte{7})
-		}, func(err error, _ []engine.Result) bool {
+		}, func(a attempt, _ []engine.Result) bool {
+			err := a.reply()
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"uncertain reply", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, commitTimeoutError(time.Second)))
-		}, func(err error, _ []engine.Result) bool {
+		}, func(a attempt, _ []engine.Result) bool {
+			err := a.reply()
 			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
 		}},
 		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
 			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, clusterDownError(time.Minute)))
-		}, func(err error, _ []engine.Result) bool {
+		}, func(a attempt, _ []engine.Result) bool {
+			err := a.reply()
 			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
 			defer c.close()
 			id := c.newBatchID()
 			res := make([]engine.Result, len(ops))
-			errc := make(chan error, 1)
+			errc := make(chan attempt, 1)
 			deadline := time.NewTimer(timeout)
 			defer deadline.Stop()
 			go func() {
@@ -131,8 +135,8 @@ func TestForwardClient(t *testing.T) {
 				t.Fatalf("leader got %+v", r)
 			}
 			tt.answer(t, r)
-			if err := <-errc; !tt.check(err, res) {
-				t.Fatalf("err %v, results %+v", err, res)
+			if a := <-errc; !tt.check(a, res) {
+				t.Fatalf("attempt %+v, results %+v", a, res)
 			}
 		})
 	}
@@ -145,12 +149,12 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(time.Second, time.Second)}, testLogger(t))
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
-	err = c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
-	if !errors.Is(err, errRetry) {
-		t.Fatalf("err = %v, want errRetry", err)
+	a := c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+	if a.kind != tryNotApplied {
+		t.Fatalf("attempt %+v, want not applied (route again)", a)
 	}
 }
 
@@ -162,7 +166,7 @@ func TestForwardClientNoLeader(t *testing.T) {
 func TestForwardClientTimeout(t *testing.T) {
 	leader := newFakeLeader(t)
 	timeout := 100 * time.Millisecond
-	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
 	defer c.close()
 	addr := leader.ln.Addr().String()
 	call := func() (error, time.Duration) {
@@ -170,7 +174,7 @@ func TestForwardClientTimeout(t *testing.T) {
 		defer deadline.Stop()
 		start := time.Now()
 		err := c.forward(context.Background(), deadline.C, time.Now().Add(timeout), addr, c.newBatchID(),
-			[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+			[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1)).reply()
 		return err, time.Since(start)
 	}
 	err, took := call()
@@ -299,14 +303,14 @@ func TestForwardClientHealthCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newScriptedLeader(t)
-			c := newFwdClient(0, 1, timeout, pt, nil, testLogger(t))
+			c := newFwdClient(0, 1, timeout, pt, peer.TCPNetwork{T: pt}, testLogger(t))
 			defer c.close()
 			call := func() (error, time.Duration) {
 				deadline := time.NewTimer(timeout)
 				defer deadline.Stop()
 				start := time.Now()
 				err := c.forward(context.Background(), deadline.C, time.Now().Add(timeout), l.ln.Addr().String(), c.newBatchID(),
-					[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+					[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1)).reply()
 				return err, time.Since(start)
 			}
 			if err, _ := call(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,8 +47,8 @@ type fwdClient struct {
 	timeout time.Duration // ClusterTimeout, named by CLUSTERDOWN errors
 	t       peer.Timeouts
 	log     *slog.Logger
-	tls     *tls.Config // mutual TLS to the leader, or nil (tls.go)
-	prefix  [8]byte     // random: batch IDs differ across restarts
+	network peer.Network // how it dials the leader (Config.Network)
+	prefix  [8]byte      // random: batch IDs differ across restarts
 	seq     atomic.Uint64
 	// wrap, in tests only, wraps every connection dialed (to break one at
 	// a chosen moment).
@@ -64,8 +63,8 @@ type fwdClient struct {
 }
 
 // newFwdClient is a pool of size connections.
-func newFwdClient(group, size int, timeout time.Duration, t peer.Timeouts, tlsCfg *tls.Config, log *slog.Logger) *fwdClient {
-	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, tls: tlsCfg, log: log}
+func newFwdClient(group, size int, timeout time.Duration, t peer.Timeouts, network peer.Network, log *slog.Logger) *fwdClient {
+	c := &fwdClient{group: group, size: size, timeout: timeout, t: t, network: network, log: log}
 	_, _ = rand.Read(c.prefix[:]) // crypto/rand does not fail on Linux
 	return c
 }
@@ -119,19 +118,21 @@ type fwdConn struct {
 // written on it were answered.
 var errRetired = errors.New("the leader changed and every call on this connection was answered")
 
-// forward runs ops on the leader at addr as batch id. It returns errRetry
-// when they were certainly not applied, errResend when they were written
-// and the connection broke before the answer (send again with the same
-// id), a CLUSTERDOWN error when the deadline passed before they were
-// written, and an UNCERTAIN one when it passed after.
-func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id codec.BatchID, ops []engine.Op, results []engine.Result) error {
+// forward runs ops on the leader at addr as batch id. It returns
+// tryNotApplied when they were certainly not applied, tryWritten when they
+// were written and the connection broke before the answer (send again
+// with the same id), tryUnknown when the leader said it lost leadership
+// while committing them, and otherwise their answer: a CLUSTERDOWN error
+// when the deadline passed before they were written, an UNCERTAIN one
+// when it passed after.
+func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, until time.Time, addr string, id codec.BatchID, ops []engine.Op, results []engine.Result) attempt {
 	conn, err := c.get(addr, until)
 	if err != nil {
-		return errRetry
+		return notApplied(err)
 	}
 	call := newFwdCall(ops, results)
 	if !conn.register(call) {
-		return errRetry
+		return notApplied(nil)
 	}
 	ms := max(time.Until(until).Milliseconds(), 1)
 	p := make([]byte, 0, codec.OpsSize(ops)+2*binary.MaxVarintLen64+len(id))
@@ -145,23 +146,23 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 	case conn.wq <- call:
 	case <-conn.dead:
 		conn.forget(call.id)
-		return errRetry
+		return notApplied(nil)
 	case <-deadline:
 		conn.forget(call.id)
-		return clusterDownError(c.timeout)
+		return done(clusterDownError(c.timeout))
 	case <-ctx.Done():
 		conn.forget(call.id)
-		return fmt.Errorf("cluster: forward: %w", ctx.Err())
+		return done(fmt.Errorf("cluster: forward: %w", ctx.Err()))
 	}
-	var notApplied error
+	var notAppliedErr error
 	var why stopCause
 	select {
 	case <-call.done:
-		return call.err
+		return call.res
 	case <-deadline:
-		why, notApplied = stopDeadline, clusterDownError(c.timeout)
+		why, notAppliedErr = stopDeadline, clusterDownError(c.timeout)
 	case <-ctx.Done():
-		why, notApplied = stopCanceled, fmt.Errorf("cluster: forward: %w", ctx.Err())
+		why, notAppliedErr = stopCanceled, fmt.Errorf("cluster: forward: %w", ctx.Err())
 	}
 	switch st := call.giveUp(); st {
 	case outQueued, outHandedOver:
@@ -172,11 +173,15 @@ func (c *fwdClient) forward(ctx context.Context, deadline <-chan time.Time, unti
 			// the next call dials afresh.
 			conn.die(errCallTimeout)
 		}
-		return giveUpError(st == outHandedOver, why, notApplied, c.timeout)
+		return done(giveUpError(st == outHandedOver, why, notAppliedErr, c.timeout))
 	}
 	<-call.done
-	return call.err
+	return call.res
 }
+
+// errNoConn: no connection to the leader can carry a call now (a dial
+// failed or is under way): the call is not sent, and routed again.
+var errNoConn = errors.New("no connection to the leader now")
 
 // get returns a live connection to addr, dialing one if the pool is not
 // full; a pooled connection that has heard nothing for t.idle is pinged
@@ -191,7 +196,7 @@ func (c *fwdClient) get(addr string, until time.Time) (*fwdConn, error) {
 			return conn, nil
 		}
 	}
-	return nil, errRetry
+	return nil, errNoConn
 }
 
 // pick returns a pooled connection to addr, or dials one if the pool is
@@ -216,7 +221,7 @@ func (c *fwdClient) pick(addr string, until time.Time) (*fwdConn, error) {
 	if c.dialing {
 		c.mu.Unlock()
 		retireAll(old)
-		return nil, errRetry // another caller is dialing; look again shortly
+		return nil, errNoConn // another caller is dialing; look again shortly
 	}
 	c.dialing = true
 	c.mu.Unlock()
@@ -232,7 +237,7 @@ func (c *fwdClient) pick(addr string, until time.Time) (*fwdConn, error) {
 	if c.closed || c.addr != addr {
 		c.mu.Unlock()
 		nc.Close()
-		return nil, errRetry
+		return nil, errNoConn
 	}
 	conn := &fwdConn{client: c, c: nc, wq: make(chan *fwdCall, 1024), dead: make(chan struct{}), pending: make(map[uint64]*fwdCall)}
 	conn.lastRecv.Store(time.Now().UnixNano())
@@ -257,7 +262,7 @@ func (c *fwdClient) groupHello() []byte {
 // the forward port, forwarding's and the control channel's, goes through
 // it.
 func (c *fwdClient) dialPeer(addr string, timeout time.Duration) (net.Conn, error) {
-	return peer.Dial(c.tls, addr, timeout, c.t)
+	return c.network.Dial(addr, timeout)
 }
 
 // dial opens a connection to a leader's forward address and says hello.
@@ -392,7 +397,7 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 	}
 	select {
 	case <-call.done:
-		return call.err
+		return call.res.reply()
 	case <-t.C:
 	}
 	if call.giveUp() != outClaimed {
@@ -400,7 +405,7 @@ func (conn *fwdConn) ping(timeout time.Duration) error {
 		return fmt.Errorf("no answer to a ping within %v", timeout)
 	}
 	<-call.done
-	return call.err
+	return call.res.reply()
 }
 
 // writer writes queued calls, coalescing everything queued into one flush,
@@ -459,7 +464,7 @@ func (conn *fwdConn) failQueued() {
 		case call := <-conn.wq:
 			conn.forget(call.id)
 			if call.claim(outQueued) {
-				call.deliver(errRetry)
+				call.deliver(notApplied(nil))
 			}
 		default:
 			return
@@ -505,21 +510,21 @@ func (conn *fwdConn) reader() {
 		switch status {
 		case fwdStatusOK:
 			if err := codec.DecodeResults(d.B, call.ops, call.results, sentinels); err != nil {
-				call.deliver(errBadReply)
+				call.deliver(done(errBadReply))
 				conn.die(err)
 				return
 			}
-			call.deliver(nil)
+			call.deliver(done(nil))
 		case fwdStatusRetry:
-			call.deliver(errRetry)
+			call.deliver(notApplied(nil))
 		default:
 			err := d.CodedError(sentinels)
 			if d.Err != nil {
-				call.deliver(errBadReply)
+				call.deliver(done(errBadReply))
 				conn.die(d.Err)
 				return
 			}
-			call.deliver(err)
+			call.deliver(leaderError(err))
 		}
 		if retired {
 			conn.die(errRetired) // the last call of a former leader's connection
@@ -528,9 +533,25 @@ func (conn *fwdConn) reader() {
 	}
 }
 
+// leaderError is the attempt a leader's error answer stands for: it lost
+// its leadership while committing the batch (OutcomeUnknown: it may have
+// applied; send it again with the same ID), it could not write its log
+// (LogWriteFailed: not applied; route it again, to the next leader), or
+// the batch's reply.
+func leaderError(err error) attempt {
+	switch {
+	case errcode.Is(err, errcode.OutcomeUnknown):
+		return attempt{kind: tryUnknown}
+	case errcode.Is(err, errcode.LogWriteFailed):
+		return notApplied(err)
+	}
+	return done(err)
+}
+
 // die closes the connection, removes it from the pool and fails every
-// call waiting for a response: errResend for those written (the caller
-// may send them again with the same batch ID), errRetry for those not.
+// call waiting for a response: tryWritten for those written (the caller
+// may send them again with the same batch ID), tryNotApplied for those
+// not.
 func (conn *fwdConn) die(err error) {
 	conn.mu.Lock()
 	if conn.err != nil {
@@ -555,9 +576,9 @@ func (conn *fwdConn) die(err error) {
 	c.mu.Unlock()
 	for _, call := range pending {
 		if call.claim(outQueued) {
-			call.deliver(errRetry)
+			call.deliver(notApplied(nil))
 		} else if call.claim(outHandedOver) {
-			call.deliver(errResend)
+			call.deliver(attempt{kind: tryWritten})
 		}
 	}
 }

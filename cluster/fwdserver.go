@@ -230,12 +230,12 @@ func (s *fwdServer) handle(c net.Conn) {
 			defer pending.Done()
 			defer s.inflight.Add(-1)
 			defer n.timers.put(timer)
-			err := n.batcher.wait(ctx, timer.C, req)
-			if errors.Is(err, errRetry) {
-				s.respond(ctx, out, n, id, fwdStatusRetry, nil, nil, err)
-			} else if err != nil {
-				s.respond(ctx, out, n, id, fwdStatusError, nil, nil, err)
-			} else {
+			switch a := n.batcher.wait(ctx, timer.C, req); {
+			case a.kind == tryNotApplied:
+				s.respond(ctx, out, n, id, fwdStatusRetry, nil, nil, a.reply())
+			case a.kind != tryDone || a.err != nil:
+				s.respond(ctx, out, n, id, fwdStatusError, nil, nil, a.reply())
+			default:
 				s.respond(ctx, out, n, id, fwdStatusOK, ops, results, nil)
 			}
 		}()

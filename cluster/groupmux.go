@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bufio"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -42,7 +41,7 @@ const muxHeaderTimeout = 10 * time.Second
 type groupMux struct {
 	ln        net.Listener
 	advertise net.Addr // nil: the listener's address
-	cfg       *tls.Config
+	network   peer.Network
 	t         peer.Timeouts
 	log       *slog.Logger
 	layers    []*groupStream
@@ -53,15 +52,15 @@ type groupMux struct {
 	wg     sync.WaitGroup // the accept loop and header readers
 }
 
-// newGroupMux listens on bind for groups streams of groups, with the peer
-// socket options and mutual TLS when cfg is set; cluster is the cluster
-// identity its streams carry (identity.go), "" for none.
-func newGroupMux(bind, advertise string, cfg *tls.Config, t peer.Timeouts, groups int, log *slog.Logger, cluster string) (*groupMux, error) {
-	ln, err := peer.Listen(bind, cfg, t)
+// newGroupMux listens on bind, on network, for the streams of groups
+// groups; cluster is the cluster identity its streams carry
+// (identity.go), "" for none.
+func newGroupMux(network peer.Network, bind, advertise string, t peer.Timeouts, groups int, log *slog.Logger, cluster string) (*groupMux, error) {
+	ln, err := network.Listen(bind)
 	if err != nil {
 		return nil, err
 	}
-	m := &groupMux{ln: ln, cfg: cfg, t: t, log: log, cluster: cluster}
+	m := &groupMux{ln: ln, network: network, t: t, log: log, cluster: cluster}
 	if m.advertise, err = peer.Advertise(ln, advertise); err != nil {
 		ln.Close()
 		return nil, err
@@ -204,7 +203,7 @@ func (s *groupStream) Addr() net.Addr { return s.mux.addr() }
 // Dial implements raft.StreamLayer: a peer connection that names the group
 // before Raft's first byte.
 func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := peer.Dial(s.mux.cfg, string(address), timeout, s.mux.t)
+	c, err := s.mux.network.Dial(string(address), timeout)
 	if err != nil || (s.group == 0 && s.mux.cluster == "") {
 		return c, err
 	}

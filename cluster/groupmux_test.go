@@ -16,7 +16,7 @@ import (
 // a group the host does not run is dropped.
 func TestGroupMuxRoutesStreams(t *testing.T) {
 	pt := peer.NewTimeouts(time.Second, time.Second)
-	m, err := newGroupMux("127.0.0.1:0", "", nil, pt, 3, testLogger(t), "")
+	m, err := newGroupMux(peer.TCPNetwork{T: pt}, "127.0.0.1:0", "", pt, 3, testLogger(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}

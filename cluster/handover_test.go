@@ -322,7 +322,7 @@ func counterValue(c prometheus.Counter) float64 {
 func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 	oldLeader, newLeader := newFakeLeader(t), newFakeLeader(t)
 	timeout := 2 * time.Second
-	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), nil, testLogger(t))
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
 	defer c.close()
 	forward := func(addr string, res []engine.Result) chan error {
 		errc := make(chan error, 1)
@@ -330,7 +330,7 @@ func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
 			deadline := time.NewTimer(timeout)
 			defer deadline.Stop()
 			errc <- c.forward(context.Background(), deadline.C, time.Now().Add(timeout), addr, c.newBatchID(),
-				[]engine.Op{decide("a", tokenRule, 1)}, res)
+				[]engine.Op{decide("a", tokenRule, 1)}, res).reply()
 		}()
 		return errc
 	}
@@ -464,10 +464,7 @@ func TestLostEntryCommittedByNewLeader(t *testing.T) {
 			others = append(others, i)
 		}
 	}
-	cut := func(i, j int) {
-		tc.trans[i].Disconnect(tc.trans[j].LocalAddr())
-		tc.trans[j].Disconnect(tc.trans[i].LocalAddr())
-	}
+	cut := tc.cut
 	for _, i := range others {
 		cut(l, i)
 		for _, j := range others {

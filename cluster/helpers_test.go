@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/testkit"
 )
@@ -52,98 +51,198 @@ func fastRaft(c *Config) {
 	c.ClusterTimeout = 500 * time.Millisecond
 }
 
-// testCluster is n in-process nodes on raft's in-memory transport.
-type testCluster struct {
+// testHosts is n in-process nodes of shards Raft groups each, every one
+// built as the binary builds it (NewHost), over an in-memory network
+// (peer.Inmem: no socket, and links a test can cut) or, where a test needs
+// real sockets (TLS), over TCP on loopback. Node i is "n<i+1>".
+type testHosts struct {
 	t       testing.TB
 	clock   *testClock
+	net     *peer.Inmem // nil over TCP
 	cfgs    []Config
-	nodes   []*Node
-	engines []*engine.Engine
-	trans   []*raft.InmemTransport
+	hosts   []*Host // nil once stopped
+	engines [][]*engine.Engine
+	shards  int
+	// strict: a host that fails to close fails the test.
+	strict bool
+	ports  int // freeAddr's last port, on the in-memory network
 }
 
-// newTestCluster starts n voters (in memory unless opt sets a DataDir) and
-// waits until every node can serve.
-func newTestCluster(t testing.TB, n int, opt func(i int, c *Config)) *testCluster {
+// hostsOpt says how startHosts builds its hosts.
+type hostsOpt struct {
+	shards int  // Raft groups per host (0: 1)
+	tcp    bool // real TCP on loopback instead of the in-memory network
+	// config edits node i's configuration (in memory unless it sets a
+	// DataDir; Raft's timing is fastRaft's unless it sets another).
+	config func(i int, c *Config)
+}
+
+// startHosts starts n hosts, a cluster of every one of them, and waits
+// until every group of every host can serve.
+func startHosts(t testing.TB, n int, o hostsOpt) *testHosts {
 	t.Helper()
-	tc := &testCluster{t: t, clock: newTestClock()}
-	peers := make(map[string]string)
-	for i := 0; i < n; i++ {
-		addr, tr := raft.NewInmemTransportWithTimeout(raft.ServerAddress(fmt.Sprintf("raft-n%d", i+1)), 200*time.Millisecond)
-		tc.trans = append(tc.trans, tr)
-		peers[fmt.Sprintf("n%d", i+1)] = string(addr)
+	th := &testHosts{t: t, clock: newTestClock(), shards: max(o.shards, 1)}
+	if !o.tcp {
+		th.net = peer.NewInmem()
 	}
-	for i, a := range tc.trans {
-		for j, b := range tc.trans {
-			if i != j {
-				a.Connect(b.LocalAddr(), b)
-			}
+	peers := make(map[string]string)
+	fwd := make([]string, n)
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		peers[id], fwd[i] = th.freeAddr(), "127.0.0.1:0"
+		if o.tcp {
+			fwd[i] = th.freeAddr()
 		}
 	}
-	for i := 0; i < n; i++ {
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
 		c := Config{
-			ID:          fmt.Sprintf("n%d", i+1),
+			ID:          id,
+			RaftAddr:    peers[id],
 			RESPAddr:    fmt.Sprintf("127.0.0.1:%d", 6001+i),
-			ForwardAddr: "127.0.0.1:0",
+			ForwardAddr: fwd[i],
 			InMemory:    true,
-			Transport:   tc.trans[i],
+			Network:     th.network(id),
 			Logger:      testLogger(t).With("test_node", i+1),
-			Now:         tc.clock.now,
+			Now:         th.clock.now,
 		}
 		if n > 1 {
 			c.Peers = peers
 		}
 		fastRaft(&c)
-		if opt != nil {
-			opt(i, &c)
+		if o.config != nil {
+			o.config(i, &c)
 		}
-		tc.cfgs = append(tc.cfgs, c)
-		tc.engines = append(tc.engines, nil)
-		tc.nodes = append(tc.nodes, nil)
-		tc.start(i)
+		th.cfgs = append(th.cfgs, c)
+		th.hosts = append(th.hosts, nil)
+		th.engines = append(th.engines, nil)
 	}
-	t.Cleanup(tc.close)
-	tc.waitReady()
+	for i := range n {
+		th.start(i)
+	}
+	t.Cleanup(th.close)
+	for i, h := range th.hosts {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := h.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+	}
+	return th
+}
+
+// freeAddr is an address no host listens on: the next of 127.0.0.1:7001,
+// 7002, ... on the in-memory network, a free loopback port over TCP.
+func (th *testHosts) freeAddr() string {
+	if th.net == nil {
+		addr, ln := reserveAddr(th.t)
+		ln.Close()
+		return addr
+	}
+	th.ports++
+	return fmt.Sprintf("127.0.0.1:%d", 7000+th.ports)
+}
+
+// network is node id's Network: nil (TCP) or its view of the in-memory
+// network.
+func (th *testHosts) network(id string) peer.Network {
+	if th.net == nil {
+		return nil
+	}
+	return th.net.Node(id)
+}
+
+// start (re)starts host i with fresh engines; over the in-memory network,
+// its cut links are healed first.
+func (th *testHosts) start(i int) {
+	th.t.Helper()
+	if th.net != nil {
+		th.heal(i)
+	}
+	engines := make([]*engine.Engine, th.shards)
+	for g := range engines {
+		engines[g] = engine.New(engine.Config{Stripes: 16, Scripts: newTestRunner()}) // scripts_test.go
+	}
+	h, err := NewHost(context.Background(), th.cfgs[i], engines)
+	if err != nil {
+		th.t.Fatalf("host %d: %v", i+1, err)
+	}
+	th.hosts[i], th.engines[i] = h, engines
+}
+
+// stop closes host i.
+func (th *testHosts) stop(i int) {
+	th.t.Helper()
+	h := th.hosts[i]
+	if h == nil {
+		return
+	}
+	th.hosts[i] = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil && th.strict {
+		th.t.Errorf("close node %d: %v", i+1, err)
+	}
+}
+
+func (th *testHosts) close() {
+	for i := range th.hosts {
+		th.stop(i)
+	}
+}
+
+// cut cuts the Raft links between nodes i and j, both ways (the in-memory
+// network only); their forwarding links stay up.
+func (th *testHosts) cut(i, j int) {
+	th.net.Cut(th.cfgs[i].ID, th.cfgs[j].RaftAddr)
+	th.net.Cut(th.cfgs[j].ID, th.cfgs[i].RaftAddr)
+}
+
+// isolate cuts node i's Raft links to and from every other node.
+func (th *testHosts) isolate(i int) {
+	for j := range th.cfgs {
+		if j != i {
+			th.cut(i, j)
+		}
+	}
+}
+
+// heal reconnects node i's Raft links.
+func (th *testHosts) heal(i int) {
+	for j := range th.cfgs {
+		if j != i {
+			th.net.Heal(th.cfgs[i].ID, th.cfgs[j].RaftAddr)
+			th.net.Heal(th.cfgs[j].ID, th.cfgs[i].RaftAddr)
+		}
+	}
+}
+
+// testCluster is testHosts of one Raft group each, seen as their nodes.
+type testCluster struct {
+	*testHosts
+	nodes   []*Node          // host i's one group (kept once stopped)
+	engines []*engine.Engine // its engine
+}
+
+// newTestCluster starts n voters of one group (in memory unless opt sets a
+// DataDir) and waits until every node can serve.
+func newTestCluster(t testing.TB, n int, opt func(i int, c *Config)) *testCluster {
+	t.Helper()
+	th := startHosts(t, n, hostsOpt{config: opt})
+	th.strict = true
+	tc := &testCluster{testHosts: th, nodes: make([]*Node, n), engines: make([]*engine.Engine, n)}
+	for i := range n {
+		tc.nodes[i], tc.engines[i] = th.hosts[i].nodes[0], th.engines[i][0]
+	}
 	return tc
 }
 
-// start (re)starts node i with a fresh engine. Raft closes its transport
-// on shutdown, so a restarted node gets a new one at the same address.
+// start (re)starts node i with a fresh engine.
 func (tc *testCluster) start(i int) {
 	tc.t.Helper()
-	if tc.nodes[i] != nil {
-		_, tr := raft.NewInmemTransportWithTimeout(tc.trans[i].LocalAddr(), 200*time.Millisecond)
-		tc.trans[i], tc.cfgs[i].Transport = tr, tr
-		tc.heal(i)
-	}
-	eng := engine.New(engine.Config{Stripes: 16, Scripts: newTestRunner()}) // scripts_test.go
-	n, err := New(context.Background(), tc.cfgs[i], eng)
-	if err != nil {
-		tc.t.Fatalf("node %d: %v", i+1, err)
-	}
-	tc.nodes[i], tc.engines[i] = n, eng
-}
-
-// stop closes node i.
-func (tc *testCluster) stop(i int) {
-	tc.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := tc.nodes[i].Close(ctx); err != nil {
-		tc.t.Errorf("close node %d: %v", i+1, err)
-	}
-}
-
-func (tc *testCluster) close() {
-	for i, n := range tc.nodes {
-		if n != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := n.Close(ctx); err != nil {
-				tc.t.Errorf("close node %d: %v", i+1, err)
-			}
-			cancel()
-		}
-	}
+	tc.testHosts.start(i)
+	tc.nodes[i], tc.engines[i] = tc.hosts[i].nodes[0], tc.testHosts.engines[i][0]
 }
 
 func (tc *testCluster) waitReady() {
@@ -172,26 +271,6 @@ func (tc *testCluster) leader() int {
 		return fmt.Errorf("no ready leader")
 	})
 	return idx
-}
-
-// isolate cuts node i off from every other node, both ways.
-func (tc *testCluster) isolate(i int) {
-	tc.trans[i].DisconnectAll()
-	for j, tr := range tc.trans {
-		if j != i {
-			tr.Disconnect(tc.trans[i].LocalAddr())
-		}
-	}
-}
-
-// heal reconnects node i.
-func (tc *testCluster) heal(i int) {
-	for j, tr := range tc.trans {
-		if j != i {
-			tr.Connect(tc.trans[i].LocalAddr(), tc.trans[i])
-			tc.trans[i].Connect(tr.LocalAddr(), tr)
-		}
-	}
 }
 
 // waitConverged waits until every running node has applied what node

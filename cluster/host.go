@@ -63,18 +63,18 @@ type Host struct {
 }
 
 // NewHost starts a host with one group per engine (len(engines) groups,
-// 1 to MaxShards; each engine empty). cfg is what New takes, for the whole
-// host: its DataDir is the node's data dir (group g's is
-// persistence.GroupDir of it), which records the group count and refuses
-// another. cfg.Transport must be nil: the groups share the host's
-// listener.
+// 1 to MaxShards; each engine empty, or holding nothing worth keeping: a
+// snapshot restore replaces it). It is the one way a node is built, by
+// the binary and by the tests alike (these over a peer.Inmem network,
+// Config.Network). cfg is the whole host's: its DataDir is the node's
+// data dir (group g's is persistence.GroupDir of it), which records the
+// group count and refuses another. It opens the stores, starts every
+// group's Raft, bootstraps them on first start, and returns at once;
+// WaitReady waits for leaders.
 func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, error) {
 	shards := len(engines)
 	if shards < 1 || shards > MaxShards {
 		return nil, fmt.Errorf("cluster: %d shards: want 1 to %d", shards, MaxShards)
-	}
-	if cfg.Transport != nil {
-		return nil, errors.New("cluster: a host makes its own transports: Transport must be nil")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -104,10 +104,10 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), table: table, closing: make(chan struct{})}
 	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
-	if h.mux, err = newGroupMux(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, shards, h.log, clusterID); err != nil {
+	if h.mux, err = newGroupMux(cfg.Network, cfg.RaftAddr, cfg.RaftAdvertise, pt, shards, h.log, clusterID); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener on %s: %w", cfg.RaftAddr, err)
 	}
-	ln, err := peer.Listen(cfg.ForwardAddr, cfg.TLS, pt)
+	ln, err := cfg.Network.Listen(cfg.ForwardAddr)
 	if err != nil {
 		h.mux.close()
 		return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
@@ -122,7 +122,7 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 		if !cfg.InMemory {
 			gcfg.DataDir = persistence.GroupDir(cfg.DataDir, g)
 		}
-		n, err := newNode(ctx, gcfg, eng, &groupShare{group: g, stream: h.mux.layers[g], fwdSrv: h.fwdSrv, fwdAddr: fwdAddr, cluster: clusterID, peers: h.peerAddrs})
+		n, err := newNode(ctx, gcfg, eng, &groupShare{group: g, stream: h.mux.layers[g], fwdAddr: fwdAddr, cluster: clusterID, peers: h.peerAddrs})
 		if err != nil {
 			h.closeNodes(context.Background())
 			ln.Close()
@@ -376,7 +376,7 @@ func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
 	}
 	if !n0.isMember(id) {
 		// A typo in the address is refused before any group changes.
-		nc, err := peer.Dial(h.cfg.TLS, peer.MapAddr(h.cfg.DialMap, raftAddr), fwdDialTimeout, n0.fwd.t)
+		nc, err := h.cfg.Network.Dial(peer.MapAddr(h.cfg.DialMap, raftAddr), fwdDialTimeout)
 		if err != nil {
 			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: "cannot reach " + raftAddr + ": " + err.Error()}
 		}
@@ -445,8 +445,7 @@ func (h *Host) Snapshot(ctx context.Context) error {
 // configuration; every group has the same) and every group's range and
 // leader.
 func (h *Host) Topology() slots.Topology {
-	t := h.nodes[0].Topology()
-	t.Groups = t.Groups[:0]
+	t := slots.Topology{Self: h.cfg.ID, Nodes: h.nodes[0].voters()}
 	for g, n := range h.nodes {
 		_, leader := n.raft.LeaderWithID()
 		t.Groups = append(t.Groups, slots.Group{Range: h.table.Range(g), Leader: string(leader)})
@@ -462,7 +461,7 @@ func (h *Host) Route(g int) (addr string, local bool) {
 	if g < 0 || g >= len(h.nodes) {
 		return "", false
 	}
-	return h.nodes[g].Route(0)
+	return h.nodes[g].leaderRESP()
 }
 
 // WaitReady waits until every group can serve commands.

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
@@ -23,95 +24,24 @@ import (
 	"github.com/sluice-rl/sluice/persistence"
 )
 
-// testHosts is n hosts of a cluster with several Raft groups, over real
-// TCP on loopback.
-type testHosts struct {
-	t       *testing.T
-	clock   *testClock
-	cfgs    []Config
-	hosts   []*Host
-	engines [][]*engine.Engine
-	shards  int
-}
-
-// newTestHosts starts n hosts with shards groups each (in memory unless
-// opt sets a DataDir) and waits until every group of every host serves.
+// newTestHosts starts n hosts with shards groups each over the in-memory
+// network (in memory unless opt sets a DataDir) and waits until every
+// group of every host serves.
 func newTestHosts(t *testing.T, n, shards int, opt func(i int, c *Config)) *testHosts {
 	t.Helper()
-	th := &testHosts{t: t, clock: newTestClock(), shards: shards}
-	peers := map[string]string{}
-	fwd := make([]string, n)
-	held := make([][2]net.Listener, n)
-	for i := range n {
-		peers[fmt.Sprintf("n%d", i+1)], held[i][0] = reserveAddr(t)
-		fwd[i], held[i][1] = reserveAddr(t)
-	}
-	for i := range n {
-		id := fmt.Sprintf("n%d", i+1)
-		c := Config{
-			ID:          id,
-			RaftAddr:    peers[id],
-			RESPAddr:    fmt.Sprintf("127.0.0.1:%d", 6001+i),
-			ForwardAddr: fwd[i],
-			InMemory:    true,
-			Peers:       peers,
-			Logger:      testLogger(t).With("test_node", i+1),
-			Now:         th.clock.now,
-		}
-		fastRaft(&c)
-		// Real sockets: elections a little slower than the in-memory
-		// transport's, so a busy machine does not flap.
+	return startHosts(t, n, hostsOpt{shards: shards, config: hostTiming(opt)})
+}
+
+// hostTiming is opt after the timing the tests of several groups were
+// written for: elections a little slower than fastRaft's, so that three
+// hosts of several groups each do not flap on a busy machine.
+func hostTiming(opt func(i int, c *Config)) func(i int, c *Config) {
+	return func(i int, c *Config) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 		c.ClusterTimeout = 2 * time.Second
 		if opt != nil {
-			opt(i, &c)
+			opt(i, c)
 		}
-		th.cfgs = append(th.cfgs, c)
-		th.hosts = append(th.hosts, nil)
-		th.engines = append(th.engines, nil)
-	}
-	for i := range n {
-		held[i][0].Close()
-		held[i][1].Close()
-		th.start(i)
-	}
-	t.Cleanup(th.close)
-	for _, h := range th.hosts {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		if err := h.WaitReady(ctx); err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		cancel()
-	}
-	return th
-}
-
-func (th *testHosts) start(i int) {
-	th.t.Helper()
-	engines := make([]*engine.Engine, th.shards)
-	for g := range engines {
-		engines[g] = engine.New(engine.Config{Stripes: 16})
-	}
-	h, err := NewHost(context.Background(), th.cfgs[i], engines)
-	if err != nil {
-		th.t.Fatalf("host %d: %v", i+1, err)
-	}
-	th.hosts[i], th.engines[i] = h, engines
-}
-
-func (th *testHosts) stop(i int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if h := th.hosts[i]; h != nil {
-		_ = h.Close(ctx)
-		th.hosts[i] = nil
-	}
-}
-
-func (th *testHosts) close() {
-	for i := range th.hosts {
-		th.stop(i)
 	}
 }
 
@@ -359,10 +289,8 @@ func TestHostRefusesAnotherShardCount(t *testing.T) {
 	if err := persistence.ClaimShards(dir, 3); err != nil {
 		t.Fatal(err)
 	}
-	addr, ln := reserveAddr(t)
-	ln.Close()
-	cfg := Config{ID: "n1", RaftAddr: addr, RESPAddr: "127.0.0.1:6001", ForwardAddr: "127.0.0.1:0",
-		DataDir: dir, Logger: testLogger(t)}
+	cfg := Config{ID: "n1", RaftAddr: "127.0.0.1:7001", RESPAddr: "127.0.0.1:6001", ForwardAddr: "127.0.0.1:0",
+		DataDir: dir, Logger: testLogger(t), Network: peer.NewInmem().Node("n1")}
 	fastRaft(&cfg)
 	_, err := NewHost(context.Background(), cfg, []*engine.Engine{engine.New(engine.Config{}), engine.New(engine.Config{})})
 	var mismatch *persistence.ShardMismatchError
@@ -458,7 +386,7 @@ func testHostMembershipWithShards(t *testing.T, secure bool) {
 		}
 		opt = func(_ int, c *Config) { c.TLS = peerTLS }
 	}
-	th := newTestHosts(t, 3, 2, opt)
+	th := startHosts(t, 3, hostsOpt{shards: 2, tcp: true, config: hostTiming(opt)})
 	ctx := context.Background()
 	th.stop(2) // n3 dies
 	err := th.hosts[0].Remove(ctx, "n2")
@@ -604,9 +532,11 @@ func TestHostJoinAcrossLeaderChange(t *testing.T) {
 	ctx := context.Background()
 	c := th.cfgs[0]
 	c.ID, c.Peers, c.NoBootstrap = "n4", nil, true
-	var held [2]net.Listener
-	c.RaftAddr, held[0] = reserveAddr(t) // accepts (the join's reach check) but never answers
-	c.ForwardAddr, held[1] = reserveAddr(t)
+	c.RaftAddr, c.ForwardAddr, c.Network = th.freeAddr(), "127.0.0.1:0", th.network("n4")
+	held, err := c.Network.Listen(c.RaftAddr) // accepts (the join's reach check) but never answers
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.RESPAddr = "127.0.0.1:6004"
 	c.Logger = testLogger(t).With("test_node", 4)
 	th.cfgs = append(th.cfgs, c)
@@ -633,8 +563,7 @@ func TestHostJoinAcrossLeaderChange(t *testing.T) {
 		t.Fatalf("the join ended before its node started: %v", err)
 	default:
 	}
-	held[0].Close()
-	held[1].Close()
+	held.Close()
 	th.start(3)
 	select {
 	case err := <-done:

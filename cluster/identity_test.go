@@ -17,7 +17,7 @@ import (
 func TestClusterIdentityStreams(t *testing.T) {
 	pt := peer.NewTimeouts(time.Second, time.Second)
 	mux := func(id string) *groupMux {
-		m, err := newGroupMux("127.0.0.1:0", "", nil, pt, 2, testLogger(t), id)
+		m, err := newGroupMux(peer.TCPNetwork{T: pt}, "127.0.0.1:0", "", pt, 2, testLogger(t), id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ type nodeMetrics struct {
 	fwdBatches  prometheus.Counter
 	fwdOps      prometheus.Counter
 	// resolvedVec counts entries whose leadership was lost after Raft
-	// appended them, by what their resolution found (batcher.go, resolve).
+	// appended them, by what their resolution found (commit.go, resolve).
 	resolvedVec *prometheus.CounterVec
 	// resentCached and resentLost count the re-sent forwarded batches
 	// found applied already, answered from the reply cache or not

@@ -7,9 +7,12 @@
 // from the result the FSM computed when its entry applied: the same log
 // gives every replica the same state, and every answer is linearizable by
 // construction (a read is ordered after every write committed before it).
-// batcher.go explains the group commit that makes this fast; fwdframe.go how
-// followers hand commands to the leader; fsm.go the state machine and its
-// snapshots.
+// node.go builds a group's Node (newNode, for NewHost) and closes it;
+// execute.go is a command's way through it (routing, retries);
+// leadership.go makes a new leader ready; batcher.go explains the group
+// commit that makes this fast, commit.go what becomes of an entry handed
+// to Raft; fwdframe.go how followers hand commands to the leader; fsm.go
+// the state machine, fsmsnapshot.go its snapshots.
 //
 // Lock order. The package's mutexes are leaves: none is held while another
 // is taken, while raft is called, or while the engine is called, except
@@ -28,7 +31,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,7 +42,6 @@ import (
 	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
-	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -66,15 +67,13 @@ type Node struct {
 	raft    *raft.Raft
 	batcher *batcher
 	fwd     *fwdClient
-	fwdSrv  *fwdServer
-	fwdAddr string       // advertised forward address
-	group   int          // the Raft group this node is a member of (0 on its own)
+	fwdAddr string       // the host's advertised forward address
+	group   int          // the Raft group this node is a member of
 	metrics *nodeMetrics // metrics.go
 	timers  timerPool    // deadline timers of Execute and forwarded requests
 
 	stores    *logstore.Stores // nil in memory
 	transport raft.Transport
-	ownTrans  bool // the transport is ours to close
 
 	// startIndex is the index of the last command entry in the log at
 	// start: until the FSM has applied it, the node is replaying.
@@ -115,7 +114,7 @@ type Node struct {
 	transferring atomic.Int32
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
-	// still replaying at start); nil on its own.
+	// still replaying at start).
 	peers func(id string) (codec.Leader, bool)
 
 	closing   chan struct{}
@@ -124,65 +123,47 @@ type Node struct {
 	bg        sync.WaitGroup // leadership monitor, sweeper
 }
 
-// New starts a node on eng, which must be empty (or hold nothing worth
-// keeping: a snapshot restore replaces it). It opens the stores, starts
-// Raft, bootstraps the cluster on first start, and returns at once; use
-// WaitReady to wait for a leader.
-func New(ctx context.Context, cfg Config, eng *engine.Engine) (*Node, error) {
-	return newNode(ctx, cfg, eng, nil)
-}
-
-// groupShare is what the groups of a Host share (host.go): the Raft
-// listener, through the group's own stream layer, and the forward
-// listener. It is nil for a node on its own, which owns both.
+// groupShare is what a group gets from its Host (host.go): the host's
+// Raft listener, through the group's own stream layer; the address of the
+// host's forward listener; the cluster identity; the other groups' view
+// of the members' addresses.
 type groupShare struct {
 	group   int
 	stream  *groupStream
-	fwdSrv  *fwdServer
 	fwdAddr string // the host's advertised forward address
 	cluster string // the cluster identity (identity.go), "" for none
 	// peers looks a member's addresses up in the host's other groups.
 	peers func(id string) (codec.Leader, bool)
 }
 
-// newNode is New for a node on its own (sh nil) or one group of a Host.
+// newNode starts group sh.group of a host (NewHost, the one constructor)
+// on eng, which must be empty (or hold nothing worth keeping: a snapshot
+// restore replaces it). It opens the stores, starts Raft, bootstraps the
+// group on first start, and returns at once; WaitReady waits for a
+// leader. cfg is the host's (validated, with its defaults) with the
+// group's data dir.
 func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare) (*Node, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if eng == nil {
-		return nil, errors.New("cluster: New: nil engine")
-	}
-	cfg = cfg.withDefaults()
-	if !cfg.InMemory && cfg.LogStore == "" {
-		store, err := ResolveLogStore(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.LogStore = store
+		return nil, errors.New("cluster: nil engine")
 	}
 	n := &Node{
 		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.ID),
+		log:     cfg.Logger.With("node", cfg.ID, "group", sh.group),
 		eng:     eng,
+		group:   sh.group,
+		fwdAddr: sh.fwdAddr,
+		peers:   sh.peers,
 		metrics: newNodeMetrics(),
 		closing: make(chan struct{}),
 
 		versionKick: make(chan string, 16),
 		haltCh:      make(chan struct{}, 1),
 	}
-	if sh != nil {
-		n.group = sh.group
-		n.log = n.log.With("group", sh.group)
-	}
 	ok := false
 	defer func() {
 		if !ok {
 			if n.raft != nil {
 				_ = n.raft.Shutdown().Error()
-			}
-			if n.fwdSrv != nil {
-				n.fwdSrv.ln.Close()
 			}
 			n.cleanup()
 		}
@@ -251,48 +232,19 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	if len(cfg.DialMap) > 0 {
 		provider = peer.DialMap{Peers: cfg.Peers, Dial: cfg.DialMap}
 	}
-	n.transport = cfg.Transport
-	if sh != nil {
-		// One group of a host: its streams go through the host's listener.
-		n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:                sh.stream,
-			MaxPool:               3,
-			Timeout:               10 * time.Second,
-			Logger:                hlog,
-			ServerAddressProvider: provider,
-		})
-		n.ownTrans = true
-	}
-	if n.transport == nil {
-		// Our stream layer, TLS or not, so that Raft's connections get the
-		// peer socket options (cluster/peer). A DialMap (tests only:
-		// cluster/peer/dialmap.go) names the proxies to dial.
-		t, err := peer.NewTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, pt, provider, 3, 10*time.Second, hlog)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
-		}
-		n.transport, n.ownTrans = t, true
-	}
-	n.transport = newStoppingTransport(n.transport, &n.stopping)
+	// The group's streams go through the host's listener (groupmux.go),
+	// on the host's network. A DialMap (tests only:
+	// cluster/peer/dialmap.go) names the proxies to dial.
+	n.transport = newStoppingTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:                sh.stream,
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+		Logger:                hlog,
+		ServerAddressProvider: provider,
+	}), &n.stopping)
 
-	if sh != nil {
-		n.fwdAddr = sh.fwdAddr
-		n.peers = sh.peers
-	} else {
-		ln, err := peer.Listen(cfg.ForwardAddr, cfg.TLS, pt)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: forward listener on %s: %w", cfg.ForwardAddr, err)
-		}
-		n.fwdAddr = ln.Addr().String()
-		if cfg.ForwardAdvertise != "" {
-			n.fwdAddr = cfg.ForwardAdvertise
-		}
-		n.fwdSrv = &fwdServer{nodes: []*Node{n}, ln: ln, log: n.log, conns: make(map[net.Conn]struct{})}
-	}
-	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.TLS, n.log)
-	if sh != nil {
-		n.fwd.cluster = sh.cluster
-	}
+	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.Network, n.log)
+	n.fwd.cluster = sh.cluster
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
@@ -359,10 +311,6 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
-	if n.fwdSrv != nil {
-		n.fwdSrv.wg.Add(1)
-		go n.fwdSrv.serve()
-	}
 	n.started = time.Now()
 	n.bg.Add(4)
 	go n.monitorLeadership()
@@ -397,427 +345,6 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 		}
 	}
 	return 0, nil
-}
-
-// Execute implements resp.Executor: it runs ops as one batch through the
-// log, on the leader directly or forwarded to it, and fills results.
-//
-// Errors (coded: internal/errcode): ErrClusterDown's kind when the
-// batch was certainly not applied and no majority took it within
-// ClusterTimeout (there is no leader, or it cannot reach a quorum);
-// ErrUncertain's kind when it may have been applied but no outcome came
-// (handed to Raft and no answer in time, the connection to the leader
-// broke and no re-send was answered in time, leadership changed and the
-// log did not tell the entry's fate in time); ErrLoading when this node
-// was still replaying its log, with no leader to forward to, for the whole
-// timeout; ErrShuttingDown after Close. Batches that certainly did not
-// reach the log (not the leader any more, a leadership transfer, no leader
-// yet) are routed again within the timeout; a forwarded batch that may
-// have reached it is sent again only with its batch ID, which the log
-// applies at most once.
-func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
-	if len(ops) != len(results) {
-		return internalError("%d results for %d operations", len(results), len(ops))
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	select {
-	case <-n.closing:
-		return ErrShuttingDown
-	default:
-	}
-	if n.fsm.halted() != nil {
-		return n.fsm.haltError()
-	}
-	if n.removed.Load() {
-		return ErrRemoved
-	}
-	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
-		// A node still starting (replaying its log, its leader not ready
-		// yet) may be about to learn a higher version: wait for a ready
-		// leader (bounded by the cluster timeout), then look again.
-		wctx, cancel := context.WithTimeout(ctx, n.cfg.ClusterTimeout)
-		_ = n.WaitReady(wctx)
-		cancel()
-		if cv = n.gateVersion(); n.fsm.needs.gated(cv, ops) {
-			return n.executeGated(ctx, cv, ops, results)
-		}
-	}
-	return n.execute(ctx, ops, results)
-}
-
-// executeGated answers the ops of a batch that the group's cluster version
-// cv refuses (version.go, refusal: errcode.ClusterVersion for an op the
-// version does not have; not applied, never proposed), and runs the others
-// as one batch.
-func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, results []engine.Result) error {
-	var idx []int
-	var sub []engine.Op
-	for i := range ops {
-		if err := n.fsm.needs.refusal(cv, &ops[i]); err != nil {
-			results[i] = engine.Result{Err: err}
-			continue
-		}
-		idx = append(idx, i)
-		sub = append(sub, ops[i])
-	}
-	if len(sub) == 0 {
-		return nil
-	}
-	subResults := make([]engine.Result, len(sub))
-	if err := n.execute(ctx, sub, subResults); err != nil {
-		return err
-	}
-	for j, i := range idx {
-		results[i] = subResults[j]
-	}
-	return nil
-}
-
-// execute is Execute past the halt and the gate.
-func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Result) error {
-	start := time.Now()
-	until := start.Add(n.cfg.ClusterTimeout)
-	deadline := n.timers.get(n.cfg.ClusterTimeout)
-	defer n.timers.put(deadline)
-	var (
-		pause   *time.Timer
-		id      codec.BatchID // given at the first forward, kept by every later try
-		sent    bool          // a try was written and its outcome is unknown
-		loading bool          // the last try found the node replaying
-	)
-	for {
-		var err error
-		switch kind, addr := n.route(); kind {
-		case routeLocal:
-			// After a forwarded try that may have applied, only with its
-			// ID (this node became the leader meanwhile).
-			err = n.batcher.submitID(ctx, deadline.C, id, ops, results)
-		case routeForward:
-			if id == (codec.BatchID{}) {
-				id = n.fwd.newBatchID()
-			}
-			err = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
-			if errcode.Is(err, errcode.LogWriteFailed) {
-				// The leader could not write its log (it steps down): not
-				// applied, so route it again, to the next leader.
-				err = errRetry
-			}
-			if !errors.Is(err, errRetry) && !errors.Is(err, errResend) {
-				n.metrics.forwarded(len(ops))
-			}
-			if errors.Is(err, errResend) || errors.Is(err, ErrOutcomeUnknown) {
-				// Written, then the connection broke or the leader lost its
-				// leadership: send it again, same ID, while that is safe.
-				sent = true
-				if time.Since(start) >= fwdResendWindow {
-					return errConnLost
-				}
-				err = errRetry
-			}
-		case routeLoading:
-			// Still replaying, and no leader to forward to known yet: hold
-			// the batch as while there is no leader (the replay soon tells
-			// the leader's address); LOADING if that takes the whole
-			// timeout.
-			loading = true
-			err = errRetry
-		default:
-			loading = false
-			err = errRetry
-		}
-		if errors.Is(err, errRetry) && !sent && time.Since(start) >= misconfWait {
-			// No leader to take it, and this node's own log cannot be
-			// written: say so (disk faults, cluster/logstore/faultstore.go),
-			// or answer reads from the state when no other node can have
-			// moved on.
-			if f := n.storeFault(); f != nil {
-				if n.readLocally(ops, results) {
-					return nil
-				}
-				return f
-			}
-		}
-		if e := errcode.Of(err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
-			// This try was not applied, but an earlier one may have been.
-			return giveUpError(true, stopDeadline, err, n.cfg.ClusterTimeout)
-		}
-		if errors.Is(err, ErrOutcomeUnknown) {
-			return n.awaitLeaderAfterLoss(ctx, deadline.C)
-		}
-		if !errors.Is(err, errRetry) {
-			return err
-		}
-		// No usable leader right now: look again shortly.
-		if pause == nil {
-			pause = time.NewTimer(retryPause)
-			defer pause.Stop()
-		} else {
-			pause.Reset(retryPause)
-		}
-		select {
-		case <-pause.C:
-		case <-deadline.C:
-			notApplied := clusterDownError(n.cfg.ClusterTimeout)
-			if loading {
-				notApplied = ErrLoading
-			}
-			return giveUpError(sent, stopDeadline, notApplied, n.cfg.ClusterTimeout)
-		case <-ctx.Done():
-			return giveUpError(sent, stopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
-		case <-n.closing:
-			return giveUpError(sent, stopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
-		}
-	}
-}
-
-// awaitLeaderAfterLoss decides how to report a batch whose outcome became
-// unknown when leadership changed: UNCERTAIN either way, saying whether a
-// leader is known again before the command's deadline (the cluster works)
-// or none is (no majority).
-func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Time) error {
-	t := time.NewTicker(retryPause)
-	defer t.Stop()
-	for {
-		if kind, _ := n.route(); kind == routeLocal || kind == routeForward {
-			return ErrOutcomeUnknown
-		}
-		select {
-		case <-t.C:
-		case <-deadline:
-			return lostQuorumError(n.cfg.ClusterTimeout)
-		case <-ctx.Done():
-			return ErrOutcomeUnknown
-		case <-n.closing:
-			return ErrOutcomeUnknown
-		}
-	}
-}
-
-// retryPause is how long Execute waits before routing again while there
-// is no usable leader (an election, a new leader's barrier).
-const retryPause = 5 * time.Millisecond
-
-type routeKind int
-
-const (
-	routeWait    routeKind = iota // no usable leader yet
-	routeLocal                    // this node leads and is ready
-	routeForward                  // forward to the leader's address
-	routeLoading                  // still replaying, and nothing better known
-)
-
-// route says where a batch should go now.
-//
-// A node still replaying its log at start forwards to the leader whenever
-// it knows the leader's forward address: from its own log, or else from
-// another group of its host (every group of a member has the same
-// address); routeLoading only when it knows none (or leads while
-// replaying).
-func (n *Node) route() (routeKind, string) {
-	if n.raft.State() == raft.Leader {
-		if n.transferring.Load() > 0 {
-			return routeWait, "" // Raft refuses entries until it is done
-		}
-		if n.readyTerm.Load() == n.raft.CurrentTerm() {
-			return routeLocal, ""
-		}
-		if !n.isReplayed() {
-			return routeLoading, ""
-		}
-		return routeWait, ""
-	}
-	_, id := n.raft.LeaderWithID()
-	if id == "" || string(id) == n.cfg.ID {
-		return routeWait, ""
-	}
-	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
-	}
-	if n.peers != nil {
-		if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-			return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
-		}
-	}
-	if !n.isReplayed() {
-		return routeLoading, ""
-	}
-	return routeWait, ""
-}
-
-// isReplayed reports whether the FSM has applied the log this node started
-// with.
-func (n *Node) isReplayed() bool {
-	if n.replayed.Load() {
-		return true
-	}
-	if n.fsm.applied.Load() >= n.startIndex {
-		n.replayed.Store(true)
-		return true
-	}
-	return false
-}
-
-// acceptForwarded queues a batch forwarded by a follower, if this node is
-// the ready leader. Otherwise it returns no request and the status to
-// answer: retry (not applied; the follower routes again) or an error.
-func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
-	if n.fsm.halted() != nil {
-		return nil, fwdStatusRetry, errors.New("this node stopped applying the log")
-	}
-	// The follower gated its ops with its own view of the version, which
-	// is never ahead of the leader's; this catches a follower of a newer
-	// release sending an operation this one does not know.
-	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
-		for i := range ops {
-			if err := n.fsm.needs.refusal(cv, &ops[i]); err != nil {
-				return nil, fwdStatusError, err
-			}
-		}
-	}
-	switch kind, _ := n.route(); kind {
-	case routeLocal:
-		req, err := n.batcher.enqueue(ctx, deadline, id, ops, results)
-		if err != nil {
-			return nil, fwdStatusError, err
-		}
-		return req, 0, nil
-	}
-	// Not the ready leader (a follower, an election, a transfer, or a
-	// leader still replaying): the follower holds the batch and routes it
-	// again, rather than failing it with LOADING.
-	return nil, fwdStatusRetry, errors.New("not the ready leader")
-}
-
-// monitorLeadership makes a new leader ready: a barrier (every entry of
-// earlier terms applied here), then an entry announcing its addresses.
-func (n *Node) monitorLeadership() {
-	defer n.bg.Done()
-	for {
-		select {
-		case leader := <-n.raft.LeaderCh():
-			n.readyTerm.Store(0)
-			if leader && n.fsm.halted() != nil {
-				n.handOffHalted()
-			} else if leader {
-				n.becomeReady()
-			}
-			if leader && n.stopping.Load() {
-				// Elected while handing over before a stop (a transfer to
-				// it is refused, an election is not): hand over again.
-				go n.handOffAgain()
-			}
-		case <-n.haltCh:
-			if n.raft.State() == raft.Leader {
-				n.handOffHalted()
-			}
-		case <-n.closing:
-			return
-		}
-	}
-}
-
-// handOffHalted hands the leadership of a group this node cannot apply
-// any more to another voter, so the group goes on without it.
-func (n *Node) handOffHalted() {
-	n.readyTerm.Store(0)
-	n.log.Error("this node leads a group whose log it stopped applying: handing the leadership over", "group", n.group)
-	if err := n.waitWhileLeader(n.raft.LeadershipTransfer()); err != nil && n.raft.State() == raft.Leader {
-		n.log.Error("handing over the leadership of a halted group failed", "group", n.group, "err", err)
-	}
-}
-
-// recordVersion records in the data dir that the log reached cluster
-// version v (the FSM calls it as the version rises), so that a binary that
-// cannot run v refuses the data dir at start.
-func (n *Node) recordVersion(v uint32) {
-	if n.dataDir == nil {
-		return
-	}
-	if err := n.dataDir.RecordClusterVersion(v, "sluice "+releaseOf(v)+" or later"); err != nil {
-		n.log.Error("recording the cluster version in the data dir failed: an older binary started on it would not refuse it",
-			"cluster_version", v, "err", err)
-	}
-}
-
-func (n *Node) becomeReady() {
-	for n.raft.State() == raft.Leader {
-		term := n.raft.CurrentTerm()
-		start := time.Now()
-		// The barrier waits for every earlier entry to apply here, which
-		// after a restart is the whole replay: no deadline but leadership.
-		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
-		if err == nil {
-			n.replayed.Store(true)
-			// Before the announcement: a follower forwards to this
-			// leader once it sees its address, and by then the version
-			// entry has applied there too.
-			err = n.raiseToRecorded()
-		}
-		if err == nil {
-			entry := codec.AppendLeaderEntry(nil, codec.Leader{ID: n.cfg.ID, RESP: n.cfg.RESPAddr, Forward: n.fwdAddr})
-			err = n.waitWhileLeader(n.raft.Apply(entry, n.cfg.ClusterTimeout))
-		}
-		if err == nil {
-			n.noteSoloVoter() // for readLocally, while Raft's loop is free
-			n.raiseVersionAlone()
-			n.readyTerm.Store(term)
-			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
-			select {
-			case n.versionKick <- "": // a new leader looks at the version at once (version.go)
-			default:
-			}
-			return
-		}
-		select {
-		case <-n.closing:
-			return
-		default:
-		}
-		if n.raft.State() == raft.Leader {
-			n.log.Warn("new leader: barrier or announcement failed; retrying", "term", term, "err", err)
-			time.Sleep(retryPause)
-		}
-	}
-}
-
-// waitWhileLeader waits for f until it resolves, this node stops leading
-// (a raft future may never resolve: raft#498), or the node closes.
-func (n *Node) waitWhileLeader(f raft.Future) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-t.C:
-			if n.raft.State() != raft.Leader {
-				return raft.ErrLeadershipLost
-			}
-		case <-n.closing:
-			return ErrShuttingDown
-		}
-	}
-}
-
-// waitFuture waits for f with a deadline of its own, since a raft future
-// may never resolve (raft#498).
-func waitFuture(closing <-chan struct{}, f raft.Future, timeout time.Duration) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case err := <-errc:
-		return err
-	case <-t.C:
-		return clusterDownError(timeout)
-	case <-closing:
-		return ErrShuttingDown
-	}
 }
 
 // sweep reclaims state back at its initial state. It runs locally on
@@ -869,9 +396,6 @@ func (n *Node) WaitReady(ctx context.Context) error {
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
-		if n.fwdSrv != nil {
-			n.fwdSrv.close()
-		}
 		n.fwd.close()
 		<-n.batcher.stopped
 		n.bg.Wait()
@@ -895,11 +419,11 @@ func (n *Node) Close(ctx context.Context) error {
 	return n.closeErr
 }
 
-// cleanup closes what New opened (after Raft has stopped, or never ran).
-// Raft's shutdown closes the transport itself; closing it again is
-// harmless, and needed when New failed before Raft started.
+// cleanup closes what newNode opened (after Raft has stopped, or never
+// ran). Raft's shutdown closes the transport itself; closing it again is
+// harmless, and needed when newNode failed before Raft started.
 func (n *Node) cleanup() {
-	if n.ownTrans {
+	if n.transport != nil {
 		if c, ok := n.transport.(raft.WithClose); ok {
 			if err := c.Close(); err != nil {
 				n.log.Warn("closing the raft transport", "err", err)
@@ -917,58 +441,4 @@ func (n *Node) cleanup() {
 // operations they carried.
 func (n *Node) commitStats() (entries, ops uint64) {
 	return n.batcher.entries.Load(), n.batcher.ops.Load()
-}
-
-// misconfWait is how long Execute looks for a leader, while this node's
-// log cannot be written, before it answers MISCONF: long enough for the
-// other nodes to elect a leader once this one stepped down, well within
-// the second the contract allows.
-const misconfWait = 500 * time.Millisecond
-
-// storeFault returns the MISCONF error while this node's log store cannot
-// be written, else nil.
-func (n *Node) storeFault() error {
-	if n.stores == nil {
-		return nil
-	}
-	return n.stores.Fault()
-}
-
-// readLocally answers ops from this node's engine when they are all reads
-// and this node is the group's only voter, whose log cannot be written:
-// nothing can commit anywhere meanwhile, so the state once every committed
-// entry has applied is the latest, and the ops read it at the clock's last
-// applied time (so that they record no time). It reports whether it
-// answered.
-func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
-	for i := range ops {
-		if ops[i].Code.Mutates() {
-			return false
-		}
-	}
-	// Raft's main loop may be held in a write of its term (the disk is
-	// full: cluster/logstore/faultstore.go): then the configuration last
-	// seen stands.
-	n.noteSoloVoter()
-	if !n.soloVoter.Load() {
-		return false
-	}
-	for deadline := time.Now().Add(time.Second); n.fsm.applied.Load() < n.raft.CommitIndex(); {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cs := n.eng.ClockState()
-	n.eng.Apply(cs.Last-cs.Offset, ops, results)
-	return true
-}
-
-// noteSoloVoter records whether this node is its group's only voter, from
-// the latest configuration, when Raft answers within 200 ms.
-func (n *Node) noteSoloVoter() {
-	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
-		servers := f.Configuration().Servers
-		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
-	}
 }

@@ -39,13 +39,65 @@ const (
 	outAbandoned               // the caller gave up
 )
 
-// outcome is the state, signal, error and results shared by a caller and
-// the goroutine that delivers its batch's outcome.
+// outcome is the state, signal, attempt and results shared by a caller
+// and the goroutine that delivers its batch's outcome.
 type outcome struct {
 	state   atomic.Int32
 	done    chan struct{} // capacity 1: deliver sends once per use
-	err     error         // set before done is signalled
+	res     attempt       // set before done is signalled
 	results []engine.Result
+}
+
+// attempt is what one try of a batch came to: what the batcher's waiter
+// or the forward connection delivers, and what Node.execute's loop
+// switches on. Whether to route again or send again is its kind, never an
+// error: an error is only ever the reply.
+type attempt struct {
+	kind tryKind
+	// err: for tryDone, the reply (nil: the results are filled); for
+	// tryNotApplied, why, when one is known (the text a leader's retry
+	// status carries); nil otherwise.
+	err error
+}
+
+// tryKind says what a caller may do after a try.
+type tryKind uint8
+
+const (
+	// tryDone: answered; err is the batch's reply.
+	tryDone tryKind = iota
+	// tryNotApplied: certainly not applied (Raft refused the entry before
+	// appending it, the request was never written to the leader, the
+	// leader answered "route again"): route it again.
+	tryNotApplied
+	// tryWritten: written to the leader, then its connection broke before
+	// the answer: it may have applied; send it again with the same batch
+	// ID, which the log applies at most once.
+	tryWritten
+	// tryUnknown: handed to Raft, then leadership was lost and the log
+	// told nothing of the entry's fate in time (or, from a leader, so
+	// reported: ErrOutcomeUnknown on the wire): it may have applied.
+	tryUnknown
+)
+
+// done is the attempt that answers with err (nil: the results).
+func done(err error) attempt { return attempt{kind: tryDone, err: err} }
+
+// notApplied is the attempt refused before it could apply, for why.
+func notApplied(why error) attempt { return attempt{kind: tryNotApplied, err: why} }
+
+// reply is the error an attempt stands for, for the callers that only
+// need one (a ping, a log line): its reply when done, else the kind.
+func (a attempt) reply() error {
+	switch a.kind {
+	case tryDone:
+		return a.err
+	case tryNotApplied:
+		return errNotApplied
+	case tryWritten:
+		return errWrittenLost
+	}
+	return ErrOutcomeUnknown
 }
 
 // claim takes the right to deliver the outcome, if its state is still
@@ -56,10 +108,10 @@ func (o *outcome) claim(from int32) bool { return o.state.CompareAndSwap(from, o
 // false when its caller gave up or it was claimed first.
 func (o *outcome) handOver() bool { return o.state.CompareAndSwap(outQueued, outHandedOver) }
 
-// deliver sets the error of a claimed outcome and wakes its caller; the
-// results were written before. It is the deliverer's last touch.
-func (o *outcome) deliver(err error) {
-	o.err = err
+// deliver sets the attempt of a claimed outcome and wakes its caller;
+// the results were written before. It is the deliverer's last touch.
+func (o *outcome) deliver(a attempt) {
+	o.res = a
 	o.done <- struct{}{}
 }
 

@@ -73,7 +73,7 @@ func TestOutcomeRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if claimed = o.claim(from); claimed {
-					o.deliver(nil)
+					o.deliver(done(nil))
 				}
 			}()
 			st := o.giveUp()
@@ -108,9 +108,9 @@ func TestBatcherRoundTripAllocs(t *testing.T) {
 		}
 		r := <-b.reqs
 		r.state.Store(outHandedOver)
-		finish(r, answer, nil)
-		if err := b.wait(context.Background(), deadline, req); err != nil {
-			t.Fatal(err)
+		finish(r, answer, done(nil))
+		if a := b.wait(context.Background(), deadline, req); a.kind != tryDone || a.err != nil {
+			t.Fatalf("attempt %+v, want done", a)
 		}
 	}
 	round() // fills the pool

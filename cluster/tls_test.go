@@ -28,7 +28,7 @@ import (
 // the port as its source port: with ports picked and let go at once, a node
 // dialling its peers could take the port of one not yet started ("bind:
 // address already in use").
-func reserveAddr(t *testing.T) (string, net.Listener) {
+func reserveAddr(t testing.TB) (string, net.Listener) {
 	t.Helper()
 	ln, err := freeport.Listen()
 	if err != nil {
@@ -47,46 +47,14 @@ func TestTLSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newTestClock()
 	const n = 3
-	peers := map[string]string{}
-	fwd := make([]string, n)
-	held := make([][2]net.Listener, n)
-	for i := range n {
-		peers[fmt.Sprintf("n%d", i+1)], held[i][0] = reserveAddr(t)
-		fwd[i], held[i][1] = reserveAddr(t)
-	}
+	th := startHosts(t, n, hostsOpt{tcp: true, config: func(_ int, c *Config) {
+		c.TLS = peerTLS
+		c.ClusterTimeout = 2 * time.Second
+	}})
 	nodes := make([]*Node, n)
-	for i := range n {
-		id := fmt.Sprintf("n%d", i+1)
-		held[i][0].Close()
-		held[i][1].Close()
-		cfg := Config{
-			ID: id, RaftAddr: peers[id], ForwardAddr: fwd[i], RESPAddr: fmt.Sprintf("127.0.0.1:%d", 6001+i),
-			InMemory: true, Peers: peers, TLS: peerTLS, Now: clock.now, Logger: testLogger(t),
-		}
-		fastRaft(&cfg)
-		cfg.ClusterTimeout = 2 * time.Second
-		node, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 4}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = node
-	}
-	t.Cleanup(func() {
-		for _, node := range nodes {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = node.Close(ctx)
-			cancel()
-		}
-	})
-	for _, node := range nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err := node.WaitReady(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, h := range th.hosts {
+		nodes[i] = h.nodes[0]
 	}
 	leader, follower := -1, -1
 	for i, node := range nodes {
@@ -176,11 +144,11 @@ func TestTLSCluster(t *testing.T) {
 	member := testcerts.KeyPair(t, certs.Cert, certs.Key)
 	if err := speak(func(addr string) (net.Conn, error) {
 		return tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{member}})
-	}, fwd[leader]); err != nil {
+	}, th.cfgs[leader].ForwardAddr); err != nil {
 		t.Fatalf("a member on the forward port: %v", err)
 	}
 	for name, dial := range strangers {
-		for port, addr := range map[string]string{"raft": peers[fmt.Sprintf("n%d", leader+1)], "forward": fwd[leader]} {
+		for port, addr := range map[string]string{"raft": th.cfgs[leader].RaftAddr, "forward": th.cfgs[leader].ForwardAddr} {
 			if err := speak(dial, addr); err == nil {
 				t.Errorf("%s on the %s port: the leader answered", name, port)
 			}

@@ -92,17 +92,14 @@ func (r announceReq) serve(_ context.Context, n *Node) (none, error) {
 	return none{}, nil
 }
 
-// Topology serves Host.Topology (from group 0): the members of the configuration
-// with the RESP addresses the log holds for them, and the one group (every
-// slot) with its leader.
-func (n *Node) Topology() slots.Topology {
-	t := slots.Topology{Self: n.cfg.ID, Epoch: n.raft.CurrentTerm()}
-	_, leader := n.raft.LeaderWithID()
-	t.Groups = []slots.Group{{Range: slots.Range{First: 0, Last: slots.Count - 1}, Leader: string(leader)}}
+// voters serves Host.Topology (from group 0): the voters of the group's
+// configuration with the RESP addresses the log holds for them, by ID.
+func (n *Node) voters() []slots.Node {
 	servers, err := n.servers()
 	if err != nil {
-		return t
+		return nil
 	}
+	var nodes []slots.Node
 	for _, s := range servers {
 		if s.Suffrage != raft.Voter {
 			continue
@@ -113,20 +110,16 @@ func (n *Node) Topology() slots.Topology {
 		} else if e, ok := n.fsm.leader(m.ID); ok {
 			m.RESPAddr = e.RESP
 		}
-		t.Nodes = append(t.Nodes, m)
+		nodes = append(nodes, m)
 	}
-	sort.Slice(t.Nodes, func(i, j int) bool { return t.Nodes[i].ID < t.Nodes[j].ID })
-	return t
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
+	return nodes
 }
 
-// Route reports whether this node leads its own group, and otherwise the
-// RESP address of that group's leader as the log announced it ("" while
-// unknown). A Node knows only its own group, which it calls 0: Host.Route
-// asks group g's node for group 0; any other group is not led here.
-func (n *Node) Route(group int) (addr string, local bool) {
-	if group != 0 {
-		return "", false
-	}
+// leaderRESP serves Host.Route: whether this node leads its group, and
+// otherwise the RESP address of the group's leader as the log announced
+// it ("" while unknown).
+func (n *Node) leaderRESP() (addr string, local bool) {
 	if n.raft.State() == raft.Leader {
 		return "", true
 	}

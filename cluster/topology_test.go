@@ -3,7 +3,6 @@ package cluster
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -22,8 +21,8 @@ func TestTopologyAnnouncesEveryMember(t *testing.T) {
 	leaderID := tc.cfgs[leader].ID
 	want := []slots.Node{{ID: "n1", RESPAddr: "127.0.0.1:6001"}, {ID: "n2", RESPAddr: "127.0.0.1:6002"}, {ID: "n3", RESPAddr: "127.0.0.1:6003"}}
 	waitFor(t, 10*time.Second, func() error {
-		for i, n := range tc.nodes {
-			top := n.Topology()
+		for i, h := range tc.hosts {
+			top := h.Topology()
 			if top.Self != tc.cfgs[i].ID {
 				return fmt.Errorf("node %d: self %q", i+1, top.Self)
 			}
@@ -36,8 +35,8 @@ func TestTopologyAnnouncesEveryMember(t *testing.T) {
 		}
 		return nil
 	})
-	for i, n := range tc.nodes {
-		addr, local := n.Route(0)
+	for i, h := range tc.hosts {
+		addr, local := h.Route(0)
 		if i == leader {
 			if !local {
 				t.Errorf("leader n%d: Route = %q, %v; want local", i+1, addr, local)
@@ -46,7 +45,7 @@ func TestTopologyAnnouncesEveryMember(t *testing.T) {
 			t.Errorf("follower n%d: Route = %q, %v; want %s", i+1, addr, local, tc.cfgs[leader].RESPAddr)
 		}
 	}
-	if addr, local := tc.nodes[0].Route(1); local || addr != "" {
+	if addr, local := tc.hosts[0].Route(1); local || addr != "" {
 		t.Errorf("Route of a group that does not exist: %q, %v", addr, local)
 	}
 }
@@ -56,6 +55,7 @@ func TestTopologyAnnouncesEveryMember(t *testing.T) {
 func TestAnnounceRefusesMalformed(t *testing.T) {
 	tc := newTestCluster(t, 1, nil)
 	n := tc.nodes[0]
+	nw := tc.net.Node("test")
 	before := n.raft.LastIndex()
 	for _, tc := range []struct {
 		name    string
@@ -66,7 +66,7 @@ func TestAnnounceRefusesMalformed(t *testing.T) {
 		{"bad address", codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, []byte("x")), []byte("nowhere")), []byte("127.0.0.1:2"))},
 		{"stray bytes", append(codec.AppendStr(codec.AppendStr(codec.AppendStr(nil, []byte("x")), []byte("127.0.0.1:1")), []byte("127.0.0.1:2")), 0)},
 	} {
-		c, err := net.Dial("tcp", n.fwdAddr)
+		c, err := nw.Dial(n.fwdAddr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -478,9 +478,9 @@ func TestNodeRefusesNewerDataDir(t *testing.T) {
 	cfg := Config{ID: "n1", RESPAddr: "127.0.0.1:6001", RaftAddr: "127.0.0.1:0", ForwardAddr: "127.0.0.1:0",
 		DataDir: dir, Logger: testLogger(t)}
 	fastRaft(&cfg)
-	n, err := New(context.Background(), cfg, engine.New(engine.Config{Stripes: 4}))
+	h, err := NewHost(context.Background(), cfg, []*engine.Engine{engine.New(engine.Config{Stripes: 4})})
 	if err == nil {
-		n.Close(context.Background())
+		h.Close(context.Background())
 		t.Fatal("a node started on a data dir of a newer cluster version")
 	}
 	var ve *persistence.ClusterVersionError

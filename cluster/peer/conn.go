@@ -3,7 +3,9 @@
 // connections that cannot get stuck, plain or over mutual TLS, for Raft's
 // transport and for cluster's forward listener alike (conn.go, tls.go),
 // with the dial maps fault-injection tests route them through
-// (dialmap.go). It knows no Raft group, FSM or message: cluster uses it,
+// (dialmap.go); the Network every listen and dial of a node goes through,
+// TCP in the product and in memory for in-process tests (network.go,
+// inmem.go). It knows no Raft group, FSM or message: cluster uses it,
 // never the reverse.
 package peer
 
@@ -14,9 +16,6 @@ import (
 	"net"
 	"syscall"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 )
 
 // Peer connections that cannot get stuck.
@@ -144,51 +143,6 @@ func Dial(cfg *tls.Config, addr string, timeout time.Duration, t Timeouts) (net.
 		return d.Dial("tcp", addr)
 	}
 	return tls.DialWithDialer(d, "tcp", addr, cfg)
-}
-
-// streamLayer is the raft.StreamLayer of every Raft transport this
-// package builds: plain TCP or mutual TLS, with the peer socket options on
-// both dials and accepts.
-type streamLayer struct {
-	net.Listener // yields *tlsConn under TLS
-	advertise    net.Addr
-	cfg          *tls.Config // nil: plain TCP
-	t            Timeouts
-}
-
-// Dial implements raft.StreamLayer: a TCP connection (and a TLS handshake),
-// within timeout and at most t.Dial.
-func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return Dial(l.cfg, string(address), timeout, l.t)
-}
-
-// Addr implements net.Listener: the advertised address when there is one.
-func (l *streamLayer) Addr() net.Addr {
-	if l.advertise != nil {
-		return l.advertise
-	}
-	return l.Listener.Addr()
-}
-
-// NewTransport is raft.NewTCPTransportWithConfig over our stream
-// layer: mutual TLS when cfg is set, addresses from provider when not nil.
-func NewTransport(bind, advertise string, cfg *tls.Config, t Timeouts, provider raft.ServerAddressProvider, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	ln, err := Listen(bind, cfg, t)
-	if err != nil {
-		return nil, err
-	}
-	layer := &streamLayer{Listener: ln, cfg: cfg, t: t}
-	if layer.advertise, err = Advertise(ln, advertise); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:                layer,
-		MaxPool:               maxPool,
-		Timeout:               timeout,
-		Logger:                logger,
-		ServerAddressProvider: provider,
-	}), nil
 }
 
 // Advertise returns the address a Raft listener ln is announced at:

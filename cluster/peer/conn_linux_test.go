@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,14 +73,15 @@ func TestPeerSocketOptions(t *testing.T) {
 	a := <-accepted
 	defer a.Close()
 
-	layer := &streamLayer{Listener: ln, t: pt}
+	// Raft's streams are dialed through the Network (cluster's group mux).
+	layer := TCPNetwork{T: pt}
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
 			accepted <- c
 		}
 	}()
-	r, err := layer.Dial(raft.ServerAddress(ln.Addr().String()), 10*time.Second)
+	r, err := layer.Dial(ln.Addr().String(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
