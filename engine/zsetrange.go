@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"bytes"
-	"math"
-	"strconv"
-)
+import "bytes"
 
 // The ranges of the sorted set ops (zsets.go): score and lexical bounds
 // parsed as Redis parses them, and span, which turns an op's range of
@@ -27,31 +23,6 @@ func ParseScoreBound(b []byte) (ScoreBound, bool) {
 	v, ok := parseStrtod(b)
 	sb.V = v
 	return sb, ok
-}
-
-// parseStrtod is zslParseRange's strtod: leading spaces skipped, the
-// rest wholly a number, an empty string 0, out-of-range values saturated
-// (strtod's HUGE_VAL, which Redis does not look at errno for), NaN
-// refused.
-func parseStrtod(b []byte) (float64, bool) {
-	for len(b) > 0 && isSpace(b[0]) {
-		b = b[1:]
-	}
-	if len(b) == 0 {
-		return 0, true
-	}
-	for _, c := range b {
-		if c == '_' || c == 0 {
-			return 0, false
-		}
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
-			return 0, false
-		}
-	}
-	return f, !math.IsNaN(f)
 }
 
 // LexBound is one end of a lexical range: "-" (Min), "+" (Max), "[x"
