@@ -15,7 +15,7 @@ import (
 // (docs/design.md, "Collections"). A collection key is a value key as a
 // string is: the entry's word a is its expiry in ms (0: none), b its
 // collection's id in the stripe's collSlab, c its place in the stripe's
-// expiry heap (strings.go), so expiry is on the log's clock and drained
+// expiry heap (strstore.go), so expiry is on the log's clock and drained
 // the way strings' is. A collection is never empty: an op that empties it
 // removes its key, as Redis does.
 //

@@ -14,7 +14,7 @@ import (
 // listpack), which Traefik's limiter reads by position; HDEL keeps the
 // others' order, and a new value for a field keeps its place. This file
 // holds the ops; the two representations of a hash are hashvals.go, the
-// long double arithmetic of HINCRBYFLOAT floats.go.
+// long double arithmetic of HINCRBYFLOAT numbers.go.
 
 // OpCodes of hashes (60..79 are reserved for them).
 const (

@@ -47,7 +47,7 @@ type stripe struct {
 	rules  ruleTable // rules.go
 	logs   logSlab   // log.go
 	leases leaseSlab // concurrency.go
-	strs   strSlab   // strings.go
+	strs   strSlab   // strstore.go
 	colls  collSlab  // colls.go
 
 	_ [64]byte // keep neighbouring stripes' locks off this cache line

@@ -8,10 +8,10 @@ import (
 )
 
 // Redis's numbers as text, parsed and printed as redis-server does them
-// (docs/design.md, "Floats"): sorted set scores (strtod, "%.17g"), and
-// INCRBYFLOAT's and HINCRBYFLOAT's x87 long double (64 bits of mantissa
-// in math/big), so that every replica, and a client comparing with
-// redis-server, sees the same bytes.
+// (docs/design.md, "Floats"): integers (string2ll), sorted set scores
+// (strtod, "%.17g"), and INCRBYFLOAT's and HINCRBYFLOAT's x87 long double
+// (64 bits of mantissa in math/big), so that every replica, and a client
+// comparing with redis-server, sees the same bytes.
 
 // ParseScore parses b as Redis's string2d (strtod) parses a sorted set's
 // score: the whole string, no spaces around it, "inf"/"-inf" and their
@@ -223,4 +223,50 @@ func parseStrtod(b []byte) (float64, bool) {
 		}
 	}
 	return f, !math.IsNaN(f)
+}
+
+// ParseInt parses b as Redis parses a 64-bit integer value (string2ll): an
+// optional '-', no '+', no leading zeros or spaces, at most 20 bytes.
+func ParseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) >= 21 {
+		return 0, false
+	}
+	if len(b) == 1 && b[0] == '0' {
+		return 0, true
+	}
+	neg := b[0] == '-'
+	p := b
+	if neg {
+		p = p[1:]
+		if len(p) == 0 {
+			return 0, false
+		}
+	}
+	if p[0] < '1' || p[0] > '9' {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if v > math.MaxUint64/10 {
+			return 0, false
+		}
+		v *= 10
+		if v > math.MaxUint64-uint64(c-'0') {
+			return 0, false
+		}
+		v += uint64(c - '0')
+	}
+	if neg {
+		if v > 1<<63 {
+			return 0, false
+		}
+		return -int64(v), true
+	}
+	if v > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(v), true
 }
