@@ -52,7 +52,7 @@ type Engine struct {
 	// dbs are the databases, created on first use (dbs[0] is top); nil
 	// on the engine of another database.
 	dbs *[NumDBs]atomic.Pointer[Engine]
-	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
+	// Scripts (scripts.go, scripttx.go): the runner, the loaded scripts, nolock (set
 	// only on a script's view of the engine), the tx of a script's view
 	// (which takes the stripes its ops reach) and the idle txs. Scripts run
 	// on the top engine (topOnly: one script cache for every database)

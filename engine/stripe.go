@@ -15,7 +15,7 @@ import (
 type stripe struct {
 	mu sync.Mutex
 
-	idx int // the stripe's index in Engine.stripes (scripts.go)
+	idx int // the stripe's index in Engine.stripes (scripttx.go)
 
 	count atomic.Int64 // keys with state (written under mu)
 
