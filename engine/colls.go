@@ -489,15 +489,8 @@ func (e *Engine) importColl(rec Record) error {
 		}
 		o = l
 	}
-	h := xxhash.Sum64(rec.Key)
-	hi := hiHash(h)
-	s := e.stripes[h&e.mask]
-	e.lk(s)
+	hi, s, pos := e.lockCleared(rec.Key)
 	defer e.unlk(s)
-	if pos, idx, ok := s.find(hi, rec.Key); ok {
-		s.remove(pos, idx)
-	}
-	pos, _, _ := s.find(hi, rec.Key)
 	id := s.colls.alloc(o)
 	idx := s.insert(pos, hi, rec.Key, Rule{Kind: k}, state{b: int64(id)})
 	if rec.A != 0 {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"math/big"
 	"strconv"
 
@@ -181,11 +180,10 @@ func (c *collCtx) hashOp() Result {
 				}
 			}
 		}
-		d := op.Delta
-		if d < 0 && v < 0 && d < math.MinInt64-v || d > 0 && v > 0 && d > math.MaxInt64-v {
-			return Result{Err: ErrIncrOverflow}
+		v, err := incrBy(v, op.Delta)
+		if err != nil {
+			return Result{Err: err}
 		}
-		v += d
 		var buf [20]byte
 		val := strconv.AppendInt(buf[:0], v, 10)
 		return c.hashStore(h, found, val, Result{Count: v})

@@ -13,6 +13,15 @@ import (
 // (64 bits of mantissa in math/big), so that every replica, and a client
 // comparing with redis-server, sees the same bytes.
 
+// incrBy adds d to v as INCRBY and HINCRBY do: ErrIncrOverflow when the
+// sum overflows an int64.
+func incrBy(v, d int64) (int64, error) {
+	if d < 0 && v < 0 && d < math.MinInt64-v || d > 0 && v > 0 && d > math.MaxInt64-v {
+		return 0, ErrIncrOverflow
+	}
+	return v + d, nil
+}
+
 // ParseScore parses b as Redis's string2d (strtod) parses a sorted set's
 // score: the whole string, no spaces around it, "inf"/"-inf" and their
 // spellings accepted, NaN and overflow refused. ParseLongDouble is

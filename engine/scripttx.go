@@ -375,15 +375,7 @@ func (tx *ScriptTx) clearRun() {
 // scriptView returns the engine as a script's nested ops see it: the same
 // stripes, taking no lock (the tx holds them all). Its clock is unused.
 func (e *Engine) scriptView() *Engine {
-	return &Engine{
-		stripes:  e.stripes,
-		mask:     e.mask,
-		maxLog:   e.maxLog,
-		maxValue: e.maxValue,
-		maxColl:  e.maxColl,
-		tot:      e.tot,
-		watch:    e.watch,
-		wt:       e.wt,
-		nolock:   true,
-	}
+	v := e.sharing(e.stripes)
+	v.nolock = true
+	return v
 }

@@ -309,11 +309,10 @@ func (e *Engine) strIncr(now int64, hi uint32, s *stripe, op *Op) Result {
 	default:
 		return Result{Err: ErrWrongTypeValue}
 	}
-	d := op.Delta
-	if d < 0 && v < 0 && d < math.MinInt64-v || d > 0 && v > 0 && d > math.MaxInt64-v {
-		return Result{Err: ErrIncrOverflow}
+	v, err := incrBy(v, op.Delta)
+	if err != nil {
+		return Result{Err: err}
 	}
-	v += d
 	var buf [20]byte
 	val := strconv.AppendInt(buf[:0], v, 10)
 	if err := e.storeCounter(s, pos, idx, hi, kind, op.Key, val); err != nil {
