@@ -271,6 +271,53 @@ func sameLoosely(args []string, a, b string) bool {
 	return d >= -2000 && d <= 2000 && (strings.HasPrefix(strings.ToUpper(cmd), "P") || d >= -2 && d <= 2)
 }
 
+// diffPair is a connection to redis-server and one to sluice that the
+// differential tests send the same commands to.
+type diffPair struct{ redis, sluice *rawReplyConn }
+
+// dialDiffPairs connects to both servers over RESP2 (the map's 2) and
+// RESP3 (its 3).
+func dialDiffPairs(t *testing.T, redisAddr, sluiceAddr string) map[int]diffPair {
+	conns := map[int]diffPair{}
+	for _, proto := range []int{2, 3} {
+		p := diffPair{dialRawReply(t, redisAddr), dialRawReply(t, sluiceAddr)}
+		if proto == 3 {
+			p.redis.do(t, "HELLO", "3")
+			p.sluice.do(t, "HELLO", "3")
+		}
+		conns[proto] = p
+	}
+	return conns
+}
+
+// sameBlock sends a transaction's commands to both, in order, and fails
+// at the first reply that differs by a byte; history records each.
+func (p diffPair) sameBlock(t *testing.T, seed uint64, step int, block [][]string, history *[]string) {
+	t.Helper()
+	for _, a := range block {
+		want, got := p.redis.do(t, a...), p.sluice.do(t, a...)
+		*history = append(*history, fmt.Sprintf("%q -> %q", a, want))
+		if got != want {
+			t.Fatalf("seed %d step %d: in %q: %q\nsluice: %q\nredis:  %q", seed, step, block, a, got, want)
+		}
+	}
+}
+
+// same sends args to both and fails unless the replies agree
+// (sameLoosely), logging the last 40 steps of history first.
+func (p diffPair) same(t *testing.T, seed uint64, step int, args []string, history *[]string) {
+	t.Helper()
+	want := p.redis.do(t, args...)
+	got := p.sluice.do(t, args...)
+	*history = append(*history, fmt.Sprintf("%q -> %q", args, want))
+	if !sameLoosely(args, got, want) {
+		for _, h := range (*history)[max(0, len(*history)-40):] {
+			t.Log(h)
+		}
+		t.Fatalf("seed %d step %d: %q\nsluice: %q\nredis:  %q", seed, step, args, got, want)
+	}
+}
+
 // TestStringsDifferential runs random sequences of the string commands on
 // sluice and on a real redis-server, over RESP2 and RESP3 connections, some
 // in MULTI/EXEC, and requires the same replies byte for byte (time replies
@@ -278,16 +325,7 @@ func sameLoosely(args []string, a, b string) bool {
 func TestStringsDifferential(t *testing.T) {
 	redisAddr := startRedisServer(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
-	type pair struct{ redis, sluice *rawReplyConn }
-	conns := map[int]pair{}
-	for _, proto := range []int{2, 3} {
-		p := pair{dialRawReply(t, redisAddr), dialRawReply(t, sluiceAddr)}
-		if proto == 3 {
-			p.redis.do(t, "HELLO", "3")
-			p.sluice.do(t, "HELLO", "3")
-		}
-		conns[proto] = p
-	}
+	conns := dialDiffPairs(t, redisAddr, sluiceAddr)
 	const limKey = "lim"
 	for seed := range uint64(4) {
 		g := &stringCommandGen{r: rand.New(rand.NewPCG(seed, 26)), keys: []string{"a", "b", "c", "{a}d"}}
@@ -324,24 +362,10 @@ func TestStringsDifferential(t *testing.T) {
 					}
 				}
 				block = append(block, []string{g.pick("EXEC", "EXEC", "DISCARD")})
-				for _, a := range block {
-					want, got := c.redis.do(t, a...), c.sluice.do(t, a...)
-					history = append(history, fmt.Sprintf("%q -> %q", a, want))
-					if got != want {
-						t.Fatalf("seed %d step %d: in %q: %q\nsluice: %q\nredis:  %q", seed, step, block, a, got, want)
-					}
-				}
+				c.sameBlock(t, seed, step, block, &history)
 				continue
 			}
-			want := c.redis.do(t, args...)
-			got := c.sluice.do(t, args...)
-			history = append(history, fmt.Sprintf("%q -> %q", args, want))
-			if !sameLoosely(args, got, want) {
-				for _, h := range history[max(0, len(history)-40):] {
-					t.Log(h)
-				}
-				t.Fatalf("seed %d step %d: %q\nsluice: %q\nredis:  %q", seed, step, args, got, want)
-			}
+			c.same(t, seed, step, args, &history)
 		}
 	}
 }
