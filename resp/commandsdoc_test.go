@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -100,7 +101,53 @@ func TestFuzzTargetsInMakefile(t *testing.T) {
 	}
 	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
 	var missing []string
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	eachTestFile(t, func(path string, src []byte) {
+		pkg := "./" + filepath.ToSlash(strings.TrimPrefix(filepath.Dir(path), "../")) + "/"
+		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
+			line := "-fuzz '^" + m[1] + "$$' -fuzztime $(FUZZTIME) " + pkg
+			if !strings.Contains(string(mk), line) {
+				missing = append(missing, m[1]+" in "+pkg)
+			}
+		}
+	})
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("make fuzz does not run %d fuzz targets: %s", len(missing), strings.Join(missing, ", "))
+	}
+}
+
+// TestDesignNamesRealTests fails for a test, fuzz target or benchmark
+// that docs/design.md names ("Where things go" says which test catches
+// each forgotten step) and no _test.go file of the repository defines.
+func TestDesignNamesRealTests(t *testing.T) {
+	design, err := os.ReadFile("../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w+)\(`)
+	eachTestFile(t, func(_ string, src []byte) {
+		for _, m := range funcs.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+	})
+	var missing []string
+	named := regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z]\w*`)
+	for _, name := range named.FindAllString(string(design), -1) {
+		if !defined[name] && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("docs/design.md names tests that no _test.go file defines: %s", strings.Join(missing, ", "))
+	}
+}
+
+// eachTestFile calls fn with every _test.go file of the repository (the
+// middleware's module included) and its source.
+func eachTestFile(t *testing.T, fn func(path string, src []byte)) {
+	t.Helper()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -114,20 +161,10 @@ func TestFuzzTargetsInMakefile(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		pkg := "./" + filepath.ToSlash(strings.TrimPrefix(filepath.Dir(path), "../")) + "/"
-		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
-			line := "-fuzz '^" + m[1] + "$$' -fuzztime $(FUZZTIME) " + pkg
-			if !strings.Contains(string(mk), line) {
-				missing = append(missing, m[1]+" in "+pkg)
-			}
-		}
+		fn(path, src)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Errorf("make fuzz does not run %d fuzz targets: %s", len(missing), strings.Join(missing, ", "))
 	}
 }
