@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -184,15 +183,10 @@ func TestSpringScriptKillLeader(t *testing.T) {
 		p := "request_rate_limiter.{route1.user" + strconv.FormatInt(i, 10) + "}."
 		return []string{p + "tokens", p + "timestamp"}
 	}
-	var (
-		mu      sync.Mutex
-		tallies = map[int64]*limitTally{}
-		errs    = map[string]int{}
-	)
+	l := newGroupLoad[int64](c)
 	table := shardTable(t)
 	groupOf := func(id int64) int { return table.Group(slots.Of([]byte(keysOf(id)[0]))) }
 	var next atomic.Int64
-	var decided, lastOK [shardCount]atomic.Int64 // per group; lastOK in unix ns
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, p := range c.nodes {
@@ -208,29 +202,7 @@ func TestSpringScriptKillLeader(t *testing.T) {
 				}
 				id := next.Add(1) / callsPerKey
 				res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
-				out := springOutcome(res, err)
-				mu.Lock()
-				tl := tallies[id]
-				if tl == nil {
-					tl = &limitTally{}
-					tallies[id] = tl
-				}
-				switch out {
-				case outAdmitted:
-					tl.admitted++
-				case outUncertain:
-					tl.uncertain++
-				}
-				if err != nil {
-					errs[err.Error()]++
-				}
-				mu.Unlock()
-				if out == outAdmitted || out == outDenied {
-					decided[groupOf(id)].Add(1)
-					lastOK[groupOf(id)].Store(time.Now().UnixNano())
-				} else {
-					time.Sleep(10 * time.Millisecond) // a failing node: don't spin
-				}
+				l.record(id, groupOf(id), springOutcome(res, err), err)
 			}
 		}()
 	}
@@ -243,64 +215,27 @@ func TestSpringScriptKillLeader(t *testing.T) {
 		}
 	}
 	defer stopLoad()
-	// waitDecided polls until every group has decided n more calls than
-	// at the call, the last since the instant since (unix ns).
-	waitDecided := func(what string, n int64, since int64) {
-		t.Helper()
-		var base [shardCount]int64
-		for g := range base {
-			base[g] = decided[g].Load()
-		}
-		c.settle(30*time.Second, 20*time.Millisecond, what, func() string {
-			for g := range shardCount {
-				if decided[g].Load() < base[g]+n || lastOK[g].Load() <= since {
-					return fmt.Sprintf("group %d decided %d calls", g, decided[g].Load()-base[g])
-				}
-			}
-			return ""
-		})
-	}
-	waitDecided("before the kill", 50, 0)
+	l.waitDecided("before the kill", 50, 0, 30*time.Second)
 	victim := c.preferred(1)
 	killed := time.Now()
 	c.kill(victim)
-	waitDecided("after the kill", 50, killed.UnixNano()) // group 1 too, under a new leader
+	l.waitDecided("after the kill", 50, killed.UnixNano(), 30*time.Second) // group 1 too, under a new leader
 	c.start(victim)
 	c.waitServing(victim)
-	waitDecided("after the restart", 30, time.Now().UnixNano())
+	l.waitDecided("after the restart", 30, time.Now().UnixNano(), 30*time.Second)
 	stopLoad()
 
 	// Spend every key touched (nothing fails now: every call decides).
 	cl := c.client(c.nodes[0])
-	exact, uncertain := 0, 0
-	for id, tl := range tallies {
-		for {
-			res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
-			if err != nil || len(res) != 2 {
-				t.Fatalf("spending user%d: %v %v", id, res, err)
-			}
-			if res[0] == 0 {
-				break
-			}
-			tl.admitted++
+	exact, uncertain := l.spendAll(capacity, func(id int64) bool {
+		res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
+		if err != nil || len(res) != 2 {
+			t.Fatalf("spending user%d: %v %v", id, res, err)
 		}
-		uncertain += tl.uncertain
-		if tl.admitted > capacity {
-			t.Errorf("user%d, capacity %d: %d acknowledged admissions", id, capacity, tl.admitted)
-		}
-		if tl.admitted+tl.uncertain < capacity {
-			t.Errorf("user%d, capacity %d, is spent after %d acknowledged admissions and %d uncertain calls: an admission was lost", id, capacity, tl.admitted, tl.uncertain)
-		}
-		if tl.admitted == capacity {
-			exact++
-		}
+		return res[0] != 0
+	})
+	if len(l.tallies) < 10 {
+		t.Fatalf("only %d keys touched", len(l.tallies))
 	}
-	if len(tallies) < 10 {
-		t.Fatalf("only %d keys touched", len(tallies))
-	}
-	var decisions int64
-	for g := range decided {
-		decisions += decided[g].Load()
-	}
-	t.Logf("%d decisions on %d keys, %d uncertain calls, %d keys admitted exactly %d; errors: %v", decisions, len(tallies), uncertain, exact, capacity, errs)
+	t.Logf("%d decisions on %d keys, %d uncertain calls, %d keys admitted exactly %d; errors: %v", l.decisions(), len(l.tallies), uncertain, exact, capacity, l.errs)
 }
