@@ -41,15 +41,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "sluice")
-	if bin := os.Getenv("SLUICE_BIN"); bin != "" {
-		binary = bin // built already (make test builds it)
-	} else {
-		build := exec.Command("go", "build", "-race", "-o", binary, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build sluice:", err)
-			os.Exit(1)
-		}
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
