@@ -65,21 +65,9 @@ func TestPackagesDocumented(t *testing.T) {
 	}
 	doc := table.String()
 	dirs := map[string]bool{}
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".." || d.Name() == "testdata" || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") {
-			dirs[filepath.ToSlash(filepath.Dir(path))[len("../"):]] = true
-		}
-		return nil
+	walkGo(t, func(path string) {
+		dirs[filepath.ToSlash(filepath.Dir(path))[len("../"):]] = true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for dir := range dirs {
 		named := false
 		for d := dir; d != "." && !named; d = filepath.Dir(d) {
@@ -143,9 +131,26 @@ func TestDesignNamesRealTests(t *testing.T) {
 	}
 }
 
-// eachTestFile calls fn with every _test.go file of the repository (the
-// middleware's module included) and its source.
+// eachTestFile calls fn with every _test.go file of the repository and
+// its source.
 func eachTestFile(t *testing.T, fn func(path string, src []byte)) {
+	t.Helper()
+	walkGo(t, func(path string) {
+		if !strings.HasSuffix(path, "_test.go") {
+			return
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(path, src)
+	})
+}
+
+// walkGo calls fn with the path (from resp/) of every Go file of the
+// repository, the middleware's module included; hidden, testdata and
+// node_modules directories are left out.
+func walkGo(t *testing.T, fn func(path string)) {
 	t.Helper()
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -154,14 +159,9 @@ func eachTestFile(t *testing.T, fn func(path string, src []byte)) {
 		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") && path != ".." {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			fn(path)
 		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		fn(path, src)
 		return nil
 	})
 	if err != nil {

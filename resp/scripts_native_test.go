@@ -57,17 +57,7 @@ func TestNativeScriptsMatchInterpreter(t *testing.T) {
 			}
 			op := engine.Op{Code: engine.OpEvalSha, Value: p.sha, NumKeys: 2, Key: tk,
 				Args: [][]byte{tk, ts, rate, capacity, nowArg, num("1", "1", "2", "5")}}
-			switch rng.IntN(20) {
-			case 0:
-				op.NumKeys, op.Args = 1, op.Args[1:]
-			case 1:
-				op.Args = op.Args[:5]
-			case 2:
-				op.Flags |= engine.ScriptReadOnly
-			case 3:
-				op.Flags |= engine.ScriptRESP3
-			}
-			p.evalAlike(step, op)
+			p.evalVariant(rng, step, op, func(op *engine.Op) { op.NumKeys, op.Args = 1, op.Args[1:] }, 5)
 		}
 		p.checkRuns()
 	}
@@ -156,6 +146,24 @@ func (p *nativePair) evalAlike(step int, op engine.Op) {
 	}
 }
 
+// evalVariant is evalAlike of op, or, one time in twenty each, of op with
+// fewer keys (fewerKeys), with only its first nargs arguments, read-only
+// (EVALSHA_RO) or over RESP3.
+func (p *nativePair) evalVariant(rng *rand.Rand, step int, op engine.Op, fewerKeys func(*engine.Op), nargs int) {
+	p.t.Helper()
+	switch rng.IntN(20) {
+	case 0:
+		fewerKeys(&op)
+	case 1:
+		op.Args = op.Args[:nargs]
+	case 2:
+		op.Flags |= engine.ScriptReadOnly
+	case 3:
+		op.Flags |= engine.ScriptRESP3
+	}
+	p.evalAlike(step, op)
+}
+
 // checkRuns fails unless the native path ran for most of the native
 // engine's scripts and never for the other's.
 func (p *nativePair) checkRuns() {
@@ -191,17 +199,7 @@ func TestNativeGCRAMatchesInterpreter(t *testing.T) {
 			}
 			op := engine.Op{Code: engine.OpEvalSha, Value: p.sha, NumKeys: 1, Key: key,
 				Args: [][]byte{key, num("10", "5", "100", "1"), num("10", "1", "100", "3"), num("1", "60", "3600", "0.5"), num("1", "1", "2", "0", "5", "-1")}}
-			switch rng.IntN(20) {
-			case 0:
-				op.NumKeys = 0
-			case 1:
-				op.Args = op.Args[:4]
-			case 2:
-				op.Flags |= engine.ScriptReadOnly
-			case 3:
-				op.Flags |= engine.ScriptRESP3
-			}
-			p.evalAlike(step, op)
+			p.evalVariant(rng, step, op, func(op *engine.Op) { op.NumKeys = 0 }, 4)
 		}
 		p.checkRuns()
 	}
