@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,34 +186,15 @@ func TestSpringScriptKillLeader(t *testing.T) {
 	table := shardTable(t)
 	groupOf := func(id int64) int { return table.Group(slots.Of([]byte(keysOf(id)[0]))) }
 	var next atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	for _, p := range c.nodes {
 		cl := c.client(p)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := next.Add(1) / callsPerKey
-				res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
-				l.record(id, groupOf(id), springOutcome(res, err), err)
-			}
-		}()
+		l.start(func() {
+			id := next.Add(1) / callsPerKey
+			res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
+			l.record(id, groupOf(id), springOutcome(res, err), err)
+		})
 	}
-	stopped := false
-	stopLoad := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopLoad()
+	defer l.stop()
 	l.waitDecided("before the kill", 50, 0, 30*time.Second)
 	victim := c.preferred(1)
 	killed := time.Now()
@@ -223,7 +203,7 @@ func TestSpringScriptKillLeader(t *testing.T) {
 	c.start(victim)
 	c.waitServing(victim)
 	l.waitDecided("after the restart", 30, time.Now().UnixNano(), 30*time.Second)
-	stopLoad()
+	l.stop()
 
 	// Spend every key touched (nothing fails now: every call decides).
 	cl := c.client(c.nodes[0])

@@ -332,10 +332,41 @@ type groupLoad[K comparable] struct {
 	tallies         limitTallies[K]
 	errs            map[string]int
 	decided, lastOK [shardCount]atomic.Int64
+
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	stopped bool
 }
 
 func newGroupLoad[K comparable](c *testCluster) *groupLoad[K] {
-	return &groupLoad[K]{c: c, tallies: limitTallies[K]{}, errs: map[string]int{}}
+	return &groupLoad[K]{c: c, tallies: limitTallies[K]{}, errs: map[string]int{}, quit: make(chan struct{})}
+}
+
+// start runs call over and over in a goroutine of its own until stop;
+// each call makes one call and records it.
+func (l *groupLoad[K]) start(call func()) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			select {
+			case <-l.quit:
+				return
+			default:
+			}
+			call()
+		}
+	}()
+}
+
+// stop ends the goroutines start began and waits for them; it may be
+// called again.
+func (l *groupLoad[K]) stop() {
+	if !l.stopped {
+		l.stopped = true
+		close(l.quit)
+		l.wg.Wait()
+	}
 }
 
 // record counts one call on limit k, of group g, that ended in out (and

@@ -287,23 +287,6 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 	limitKey := func(g int, i int64) string { return "{" + tags[g] + "}:" + strconv.FormatInt(i, 10) }
 	l := newGroupLoad[string](c)
 	var next [shardCount]atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	load := func(do func(key string) ([]int64, error)) {
-		defer wg.Done()
-		for {
-			for g := range shardCount {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := limitKey(g, next[g].Add(1)/callsPerLimit)
-				res, err := do(key)
-				l.record(key, g, classify(res, err), err)
-			}
-		}
-	}
 	for _, p := range c.nodes {
 		// A plain client (with --redirect, MOVED for the groups its
 		// node does not lead), and a cluster client that knows every
@@ -315,21 +298,16 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 			MaxRedirects: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
 		defer cc.Close()
 		for _, cl := range []doer{plain, cc} {
-			wg.Add(1)
-			go load(func(key string) ([]int64, error) {
-				return cl.Do(ctx, "RL.TOKEN", key, limit, "1/d").Int64Slice()
+			g := 0 // each group in turn
+			l.start(func() {
+				key := limitKey(g, next[g].Add(1)/callsPerLimit)
+				res, err := cl.Do(ctx, "RL.TOKEN", key, limit, "1/d").Int64Slice()
+				l.record(key, g, classify(res, err), err)
+				g = (g + 1) % shardCount
 			})
 		}
 	}
-	stopped := false
-	stopLoad := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopLoad()
+	defer l.stop()
 	l.waitDecided("before the kill", 100, 0, 30*time.Second)
 
 	victim := c.preferred(1)
@@ -372,7 +350,7 @@ func testShardedClusterKillLeader(t *testing.T, redirect bool) {
 	c.waitServing(victim)
 	c.waitBalanced(60 * time.Second)
 	l.waitDecided("after the rebalance", 50, time.Now().UnixNano(), 30*time.Second)
-	stopLoad()
+	l.stop()
 
 	// Spend every limit touched, through a node that leads its group
 	// (nothing is failing now: every call must get a decision).
