@@ -173,6 +173,34 @@ func (c *testCluster) settle(timeout, interval time.Duration, what string, probl
 	}
 }
 
+// sameDigest waits until every running node has applied the same
+// entries (within timeout) and returns their common DEBUG DIGEST.
+func (c *testCluster) sameDigest(what string, timeout time.Duration) string {
+	c.t.Helper()
+	var common string
+	c.settle(timeout, 50*time.Millisecond, what, func() string {
+		var seen []string
+		for _, p := range c.nodes {
+			if p.Process() == nil {
+				continue
+			}
+			d, err := c.client(p).Do(context.Background(), "DEBUG", "DIGEST").Text()
+			if err != nil {
+				return err.Error()
+			}
+			seen = append(seen, d)
+		}
+		for _, d := range seen[1:] {
+			if d != seen[0] {
+				return fmt.Sprintf("digests differ: %q", seen)
+			}
+		}
+		common = seen[0]
+		return ""
+	})
+	return common
+}
+
 func (c *testCluster) leader() *proc {
 	c.t.Helper()
 	p, err := c.Leader(context.Background(), 0, 20*time.Second)

@@ -121,24 +121,7 @@ func TestClusterScripts(t *testing.T) {
 			t.Fatalf("after %s: EXISTS %v %v: the stopped script's write stayed", tc.script, v, err)
 		}
 	}
-	var digest string
-	c.settle(30*time.Second, 50*time.Millisecond, "the replicas' digests", func() string {
-		var seen []string
-		for i := range c.nodes {
-			d, err := c.client(c.nodes[i]).Do(ctx, "DEBUG", "DIGEST").Text()
-			if err != nil {
-				return err.Error()
-			}
-			seen = append(seen, d)
-		}
-		for _, d := range seen[1:] {
-			if d != seen[0] {
-				return fmt.Sprintf("digests differ: %q", seen)
-			}
-		}
-		digest = seen[0]
-		return ""
-	})
+	digest := c.sameDigest("the replicas' digests", 30*time.Second)
 	if !strings.HasSuffix(digest, " 2") {
 		t.Fatalf("digest %q: want Spring's two keys", digest)
 	}
