@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // collGen draws random hash, sorted set and list commands, valid and not,
@@ -237,7 +239,7 @@ func (g *collGen) generic(k string) []string {
 // over RESP2 and RESP3 connections, some in MULTI/EXEC, and requires the
 // same replies byte for byte (TTL within a second).
 func TestCollectionsDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
 	conns := dialDiffPairs(t, redisAddr, sluiceAddr)
 	steps := 2000

@@ -19,7 +19,7 @@ import (
 // comment says how each such reply is compared). Skipped without
 // redis-server.
 func TestLimiterScriptsDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
 	testLimiterScripts(t, redisAddr, sluiceAddr, false)
 }

@@ -3,56 +3,12 @@ package resp
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sluice-rl/sluice/internal/freeport"
-	"github.com/sluice-rl/sluice/internal/respwire"
-	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
-
-// startRedisServer starts a redis-server on a free port of 127.0.0.1 with
-// nothing on disk and returns its address, or skips the test when
-// redis-server is not on PATH.
-func startRedisServer(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not on PATH")
-	}
-	ports, err := freeport.Ports(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	cmd := exec.Command(bin, "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	testkit.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
-		c, err := respwire.Dial(addr, time.Second)
-		if err != nil {
-			return fmt.Errorf("redis-server at %s did not answer PING: %w", addr, err)
-		}
-		defer c.Close()
-		v, err := c.Do(time.Second, "PING")
-		if err != nil || v.Text(respwire.WithLengths) != "+PONG" {
-			return fmt.Errorf("redis-server at %s did not answer PING: %v %v", addr, v.Text(respwire.WithLengths), err)
-		}
-		return nil
-	})
-	return addr
-}
 
 // rawReplyConn sends commands and reads each reply as its exact bytes
 // (scriptdiff's connection, with the test's failures).
@@ -323,7 +279,7 @@ func (p diffPair) same(t *testing.T, seed uint64, step int, args []string, histo
 // in MULTI/EXEC, and requires the same replies byte for byte (time replies
 // within the few milliseconds between the two servers' clocks).
 func TestStringsDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
 	conns := dialDiffPairs(t, redisAddr, sluiceAddr)
 	const limKey = "lim"

@@ -8,7 +8,8 @@
 // sequences, and compares the two servers' replies byte for byte wherever
 // they do not depend on the clock. It is the differential test of issue
 // #31: the first server is a real redis-server, the second sluice (one node,
-// or a cluster), whose clock the test freezes.
+// or a cluster), whose clock the test freezes. StartRedis starts that
+// redis-server for this package's tests and resp's differential tests.
 //
 // Redis's clock cannot be frozen, so a reply that depends on it is compared
 // in a way that does not (each library's comparison says how):
