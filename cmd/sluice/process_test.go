@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -171,6 +172,25 @@ func (c *testCluster) settle(timeout, interval time.Duration, what string, probl
 		c.dumpLogs()
 		c.t.Fatalf("%s never settled: %v", what, err)
 	}
+}
+
+// refusedStart runs bin with args and fails the test (what names the
+// run) unless it exits with a non-zero status within 30 s: a node that
+// must refuse to start. It returns what the process wrote to stdout and
+// stderr.
+func refusedStart(t *testing.T, what, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || ctx.Err() != nil {
+		t.Fatalf("%s: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", what, err, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
 }
 
 // sameDigest waits until every running node has applied the same

@@ -345,17 +345,8 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	// the new binary restores its version 2 snapshot.
 	snapshot(n1)
 	c.stop(n1)
-	var stdout, stderr bytes.Buffer
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, old, n1.Args(c.Peers, "--log-level", "warn")...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() == 0 || cctx.Err() != nil {
-		t.Fatalf("v0.1.0 on a cluster version 2 data dir: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	if msg := stderr.String() + stdout.String(); !strings.Contains(msg, "cluster version "+currentVersion+": it needs sluice ") {
+	stdout, stderr := refusedStart(t, "v0.1.0 on a cluster version 2 data dir", old, n1.Args(c.Peers, "--log-level", "warn")...)
+	if msg := stderr + stdout; !strings.Contains(msg, "cluster version "+currentVersion+": it needs sluice ") {
 		t.Fatalf("v0.1.0's refusal does not say why:\n%s", msg)
 	}
 	c.startWith(n1, binary)
