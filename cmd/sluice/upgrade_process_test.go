@@ -124,34 +124,49 @@ func (c *testCluster) startUpgradeLoad() *upgradeLoad {
 	for i := range upgradeKeys {
 		l.tallies[upgradeKey(i)] = &limitTally{}
 	}
+	c.upgradeClients(&l.wg, l.stop, 5*time.Second, func(_ *proc, r *redis.Client) func(key string) error {
+		return func(key string) error {
+			res, err := r.Do(context.Background(), "RL.TOKEN", key, upgradeLimit, "1/d").Int64Slice()
+			out := classify(res, err)
+			l.mu.Lock()
+			l.calls[out]++
+			switch out {
+			case outAdmitted:
+				l.tallies[key].admitted++
+			case outUncertain:
+				l.tallies[key].uncertain++
+			}
+			l.mu.Unlock()
+			return err
+		}
+	})
+	return l
+}
+
+// upgradeClients starts two clients on every node, each walking through
+// the upgrade keys, one call at a time, until stop: client gives each
+// client goroutine its call (and so its own state), which runs on r, a
+// connection to node p whose calls time out after readTimeout. A client
+// pauses 2 ms after a call, 20 ms after one that failed (a stopped node:
+// do not spin).
+func (c *testCluster) upgradeClients(wg *sync.WaitGroup, stop <-chan struct{}, readTimeout time.Duration, client func(p *proc, r *redis.Client) func(key string) error) {
 	for w, p := range c.nodes {
 		for k := range 2 {
-			l.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer l.wg.Done()
+				defer wg.Done()
 				r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
-					DialTimeout: time.Second, ReadTimeout: 5 * time.Second, PoolSize: 1})
+					DialTimeout: time.Second, ReadTimeout: readTimeout, PoolSize: 1})
 				defer r.Close()
+				call := client(p, r)
 				for n := 0; ; n++ {
 					select {
-					case <-l.stop:
+					case <-stop:
 						return
 					default:
 					}
-					key := upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)
-					res, err := r.Do(context.Background(), "RL.TOKEN", key, upgradeLimit, "1/d").Int64Slice()
-					out := classify(res, err)
-					l.mu.Lock()
-					l.calls[out]++
-					switch out {
-					case outAdmitted:
-						l.tallies[key].admitted++
-					case outUncertain:
-						l.tallies[key].uncertain++
-					}
-					l.mu.Unlock()
-					if err != nil {
-						time.Sleep(20 * time.Millisecond) // a stopped node: do not spin
+					if err := call(upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)); err != nil {
+						time.Sleep(20 * time.Millisecond)
 					} else {
 						time.Sleep(2 * time.Millisecond)
 					}
@@ -159,7 +174,6 @@ func (c *testCluster) startUpgradeLoad() *upgradeLoad {
 			}()
 		}
 	}
-	return l
 }
 
 func (l *upgradeLoad) halt() {
@@ -450,49 +464,30 @@ type counterLoad struct {
 
 func (c *testCluster) startCounterLoad() *counterLoad {
 	l := &counterLoad{acked: map[string]int64{}, stop: make(chan struct{})}
-	for w, p := range c.nodes {
-		for k := range 2 {
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
-					DialTimeout: time.Second, ReadTimeout: 10 * time.Second, PoolSize: 1})
-				defer r.Close()
-				// cut: this client's connection to its node closed when the
-				// node was restarted, and it has not got a reply since
-				// (go-redis answers the last dial error for a while after
-				// the node is back, without dialling).
-				cut := false
-				for n := 0; ; n++ {
-					select {
-					case <-l.stop:
-						return
-					default:
-					}
-					key := upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)
-					_, err := r.IncrBy(context.Background(), key, 1).Result()
-					l.mu.Lock()
-					var rerr redis.Error
-					switch {
-					case err == nil:
-						l.acked[key]++
-						cut = false
-					case !errors.As(err, &rerr) && (l.restart == p.ID || cut):
-						l.closed++
-						cut = true
-					default:
-						l.bad = append(l.bad, fmt.Sprintf("%s on %s (restarting %q): %v", key, p.ID, l.restart, err))
-					}
-					l.mu.Unlock()
-					if err != nil {
-						time.Sleep(20 * time.Millisecond) // a stopped node: do not spin
-					} else {
-						time.Sleep(2 * time.Millisecond)
-					}
-				}
-			}()
+	c.upgradeClients(&l.wg, l.stop, 10*time.Second, func(p *proc, r *redis.Client) func(key string) error {
+		// cut: this client's connection to its node closed when the node
+		// was restarted, and it has not got a reply since (go-redis
+		// answers the last dial error for a while after the node is back,
+		// without dialling).
+		cut := false
+		return func(key string) error {
+			_, err := r.IncrBy(context.Background(), key, 1).Result()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			var rerr redis.Error
+			switch {
+			case err == nil:
+				l.acked[key]++
+				cut = false
+			case !errors.As(err, &rerr) && (l.restart == p.ID || cut):
+				l.closed++
+				cut = true
+			default:
+				l.bad = append(l.bad, fmt.Sprintf("%s on %s (restarting %q): %v", key, p.ID, l.restart, err))
+			}
+			return err
 		}
-	}
+	})
 	return l
 }
 
