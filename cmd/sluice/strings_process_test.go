@@ -91,26 +91,13 @@ func TestClusterStringExpiry(t *testing.T) {
 // and expiries, on a frozen clock) survive a SIGKILL and a restart, from a
 // snapshot and from the log after it.
 func TestStringsSurviveRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
-	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
-	first := startProcess(t, binary, args...)
-	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
 	ctx := context.Background()
-	r := redisClient(t, addr)
-	for _, cmd := range [][]any{
+	r := killRestartAfter(t, [][]any{
 		{"DEBUG", "CLOCK", "FREEZE", "1893456000000"},
 		{"INCRBY", "k", "5"}, {"EXPIRE", "k", "100"}, {"SET", "s", "before"},
 		{"RAFT.SNAPSHOT"},
 		{"SET", "s", "after", "PX", "2500"}, {"INCR", "k"},
-	} {
-		if err := r.Do(ctx, cmd...).Err(); err != nil {
-			t.Fatalf("%v: %v", cmd, err)
-		}
-	}
-	_ = first.Process.Kill()
-	_, _ = first.Process.Wait()
-	startProcess(t, binary, args...)
-	waitFor(t, 30*time.Second, "the restarted node serves", func() bool { return r.Get(ctx, "k").Err() == nil })
+	})
 	for _, c := range []struct {
 		cmd  []any
 		want any
@@ -125,6 +112,30 @@ func TestStringsSurviveRestart(t *testing.T) {
 }
 
 // redisClient is a go-redis client of the node at addr, closed with the test.
+// killRestartAfter starts a durable single node, sends it cmds (each must
+// succeed; one of them writes the key k), kills it (SIGKILL) and starts it
+// again on its data dir, and returns a client of the node once it reads k
+// again.
+func killRestartAfter(t *testing.T, cmds [][]any) *redis.Client {
+	t.Helper()
+	addr, dir := freeAddr(t), t.TempDir()
+	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
+	first := startProcess(t, binary, args...)
+	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
+	ctx := context.Background()
+	r := redisClient(t, addr)
+	for _, cmd := range cmds {
+		if err := r.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	_ = first.Process.Kill()
+	_, _ = first.Process.Wait()
+	startProcess(t, binary, args...)
+	waitFor(t, 30*time.Second, "the restarted node serves", func() bool { return r.Get(ctx, "k").Err() == nil })
+	return r
+}
+
 func redisClient(t *testing.T, addr string) *redis.Client {
 	r := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { r.Close() })

@@ -102,6 +102,22 @@ func (c *testCluster) startWith(p *proc, bin string) {
 // at each start.
 func startedWith(p *proc) string { return "=== started with " + p.Bin }
 
+// startReleaseCluster starts three nodes of the release binary old with
+// --shards shards and waits until they serve.
+func startReleaseCluster(t *testing.T, old string, shards int) *testCluster {
+	t.Helper()
+	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
+		for _, p := range ns {
+			p.Extra = []string{"--shards", strconv.Itoa(shards)}
+		}
+	}})
+	for _, p := range c.nodes {
+		c.startWith(p, old)
+	}
+	c.waitServing(c.nodes...)
+	return c
+}
+
 // upgradeLoad is clients on every node deciding on shared limits until
 // stopped, tallying what each call told of its charge.
 type upgradeLoad struct {
@@ -269,15 +285,7 @@ func TestRollingUpgradeFromV010(t *testing.T) {
 
 func testRollingUpgrade(t *testing.T, old string, shards int) {
 	ctx := context.Background()
-	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
-		for _, p := range ns {
-			p.Extra = []string{"--shards", strconv.Itoa(shards)}
-		}
-	}})
-	for _, p := range c.nodes {
-		c.startWith(p, old)
-	}
-	c.waitServing(c.nodes...)
+	c := startReleaseCluster(t, old, shards)
 	if err := c.client(c.nodes[0]).Do(ctx, "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -389,15 +397,7 @@ func TestRollingUpgradeFrom0631f27(t *testing.T) {
 	old := releaseBinary(t, releasePrev, "0631f27")
 	ctx := context.Background()
 	const shards = 3
-	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
-		for _, p := range ns {
-			p.Extra = []string{"--shards", strconv.Itoa(shards)}
-		}
-	}})
-	for _, p := range c.nodes {
-		c.startWith(p, old)
-	}
-	c.waitServing(c.nodes...)
+	c := startReleaseCluster(t, old, shards)
 	c.waitNewestVersion(c.nodes...) // 0631f27 raises a new cluster's version by the poll
 	load := c.startCounterLoad()
 	defer load.halt()
