@@ -62,15 +62,8 @@ const DefaultMaxCollectionLen = 1_000_000
 const maxCollBytes = 1 << 31
 
 func (c *collSlab) alloc(o collection) uint32 {
-	var id uint32
-	if n := len(c.free); n > 0 {
-		id = c.free[n-1]
-		c.free = c.free[:n-1]
-		c.objs[id] = o
-	} else {
-		c.objs = append(c.objs, o)
-		id = uint32(len(c.objs) - 1)
-	}
+	id := slot(&c.objs, &c.free)
+	c.objs[id] = o
 	c.elems += int64(o.size())
 	c.bytes += o.dataBytes()
 	return id

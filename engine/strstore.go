@@ -23,14 +23,7 @@ type strSlab struct {
 }
 
 func (v *strSlab) alloc(val []byte) uint32 {
-	var id uint32
-	if n := len(v.free); n > 0 {
-		id = v.free[n-1]
-		v.free = v.free[:n-1]
-	} else {
-		v.vals = append(v.vals, nil)
-		id = uint32(len(v.vals) - 1)
-	}
+	id := slot(&v.vals, &v.free)
 	v.vals[id] = append([]byte(nil), val...)
 	v.bytes += int64(len(val))
 	return id

@@ -113,15 +113,8 @@ func (z *zsetVal) insert(m []byte, score float64) {
 	off := uint32(len(z.arena))
 	z.arena = append(z.arena, m...)
 	r := zrec{off: off, mlen: uint32(len(m)), score: score, size: 1, prio: rand.Uint32()}
-	var rec uint32
-	if n := len(z.free); n > 0 {
-		rec = z.free[n-1]
-		z.free = z.free[:n-1]
-		z.recs[rec] = r
-	} else {
-		z.recs = append(z.recs, r)
-		rec = uint32(len(z.recs) - 1)
-	}
+	rec := slot(&z.recs, &z.free)
+	z.recs[rec] = r
 	z.n++
 	z.data += int64(len(m))
 	z.link(rec)
