@@ -80,13 +80,7 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 		if python == "" {
 			t.Skip("no python3 with limits and redis-py (.ci/run installs Debian's python3-limits)")
 		}
-		mode := "fixed"
-		if probe, err := scriptdiff.Dial(sluiceAddr); err == nil {
-			if r, _ := probe.Do("LLEN", "probe"); !strings.Contains(r, "unknown command") {
-				mode = "moving"
-			}
-			probe.Close()
-		}
+		const mode = "moving" // the moving window: limits' lists
 		script := filepath.Join(scriptsDir, "python", "limits_client.py")
 		want := scriptdiff.RunProgram(t, python, script, redisPort, mode, "cluster")
 		same(t, want, scriptdiff.RunProgram(t, python, script, sluicePort, mode, "cluster"))
@@ -108,33 +102,8 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 		same(t, want, outcomes(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{sluiceAddr}})))
 	})
 	t.Run("differential", func(t *testing.T) {
-		scripts, err := scriptdiff.LoadScripts(filepath.Join(scriptsDir, "scripts"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dial := func(addr string) *scriptdiff.Conn {
-			conn, err := scriptdiff.Dial(addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { conn.Close() })
-			return conn
-		}
-		redisSide := &scriptdiff.Side{Name: "redis-server", Conn: dial(redisAddr)}
-		sluiceSide := &scriptdiff.Side{Name: "sluice", Conn: dial(sluiceAddr), Sluice: true}
-		hasLists := true
-		if r, _ := sluiceSide.Conn.Do("LLEN", "probe"); strings.Contains(r, "unknown command") {
-			hasLists = false
-		}
-		for _, lib := range scriptdiff.Libraries(true) {
-			t.Run(lib.Name, func(t *testing.T) {
-				if scriptdiff.NeedsLists(lib) && !hasLists {
-					t.Skip("sluice has no lists yet (issue #32)")
-				}
-				rep := scriptdiff.Run(t, scripts, lib, redisSide, sluiceSide, scriptdiff.Options{Seeds: 1, Steps: 200, FlushEvery: 40, Flush: true, Cluster: true})
-				t.Logf("%d calls compared, %d bursts skipped, %d calls met NOSCRIPT in a group only", rep.Calls, rep.Skipped, rep.ExtraNoscript)
-			})
-		}
+		scriptdiff.RunLibraries(t, filepath.Join(scriptsDir, "scripts"), redisAddr, sluiceAddr,
+			scriptdiff.Options{Seeds: 1, Steps: 200, FlushEvery: 40, Flush: true, Cluster: true})
 	})
 }
 

@@ -247,6 +247,35 @@ type Options struct {
 	Cluster bool
 }
 
+// RunLibraries plays every library (Libraries(opts.Cluster)) with opts,
+// each as a subtest of t, on the redis-server at redisAddr and sluice at
+// sluiceAddr, the scripts read from scriptsDir (LoadScripts), and logs
+// what each compared.
+func RunLibraries(t *testing.T, scriptsDir, redisAddr, sluiceAddr string, opts Options) {
+	t.Helper()
+	scripts, err := LoadScripts(scriptsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(addr string) *Conn {
+		c, err := Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	redisSide := &Side{Name: "redis-server", Conn: dial(redisAddr)}
+	sluiceSide := &Side{Name: "sluice", Conn: dial(sluiceAddr), Sluice: true}
+	for _, lib := range Libraries(opts.Cluster) {
+		t.Run(lib.Name, func(t *testing.T) {
+			rep := Run(t, scripts, lib, redisSide, sluiceSide, opts)
+			t.Logf("%d calls compared, %d bursts skipped (a second of redis-server's clock passed), %d calls met NOSCRIPT in a group only",
+				rep.Calls, rep.Skipped, rep.ExtraNoscript)
+		})
+	}
+}
+
 // Report counts what a run compared.
 type Report struct {
 	Calls, Skipped int
