@@ -285,8 +285,8 @@ type Report struct {
 }
 
 // Run plays lib's sequences on a (redis-server) and b (sluice, or a second
-// redis-server while sluice lacks scripting) and fails t at the first reply
-// that differs, with the history before it.
+// redis-server, as this package's own tests run it) and fails t at the
+// first reply that differs, with the history before it.
 func Run(t testing.TB, scripts Scripts, lib Library, a, b *Side, opt Options) Report {
 	t.Helper()
 	var rep Report
