@@ -355,6 +355,23 @@ func (d *bdict) del(k keyer, slot int) {
 	}
 }
 
+// reindex rebuilds d over the n live records among the first recs (live
+// says which): no index at all for a collection of at most bdictMin
+// members, which is searched by a scan.
+func (d *bdict) reindex(k keyer, n, recs int, live func(i int) bool) {
+	if n <= bdictMin {
+		d.slots = nil
+		return
+	}
+	idx := make([]uint32, 0, n)
+	for i := range recs {
+		if live(i) {
+			idx = append(idx, uint32(i))
+		}
+	}
+	d.rebuildSize(k, idx, tableSize(n))
+}
+
 // rebuildSize re-indexes the live records recs (nil: those already
 // indexed) in a table of size slots.
 func (d *bdict) rebuildSize(k keyer, recs []uint32, size int) {

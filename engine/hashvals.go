@@ -141,17 +141,7 @@ func (h *hashVal) maybeCompact() {
 
 // reindex rebuilds the index (none for a small hash).
 func (h *hashVal) reindex() {
-	if h.n <= bdictMin {
-		h.idx.slots = nil
-		return
-	}
-	live := make([]uint32, 0, h.n)
-	for i := range h.recs {
-		if h.recs[i].flen != holeLen {
-			live = append(live, uint32(i))
-		}
-	}
-	h.idx.rebuildSize(h, live, tableSize(h.n))
+	h.idx.reindex(h, h.n, len(h.recs), func(i int) bool { return h.recs[i].flen != holeLen })
 }
 
 // each calls f for every field in insertion order.

@@ -200,18 +200,9 @@ func (z *zsetVal) compact() {
 	z.reindex()
 }
 
+// reindex rebuilds the index (none for a small sorted set).
 func (z *zsetVal) reindex() {
-	if z.n <= bdictMin {
-		z.idx.slots = nil
-		return
-	}
-	live := make([]uint32, 0, z.n)
-	for i := range z.recs {
-		if z.recs[i].mlen != holeLen {
-			live = append(live, uint32(i))
-		}
-	}
-	z.idx.rebuildSize(z, live, tableSize(z.n))
+	z.idx.reindex(z, z.n, len(z.recs), func(i int) bool { return z.recs[i].mlen != holeLen })
 }
 
 // each calls f for every record in order.
