@@ -48,6 +48,30 @@ func rlsEntries(kv ...string) []*pbstruct.RateLimitDescriptor_Entry {
 	return out
 }
 
+// newRLSCluster starts three nodes serving the rate limit service (extra
+// flags added) with the rules file name holding rules, and returns once
+// they serve at the newest cluster version, with each node's gRPC address
+// by node ID.
+func newRLSCluster(t *testing.T, name, rules string, extra ...string) (*testCluster, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddrs := map[string]string{}
+	c := newTestClusterWith(t, 3, func(nodes []*proc) {
+		for _, p := range nodes {
+			a := freeAddr(t)
+			grpcAddrs[p.ID] = a
+			p.Extra = append(p.Extra, extra...)
+			p.Extra = append(p.Extra, "--rls-config", dir, "--rls-addr", a)
+		}
+	})
+	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...)
+	return c, grpcAddrs
+}
+
 // rlsCallers starts perNode gRPC clients on every node (grpcAddrs by node
 // ID), each sending req calls times, one at a time (10 s each), and
 // handing each answer to got, which says whether the client goes on; the
@@ -93,20 +117,7 @@ func TestRLSClusterExactShared(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rlsClusterRules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	grpcAddrs := map[string]string{}
-	c := newTestClusterWith(t, 3, func(nodes []*proc) {
-		for _, p := range nodes {
-			a := freeAddr(t)
-			grpcAddrs[p.ID] = a
-			p.Extra = append(p.Extra, "--shards", strconv.Itoa(shardCount), "--rls-config", dir, "--rls-addr", a)
-		}
-	})
-	c.waitServing(c.nodes...)
-	c.waitNewestVersion(c.nodes...)
+	c, grpcAddrs := newRLSCluster(t, "edge.yaml", rlsClusterRules, "--shards", strconv.Itoa(shardCount))
 	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*pbstruct.RateLimitDescriptor{
 		{Entries: rlsEntries("remote_address", "10.0.0.7")},
 		{Entries: rlsEntries("tenant", "acme", "route", "/checkout")},
@@ -272,21 +283,8 @@ func TestRLSClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
 	const rules = "domain: f\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 500}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 60}\n"
-	if err := os.WriteFile(filepath.Join(dir, "f.yaml"), []byte(rules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	grpcAddrs := map[string]string{}
-	c := newTestClusterWith(t, 3, func(nodes []*proc) {
-		for _, p := range nodes {
-			a := freeAddr(t)
-			grpcAddrs[p.ID] = a
-			p.Extra = append(p.Extra, "--rls-config", dir, "--rls-addr", a)
-		}
-	})
-	c.waitServing(c.nodes...)
-	c.waitNewestVersion(c.nodes...)
+	c, grpcAddrs := newRLSCluster(t, "f.yaml", rules)
 	// A frozen, replicated clock: no window ends during the test.
 	if err := c.client(c.nodes[0]).Do(context.Background(), "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
 		t.Fatal(err)

@@ -102,6 +102,16 @@ func (c *testCluster) startWith(p *proc, bin string) {
 // at each start.
 func startedWith(p *proc) string { return "=== started with " + p.Bin }
 
+// snapshot has p snapshot every group now (RAFT.SNAPSHOT), so that its
+// next start restores a snapshot its binary wrote (in the upgrade tests,
+// the other binary reads it).
+func (c *testCluster) snapshot(p *proc) {
+	c.t.Helper()
+	if err := c.client(p).Do(context.Background(), "RAFT.SNAPSHOT").Err(); err != nil {
+		c.t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
+	}
+}
+
 // startReleaseCluster starts three nodes of the release binary old with
 // --shards shards and waits until they serve.
 func startReleaseCluster(t *testing.T, old string, shards int) *testCluster {
@@ -315,18 +325,10 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 			}
 		}
 	}
-	// snapshot has p snapshot every group now, so that its next start
-	// restores a snapshot its binary wrote (the other binary reads it).
-	snapshot := func(p *proc) {
-		t.Helper()
-		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
-			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
-		}
-	}
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 	time.Sleep(300 * time.Millisecond)
 	for _, p := range c.nodes {
-		snapshot(p) // v0.1.0's snapshots, which the new binary restores
+		c.snapshot(p) // v0.1.0's snapshots, which the new binary restores
 	}
 	restart(n1, binary)
 	mixed("n1 upgraded", n1)
@@ -334,7 +336,7 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	mixed("n2 upgraded", n1, n2)
 	// Roll n2 back while n3 still runs v0.1.0: the version is still 1,
 	// and v0.1.0 restores the snapshot the new binary took.
-	snapshot(n2)
+	c.snapshot(n2)
 	restart(n2, old)
 	mixed("n2 rolled back", n1)
 	restart(n2, binary)
@@ -365,7 +367,7 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 
 	// v0.1.0 now refuses n1's data dir, saying why, and changes nothing;
 	// the new binary restores its version 2 snapshot.
-	snapshot(n1)
+	c.snapshot(n1)
 	c.stop(n1)
 	stdout, stderr := refusedStart(t, "v0.1.0 on a cluster version 2 data dir", old, n1.Args(c.Peers, "--log-level", "warn")...)
 	if msg := stderr + stdout; !strings.Contains(msg, "cluster version "+currentVersion+": it needs sluice ") {
@@ -395,7 +397,6 @@ func TestRollingUpgradeFrom0631f27(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	old := releaseBinary(t, releasePrev, "0631f27")
-	ctx := context.Background()
 	const shards = 3
 	c := startReleaseCluster(t, old, shards)
 	c.waitNewestVersion(c.nodes...) // 0631f27 raises a new cluster's version by the poll
@@ -423,20 +424,14 @@ func TestRollingUpgradeFrom0631f27(t *testing.T) {
 			}
 		}
 	}
-	snapshot := func(p *proc) {
-		t.Helper()
-		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
-			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
-		}
-	}
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 	time.Sleep(300 * time.Millisecond)
 	for _, p := range c.nodes {
-		snapshot(p) // 0631f27's snapshots, which this build restores
+		c.snapshot(p) // 0631f27's snapshots, which this build restores
 	}
 	restart(n1, binary, true)
 	restart(n2, binary, true)
-	snapshot(n2) // this build's, which 0631f27 restores
+	c.snapshot(n2) // this build's, which 0631f27 restores
 	restart(n2, old, true)
 	restart(n2, binary, true)
 	restart(n3, binary, false)
