@@ -92,24 +92,26 @@ func (v *vm) noGlobal(L *lua.LState) int {
 	return 0
 }
 
+// wrap replaces the function name of table t by f, which gets the
+// function it replaces to call.
+func (v *vm) wrap(t *lua.LTable, name string, f func(L *lua.LState, orig *lua.LFunction) int) {
+	orig := t.RawGetString(name).(*lua.LFunction)
+	t.RawSetString(name, v.L.NewFunction(func(L *lua.LState) int { return f(L, orig) }))
+}
+
 // overrideBase replaces the base functions whose gopher-lua behaviour a
 // script can tell from C Lua's.
 func (v *vm) overrideBase(g *lua.LTable) {
 	L := v.L
-	rawset := g.RawGetString("rawset").(*lua.LFunction)
-	g.RawSetString("rawset", L.NewFunction(func(L *lua.LState) int {
-		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
-			L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
-		}
-		return rawset.GFunction(L)
-	}))
-	setmt := g.RawGetString("setmetatable").(*lua.LFunction)
-	g.RawSetString("setmetatable", L.NewFunction(func(L *lua.LState) int {
-		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
-			L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
-		}
-		return setmt.GFunction(L)
-	}))
+	// rawset and setmetatable refuse a read-only table.
+	for _, name := range []string{"rawset", "setmetatable"} {
+		v.wrap(g, name, func(L *lua.LState, orig *lua.LFunction) int {
+			if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
+				L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
+			}
+			return orig.GFunction(L)
+		})
+	}
 	// collectgarbage runs a full Go GC in gopher-lua: answer without.
 	g.RawSetString("collectgarbage", L.NewFunction(func(L *lua.LState) int {
 		L.Push(lua.LNumber(0))
@@ -119,8 +121,7 @@ func (v *vm) overrideBase(g *lua.LTable) {
 		L.Push(lua.LNumber(0))
 		return 1
 	}))
-	tostr := g.RawGetString("tostring").(*lua.LFunction)
-	g.RawSetString("tostring", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(g, "tostring", func(L *lua.LState, tostr *lua.LFunction) int {
 		if n, ok := L.Get(1).(lua.LNumber); ok {
 			L.Push(lua.LString(fmtNumber(float64(n), 14)))
 			return 1
@@ -134,9 +135,8 @@ func (v *vm) overrideBase(g *lua.LTable) {
 			return 1
 		}
 		return tostr.GFunction(L)
-	}))
-	tonum := g.RawGetString("tonumber").(*lua.LFunction)
-	g.RawSetString("tonumber", L.NewFunction(func(L *lua.LState) int {
+	})
+	v.wrap(g, "tonumber", func(L *lua.LState, tonum *lua.LFunction) int {
 		if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
 			if b, ok := L.Get(2).(lua.LNumber); !ok || b != 10 {
 				return tonum.GFunction(L)
@@ -156,11 +156,10 @@ func (v *vm) overrideBase(g *lua.LTable) {
 			L.Push(lua.LNil)
 		}
 		return 1
-	}))
+	})
 	// load and loadstring: the chunk runs in the scripts' environment.
 	for _, name := range []string{"load", "loadstring"} {
-		orig := g.RawGetString(name).(*lua.LFunction)
-		g.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		v.wrap(g, name, func(L *lua.LState, orig *lua.LFunction) int {
 			// Compiling is work out of the VM: a step per source byte.
 			if src, ok := L.Get(1).(lua.LString); ok && !v.b.chargeSteps(float64(len(src))) {
 				L.RaiseError("%s", v.rt.texts.Steps)
@@ -170,16 +169,14 @@ func (v *vm) overrideBase(g *lua.LTable) {
 				fn.Env = v.env
 			}
 			return n
-		}))
+		})
 	}
 }
 
 // boundResults refuses, as C Lua does, to push more than maxResults
 // values from unpack and string.byte.
 func (v *vm) boundResults(g *lua.LTable) {
-	L := v.L
-	unpack := g.RawGetString("unpack").(*lua.LFunction)
-	g.RawSetString("unpack", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(g, "unpack", func(L *lua.LState, unpack *lua.LFunction) int {
 		t := L.CheckTable(1)
 		i := L.OptInt64(2, 1)
 		j := L.OptInt64(3, int64(t.Len()))
@@ -187,10 +184,9 @@ func (v *vm) boundResults(g *lua.LTable) {
 			L.RaiseError("too many results to unpack")
 		}
 		return unpack.GFunction(L)
-	}))
+	})
 	str := g.RawGetString("string").(*lua.LTable)
-	byteFn := str.RawGetString("byte").(*lua.LFunction)
-	str.RawSetString("byte", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(str, "byte", func(L *lua.LState, byteFn *lua.LFunction) int {
 		s := L.CheckString(1)
 		i, j := L.OptInt64(2, 1), int64(0)
 		if L.GetTop() >= 3 {
@@ -210,7 +206,7 @@ func (v *vm) boundResults(g *lua.LTable) {
 			L.RaiseError("stack overflow (string slice too long)")
 		}
 		return byteFn.GFunction(L)
-	}))
+	})
 }
 
 // strToNumber is C Lua 5.1's luaO_str2d over glibc's strtod: surrounding
@@ -253,18 +249,15 @@ func strToNumber(s string) (float64, bool) {
 // overrideString bounds the functions that create large strings, and
 // string.format's widths as C Lua does.
 func (v *vm) overrideString(t *lua.LTable) {
-	L := v.L
-	rep := t.RawGetString("rep").(*lua.LFunction)
-	t.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(t, "rep", func(L *lua.LState, rep *lua.LFunction) int {
 		s := L.CheckString(1)
 		n := L.CheckInt64(2)
 		if n > 0 && !v.charge(int64(len(s))*n, n) {
 			return 0
 		}
 		return rep.GFunction(L)
-	}))
-	format := t.RawGetString("format").(*lua.LFunction)
-	t.RawSetString("format", L.NewFunction(func(L *lua.LState) int {
+	})
+	v.wrap(t, "format", func(L *lua.LState, format *lua.LFunction) int {
 		f := L.CheckString(1)
 		if !checkFormat(f) {
 			L.RaiseError("%s", v.rt.texts.Format)
@@ -285,18 +278,16 @@ func (v *vm) overrideString(t *lua.LTable) {
 			return 0
 		}
 		return format.GFunction(L)
-	}))
+	})
 	// Pattern matching backtracks inside one builtin call, out of the
 	// VM's instruction count: charge each call its worst case first.
 	for _, name := range []string{"find", "match", "gmatch"} {
-		orig := t.RawGetString(name).(*lua.LFunction)
-		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		v.wrap(t, name, func(L *lua.LState, orig *lua.LFunction) int {
 			v.chargePattern(L.CheckString(1), L.CheckString(2))
 			return orig.GFunction(L)
-		}))
+		})
 	}
-	gsub := t.RawGetString("gsub").(*lua.LFunction)
-	t.RawSetString("gsub", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(t, "gsub", func(L *lua.LState, gsub *lua.LFunction) int {
 		s := L.CheckString(1)
 		v.chargePattern(s, L.CheckString(2))
 		worst := int64(len(s))
@@ -307,7 +298,7 @@ func (v *vm) overrideString(t *lua.LTable) {
 			return 0
 		}
 		return gsub.GFunction(L)
-	}))
+	})
 }
 
 // chargePattern charges a match of pattern over s its worst case against
@@ -406,9 +397,7 @@ func (v *vm) charge(n, count int64) bool {
 }
 
 func (v *vm) overrideTable(t *lua.LTable) {
-	L := v.L
-	concat := t.RawGetString("concat").(*lua.LFunction)
-	t.RawSetString("concat", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(t, "concat", func(L *lua.LState, concat *lua.LFunction) int {
 		tb := L.CheckTable(1)
 		sep := int64(len(L.OptString(2, "")))
 		var n int64
@@ -428,14 +417,13 @@ func (v *vm) overrideTable(t *lua.LTable) {
 			return 0
 		}
 		return concat.GFunction(L)
-	}))
-	insert := t.RawGetString("insert").(*lua.LFunction)
-	t.RawSetString("insert", L.NewFunction(func(L *lua.LState) int {
+	})
+	v.wrap(t, "insert", func(L *lua.LState, insert *lua.LFunction) int {
 		if !v.charge(16, 1) {
 			return 0
 		}
 		return insert.GFunction(L)
-	}))
+	})
 }
 
 // overrideMath: math.huge is infinity, and math.random is Redis's
