@@ -15,7 +15,7 @@ import (
 // (docs/design.md, "Collections"). A collection key is a value key as a
 // string is: the entry's word a is its expiry in ms (0: none), b its
 // collection's id in the stripe's collSlab, c its place in the stripe's
-// expiry heap (strings.go), so expiry is on the log's clock and drained
+// expiry heap (strstore.go), so expiry is on the log's clock and drained
 // the way strings' is. A collection is never empty: an op that empties it
 // removes its key, as Redis does.
 //
@@ -62,15 +62,8 @@ const DefaultMaxCollectionLen = 1_000_000
 const maxCollBytes = 1 << 31
 
 func (c *collSlab) alloc(o collection) uint32 {
-	var id uint32
-	if n := len(c.free); n > 0 {
-		id = c.free[n-1]
-		c.free = c.free[:n-1]
-		c.objs[id] = o
-	} else {
-		c.objs = append(c.objs, o)
-		id = uint32(len(c.objs) - 1)
-	}
+	id := slot(&c.objs, &c.free)
+	c.objs[id] = o
 	c.elems += int64(o.size())
 	c.bytes += o.dataBytes()
 	return id
@@ -362,6 +355,23 @@ func (d *bdict) del(k keyer, slot int) {
 	}
 }
 
+// reindex rebuilds d over the n live records among the first recs (live
+// says which): no index at all for a collection of at most bdictMin
+// members, which is searched by a scan.
+func (d *bdict) reindex(k keyer, n, recs int, live func(i int) bool) {
+	if n <= bdictMin {
+		d.slots = nil
+		return
+	}
+	idx := make([]uint32, 0, n)
+	for i := range recs {
+		if live(i) {
+			idx = append(idx, uint32(i))
+		}
+	}
+	d.rebuildSize(k, idx, tableSize(n))
+}
+
 // rebuildSize re-indexes the live records recs (nil: those already
 // indexed) in a table of size slots.
 func (d *bdict) rebuildSize(k keyer, recs []uint32, size int) {
@@ -489,15 +499,8 @@ func (e *Engine) importColl(rec Record) error {
 		}
 		o = l
 	}
-	h := xxhash.Sum64(rec.Key)
-	hi := hiHash(h)
-	s := e.stripes[h&e.mask]
-	e.lk(s)
+	hi, s, pos := e.lockCleared(rec.Key)
 	defer e.unlk(s)
-	if pos, idx, ok := s.find(hi, rec.Key); ok {
-		s.remove(pos, idx)
-	}
-	pos, _, _ := s.find(hi, rec.Key)
 	id := s.colls.alloc(o)
 	idx := s.insert(pos, hi, rec.Key, Rule{Kind: k}, state{b: int64(id)})
 	if rec.A != 0 {

@@ -52,14 +52,7 @@ type leaseSlab struct {
 }
 
 func (l *leaseSlab) alloc() uint32 {
-	var id uint32
-	if n := len(l.free); n > 0 {
-		id = l.free[n-1]
-		l.free = l.free[:n-1]
-	} else {
-		l.sets = append(l.sets, leaseSet{})
-		id = uint32(len(l.sets) - 1)
-	}
+	id := slot(&l.sets, &l.free)
 	l.sets[id] = leaseSet{root: nilLease, byToken: map[string]int32{}, rng: 0x9e3779b97f4a7c15}
 	return id
 }

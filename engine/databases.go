@@ -68,8 +68,21 @@ func (e *Engine) db(n uint8) *Engine {
 	if d := e.dbs[n].Load(); d != nil {
 		return d
 	}
-	d := &Engine{
-		stripes:  make([]*stripe, len(e.stripes)),
+	d := e.sharing(make([]*stripe, len(e.stripes)))
+	d.top = e
+	d.initStripes(n)
+	if e.dbs[n].CompareAndSwap(nil, d) {
+		return d
+	}
+	return e.dbs[n].Load()
+}
+
+// sharing returns an engine over stripes with e's bounds, its totals and
+// its watch tables: a database's engine (db) or a script's view of e
+// (scriptView), which set the rest.
+func (e *Engine) sharing(stripes []*stripe) *Engine {
+	return &Engine{
+		stripes:  stripes,
 		mask:     e.mask,
 		maxLog:   e.maxLog,
 		maxValue: e.maxValue,
@@ -77,13 +90,7 @@ func (e *Engine) db(n uint8) *Engine {
 		tot:      e.tot,
 		watch:    e.watch,
 		wt:       e.wt,
-		top:      e,
 	}
-	d.initStripes(n)
-	if e.dbs[n].CompareAndSwap(nil, d) {
-		return d
-	}
-	return e.dbs[n].Load()
 }
 
 // eachDB calls fn on every database created so far, in order. Called on

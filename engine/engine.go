@@ -52,7 +52,7 @@ type Engine struct {
 	// dbs are the databases, created on first use (dbs[0] is top); nil
 	// on the engine of another database.
 	dbs *[NumDBs]atomic.Pointer[Engine]
-	// Scripts (scripts.go): the runner, the loaded scripts, nolock (set
+	// Scripts (scripts.go, scripttx.go): the runner, the loaded scripts, nolock (set
 	// only on a script's view of the engine), the tx of a script's view
 	// (which takes the stripes its ops reach) and the idle txs. Scripts run
 	// on the top engine (topOnly: one script cache for every database)
@@ -349,10 +349,10 @@ func (e *Engine) opRelease(_, now int64, op *Op, res *Result) {
 
 // opTimeWarp, opClockFreeze and opClockResume move the clock (their rows
 // say so: Apply reads it again after them). The string keys a jump
-// expired go at once (strings.go).
+// expired go at once (strstore.go).
 func (e *Engine) opTimeWarp(wall, _ int64, op *Op, res *Result) {
 	err := e.clock.warp(wall, op.Clock)
-	// The string keys the jump expired go now (strings.go), in every
+	// The string keys the jump expired go now (strstore.go), in every
 	// database.
 	now := e.countedAt(e.clock.now(wall))
 	e.eachDB(func(d *Engine) { d.drainExpired(now) })

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // ExportStripe returns a consistent copy, taken under stripe i's lock, of its
@@ -119,20 +117,13 @@ func (e *Engine) importRecord(rec Record) error {
 	if err := checkRecord(&rec, e.maxLog); err != nil {
 		return fmt.Errorf("import key %q: %w", rec.Key, err)
 	}
-	h := xxhash.Sum64(rec.Key)
-	hi := hiHash(h)
-	s := e.stripes[h&e.mask]
-	e.lk(s)
+	hi, s, pos := e.lockCleared(rec.Key)
 	defer e.unlk(s)
-	if pos, idx, ok := s.find(hi, rec.Key); ok {
-		s.remove(pos, idx)
-	}
 	st := state{rec.A, rec.B, rec.C}
 	if shape == inLeases {
 		if len(rec.Leases) == 0 {
 			return nil
 		}
-		pos, _, _ := s.find(hi, rec.Key)
 		id := s.leases.alloc()
 		s.insert(pos, hi, rec.Key, rec.Rule, state{a: int64(id)})
 		ls := &s.leases.sets[id]
@@ -149,7 +140,6 @@ func (e *Engine) importRecord(rec Record) error {
 		if len(rec.Log) == 0 {
 			return nil
 		}
-		pos, _, _ := s.find(hi, rec.Key)
 		ent := s.entry(s.insertLog(pos, hi, rec.Key, rec.Rule))
 		ring := &s.logs.rings[ent.a]
 		ring.buf = slices.Clone(rec.Log)
@@ -162,10 +152,21 @@ func (e *Engine) importRecord(rec Record) error {
 	if initial(&st, rec.Rule.Kind, st.a) && rec.Rule.Kind != KindGCRA {
 		return nil
 	}
-	pos, _, _ := s.find(hi, rec.Key)
 	s.insert(pos, hi, rec.Key, rec.Rule, st)
 	s.reclaimedAt = math.MinInt64
 	return nil
+}
+
+// lockCleared returns key's hash and its stripe, locked, with whatever
+// the key held removed, and the key's miss position there: Import puts a
+// record in the key's place.
+func (e *Engine) lockCleared(key []byte) (hi uint32, s *stripe, pos uint32) {
+	hi, s = e.lock(key)
+	if p, idx, ok := s.find(hi, key); ok {
+		s.remove(p, idx)
+	}
+	pos, _, _ = s.find(hi, key)
+	return hi, s, pos
 }
 
 // checkRecord validates a record's state against its (valid) rule: the
@@ -314,15 +315,8 @@ func (e *Engine) importString(rec Record) error {
 	case len(rec.Value) > maxValueLenCap:
 		return fmt.Errorf("import key %q: %w", rec.Key, badRule("value of %d bytes", len(rec.Value)))
 	}
-	h := xxhash.Sum64(rec.Key)
-	hi := hiHash(h)
-	s := e.stripes[h&e.mask]
-	e.lk(s)
+	hi, s, pos := e.lockCleared(rec.Key)
 	defer e.unlk(s)
-	if pos, idx, ok := s.find(hi, rec.Key); ok {
-		s.remove(pos, idx)
-	}
-	pos, _, _ := s.find(hi, rec.Key)
 	s.strInsert(pos, hi, rec.Key, rec.Value, rec.A)
 	s.reclaimedAt = math.MinInt64
 	return nil

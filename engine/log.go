@@ -22,15 +22,7 @@ type logSlab struct {
 	ts    int64
 }
 
-func (l *logSlab) alloc() uint32 {
-	if n := len(l.free); n > 0 {
-		id := l.free[n-1]
-		l.free = l.free[:n-1]
-		return id
-	}
-	l.rings = append(l.rings, logRing{})
-	return uint32(len(l.rings) - 1)
-}
+func (l *logSlab) alloc() uint32 { return slot(&l.rings, &l.free) }
 
 func (l *logSlab) release(id uint32) {
 	l.ts -= int64(l.rings[id].n)

@@ -35,14 +35,7 @@ func (t *ruleTable) acquire(r Rule) uint32 {
 		t.ids = make(map[Rule]uint32)
 		t.slots = append(t.slots[:0], ruleSlot{})
 	}
-	var id uint32
-	if n := len(t.free); n > 0 {
-		id = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		id = uint32(len(t.slots))
-		t.slots = append(t.slots, ruleSlot{})
-	}
+	id := slot(&t.slots, &t.free)
 	t.slots[id] = ruleSlot{rule: r, refs: 1}
 	t.ids[r] = id
 	t.last = id

@@ -132,3 +132,17 @@ func (s *stripe) freeEntry(idx uint32) {
 
 // slotsEnd is one past the largest entry index the slab can hold.
 func (s *stripe) slotsEnd() uint32 { return uint32(len(s.pages)) << pageBits }
+
+// slot returns an index of *xs to fill: the last of the free list *free,
+// or a new zero element's. The slabs of values, collections, logs, lease
+// sets and rules, and a sorted set's records, reuse their indices so.
+func slot[T any](xs *[]T, free *[]uint32) uint32 {
+	if n := len(*free); n > 0 {
+		id := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return id
+	}
+	var zero T
+	*xs = append(*xs, zero)
+	return uint32(len(*xs) - 1)
+}

@@ -15,7 +15,7 @@ import (
 type stripe struct {
 	mu sync.Mutex
 
-	idx int // the stripe's index in Engine.stripes (scripts.go)
+	idx int // the stripe's index in Engine.stripes (scripttx.go)
 
 	count atomic.Int64 // keys with state (written under mu)
 
@@ -47,7 +47,7 @@ type stripe struct {
 	rules  ruleTable // rules.go
 	logs   logSlab   // log.go
 	leases leaseSlab // concurrency.go
-	strs   strSlab   // strings.go
+	strs   strSlab   // strstore.go
 	colls  collSlab  // colls.go
 
 	_ [64]byte // keep neighbouring stripes' locks off this cache line

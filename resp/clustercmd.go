@@ -410,6 +410,13 @@ func (s *Server) clusterRoute(cmd *command, args [][]byte, readOnly bool) string
 			}
 		}
 	}
+	return s.redirect(cmd, slot, group, readOnly)
+}
+
+// redirect is clusterRoute's MOVED for a command whose keys hash to slot,
+// of group: "" unless --redirect is on and another node leads the group
+// (a read-only command of a READONLY connection stays).
+func (s *Server) redirect(cmd *command, slot, group int, readOnly bool) string {
 	if !s.cfg.Redirect || readOnly && cmd.flags.has(flagReadonly) {
 		return ""
 	}
@@ -432,14 +439,7 @@ func (s *Server) routeKeys(cmd *command, keys [][]byte, readOnly bool) string {
 			return msgCrossSlot.Text()
 		}
 	}
-	if !s.cfg.Redirect || readOnly && cmd.flags.has(flagReadonly) {
-		return ""
-	}
-	addr, local := s.admin.Route(group)
-	if local || addr == "" {
-		return ""
-	}
-	return msgMoved.Text(strconv.Itoa(slot), addr)
+	return s.redirect(cmd, slot, group, readOnly)
 }
 
 // redisMode is what HELLO's mode and INFO's redis_mode say: "cluster" on a

@@ -1,11 +1,12 @@
 package resp
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // collGen draws random hash, sorted set and list commands, valid and not,
@@ -238,18 +239,9 @@ func (g *collGen) generic(k string) []string {
 // over RESP2 and RESP3 connections, some in MULTI/EXEC, and requires the
 // same replies byte for byte (TTL within a second).
 func TestCollectionsDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
-	type pair struct{ redis, sluice *rawReplyConn }
-	conns := map[int]pair{}
-	for _, proto := range []int{2, 3} {
-		p := pair{dialRawReply(t, redisAddr), dialRawReply(t, sluiceAddr)}
-		if proto == 3 {
-			p.redis.do(t, "HELLO", "3")
-			p.sluice.do(t, "HELLO", "3")
-		}
-		conns[proto] = p
-	}
+	conns := dialDiffPairs(t, redisAddr, sluiceAddr)
 	steps := 2000
 	if testing.Short() {
 		steps = 400
@@ -284,24 +276,10 @@ func TestCollectionsDifferential(t *testing.T) {
 					}
 				}
 				block = append(block, []string{g.pick("EXEC", "EXEC", "DISCARD")})
-				for _, a := range block {
-					want, got := c.redis.do(t, a...), c.sluice.do(t, a...)
-					history = append(history, fmt.Sprintf("%q -> %q", a, want))
-					if got != want {
-						t.Fatalf("seed %d step %d: in %q: %q\nsluice: %q\nredis:  %q", seed, step, block, a, got, want)
-					}
-				}
+				c.sameBlock(t, seed, step, block, &history)
 				continue
 			}
-			want := c.redis.do(t, args...)
-			got := c.sluice.do(t, args...)
-			history = append(history, fmt.Sprintf("%q -> %q", args, want))
-			if !sameLoosely(args, got, want) {
-				for _, h := range history[max(0, len(history)-40):] {
-					t.Log(h)
-				}
-				t.Fatalf("seed %d step %d: %q\nsluice: %q\nredis:  %q", seed, step, args, got, want)
-			}
+			c.same(t, seed, step, args, &history)
 		}
 		// The end state, key by key.
 		for _, k := range g.keys {

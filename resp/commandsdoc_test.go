@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -64,21 +65,9 @@ func TestPackagesDocumented(t *testing.T) {
 	}
 	doc := table.String()
 	dirs := map[string]bool{}
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".." || d.Name() == "testdata" || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") {
-			dirs[filepath.ToSlash(filepath.Dir(path))[len("../"):]] = true
-		}
-		return nil
+	walkGo(t, func(path string) {
+		dirs[filepath.ToSlash(filepath.Dir(path))[len("../"):]] = true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for dir := range dirs {
 		named := false
 		for d := dir; d != "." && !named; d = filepath.Dir(d) {
@@ -100,20 +89,7 @@ func TestFuzzTargetsInMakefile(t *testing.T) {
 	}
 	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
 	var missing []string
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") && path != ".." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	eachTestFile(t, func(path string, src []byte) {
 		pkg := "./" + filepath.ToSlash(strings.TrimPrefix(filepath.Dir(path), "../")) + "/"
 		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
 			line := "-fuzz '^" + m[1] + "$$' -fuzztime $(FUZZTIME) " + pkg
@@ -121,13 +97,74 @@ func TestFuzzTargetsInMakefile(t *testing.T) {
 				missing = append(missing, m[1]+" in "+pkg)
 			}
 		}
+	})
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("make fuzz does not run %d fuzz targets: %s", len(missing), strings.Join(missing, ", "))
+	}
+}
+
+// TestDesignNamesRealTests fails for a test, fuzz target or benchmark
+// that docs/design.md names ("Where things go" says which test catches
+// each forgotten step) and no _test.go file of the repository defines.
+func TestDesignNamesRealTests(t *testing.T) {
+	design, err := os.ReadFile("../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w+)\(`)
+	eachTestFile(t, func(_ string, src []byte) {
+		for _, m := range funcs.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+	})
+	var missing []string
+	named := regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z]\w*`)
+	for _, name := range named.FindAllString(string(design), -1) {
+		if !defined[name] && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("docs/design.md names tests that no _test.go file defines: %s", strings.Join(missing, ", "))
+	}
+}
+
+// eachTestFile calls fn with every _test.go file of the repository and
+// its source.
+func eachTestFile(t *testing.T, fn func(path string, src []byte)) {
+	t.Helper()
+	walkGo(t, func(path string) {
+		if !strings.HasSuffix(path, "_test.go") {
+			return
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(path, src)
+	})
+}
+
+// walkGo calls fn with the path (from resp/) of every Go file of the
+// repository, the middleware's module included; hidden, testdata and
+// node_modules directories are left out.
+func walkGo(t *testing.T, fn func(path string)) {
+	t.Helper()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") && path != ".." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			fn(path)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Errorf("make fuzz does not run %d fuzz targets: %s", len(missing), strings.Join(missing, ", "))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // dbCommandGen draws the commands of TestDatabasesDifferential.
@@ -70,7 +72,7 @@ func (g *dbCommandGen) next() []string {
 // other connection (a write, in any database, between WATCH and EXEC),
 // and requires the same replies byte for byte.
 func TestDatabasesDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{})
 	type pair struct{ redis, sluice *rawReplyConn }
 	var conns [2]pair

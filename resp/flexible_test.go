@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // TestRateLimiterFlexible runs rate-limiter-flexible's
@@ -21,7 +23,7 @@ func TestRateLimiterFlexible(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "rate-limiter-flexible")); err != nil {
 		t.Skip("rate-limiter-flexible is not installed in SLUICE_NODE_MODULES")
 	}
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{})
 	src, err := os.ReadFile(filepath.Join("testdata", "node", "flexible.mjs"))
 	if err != nil {
@@ -64,7 +66,7 @@ func TestRailsCacheStore(t *testing.T) {
 	if out, err := exec.Command(ruby, "-e", `require "active_support"; require "active_support/cache/redis_cache_store"; require "rack/attack"`).CombinedOutput(); err != nil {
 		t.Skipf("activesupport, redis or rack-attack missing: %s", out)
 	}
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{})
 	script, err := filepath.Abs(filepath.Join("testdata", "ruby", "cache_store.rb"))
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // running, as in production) and returns their ports.
 func scriptServers(t *testing.T) (redisPort, sluicePort string) {
 	t.Helper()
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
 	_, redisPort, _ = strings.Cut(redisAddr, ":")
 	_, sluicePort, _ = strings.Cut(sluiceAddr, ":")

@@ -3,6 +3,8 @@ package resp
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
 
 // scriptDiffCases are the semantics table of scripts (SPEC section 14):
@@ -189,7 +191,7 @@ var scriptDiffCases = []struct {
 // TestScriptsDifferential runs the semantics table on redis-server 7 and
 // on sluice, in RESP2 and RESP3, and compares every reply byte for byte.
 func TestScriptsDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := scriptdiff.StartRedis(t)
 	sluiceAddr := startServer(t, Config{EnableDebug: true})
 	for _, proto := range []string{"2", "3"} {
 		rc, sc := dialRawReply(t, redisAddr), dialRawReply(t, sluiceAddr)

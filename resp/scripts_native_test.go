@@ -26,34 +26,12 @@ func TestNativeScriptsMatchInterpreter(t *testing.T) {
 	stored := []string{"abc", "", "1e3", " 5 ", "0x1A", "inf", "-nan", "3.14159", "1e308", "-7", "9223372036854775807", "00012"}
 	for seed := uint64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 31))
-		native := NewScriptRunner(ScriptConfig{})
-		interp := NewScriptRunner(ScriptConfig{NoNative: true})
-		cfg := engine.Config{Stripes: 16}
-		if seed%3 == 0 {
-			cfg.MaxKeys = 3 // SETEX of a fourth key fails: the interpreter's error
-		}
-		cfgN, cfgI := cfg, cfg
-		cfgN.Scripts, cfgI.Scripts = native, interp
-		en, ei := engine.New(cfgN), engine.New(cfgI)
-		now := int64(1893456000) * 1e9
-		apply := func(ops ...engine.Op) ([]engine.Result, []engine.Result) {
-			rn, ri := make([]engine.Result, len(ops)), make([]engine.Result, len(ops))
-			en.Apply(now, ops, rn)
-			ei.Apply(now, ops, ri)
-			return rn, ri
-		}
-		rn, _ := apply(engine.Op{Code: engine.OpScriptLoad, Value: body})
-		sha := rn[0].Value
+		// With 3 keys at most, SETEX of a fourth fails: the interpreter's
+		// error.
+		p := newNativePair(t, seed, 3, int64(1893456000)*1e9, body)
 		users := []string{"{a}", "{b}", "{c}"}
 		for step := 0; step < 400; step++ {
-			switch rng.IntN(10) {
-			case 0:
-				now += rng.Int64N(3e9) - 1e9 // back or forth
-			case 1:
-				now += rng.Int64N(100e9)
-			default:
-				now += rng.Int64N(50e6)
-			}
+			p.advance(rng)
 			u := users[rng.IntN(len(users))]
 			tk, ts := []byte(u+".tokens"), []byte(u+".timestamp")
 			if rng.IntN(12) == 0 { // an odd value in a key
@@ -61,14 +39,7 @@ func TestNativeScriptsMatchInterpreter(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					k = ts
 				}
-				switch rng.IntN(4) {
-				case 0:
-					apply(engine.Op{Code: engine.OpHSet, Key: k, Args: [][]byte{[]byte("f"), []byte("v")}})
-				case 1:
-					apply(engine.Op{Code: engine.OpDelete, Key: k})
-				default:
-					apply(engine.Op{Code: engine.OpSet, Key: k, Value: []byte(stored[rng.IntN(len(stored))])})
-				}
+				p.oddValue(rng, k, stored)
 			}
 			num := func(common ...string) []byte {
 				if rng.IntN(5) == 0 {
@@ -79,39 +50,126 @@ func TestNativeScriptsMatchInterpreter(t *testing.T) {
 			rate, capacity := num("1", "5", "10", "0.5", "100"), num("1", "10", "20", "3", "1000")
 			nowArg := []byte("")
 			if rng.IntN(4) == 0 {
-				nowArg = []byte(fmt.Sprint(now/1e9 + rng.Int64N(5) - 2))
+				nowArg = []byte(fmt.Sprint(p.now/1e9 + rng.Int64N(5) - 2))
 			}
 			if rng.IntN(8) == 0 {
 				nowArg = num("1.5", "1893456000.25")
 			}
-			op := engine.Op{Code: engine.OpEvalSha, Value: sha, NumKeys: 2, Key: tk,
+			op := engine.Op{Code: engine.OpEvalSha, Value: p.sha, NumKeys: 2, Key: tk,
 				Args: [][]byte{tk, ts, rate, capacity, nowArg, num("1", "1", "2", "5")}}
-			switch rng.IntN(20) {
-			case 0:
-				op.NumKeys, op.Args = 1, op.Args[1:]
-			case 1:
-				op.Args = op.Args[:5]
-			case 2:
-				op.Flags |= engine.ScriptReadOnly
-			case 3:
-				op.Flags |= engine.ScriptRESP3
-			}
-			rn, ri := apply(op)
-			if rn[0].Err != nil || ri[0].Err != nil {
-				t.Fatalf("seed %d step %d: %v, %v", seed, step, rn[0].Err, ri[0].Err)
-			}
-			if !bytes.Equal(rn[0].Value, ri[0].Value) {
-				t.Fatalf("seed %d step %d: EVALSHA %q: native %q, interpreted %q", seed, step, op.Args, rn[0].Value, ri[0].Value)
-			}
-			dn, kn := en.Digest()
-			di, ki := ei.Digest()
-			if dn != di || kn != ki {
-				t.Fatalf("seed %d step %d: EVALSHA %q (reply %q): the states differ (%d keys, %d interpreted)", seed, step, op.Args, rn[0].Value, kn, ki)
-			}
+			p.evalVariant(rng, step, op, func(op *engine.Op) { op.NumKeys, op.Args = 1, op.Args[1:] }, 5)
 		}
-		if n, i := nativeRuns(native), nativeRuns(interp); n < 100 || i != 0 {
-			t.Fatalf("seed %d: %d native runs (want most), %d with NoNative (want 0)", seed, n, i)
-		}
+		p.checkRuns()
+	}
+}
+
+// nativePair is the differential tests' two engines, one whose script
+// runner takes the native path and one whose runner never does (NoNative),
+// fed the same ops at the same times, with the script under test loaded
+// in both (sha).
+type nativePair struct {
+	t              *testing.T
+	seed           uint64
+	native, interp *ScriptRunner
+	en, ei         *engine.Engine
+	now            int64
+	sha            []byte
+}
+
+// newNativePair starts the pair at now with body loaded; on every third
+// seed the engines hold maxKeys keys at most, so that a write fails.
+func newNativePair(t *testing.T, seed uint64, maxKeys int64, now int64, body []byte) *nativePair {
+	p := &nativePair{t: t, seed: seed, now: now,
+		native: NewScriptRunner(ScriptConfig{}), interp: NewScriptRunner(ScriptConfig{NoNative: true})}
+	cfg := engine.Config{Stripes: 16}
+	if seed%3 == 0 {
+		cfg.MaxKeys = maxKeys
+	}
+	cfgN, cfgI := cfg, cfg
+	cfgN.Scripts, cfgI.Scripts = p.native, p.interp
+	p.en, p.ei = engine.New(cfgN), engine.New(cfgI)
+	rn, _ := p.apply(engine.Op{Code: engine.OpScriptLoad, Value: body})
+	p.sha = rn[0].Value
+	return p
+}
+
+// apply applies ops to both engines at the pair's time.
+func (p *nativePair) apply(ops ...engine.Op) ([]engine.Result, []engine.Result) {
+	rn, ri := make([]engine.Result, len(ops)), make([]engine.Result, len(ops))
+	p.en.Apply(p.now, ops, rn)
+	p.ei.Apply(p.now, ops, ri)
+	return rn, ri
+}
+
+// advance moves the time by a random step: mostly a little, sometimes a
+// lot, sometimes back.
+func (p *nativePair) advance(rng *rand.Rand) {
+	switch rng.IntN(10) {
+	case 0:
+		p.now += rng.Int64N(3e9) - 1e9 // back or forth
+	case 1:
+		p.now += rng.Int64N(100e9)
+	default:
+		p.now += rng.Int64N(50e6)
+	}
+}
+
+// oddValue puts something the script does not expect in key: a hash, no
+// key at all, or one of the stored strings.
+func (p *nativePair) oddValue(rng *rand.Rand, key []byte, stored []string) {
+	switch rng.IntN(4) {
+	case 0:
+		p.apply(engine.Op{Code: engine.OpHSet, Key: key, Args: [][]byte{[]byte("f"), []byte("v")}})
+	case 1:
+		p.apply(engine.Op{Code: engine.OpDelete, Key: key})
+	default:
+		p.apply(engine.Op{Code: engine.OpSet, Key: key, Value: []byte(stored[rng.IntN(len(stored))])})
+	}
+}
+
+// evalAlike applies op to both and fails unless the replies and then the
+// states (the digests) are the same.
+func (p *nativePair) evalAlike(step int, op engine.Op) {
+	t, seed := p.t, p.seed
+	t.Helper()
+	rn, ri := p.apply(op)
+	if rn[0].Err != nil || ri[0].Err != nil {
+		t.Fatalf("seed %d step %d: %v, %v", seed, step, rn[0].Err, ri[0].Err)
+	}
+	if !bytes.Equal(rn[0].Value, ri[0].Value) {
+		t.Fatalf("seed %d step %d: EVALSHA %q: native %q, interpreted %q", seed, step, op.Args, rn[0].Value, ri[0].Value)
+	}
+	dn, kn := p.en.Digest()
+	di, ki := p.ei.Digest()
+	if dn != di || kn != ki {
+		t.Fatalf("seed %d step %d: EVALSHA %q (reply %q): the states differ (%d keys, %d interpreted)", seed, step, op.Args, rn[0].Value, kn, ki)
+	}
+}
+
+// evalVariant is evalAlike of op, or, one time in twenty each, of op with
+// fewer keys (fewerKeys), with only its first nargs arguments, read-only
+// (EVALSHA_RO) or over RESP3.
+func (p *nativePair) evalVariant(rng *rand.Rand, step int, op engine.Op, fewerKeys func(*engine.Op), nargs int) {
+	p.t.Helper()
+	switch rng.IntN(20) {
+	case 0:
+		fewerKeys(&op)
+	case 1:
+		op.Args = op.Args[:nargs]
+	case 2:
+		op.Flags |= engine.ScriptReadOnly
+	case 3:
+		op.Flags |= engine.ScriptRESP3
+	}
+	p.evalAlike(step, op)
+}
+
+// checkRuns fails unless the native path ran for most of the native
+// engine's scripts and never for the other's.
+func (p *nativePair) checkRuns() {
+	p.t.Helper()
+	if n, i := nativeRuns(p.native), nativeRuns(p.interp); n < 100 || i != 0 {
+		p.t.Fatalf("seed %d: %d native runs (want most), %d with NoNative (want 0)", p.seed, n, i)
 	}
 }
 
@@ -126,43 +184,12 @@ func TestNativeGCRAMatchesInterpreter(t *testing.T) {
 	stored := []string{"abc", "", "1e3", " 5 ", "0x1A", "inf", "-nan", "3.14159", "1e308", "-7", "300000000.5", "00012"}
 	for seed := uint64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 32))
-		native := NewScriptRunner(ScriptConfig{})
-		interp := NewScriptRunner(ScriptConfig{NoNative: true})
-		cfg := engine.Config{Stripes: 16}
-		if seed%3 == 0 {
-			cfg.MaxKeys = 2
-		}
-		cfgN, cfgI := cfg, cfg
-		cfgN.Scripts, cfgI.Scripts = native, interp
-		en, ei := engine.New(cfgN), engine.New(cfgI)
-		now := int64(1893456000)*1e9 + 123456789
-		apply := func(ops ...engine.Op) ([]engine.Result, []engine.Result) {
-			rn, ri := make([]engine.Result, len(ops)), make([]engine.Result, len(ops))
-			en.Apply(now, ops, rn)
-			ei.Apply(now, ops, ri)
-			return rn, ri
-		}
-		rn, _ := apply(engine.Op{Code: engine.OpScriptLoad, Value: body})
-		sha := rn[0].Value
+		p := newNativePair(t, seed, 2, int64(1893456000)*1e9+123456789, body)
 		for step := 0; step < 400; step++ {
-			switch rng.IntN(10) {
-			case 0:
-				now += rng.Int64N(3e9) - 1e9
-			case 1:
-				now += rng.Int64N(100e9)
-			default:
-				now += rng.Int64N(50e6)
-			}
+			p.advance(rng)
 			key := []byte(fmt.Sprintf("rate:{k%d}", rng.IntN(4)))
 			if rng.IntN(12) == 0 {
-				switch rng.IntN(4) {
-				case 0:
-					apply(engine.Op{Code: engine.OpHSet, Key: key, Args: [][]byte{[]byte("f"), []byte("v")}})
-				case 1:
-					apply(engine.Op{Code: engine.OpDelete, Key: key})
-				default:
-					apply(engine.Op{Code: engine.OpSet, Key: key, Value: []byte(stored[rng.IntN(len(stored))])})
-				}
+				p.oddValue(rng, key, stored)
 			}
 			num := func(common ...string) []byte {
 				if rng.IntN(6) == 0 {
@@ -170,34 +197,11 @@ func TestNativeGCRAMatchesInterpreter(t *testing.T) {
 				}
 				return []byte(common[rng.IntN(len(common))])
 			}
-			op := engine.Op{Code: engine.OpEvalSha, Value: sha, NumKeys: 1, Key: key,
+			op := engine.Op{Code: engine.OpEvalSha, Value: p.sha, NumKeys: 1, Key: key,
 				Args: [][]byte{key, num("10", "5", "100", "1"), num("10", "1", "100", "3"), num("1", "60", "3600", "0.5"), num("1", "1", "2", "0", "5", "-1")}}
-			switch rng.IntN(20) {
-			case 0:
-				op.NumKeys = 0
-			case 1:
-				op.Args = op.Args[:4]
-			case 2:
-				op.Flags |= engine.ScriptReadOnly
-			case 3:
-				op.Flags |= engine.ScriptRESP3
-			}
-			rn, ri := apply(op)
-			if rn[0].Err != nil || ri[0].Err != nil {
-				t.Fatalf("seed %d step %d: %v, %v", seed, step, rn[0].Err, ri[0].Err)
-			}
-			if !bytes.Equal(rn[0].Value, ri[0].Value) {
-				t.Fatalf("seed %d step %d: EVALSHA %q: native %q, interpreted %q", seed, step, op.Args, rn[0].Value, ri[0].Value)
-			}
-			dn, kn := en.Digest()
-			di, ki := ei.Digest()
-			if dn != di || kn != ki {
-				t.Fatalf("seed %d step %d: EVALSHA %q (reply %q): the states differ (%d keys, %d interpreted)", seed, step, op.Args, rn[0].Value, kn, ki)
-			}
+			p.evalVariant(rng, step, op, func(op *engine.Op) { op.NumKeys = 0 }, 4)
 		}
-		if n, i := nativeRuns(native), nativeRuns(interp); n < 100 || i != 0 {
-			t.Fatalf("seed %d: %d native runs (want most), %d with NoNative (want 0)", seed, n, i)
-		}
+		p.checkRuns()
 	}
 }
 

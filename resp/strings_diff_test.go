@@ -3,56 +3,12 @@ package resp
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sluice-rl/sluice/internal/freeport"
-	"github.com/sluice-rl/sluice/internal/respwire"
-	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/internal/testkit/scriptdiff"
 )
-
-// startRedisServer starts a redis-server on a free port of 127.0.0.1 with
-// nothing on disk and returns its address, or skips the test when
-// redis-server is not on PATH.
-func startRedisServer(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not on PATH")
-	}
-	ports, err := freeport.Ports(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	cmd := exec.Command(bin, "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	testkit.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
-		c, err := respwire.Dial(addr, time.Second)
-		if err != nil {
-			return fmt.Errorf("redis-server at %s did not answer PING: %w", addr, err)
-		}
-		defer c.Close()
-		v, err := c.Do(time.Second, "PING")
-		if err != nil || v.Text(respwire.WithLengths) != "+PONG" {
-			return fmt.Errorf("redis-server at %s did not answer PING: %v %v", addr, v.Text(respwire.WithLengths), err)
-		}
-		return nil
-	})
-	return addr
-}
 
 // rawReplyConn sends commands and reads each reply as its exact bytes
 // (scriptdiff's connection, with the test's failures).
@@ -271,23 +227,61 @@ func sameLoosely(args []string, a, b string) bool {
 	return d >= -2000 && d <= 2000 && (strings.HasPrefix(strings.ToUpper(cmd), "P") || d >= -2 && d <= 2)
 }
 
-// TestStringsDifferential runs random sequences of the string commands on
-// sluice and on a real redis-server, over RESP2 and RESP3 connections, some
-// in MULTI/EXEC, and requires the same replies byte for byte (time replies
-// within the few milliseconds between the two servers' clocks).
-func TestStringsDifferential(t *testing.T) {
-	redisAddr := startRedisServer(t)
-	sluiceAddr := startServer(t, Config{EnableDebug: true})
-	type pair struct{ redis, sluice *rawReplyConn }
-	conns := map[int]pair{}
+// diffPair is a connection to redis-server and one to sluice that the
+// differential tests send the same commands to.
+type diffPair struct{ redis, sluice *rawReplyConn }
+
+// dialDiffPairs connects to both servers over RESP2 (the map's 2) and
+// RESP3 (its 3).
+func dialDiffPairs(t *testing.T, redisAddr, sluiceAddr string) map[int]diffPair {
+	conns := map[int]diffPair{}
 	for _, proto := range []int{2, 3} {
-		p := pair{dialRawReply(t, redisAddr), dialRawReply(t, sluiceAddr)}
+		p := diffPair{dialRawReply(t, redisAddr), dialRawReply(t, sluiceAddr)}
 		if proto == 3 {
 			p.redis.do(t, "HELLO", "3")
 			p.sluice.do(t, "HELLO", "3")
 		}
 		conns[proto] = p
 	}
+	return conns
+}
+
+// sameBlock sends a transaction's commands to both, in order, and fails
+// at the first reply that differs by a byte; history records each.
+func (p diffPair) sameBlock(t *testing.T, seed uint64, step int, block [][]string, history *[]string) {
+	t.Helper()
+	for _, a := range block {
+		want, got := p.redis.do(t, a...), p.sluice.do(t, a...)
+		*history = append(*history, fmt.Sprintf("%q -> %q", a, want))
+		if got != want {
+			t.Fatalf("seed %d step %d: in %q: %q\nsluice: %q\nredis:  %q", seed, step, block, a, got, want)
+		}
+	}
+}
+
+// same sends args to both and fails unless the replies agree
+// (sameLoosely), logging the last 40 steps of history first.
+func (p diffPair) same(t *testing.T, seed uint64, step int, args []string, history *[]string) {
+	t.Helper()
+	want := p.redis.do(t, args...)
+	got := p.sluice.do(t, args...)
+	*history = append(*history, fmt.Sprintf("%q -> %q", args, want))
+	if !sameLoosely(args, got, want) {
+		for _, h := range (*history)[max(0, len(*history)-40):] {
+			t.Log(h)
+		}
+		t.Fatalf("seed %d step %d: %q\nsluice: %q\nredis:  %q", seed, step, args, got, want)
+	}
+}
+
+// TestStringsDifferential runs random sequences of the string commands on
+// sluice and on a real redis-server, over RESP2 and RESP3 connections, some
+// in MULTI/EXEC, and requires the same replies byte for byte (time replies
+// within the few milliseconds between the two servers' clocks).
+func TestStringsDifferential(t *testing.T) {
+	redisAddr := scriptdiff.StartRedis(t)
+	sluiceAddr := startServer(t, Config{EnableDebug: true})
+	conns := dialDiffPairs(t, redisAddr, sluiceAddr)
 	const limKey = "lim"
 	for seed := range uint64(4) {
 		g := &stringCommandGen{r: rand.New(rand.NewPCG(seed, 26)), keys: []string{"a", "b", "c", "{a}d"}}
@@ -324,24 +318,10 @@ func TestStringsDifferential(t *testing.T) {
 					}
 				}
 				block = append(block, []string{g.pick("EXEC", "EXEC", "DISCARD")})
-				for _, a := range block {
-					want, got := c.redis.do(t, a...), c.sluice.do(t, a...)
-					history = append(history, fmt.Sprintf("%q -> %q", a, want))
-					if got != want {
-						t.Fatalf("seed %d step %d: in %q: %q\nsluice: %q\nredis:  %q", seed, step, block, a, got, want)
-					}
-				}
+				c.sameBlock(t, seed, step, block, &history)
 				continue
 			}
-			want := c.redis.do(t, args...)
-			got := c.sluice.do(t, args...)
-			history = append(history, fmt.Sprintf("%q -> %q", args, want))
-			if !sameLoosely(args, got, want) {
-				for _, h := range history[max(0, len(history)-40):] {
-					t.Log(h)
-				}
-				t.Fatalf("seed %d step %d: %q\nsluice: %q\nredis:  %q", seed, step, args, got, want)
-			}
+			c.same(t, seed, step, args, &history)
 		}
 	}
 }

@@ -18,34 +18,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/testkit/proccluster"
 )
 
-// clusterDigests waits until every running node of c has applied the same
-// entries and returns their common DEBUG DIGEST.
-func clusterDigests(t *testing.T, c *testCluster, what string) string {
-	t.Helper()
-	var common string
-	c.settle(20*time.Second, 50*time.Millisecond, what, func() string {
-		var seen []string
-		for _, p := range c.nodes {
-			if p.Process() == nil {
-				continue
-			}
-			d, err := c.client(p).Do(context.Background(), "DEBUG", "DIGEST").Text()
-			if err != nil {
-				return err.Error()
-			}
-			seen = append(seen, d)
-		}
-		for _, d := range seen[1:] {
-			if d != seen[0] {
-				return fmt.Sprintf("digests differ: %q", seen)
-			}
-		}
-		common = seen[0]
-		return ""
-	})
-	return common
-}
-
 // TestClusterCollections: on a 3-node cluster with a frozen clock, random
 // sequences of hash, sorted set and list commands sent to every node, with
 // expiries passing by DEBUG TIMEWARP, leave every replica with the same
@@ -102,7 +74,7 @@ func TestClusterCollections(t *testing.T) {
 		}
 	}
 	run(400)
-	d1 := clusterDigests(t, c, "digests after random collection commands")
+	d1 := c.sameDigest("digests after random collection commands", 20*time.Second)
 	if strings.HasSuffix(d1, " 0") {
 		t.Fatalf("digest %q: no keys left, the test tests nothing", d1)
 	}
@@ -116,7 +88,7 @@ func TestClusterCollections(t *testing.T) {
 	run(100)
 	c.start(restarted)
 	c.waitServing(restarted)
-	clusterDigests(t, c, "digests after a replica's restart from its snapshot")
+	c.sameDigest("digests after a replica's restart from its snapshot", 20*time.Second)
 	for _, k := range keys {
 		want, _ := clients[0].Do(ctx, "TYPE", k).Text()
 		if got, _ := c.client(restarted).Do(ctx, "TYPE", k).Text(); got != want {
@@ -175,7 +147,7 @@ func TestHIncrByAcknowledgedAcrossRestart(t *testing.T) {
 	waitAcked(acked.Load() + 200)
 	stop()
 	wg.Wait()
-	clusterDigests(t, c, "digests after the load")
+	c.sameDigest("digests after the load", 20*time.Second)
 	for _, p := range c.nodes {
 		v, err := c.client(p).Do(context.Background(), "HGET", "bucket", "hits").Int64()
 		if err != nil {

@@ -119,13 +119,13 @@ type handoverLoad struct {
 
 	mu      sync.Mutex
 	phase   string
-	tallies map[string]*limitTally
+	tallies limitTallies[string]
 	errs    map[string]map[string]int // phase -> kind -> count
 	calls   map[string][]int          // phase -> calls by the node they were sent to
 }
 
 func newHandoverLoad(hc *handoverCluster, prefix string) *handoverLoad {
-	l := &handoverLoad{hc: hc, stop: make(chan struct{}), phase: "before", tallies: map[string]*limitTally{},
+	l := &handoverLoad{hc: hc, stop: make(chan struct{}), phase: "before", tallies: limitTallies[string]{},
 		errs: map[string]map[string]int{}, calls: map[string][]int{}}
 	table := shardTable(hc.t)
 	for g := range l.tags {
@@ -147,17 +147,7 @@ func (l *handoverLoad) record(key string, res []int64, err error, home int) {
 	out := classify(res, err)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tl := l.tallies[key]
-	if tl == nil {
-		tl = &limitTally{}
-		l.tallies[key] = tl
-	}
-	switch out {
-	case outAdmitted:
-		tl.admitted++
-	case outUncertain:
-		tl.uncertain++
-	}
+	l.tallies.count(key, out)
 	if out == outAdmitted || out == outDenied {
 		l.decided.Add(1)
 	}
@@ -373,29 +363,14 @@ func (l *handoverLoad) checkLimits() (limits, uncertain int) {
 	for g := range direct {
 		direct[g] = l.hc.client(l.hc.preferred(g))
 	}
-	for key, tl := range l.tallies {
-		g := table.Group(slots.Of([]byte(key)))
-		for {
-			res, err := direct[g].Do(ctx, "RL.TOKEN", key, handoverLimit, "1/d").Int64Slice()
-			if err != nil || len(res) != 5 {
-				t.Fatalf("spending %s: %v %v", key, res, err)
-			}
-			if res[0] == 0 {
-				break
-			}
-			tl.admitted++
+	_, uncertain = l.tallies.spendAll(t, handoverLimit, func(key string) bool {
+		res, err := direct[table.Group(slots.Of([]byte(key)))].Do(ctx, "RL.TOKEN", key, handoverLimit, "1/d").Int64Slice()
+		if err != nil || len(res) != 5 {
+			t.Fatalf("spending %s: %v %v", key, res, err)
 		}
-		limits++
-		uncertain += tl.uncertain
-		if tl.admitted > handoverLimit {
-			t.Errorf("limit %s of %d admitted %d acknowledged calls", key, handoverLimit, tl.admitted)
-		}
-		if tl.admitted+tl.uncertain < handoverLimit {
-			t.Errorf("limit %s of %d is spent after %d acknowledged admissions and %d uncertain calls: a charge was hidden",
-				key, handoverLimit, tl.admitted, tl.uncertain)
-		}
-	}
-	return limits, uncertain
+		return res[0] != 0
+	})
+	return len(l.tallies), uncertain
 }
 
 // checkDigests waits until every node's DEBUG DIGEST (its own replica of

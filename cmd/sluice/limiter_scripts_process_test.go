@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,13 +80,7 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 		if python == "" {
 			t.Skip("no python3 with limits and redis-py (.ci/run installs Debian's python3-limits)")
 		}
-		mode := "fixed"
-		if probe, err := scriptdiff.Dial(sluiceAddr); err == nil {
-			if r, _ := probe.Do("LLEN", "probe"); !strings.Contains(r, "unknown command") {
-				mode = "moving"
-			}
-			probe.Close()
-		}
+		const mode = "moving" // the moving window: limits' lists
 		script := filepath.Join(scriptsDir, "python", "limits_client.py")
 		want := scriptdiff.RunProgram(t, python, script, redisPort, mode, "cluster")
 		same(t, want, scriptdiff.RunProgram(t, python, script, sluicePort, mode, "cluster"))
@@ -110,33 +102,8 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 		same(t, want, outcomes(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{sluiceAddr}})))
 	})
 	t.Run("differential", func(t *testing.T) {
-		scripts, err := scriptdiff.LoadScripts(filepath.Join(scriptsDir, "scripts"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dial := func(addr string) *scriptdiff.Conn {
-			conn, err := scriptdiff.Dial(addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { conn.Close() })
-			return conn
-		}
-		redisSide := &scriptdiff.Side{Name: "redis-server", Conn: dial(redisAddr)}
-		sluiceSide := &scriptdiff.Side{Name: "sluice", Conn: dial(sluiceAddr), Sluice: true}
-		hasLists := true
-		if r, _ := sluiceSide.Conn.Do("LLEN", "probe"); strings.Contains(r, "unknown command") {
-			hasLists = false
-		}
-		for _, lib := range scriptdiff.Libraries(true) {
-			t.Run(lib.Name, func(t *testing.T) {
-				if scriptdiff.NeedsLists(lib) && !hasLists {
-					t.Skip("sluice has no lists yet (issue #32)")
-				}
-				rep := scriptdiff.Run(t, scripts, lib, redisSide, sluiceSide, scriptdiff.Options{Seeds: 1, Steps: 200, FlushEvery: 40, Flush: true, Cluster: true})
-				t.Logf("%d calls compared, %d bursts skipped, %d calls met NOSCRIPT in a group only", rep.Calls, rep.Skipped, rep.ExtraNoscript)
-			})
-		}
+		scriptdiff.RunLibraries(t, filepath.Join(scriptsDir, "scripts"), redisAddr, sluiceAddr,
+			scriptdiff.Options{Seeds: 1, Steps: 200, FlushEvery: 40, Flush: true, Cluster: true})
 	})
 }
 
@@ -184,123 +151,40 @@ func TestSpringScriptKillLeader(t *testing.T) {
 		p := "request_rate_limiter.{route1.user" + strconv.FormatInt(i, 10) + "}."
 		return []string{p + "tokens", p + "timestamp"}
 	}
-	var (
-		mu      sync.Mutex
-		tallies = map[int64]*limitTally{}
-		errs    = map[string]int{}
-	)
+	l := newGroupLoad[int64](c)
 	table := shardTable(t)
 	groupOf := func(id int64) int { return table.Group(slots.Of([]byte(keysOf(id)[0]))) }
 	var next atomic.Int64
-	var decided, lastOK [shardCount]atomic.Int64 // per group; lastOK in unix ns
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	for _, p := range c.nodes {
 		cl := c.client(p)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := next.Add(1) / callsPerKey
-				res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
-				out := springOutcome(res, err)
-				mu.Lock()
-				tl := tallies[id]
-				if tl == nil {
-					tl = &limitTally{}
-					tallies[id] = tl
-				}
-				switch out {
-				case outAdmitted:
-					tl.admitted++
-				case outUncertain:
-					tl.uncertain++
-				}
-				if err != nil {
-					errs[err.Error()]++
-				}
-				mu.Unlock()
-				if out == outAdmitted || out == outDenied {
-					decided[groupOf(id)].Add(1)
-					lastOK[groupOf(id)].Store(time.Now().UnixNano())
-				} else {
-					time.Sleep(10 * time.Millisecond) // a failing node: don't spin
-				}
-			}
-		}()
-	}
-	stopped := false
-	stopLoad := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopLoad()
-	// waitDecided polls until every group has decided n more calls than
-	// at the call, the last since the instant since (unix ns).
-	waitDecided := func(what string, n int64, since int64) {
-		t.Helper()
-		var base [shardCount]int64
-		for g := range base {
-			base[g] = decided[g].Load()
-		}
-		c.settle(30*time.Second, 20*time.Millisecond, what, func() string {
-			for g := range shardCount {
-				if decided[g].Load() < base[g]+n || lastOK[g].Load() <= since {
-					return fmt.Sprintf("group %d decided %d calls", g, decided[g].Load()-base[g])
-				}
-			}
-			return ""
+		l.start(func() {
+			id := next.Add(1) / callsPerKey
+			res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
+			l.record(id, groupOf(id), springOutcome(res, err), err)
 		})
 	}
-	waitDecided("before the kill", 50, 0)
+	defer l.stop()
+	l.waitDecided("before the kill", 50, 0, 30*time.Second)
 	victim := c.preferred(1)
 	killed := time.Now()
 	c.kill(victim)
-	waitDecided("after the kill", 50, killed.UnixNano()) // group 1 too, under a new leader
+	l.waitDecided("after the kill", 50, killed.UnixNano(), 30*time.Second) // group 1 too, under a new leader
 	c.start(victim)
 	c.waitServing(victim)
-	waitDecided("after the restart", 30, time.Now().UnixNano())
-	stopLoad()
+	l.waitDecided("after the restart", 30, time.Now().UnixNano(), 30*time.Second)
+	l.stop()
 
 	// Spend every key touched (nothing fails now: every call decides).
 	cl := c.client(c.nodes[0])
-	exact, uncertain := 0, 0
-	for id, tl := range tallies {
-		for {
-			res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
-			if err != nil || len(res) != 2 {
-				t.Fatalf("spending user%d: %v %v", id, res, err)
-			}
-			if res[0] == 0 {
-				break
-			}
-			tl.admitted++
+	exact, uncertain := l.spendAll(capacity, func(id int64) bool {
+		res, err := script.Run(ctx, cl, keysOf(id), args...).Int64Slice()
+		if err != nil || len(res) != 2 {
+			t.Fatalf("spending user%d: %v %v", id, res, err)
 		}
-		uncertain += tl.uncertain
-		if tl.admitted > capacity {
-			t.Errorf("user%d, capacity %d: %d acknowledged admissions", id, capacity, tl.admitted)
-		}
-		if tl.admitted+tl.uncertain < capacity {
-			t.Errorf("user%d, capacity %d, is spent after %d acknowledged admissions and %d uncertain calls: an admission was lost", id, capacity, tl.admitted, tl.uncertain)
-		}
-		if tl.admitted == capacity {
-			exact++
-		}
+		return res[0] != 0
+	})
+	if len(l.tallies) < 10 {
+		t.Fatalf("only %d keys touched", len(l.tallies))
 	}
-	if len(tallies) < 10 {
-		t.Fatalf("only %d keys touched", len(tallies))
-	}
-	var decisions int64
-	for g := range decided {
-		decisions += decided[g].Load()
-	}
-	t.Logf("%d decisions on %d keys, %d uncertain calls, %d keys admitted exactly %d; errors: %v", decisions, len(tallies), uncertain, exact, capacity, errs)
+	t.Logf("%d decisions on %d keys, %d uncertain calls, %d keys admitted exactly %d; errors: %v", l.decisions(), len(l.tallies), uncertain, exact, capacity, l.errs)
 }

@@ -30,19 +30,16 @@ type memberLoad struct {
 	table slots.Table
 	tags  [shardCount]string
 
-	mu      sync.Mutex
-	tallies map[string]*limitTally
-	errs    map[string]int
-	next    [shardCount]atomic.Int64
-	decided [shardCount]atomic.Int64
-	stops   map[*proc]chan struct{}
-	wg      sync.WaitGroup
+	*groupLoad[string]
+	next  [shardCount]atomic.Int64
+	stops map[*proc]chan struct{}
+	wg    sync.WaitGroup
 }
 
 const memberLimit, memberCallsPerLimit = 10, 20
 
 func newMemberLoad(t *testing.T, c *testCluster, prefix string) *memberLoad {
-	l := &memberLoad{t: t, c: c, table: shardTable(t), tallies: map[string]*limitTally{}, errs: map[string]int{},
+	l := &memberLoad{t: t, c: c, table: shardTable(t), groupLoad: newGroupLoad[string](c),
 		stops: map[*proc]chan struct{}{}}
 	for g := range l.tags {
 		l.tags[g] = keyInGroup(l.table, prefix, g)
@@ -74,28 +71,7 @@ func (l *memberLoad) add(p *proc) {
 					}
 					key := l.key(g, l.next[g].Add(1)/memberCallsPerLimit)
 					res, err := cl.Do(context.Background(), "RL.TOKEN", key, memberLimit, "1/d").Int64Slice()
-					out := classify(res, err)
-					l.mu.Lock()
-					tl := l.tallies[key]
-					if tl == nil {
-						tl = &limitTally{}
-						l.tallies[key] = tl
-					}
-					switch out {
-					case outAdmitted:
-						tl.admitted++
-					case outUncertain:
-						tl.uncertain++
-					}
-					if err != nil {
-						l.errs[err.Error()]++
-					}
-					l.mu.Unlock()
-					if out == outAdmitted || out == outDenied {
-						l.decided[g].Add(1)
-					} else {
-						time.Sleep(10 * time.Millisecond)
-					}
+					l.record(key, g, classify(res, err), err)
 				}
 			}
 		}()
@@ -121,19 +97,7 @@ func (l *memberLoad) stopAll() {
 // waitDecided polls until every group has decided n more calls.
 func (l *memberLoad) waitDecided(what string, n int64) {
 	l.t.Helper()
-	var base [shardCount]int64
-	for g := range base {
-		base[g] = l.decided[g].Load()
-	}
-	g := 0 // groups below g have decided
-	l.c.settle(20*time.Second, 20*time.Millisecond, what, func() string {
-		for ; g < shardCount; g++ {
-			if l.decided[g].Load() < base[g]+n {
-				return fmt.Sprintf("group %d decided %d calls in 20s", g, l.decided[g].Load()-base[g])
-			}
-		}
-		return ""
-	})
+	l.groupLoad.waitDecided(what, n, 0, 20*time.Second)
 	// The errors clients saw since the last phase, for the log.
 	l.mu.Lock()
 	l.t.Logf("%s: errors since the last phase: %v", what, l.errs)
@@ -148,32 +112,14 @@ func (l *memberLoad) check(p *proc) {
 	l.t.Helper()
 	l.stopAll()
 	cl := l.c.client(p)
-	uncertain := 0
-	for key, tl := range l.tallies {
-		for {
-			res, err := cl.Do(context.Background(), "RL.TOKEN", key, memberLimit, "1/d").Int64Slice()
-			if err != nil || len(res) != 5 {
-				l.t.Fatalf("spending %s: %v %v", key, res, err)
-			}
-			if res[0] == 0 {
-				break
-			}
-			tl.admitted++
+	_, uncertain := l.spendAll(memberLimit, func(key string) bool {
+		res, err := cl.Do(context.Background(), "RL.TOKEN", key, memberLimit, "1/d").Int64Slice()
+		if err != nil || len(res) != 5 {
+			l.t.Fatalf("spending %s: %v %v", key, res, err)
 		}
-		uncertain += tl.uncertain
-		if tl.admitted > memberLimit {
-			l.t.Errorf("limit %s of %d admitted %d acknowledged calls", key, memberLimit, tl.admitted)
-		}
-		if tl.admitted+tl.uncertain < memberLimit {
-			l.t.Errorf("limit %s of %d is spent after %d acknowledged admissions and %d uncertain calls: a charge was hidden",
-				key, memberLimit, tl.admitted, tl.uncertain)
-		}
-	}
-	var decisions int64
-	for g := range l.decided {
-		decisions += l.decided[g].Load()
-	}
-	l.t.Logf("%d decisions on %d limits, %d uncertain calls", decisions, len(l.tallies), uncertain)
+		return res[0] != 0
+	})
+	l.t.Logf("%d decisions on %d limits, %d uncertain calls", l.decisions(), len(l.tallies), uncertain)
 }
 
 // newJoiner lays out node id, empty, and starts it with --no-bootstrap

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,15 +42,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "sluice")
-	if bin := os.Getenv("SLUICE_BIN"); bin != "" {
-		binary = bin // built already (make test builds it)
-	} else {
-		build := exec.Command("go", "build", "-race", "-o", binary, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build sluice:", err)
-			os.Exit(1)
-		}
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -175,6 +172,53 @@ func (c *testCluster) settle(timeout, interval time.Duration, what string, probl
 		c.dumpLogs()
 		c.t.Fatalf("%s never settled: %v", what, err)
 	}
+}
+
+// refusedStart runs bin with args and fails the test (what names the
+// run) unless it exits with a non-zero status within 30 s: a node that
+// must refuse to start. It returns what the process wrote to stdout and
+// stderr.
+func refusedStart(t *testing.T, what, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || ctx.Err() != nil {
+		t.Fatalf("%s: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", what, err, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+// sameDigest waits until every running node has applied the same
+// entries (within timeout) and returns their common DEBUG DIGEST.
+func (c *testCluster) sameDigest(what string, timeout time.Duration) string {
+	c.t.Helper()
+	var common string
+	c.settle(timeout, 50*time.Millisecond, what, func() string {
+		var seen []string
+		for _, p := range c.nodes {
+			if p.Process() == nil {
+				continue
+			}
+			d, err := c.client(p).Do(context.Background(), "DEBUG", "DIGEST").Text()
+			if err != nil {
+				return err.Error()
+			}
+			seen = append(seen, d)
+		}
+		for _, d := range seen[1:] {
+			if d != seen[0] {
+				return fmt.Sprintf("digests differ: %q", seen)
+			}
+		}
+		common = seen[0]
+		return ""
+	})
+	return common
 }
 
 func (c *testCluster) leader() *proc {

@@ -48,6 +48,57 @@ func rlsEntries(kv ...string) []*pbstruct.RateLimitDescriptor_Entry {
 	return out
 }
 
+// newRLSCluster starts three nodes serving the rate limit service (extra
+// flags added) with the rules file name holding rules, and returns once
+// they serve at the newest cluster version, with each node's gRPC address
+// by node ID.
+func newRLSCluster(t *testing.T, name, rules string, extra ...string) (*testCluster, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddrs := map[string]string{}
+	c := newTestClusterWith(t, 3, func(nodes []*proc) {
+		for _, p := range nodes {
+			a := freeAddr(t)
+			grpcAddrs[p.ID] = a
+			p.Extra = append(p.Extra, extra...)
+			p.Extra = append(p.Extra, "--rls-config", dir, "--rls-addr", a)
+		}
+	})
+	c.waitServing(c.nodes...)
+	c.waitNewestVersion(c.nodes...)
+	return c, grpcAddrs
+}
+
+// rlsCallers starts perNode gRPC clients on every node (grpcAddrs by node
+// ID), each sending req calls times, one at a time (10 s each), and
+// handing each answer to got, which says whether the client goes on; the
+// returned wait waits for every client to end.
+func (c *testCluster) rlsCallers(grpcAddrs map[string]string, req *pb.RateLimitRequest, perNode, calls int,
+	got func(p *proc, r *pb.RateLimitResponse, err error) (more bool)) (wait func()) {
+	var wg sync.WaitGroup
+	for _, p := range c.nodes {
+		cl := rlsClient(c.t, grpcAddrs[p.ID])
+		for range perNode {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range calls {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					r, err := cl.ShouldRateLimit(ctx, req)
+					cancel()
+					if !got(p, r, err) {
+						return
+					}
+				}
+			}()
+		}
+	}
+	return wg.Wait
+}
+
 func rlsClient(t *testing.T, addr string) pb.RateLimitServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -66,50 +117,24 @@ func TestRLSClusterExactShared(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rlsClusterRules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	grpcAddrs := map[string]string{}
-	c := newTestClusterWith(t, 3, func(nodes []*proc) {
-		for _, p := range nodes {
-			a := freeAddr(t)
-			grpcAddrs[p.ID] = a
-			p.Extra = append(p.Extra, "--shards", strconv.Itoa(shardCount), "--rls-config", dir, "--rls-addr", a)
-		}
-	})
-	c.waitServing(c.nodes...)
-	c.waitNewestVersion(c.nodes...)
+	c, grpcAddrs := newRLSCluster(t, "edge.yaml", rlsClusterRules, "--shards", strconv.Itoa(shardCount))
 	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*pbstruct.RateLimitDescriptor{
 		{Entries: rlsEntries("remote_address", "10.0.0.7")},
 		{Entries: rlsEntries("tenant", "acme", "route", "/checkout")},
 	}}
 	var ok, over atomic.Int64
-	var wg sync.WaitGroup
-	for _, p := range c.nodes {
-		cl := rlsClient(t, grpcAddrs[p.ID])
-		for w := 0; w < 4; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 10; i++ {
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					r, err := cl.ShouldRateLimit(ctx, req)
-					cancel()
-					if err != nil {
-						t.Errorf("node %s: %v", p.ID, err)
-						return
-					}
-					if r.OverallCode == pb.RateLimitResponse_OK {
-						ok.Add(1)
-					} else {
-						over.Add(1)
-					}
-				}
-			}()
+	c.rlsCallers(grpcAddrs, req, 4, 10, func(p *proc, r *pb.RateLimitResponse, err error) bool {
+		if err != nil {
+			t.Errorf("node %s: %v", p.ID, err)
+			return false
 		}
-	}
-	wg.Wait()
+		if r.OverallCode == pb.RateLimitResponse_OK {
+			ok.Add(1)
+		} else {
+			over.Add(1)
+		}
+		return true
+	})()
 	if ok.Load() != 20 || over.Load() != 100 {
 		c.dumpLogs()
 		t.Fatalf("%d admitted, %d denied; want exactly 20 and 100", ok.Load(), over.Load())
@@ -258,21 +283,8 @@ func TestRLSClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
 	const rules = "domain: f\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 500}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 60}\n"
-	if err := os.WriteFile(filepath.Join(dir, "f.yaml"), []byte(rules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	grpcAddrs := map[string]string{}
-	c := newTestClusterWith(t, 3, func(nodes []*proc) {
-		for _, p := range nodes {
-			a := freeAddr(t)
-			grpcAddrs[p.ID] = a
-			p.Extra = append(p.Extra, "--rls-config", dir, "--rls-addr", a)
-		}
-	})
-	c.waitServing(c.nodes...)
-	c.waitNewestVersion(c.nodes...)
+	c, grpcAddrs := newRLSCluster(t, "f.yaml", rules)
 	// A frozen, replicated clock: no window ends during the test.
 	if err := c.client(c.nodes[0]).Do(context.Background(), "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
 		t.Fatal(err)
@@ -286,40 +298,28 @@ func TestRLSClusterFailover(t *testing.T) {
 	// before it died).
 	var admitted, denied, unknown, unavailable atomic.Int64
 	var killed atomic.Pointer[string]
-	var wg sync.WaitGroup
-	for _, p := range c.nodes {
-		cl := rlsClient(t, grpcAddrs[p.ID])
-		for w := 0; w < 3; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 40; i++ {
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					r, err := cl.ShouldRateLimit(ctx, req)
-					cancel()
-					switch {
-					case err != nil && killed.Load() != nil && *killed.Load() == p.ID:
-						unknown.Add(1) // the node is gone: this client stops
-						return
-					case status.Code(err) == codes.Unknown:
-						unknown.Add(1)
-					case err != nil:
-						unavailable.Add(1)
-						time.Sleep(20 * time.Millisecond)
-					case r.OverallCode == pb.RateLimitResponse_OK:
-						admitted.Add(1)
-					default:
-						denied.Add(1)
-					}
-				}
-			}()
+	wait := c.rlsCallers(grpcAddrs, req, 3, 40, func(p *proc, r *pb.RateLimitResponse, err error) bool {
+		switch {
+		case err != nil && killed.Load() != nil && *killed.Load() == p.ID:
+			unknown.Add(1) // the node is gone: this client stops
+			return false
+		case status.Code(err) == codes.Unknown:
+			unknown.Add(1)
+		case err != nil:
+			unavailable.Add(1)
+			time.Sleep(20 * time.Millisecond)
+		case r.OverallCode == pb.RateLimitResponse_OK:
+			admitted.Add(1)
+		default:
+			denied.Add(1)
 		}
-	}
+		return true
+	})
 	time.Sleep(150 * time.Millisecond)
 	old := c.leader()
 	killed.Store(&old.ID)
 	c.kill(old)
-	wg.Wait()
+	wait()
 	c.start(old)
 	c.waitServing(c.nodes...)
 	c.waitNewestVersion(c.nodes...)

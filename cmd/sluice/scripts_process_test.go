@@ -121,24 +121,7 @@ func TestClusterScripts(t *testing.T) {
 			t.Fatalf("after %s: EXISTS %v %v: the stopped script's write stayed", tc.script, v, err)
 		}
 	}
-	var digest string
-	c.settle(30*time.Second, 50*time.Millisecond, "the replicas' digests", func() string {
-		var seen []string
-		for i := range c.nodes {
-			d, err := c.client(c.nodes[i]).Do(ctx, "DEBUG", "DIGEST").Text()
-			if err != nil {
-				return err.Error()
-			}
-			seen = append(seen, d)
-		}
-		for _, d := range seen[1:] {
-			if d != seen[0] {
-				return fmt.Sprintf("digests differ: %q", seen)
-			}
-		}
-		digest = seen[0]
-		return ""
-	})
+	digest := c.sameDigest("the replicas' digests", 30*time.Second)
 	if !strings.HasSuffix(digest, " 2") {
 		t.Fatalf("digest %q: want Spring's two keys", digest)
 	}
@@ -151,28 +134,15 @@ func TestClusterScripts(t *testing.T) {
 // before a snapshot and after it, and what they wrote, survive a SIGKILL
 // and a restart.
 func TestScriptsSurviveRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
-	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
-	first := startProcess(t, binary, args...)
-	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
 	ctx := context.Background()
-	r := redisClient(t, addr)
 	incr := "return redis.call('INCRBY', KEYS[1], ARGV[1])"
-	for _, cmd := range [][]any{
+	r := killRestartAfter(t, [][]any{
 		{"SCRIPT", "LOAD", "return 'before'"},
 		{"EVAL", incr, "1", "k", "5"},
 		{"RAFT.SNAPSHOT"},
 		{"SCRIPT", "LOAD", "return 'after'"},
 		{"EVAL", incr, "1", "k", "2"},
-	} {
-		if err := r.Do(ctx, cmd...).Err(); err != nil {
-			t.Fatalf("%v: %v", cmd, err)
-		}
-	}
-	_ = first.Process.Kill()
-	_, _ = first.Process.Wait()
-	startProcess(t, binary, args...)
-	waitFor(t, 30*time.Second, "the restarted node serves", func() bool { return r.Get(ctx, "k").Err() == nil })
+	})
 	for _, body := range []string{"return 'before'", "return 'after'", incr} {
 		sum := sha1.Sum([]byte(body))
 		ok, err := r.ScriptExists(ctx, hex.EncodeToString(sum[:])).Result()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -42,34 +41,7 @@ func TestClusterStringExpiry(t *testing.T) {
 	if v := do(c.nodes[1], "PTTL", "k1"); v != int64(5000) {
 		t.Fatalf("PTTL k1 = %v", v)
 	}
-	// digests waits until every replica has applied the same entries and
-	// returns their common digest.
-	digests := func(what string) string {
-		t.Helper()
-		var common string
-		c.settle(10*time.Second, 50*time.Millisecond, what, func() string {
-			var seen []string
-			for _, p := range c.nodes {
-				if p.Process() == nil {
-					continue
-				}
-				d, err := c.client(p).Do(ctx, "DEBUG", "DIGEST").Text()
-				if err != nil {
-					return err.Error()
-				}
-				seen = append(seen, d)
-			}
-			for _, d := range seen[1:] {
-				if d != seen[0] {
-					return fmt.Sprintf("digests differ: %q", seen)
-				}
-			}
-			common = seen[0]
-			return ""
-		})
-		return common
-	}
-	before := digests("digests with three strings")
+	before := c.sameDigest("digests with three strings", 10*time.Second)
 	if !strings.HasSuffix(before, " 3") {
 		t.Fatalf("digest %q: want 3 keys", before)
 	}
@@ -79,7 +51,7 @@ func TestClusterStringExpiry(t *testing.T) {
 			t.Fatalf("k1 gone on %s 1 ms before its expiry", p.ID)
 		}
 	}
-	if d := digests("digests 1 ms before the expiry"); !strings.HasSuffix(d, " 3") {
+	if d := c.sameDigest("digests 1 ms before the expiry", 10*time.Second); !strings.HasSuffix(d, " 3") {
 		t.Fatalf("digest %q 1 ms before k1's expiry: want 3 keys", d)
 	}
 	do(c.nodes[0], "DEBUG", "TIMEWARP", "1")
@@ -91,7 +63,7 @@ func TestClusterStringExpiry(t *testing.T) {
 			t.Fatalf("GET k2 on %s: %v", p.ID, v)
 		}
 	}
-	after := digests("digests at the expiry")
+	after := c.sameDigest("digests at the expiry", 10*time.Second)
 	if !strings.HasSuffix(after, " 2") {
 		t.Fatalf("digest %q at k1's expiry: want 2 keys", after)
 	}
@@ -107,7 +79,7 @@ func TestClusterStringExpiry(t *testing.T) {
 		t.Fatalf("GET k2 after the restart: %v", v)
 	}
 	do(c.nodes[0], "DEBUG", "TIMEWARP", "5000")
-	if d := digests("digests after a restart and k2's expiry"); !strings.HasSuffix(d, " 1") {
+	if d := c.sameDigest("digests after a restart and k2's expiry", 10*time.Second); !strings.HasSuffix(d, " 1") {
 		t.Fatalf("digest %q: want only k3", d)
 	}
 	if v, _ := n1.Do(ctx, "TTL", "k3").Int64(); v != -1 {
@@ -119,26 +91,13 @@ func TestClusterStringExpiry(t *testing.T) {
 // and expiries, on a frozen clock) survive a SIGKILL and a restart, from a
 // snapshot and from the log after it.
 func TestStringsSurviveRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
-	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
-	first := startProcess(t, binary, args...)
-	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
 	ctx := context.Background()
-	r := redisClient(t, addr)
-	for _, cmd := range [][]any{
+	r := killRestartAfter(t, [][]any{
 		{"DEBUG", "CLOCK", "FREEZE", "1893456000000"},
 		{"INCRBY", "k", "5"}, {"EXPIRE", "k", "100"}, {"SET", "s", "before"},
 		{"RAFT.SNAPSHOT"},
 		{"SET", "s", "after", "PX", "2500"}, {"INCR", "k"},
-	} {
-		if err := r.Do(ctx, cmd...).Err(); err != nil {
-			t.Fatalf("%v: %v", cmd, err)
-		}
-	}
-	_ = first.Process.Kill()
-	_, _ = first.Process.Wait()
-	startProcess(t, binary, args...)
-	waitFor(t, 30*time.Second, "the restarted node serves", func() bool { return r.Get(ctx, "k").Err() == nil })
+	})
 	for _, c := range []struct {
 		cmd  []any
 		want any
@@ -153,6 +112,30 @@ func TestStringsSurviveRestart(t *testing.T) {
 }
 
 // redisClient is a go-redis client of the node at addr, closed with the test.
+// killRestartAfter starts a durable single node, sends it cmds (each must
+// succeed; one of them writes the key k), kills it (SIGKILL) and starts it
+// again on its data dir, and returns a client of the node once it reads k
+// again.
+func killRestartAfter(t *testing.T, cmds [][]any) *redis.Client {
+	t.Helper()
+	addr, dir := freeAddr(t), t.TempDir()
+	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
+	first := startProcess(t, binary, args...)
+	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
+	ctx := context.Background()
+	r := redisClient(t, addr)
+	for _, cmd := range cmds {
+		if err := r.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	_ = first.Process.Kill()
+	_, _ = first.Process.Wait()
+	startProcess(t, binary, args...)
+	waitFor(t, 30*time.Second, "the restarted node serves", func() bool { return r.Get(ctx, "k").Err() == nil })
+	return r
+}
+
 func redisClient(t *testing.T, addr string) *redis.Client {
 	r := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { r.Close() })

@@ -102,6 +102,32 @@ func (c *testCluster) startWith(p *proc, bin string) {
 // at each start.
 func startedWith(p *proc) string { return "=== started with " + p.Bin }
 
+// snapshot has p snapshot every group now (RAFT.SNAPSHOT), so that its
+// next start restores a snapshot its binary wrote (in the upgrade tests,
+// the other binary reads it).
+func (c *testCluster) snapshot(p *proc) {
+	c.t.Helper()
+	if err := c.client(p).Do(context.Background(), "RAFT.SNAPSHOT").Err(); err != nil {
+		c.t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
+	}
+}
+
+// startReleaseCluster starts three nodes of the release binary old with
+// --shards shards and waits until they serve.
+func startReleaseCluster(t *testing.T, old string, shards int) *testCluster {
+	t.Helper()
+	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
+		for _, p := range ns {
+			p.Extra = []string{"--shards", strconv.Itoa(shards)}
+		}
+	}})
+	for _, p := range c.nodes {
+		c.startWith(p, old)
+	}
+	c.waitServing(c.nodes...)
+	return c
+}
+
 // upgradeLoad is clients on every node deciding on shared limits until
 // stopped, tallying what each call told of its charge.
 type upgradeLoad struct {
@@ -124,34 +150,49 @@ func (c *testCluster) startUpgradeLoad() *upgradeLoad {
 	for i := range upgradeKeys {
 		l.tallies[upgradeKey(i)] = &limitTally{}
 	}
+	c.upgradeClients(&l.wg, l.stop, 5*time.Second, func(_ *proc, r *redis.Client) func(key string) error {
+		return func(key string) error {
+			res, err := r.Do(context.Background(), "RL.TOKEN", key, upgradeLimit, "1/d").Int64Slice()
+			out := classify(res, err)
+			l.mu.Lock()
+			l.calls[out]++
+			switch out {
+			case outAdmitted:
+				l.tallies[key].admitted++
+			case outUncertain:
+				l.tallies[key].uncertain++
+			}
+			l.mu.Unlock()
+			return err
+		}
+	})
+	return l
+}
+
+// upgradeClients starts two clients on every node, each walking through
+// the upgrade keys, one call at a time, until stop: client gives each
+// client goroutine its call (and so its own state), which runs on r, a
+// connection to node p whose calls time out after readTimeout. A client
+// pauses 2 ms after a call, 20 ms after one that failed (a stopped node:
+// do not spin).
+func (c *testCluster) upgradeClients(wg *sync.WaitGroup, stop <-chan struct{}, readTimeout time.Duration, client func(p *proc, r *redis.Client) func(key string) error) {
 	for w, p := range c.nodes {
 		for k := range 2 {
-			l.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer l.wg.Done()
+				defer wg.Done()
 				r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
-					DialTimeout: time.Second, ReadTimeout: 5 * time.Second, PoolSize: 1})
+					DialTimeout: time.Second, ReadTimeout: readTimeout, PoolSize: 1})
 				defer r.Close()
+				call := client(p, r)
 				for n := 0; ; n++ {
 					select {
-					case <-l.stop:
+					case <-stop:
 						return
 					default:
 					}
-					key := upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)
-					res, err := r.Do(context.Background(), "RL.TOKEN", key, upgradeLimit, "1/d").Int64Slice()
-					out := classify(res, err)
-					l.mu.Lock()
-					l.calls[out]++
-					switch out {
-					case outAdmitted:
-						l.tallies[key].admitted++
-					case outUncertain:
-						l.tallies[key].uncertain++
-					}
-					l.mu.Unlock()
-					if err != nil {
-						time.Sleep(20 * time.Millisecond) // a stopped node: do not spin
+					if err := call(upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)); err != nil {
+						time.Sleep(20 * time.Millisecond)
 					} else {
 						time.Sleep(2 * time.Millisecond)
 					}
@@ -159,7 +200,6 @@ func (c *testCluster) startUpgradeLoad() *upgradeLoad {
 			}()
 		}
 	}
-	return l
 }
 
 func (l *upgradeLoad) halt() {
@@ -255,15 +295,7 @@ func TestRollingUpgradeFromV010(t *testing.T) {
 
 func testRollingUpgrade(t *testing.T, old string, shards int) {
 	ctx := context.Background()
-	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
-		for _, p := range ns {
-			p.Extra = []string{"--shards", strconv.Itoa(shards)}
-		}
-	}})
-	for _, p := range c.nodes {
-		c.startWith(p, old)
-	}
-	c.waitServing(c.nodes...)
+	c := startReleaseCluster(t, old, shards)
 	if err := c.client(c.nodes[0]).Do(ctx, "DEBUG", "CLOCK", "FREEZE", "1893456000000").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -293,18 +325,10 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 			}
 		}
 	}
-	// snapshot has p snapshot every group now, so that its next start
-	// restores a snapshot its binary wrote (the other binary reads it).
-	snapshot := func(p *proc) {
-		t.Helper()
-		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
-			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
-		}
-	}
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 	time.Sleep(300 * time.Millisecond)
 	for _, p := range c.nodes {
-		snapshot(p) // v0.1.0's snapshots, which the new binary restores
+		c.snapshot(p) // v0.1.0's snapshots, which the new binary restores
 	}
 	restart(n1, binary)
 	mixed("n1 upgraded", n1)
@@ -312,7 +336,7 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 	mixed("n2 upgraded", n1, n2)
 	// Roll n2 back while n3 still runs v0.1.0: the version is still 1,
 	// and v0.1.0 restores the snapshot the new binary took.
-	snapshot(n2)
+	c.snapshot(n2)
 	restart(n2, old)
 	mixed("n2 rolled back", n1)
 	restart(n2, binary)
@@ -343,19 +367,10 @@ func testRollingUpgrade(t *testing.T, old string, shards int) {
 
 	// v0.1.0 now refuses n1's data dir, saying why, and changes nothing;
 	// the new binary restores its version 2 snapshot.
-	snapshot(n1)
+	c.snapshot(n1)
 	c.stop(n1)
-	var stdout, stderr bytes.Buffer
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, old, n1.Args(c.Peers, "--log-level", "warn")...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() == 0 || cctx.Err() != nil {
-		t.Fatalf("v0.1.0 on a cluster version 2 data dir: %v (want a non-zero exit)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	if msg := stderr.String() + stdout.String(); !strings.Contains(msg, "cluster version "+currentVersion+": it needs sluice ") {
+	stdout, stderr := refusedStart(t, "v0.1.0 on a cluster version 2 data dir", old, n1.Args(c.Peers, "--log-level", "warn")...)
+	if msg := stderr + stdout; !strings.Contains(msg, "cluster version "+currentVersion+": it needs sluice ") {
 		t.Fatalf("v0.1.0's refusal does not say why:\n%s", msg)
 	}
 	c.startWith(n1, binary)
@@ -382,17 +397,8 @@ func TestRollingUpgradeFrom0631f27(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	old := releaseBinary(t, releasePrev, "0631f27")
-	ctx := context.Background()
 	const shards = 3
-	c := layoutTestCluster(t, proccluster.Config{Nodes: 3, Header: startedWith, Setup: func(ns []*proc) {
-		for _, p := range ns {
-			p.Extra = []string{"--shards", strconv.Itoa(shards)}
-		}
-	}})
-	for _, p := range c.nodes {
-		c.startWith(p, old)
-	}
-	c.waitServing(c.nodes...)
+	c := startReleaseCluster(t, old, shards)
 	c.waitNewestVersion(c.nodes...) // 0631f27 raises a new cluster's version by the poll
 	load := c.startCounterLoad()
 	defer load.halt()
@@ -418,20 +424,14 @@ func TestRollingUpgradeFrom0631f27(t *testing.T) {
 			}
 		}
 	}
-	snapshot := func(p *proc) {
-		t.Helper()
-		if err := c.client(p).Do(ctx, "RAFT.SNAPSHOT").Err(); err != nil {
-			t.Fatalf("RAFT.SNAPSHOT on %s: %v", p.ID, err)
-		}
-	}
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 	time.Sleep(300 * time.Millisecond)
 	for _, p := range c.nodes {
-		snapshot(p) // 0631f27's snapshots, which this build restores
+		c.snapshot(p) // 0631f27's snapshots, which this build restores
 	}
 	restart(n1, binary, true)
 	restart(n2, binary, true)
-	snapshot(n2) // this build's, which 0631f27 restores
+	c.snapshot(n2) // this build's, which 0631f27 restores
 	restart(n2, old, true)
 	restart(n2, binary, true)
 	restart(n3, binary, false)
@@ -459,49 +459,30 @@ type counterLoad struct {
 
 func (c *testCluster) startCounterLoad() *counterLoad {
 	l := &counterLoad{acked: map[string]int64{}, stop: make(chan struct{})}
-	for w, p := range c.nodes {
-		for k := range 2 {
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				r := redis.NewClient(&redis.Options{Addr: p.RESP, Protocol: 2, MaxRetries: -1,
-					DialTimeout: time.Second, ReadTimeout: 10 * time.Second, PoolSize: 1})
-				defer r.Close()
-				// cut: this client's connection to its node closed when the
-				// node was restarted, and it has not got a reply since
-				// (go-redis answers the last dial error for a while after
-				// the node is back, without dialling).
-				cut := false
-				for n := 0; ; n++ {
-					select {
-					case <-l.stop:
-						return
-					default:
-					}
-					key := upgradeKey((n*7 + w*13 + k*29) % upgradeKeys)
-					_, err := r.IncrBy(context.Background(), key, 1).Result()
-					l.mu.Lock()
-					var rerr redis.Error
-					switch {
-					case err == nil:
-						l.acked[key]++
-						cut = false
-					case !errors.As(err, &rerr) && (l.restart == p.ID || cut):
-						l.closed++
-						cut = true
-					default:
-						l.bad = append(l.bad, fmt.Sprintf("%s on %s (restarting %q): %v", key, p.ID, l.restart, err))
-					}
-					l.mu.Unlock()
-					if err != nil {
-						time.Sleep(20 * time.Millisecond) // a stopped node: do not spin
-					} else {
-						time.Sleep(2 * time.Millisecond)
-					}
-				}
-			}()
+	c.upgradeClients(&l.wg, l.stop, 10*time.Second, func(p *proc, r *redis.Client) func(key string) error {
+		// cut: this client's connection to its node closed when the node
+		// was restarted, and it has not got a reply since (go-redis
+		// answers the last dial error for a while after the node is back,
+		// without dialling).
+		cut := false
+		return func(key string) error {
+			_, err := r.IncrBy(context.Background(), key, 1).Result()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			var rerr redis.Error
+			switch {
+			case err == nil:
+				l.acked[key]++
+				cut = false
+			case !errors.As(err, &rerr) && (l.restart == p.ID || cut):
+				l.closed++
+				cut = true
+			default:
+				l.bad = append(l.bad, fmt.Sprintf("%s on %s (restarting %q): %v", key, p.ID, l.restart, err))
+			}
+			return err
 		}
-	}
+	})
 	return l
 }
 

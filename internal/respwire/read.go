@@ -325,7 +325,7 @@ func unexpected(err error) error {
 	return err
 }
 
-// parseInt parses a decimal integer (an optional sign, then digits) that
+// ParseInt parses a decimal integer (an optional sign, then digits) that
 // fits in an int64, as strconv.ParseInt(s, 10, 64) would, but from bytes
 // and several times faster: integers are most of what a limiter replies.
 func ParseInt(b []byte) (int64, bool) {

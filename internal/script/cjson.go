@@ -175,6 +175,15 @@ func (d *jsonDecoder) space() {
 	}
 }
 
+// skip passes the byte c when it comes next.
+func (d *jsonDecoder) skip(c byte) bool {
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
 func (d *jsonDecoder) value(depth int) lua.LValue {
 	L := d.v.L
 	if depth > maxJSONDepth {
@@ -190,8 +199,7 @@ func (d *jsonDecoder) value(depth int) lua.LValue {
 		d.i++
 		t := L.NewTable()
 		d.space()
-		if d.i < len(d.s) && d.s[d.i] == '}' {
-			d.i++
+		if d.skip('}') {
 			return t
 		}
 		for d.err == "" {
@@ -202,20 +210,17 @@ func (d *jsonDecoder) value(depth int) lua.LValue {
 			}
 			k := d.str()
 			d.space()
-			if d.i >= len(d.s) || d.s[d.i] != ':' {
+			if !d.skip(':') {
 				d.fail("colon")
 				return lua.LNil
 			}
-			d.i++
 			d.space()
 			t.RawSetString(k, d.value(depth+1))
 			d.space()
-			if d.i < len(d.s) && d.s[d.i] == ',' {
-				d.i++
+			if d.skip(',') {
 				continue
 			}
-			if d.i < len(d.s) && d.s[d.i] == '}' {
-				d.i++
+			if d.skip('}') {
 				return t
 			}
 			d.fail("comma or object end")
@@ -225,20 +230,17 @@ func (d *jsonDecoder) value(depth int) lua.LValue {
 		d.i++
 		t := L.NewTable()
 		d.space()
-		if d.i < len(d.s) && d.s[d.i] == ']' {
-			d.i++
+		if d.skip(']') {
 			return t
 		}
 		for n := 1; d.err == ""; n++ {
 			d.space()
 			t.RawSetInt(n, d.value(depth+1))
 			d.space()
-			if d.i < len(d.s) && d.s[d.i] == ',' {
-				d.i++
+			if d.skip(',') {
 				continue
 			}
-			if d.i < len(d.s) && d.s[d.i] == ']' {
-				d.i++
+			if d.skip(']') {
 				return t
 			}
 			d.fail("comma or array end")

@@ -64,36 +64,14 @@ func (v *vm) reply(b []byte, lv lua.LValue, resp, depth int) ([]byte, bool) {
 			for k, val := m.Next(lua.LNil); k != lua.LNil; k, val = m.Next(k) {
 				pairs = append(pairs, k, val)
 			}
-			if resp == 3 {
-				b = appendInt(b, '%', int64(len(pairs)/2))
-			} else {
-				b = appendInt(b, '*', int64(len(pairs)))
-			}
-			for _, e := range pairs {
-				var ok bool
-				if b, ok = v.reply(b, e, resp, depth+1); !ok {
-					return b, false
-				}
-			}
-			return b, true
+			return v.aggregate(b, '%', len(pairs)/2, pairs, resp, depth)
 		}
 		if s, ok := x.RawGetString("set").(*lua.LTable); ok {
 			var members []lua.LValue
 			for k, _ := s.Next(lua.LNil); k != lua.LNil; k, _ = s.Next(k) {
 				members = append(members, k)
 			}
-			if resp == 3 {
-				b = appendInt(b, '~', int64(len(members)))
-			} else {
-				b = appendInt(b, '*', int64(len(members)))
-			}
-			for _, e := range members {
-				var ok bool
-				if b, ok = v.reply(b, e, resp, depth+1); !ok {
-					return b, false
-				}
-			}
-			return b, true
+			return v.aggregate(b, '~', len(members), members, resp, depth)
 		}
 		n := 0
 		for x.RawGetInt(n+1) != lua.LNil {
@@ -109,6 +87,23 @@ func (v *vm) reply(b []byte, lv lua.LValue, resp, depth int) ([]byte, bool) {
 		return b, true
 	}
 	return appendNull(b, resp), true
+}
+
+// aggregate appends a RESP3 map ('%' and n pairs) or set ('~' and n
+// members) holding elems, or under RESP2 an array of every element.
+func (v *vm) aggregate(b []byte, typ byte, n int, elems []lua.LValue, resp, depth int) ([]byte, bool) {
+	if resp == 3 {
+		b = appendInt(b, typ, int64(n))
+	} else {
+		b = appendInt(b, '*', int64(len(elems)))
+	}
+	for _, e := range elems {
+		var ok bool
+		if b, ok = v.reply(b, e, resp, depth+1); !ok {
+			return b, false
+		}
+	}
+	return b, true
 }
 
 // toInteger truncates f as Redis's (long long) cast does on x86: NaN and
@@ -163,15 +158,10 @@ func fmtNumber(f float64, prec int) string {
 
 // fmtDouble formats a RESP3 double as Redis does (%.17g, inf, -inf, nan).
 func fmtDouble(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
+	if math.IsNaN(f) {
 		return "nan"
 	}
-	return strconv.FormatFloat(f, 'g', 17, 64)
+	return fmtNumber(f, 17)
 }
 
 // parseReply reads one RESP reply from b into a Lua value (Redis to Lua)

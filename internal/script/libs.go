@@ -4,7 +4,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -12,11 +11,11 @@ import (
 // The sandbox: the libraries Redis 7.0 loads, as it loads them. The base
 // library without dofile, loadfile, print, getfenv, setfenv, newproxy,
 // module and require (Redis removes them); table, string, math; cjson and
-// bit (written here, as lua-cjson and LuaBitOp behave); redis. No os, io,
-// debug, coroutine. Every global and library table is read-only, as Redis
-// 7.0 makes them: the scripts' environment is an empty table whose
-// metatable reads the real globals and refuses writes, and reading a
-// global that does not exist is an error.
+// bit (cjson.go, as lua-cjson and LuaBitOp behave); redis (redislib.go).
+// No os, io, debug, coroutine. Every global and library table is
+// read-only, as Redis 7.0 makes them: the scripts' environment is an
+// empty table whose metatable reads the real globals and refuses writes,
+// and reading a global that does not exist is an error.
 
 // rand48Init is redisLrand48's state before any seed (rand.c's X0..X2),
 // which Redis starts from: a script's math.random gives what the first
@@ -93,24 +92,26 @@ func (v *vm) noGlobal(L *lua.LState) int {
 	return 0
 }
 
+// wrap replaces the function name of table t by f, which gets the
+// function it replaces to call.
+func (v *vm) wrap(t *lua.LTable, name string, f func(L *lua.LState, orig *lua.LFunction) int) {
+	orig := t.RawGetString(name).(*lua.LFunction)
+	t.RawSetString(name, v.L.NewFunction(func(L *lua.LState) int { return f(L, orig) }))
+}
+
 // overrideBase replaces the base functions whose gopher-lua behaviour a
 // script can tell from C Lua's.
 func (v *vm) overrideBase(g *lua.LTable) {
 	L := v.L
-	rawset := g.RawGetString("rawset").(*lua.LFunction)
-	g.RawSetString("rawset", L.NewFunction(func(L *lua.LState) int {
-		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
-			L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
-		}
-		return rawset.GFunction(L)
-	}))
-	setmt := g.RawGetString("setmetatable").(*lua.LFunction)
-	g.RawSetString("setmetatable", L.NewFunction(func(L *lua.LState) int {
-		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
-			L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
-		}
-		return setmt.GFunction(L)
-	}))
+	// rawset and setmetatable refuse a read-only table.
+	for _, name := range []string{"rawset", "setmetatable"} {
+		v.wrap(g, name, func(L *lua.LState, orig *lua.LFunction) int {
+			if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
+				L.Error(lua.LString(v.rt.texts.ReadOnly), 0)
+			}
+			return orig.GFunction(L)
+		})
+	}
 	// collectgarbage runs a full Go GC in gopher-lua: answer without.
 	g.RawSetString("collectgarbage", L.NewFunction(func(L *lua.LState) int {
 		L.Push(lua.LNumber(0))
@@ -120,8 +121,7 @@ func (v *vm) overrideBase(g *lua.LTable) {
 		L.Push(lua.LNumber(0))
 		return 1
 	}))
-	tostr := g.RawGetString("tostring").(*lua.LFunction)
-	g.RawSetString("tostring", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(g, "tostring", func(L *lua.LState, tostr *lua.LFunction) int {
 		if n, ok := L.Get(1).(lua.LNumber); ok {
 			L.Push(lua.LString(fmtNumber(float64(n), 14)))
 			return 1
@@ -135,9 +135,8 @@ func (v *vm) overrideBase(g *lua.LTable) {
 			return 1
 		}
 		return tostr.GFunction(L)
-	}))
-	tonum := g.RawGetString("tonumber").(*lua.LFunction)
-	g.RawSetString("tonumber", L.NewFunction(func(L *lua.LState) int {
+	})
+	v.wrap(g, "tonumber", func(L *lua.LState, tonum *lua.LFunction) int {
 		if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
 			if b, ok := L.Get(2).(lua.LNumber); !ok || b != 10 {
 				return tonum.GFunction(L)
@@ -157,11 +156,10 @@ func (v *vm) overrideBase(g *lua.LTable) {
 			L.Push(lua.LNil)
 		}
 		return 1
-	}))
+	})
 	// load and loadstring: the chunk runs in the scripts' environment.
 	for _, name := range []string{"load", "loadstring"} {
-		orig := g.RawGetString(name).(*lua.LFunction)
-		g.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		v.wrap(g, name, func(L *lua.LState, orig *lua.LFunction) int {
 			// Compiling is work out of the VM: a step per source byte.
 			if src, ok := L.Get(1).(lua.LString); ok && !v.b.chargeSteps(float64(len(src))) {
 				L.RaiseError("%s", v.rt.texts.Steps)
@@ -171,16 +169,14 @@ func (v *vm) overrideBase(g *lua.LTable) {
 				fn.Env = v.env
 			}
 			return n
-		}))
+		})
 	}
 }
 
 // boundResults refuses, as C Lua does, to push more than maxResults
 // values from unpack and string.byte.
 func (v *vm) boundResults(g *lua.LTable) {
-	L := v.L
-	unpack := g.RawGetString("unpack").(*lua.LFunction)
-	g.RawSetString("unpack", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(g, "unpack", func(L *lua.LState, unpack *lua.LFunction) int {
 		t := L.CheckTable(1)
 		i := L.OptInt64(2, 1)
 		j := L.OptInt64(3, int64(t.Len()))
@@ -188,10 +184,9 @@ func (v *vm) boundResults(g *lua.LTable) {
 			L.RaiseError("too many results to unpack")
 		}
 		return unpack.GFunction(L)
-	}))
+	})
 	str := g.RawGetString("string").(*lua.LTable)
-	byteFn := str.RawGetString("byte").(*lua.LFunction)
-	str.RawSetString("byte", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(str, "byte", func(L *lua.LState, byteFn *lua.LFunction) int {
 		s := L.CheckString(1)
 		i, j := L.OptInt64(2, 1), int64(0)
 		if L.GetTop() >= 3 {
@@ -211,7 +206,7 @@ func (v *vm) boundResults(g *lua.LTable) {
 			L.RaiseError("stack overflow (string slice too long)")
 		}
 		return byteFn.GFunction(L)
-	}))
+	})
 }
 
 // strToNumber is C Lua 5.1's luaO_str2d over glibc's strtod: surrounding
@@ -254,18 +249,15 @@ func strToNumber(s string) (float64, bool) {
 // overrideString bounds the functions that create large strings, and
 // string.format's widths as C Lua does.
 func (v *vm) overrideString(t *lua.LTable) {
-	L := v.L
-	rep := t.RawGetString("rep").(*lua.LFunction)
-	t.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(t, "rep", func(L *lua.LState, rep *lua.LFunction) int {
 		s := L.CheckString(1)
 		n := L.CheckInt64(2)
 		if n > 0 && !v.charge(int64(len(s))*n, n) {
 			return 0
 		}
 		return rep.GFunction(L)
-	}))
-	format := t.RawGetString("format").(*lua.LFunction)
-	t.RawSetString("format", L.NewFunction(func(L *lua.LState) int {
+	})
+	v.wrap(t, "format", func(L *lua.LState, format *lua.LFunction) int {
 		f := L.CheckString(1)
 		if !checkFormat(f) {
 			L.RaiseError("%s", v.rt.texts.Format)
@@ -286,18 +278,16 @@ func (v *vm) overrideString(t *lua.LTable) {
 			return 0
 		}
 		return format.GFunction(L)
-	}))
+	})
 	// Pattern matching backtracks inside one builtin call, out of the
 	// VM's instruction count: charge each call its worst case first.
 	for _, name := range []string{"find", "match", "gmatch"} {
-		orig := t.RawGetString(name).(*lua.LFunction)
-		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		v.wrap(t, name, func(L *lua.LState, orig *lua.LFunction) int {
 			v.chargePattern(L.CheckString(1), L.CheckString(2))
 			return orig.GFunction(L)
-		}))
+		})
 	}
-	gsub := t.RawGetString("gsub").(*lua.LFunction)
-	t.RawSetString("gsub", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(t, "gsub", func(L *lua.LState, gsub *lua.LFunction) int {
 		s := L.CheckString(1)
 		v.chargePattern(s, L.CheckString(2))
 		worst := int64(len(s))
@@ -308,7 +298,7 @@ func (v *vm) overrideString(t *lua.LTable) {
 			return 0
 		}
 		return gsub.GFunction(L)
-	}))
+	})
 }
 
 // chargePattern charges a match of pattern over s its worst case against
@@ -407,9 +397,7 @@ func (v *vm) charge(n, count int64) bool {
 }
 
 func (v *vm) overrideTable(t *lua.LTable) {
-	L := v.L
-	concat := t.RawGetString("concat").(*lua.LFunction)
-	t.RawSetString("concat", L.NewFunction(func(L *lua.LState) int {
+	v.wrap(t, "concat", func(L *lua.LState, concat *lua.LFunction) int {
 		tb := L.CheckTable(1)
 		sep := int64(len(L.OptString(2, "")))
 		var n int64
@@ -429,14 +417,13 @@ func (v *vm) overrideTable(t *lua.LTable) {
 			return 0
 		}
 		return concat.GFunction(L)
-	}))
-	insert := t.RawGetString("insert").(*lua.LFunction)
-	t.RawSetString("insert", L.NewFunction(func(L *lua.LState) int {
+	})
+	v.wrap(t, "insert", func(L *lua.LState, insert *lua.LFunction) int {
 		if !v.charge(16, 1) {
 			return 0
 		}
 		return insert.GFunction(L)
-	}))
+	})
 }
 
 // overrideMath: math.huge is infinity, and math.random is Redis's
@@ -472,148 +459,4 @@ func (v *vm) overrideMath(t *lua.LTable) {
 		v.rng = uint64(seed)<<16 | 0x330E
 		return 0
 	}))
-}
-
-// redisLib is the redis table.
-func (v *vm) redisLib() *lua.LTable {
-	L := v.L
-	t := L.NewTable()
-	t.RawSetString("call", L.NewFunction(func(L *lua.LState) int { return v.call(L, true) }))
-	t.RawSetString("pcall", L.NewFunction(func(L *lua.LState) int { return v.call(L, false) }))
-	t.RawSetString("error_reply", L.NewFunction(func(L *lua.LState) int {
-		s, ok := L.Get(1).(lua.LString)
-		if L.GetTop() != 1 || !ok {
-			L.Push(errorTable(L, v.rt.texts.WrongArgs))
-			return 1
-		}
-		e := string(s)
-		if !strings.HasPrefix(e, "-") {
-			e = "-" + e
-		}
-		r := L.NewTable()
-		r.RawSetString("err", lua.LString(errorText(e)))
-		L.Push(r)
-		return 1
-	}))
-	t.RawSetString("status_reply", L.NewFunction(func(L *lua.LState) int {
-		s, ok := L.Get(1).(lua.LString)
-		if L.GetTop() != 1 || !ok {
-			L.Push(errorTable(L, v.rt.texts.WrongArgs))
-			return 1
-		}
-		r := L.NewTable()
-		r.RawSetString("ok", s)
-		L.Push(r)
-		return 1
-	}))
-	t.RawSetString("sha1hex", L.NewFunction(func(L *lua.LState) int {
-		if L.GetTop() != 1 {
-			L.RaiseError("wrong number of arguments")
-		}
-		L.Push(lua.LString(SHA1Hex([]byte(L.ToString(1)))))
-		return 1
-	}))
-	t.RawSetString("log", L.NewFunction(func(L *lua.LState) int {
-		if L.GetTop() < 2 {
-			L.RaiseError("redis.log() requires two arguments or more.")
-		}
-		level := L.CheckInt(1)
-		if level < 0 || level > 3 {
-			L.RaiseError("Invalid debug level.")
-		}
-		if v.rt.cfg.Log != nil {
-			var parts []string
-			for i := 2; i <= L.GetTop(); i++ {
-				parts = append(parts, L.ToString(i))
-			}
-			v.rt.cfg.Log(level, strings.Join(parts, " "))
-		}
-		return 0
-	}))
-	t.RawSetString("setresp", L.NewFunction(func(L *lua.LState) int {
-		n, ok := L.Get(1).(lua.LNumber)
-		if L.GetTop() != 1 || !ok || (n != 2 && n != 3) {
-			e := errorTable(L, v.rt.texts.BadResp)
-			if line := v.line(); line > 0 {
-				e.RawSetString("line", lua.LNumber(line))
-			}
-			L.Error(e, 0)
-		}
-		v.resp = int(n)
-		return 0
-	}))
-	t.RawSetString("replicate_commands", L.NewFunction(func(L *lua.LState) int {
-		L.Push(lua.LTrue)
-		return 1
-	}))
-	t.RawSetString("set_repl", L.NewFunction(func(L *lua.LState) int { return 0 }))
-	t.RawSetString("breakpoint", L.NewFunction(func(L *lua.LState) int {
-		L.Push(lua.LFalse)
-		return 1
-	}))
-	t.RawSetString("debug", L.NewFunction(func(L *lua.LState) int { return 0 }))
-	// In a fixed order: pairs(redis) must not depend on a Go map's.
-	for _, c := range []struct {
-		name string
-		n    int
-	}{{"LOG_DEBUG", 0}, {"LOG_VERBOSE", 1}, {"LOG_NOTICE", 2}, {"LOG_WARNING", 3},
-		{"REPL_NONE", 0}, {"REPL_AOF", 1}, {"REPL_SLAVE", 2}, {"REPL_REPLICA", 2}, {"REPL_ALL", 3}} {
-		t.RawSetString(c.name, lua.LNumber(c.n))
-	}
-	t.RawSetString("REDIS_VERSION", lua.LString("7.0.15"))
-	t.RawSetString("REDIS_VERSION_NUM", lua.LNumber(0x07000f))
-	return t
-}
-
-// call is redis.call (raise) and redis.pcall: the arguments, strings or
-// numbers (formatted %.17g as Redis 7.0 does), go to the Host, and its
-// reply comes back as a Lua value; an error reply is raised by
-// redis.call and returned by redis.pcall.
-func (v *vm) call(L *lua.LState, raise bool) int {
-	n := L.GetTop()
-	fail := func(text string) int {
-		e := errorTable(L, text)
-		if raise {
-			if line := v.line(); line > 0 {
-				e.RawSetString("line", lua.LNumber(line))
-			}
-			L.Error(e, 0)
-		}
-		L.Push(e)
-		return 1
-	}
-	if n == 0 {
-		return fail(v.rt.texts.NoArgs)
-	}
-	// The arguments alias the Lua strings (the Host keeps none of them
-	// past the call: the engine copies what it stores), in a slice
-	// reused from call to call.
-	args := v.args[:0]
-	for i := 1; i <= n; i++ {
-		switch x := L.Get(i).(type) {
-		case lua.LString:
-			args = append(args, unsafe.Slice(unsafe.StringData(string(x)), len(x)))
-		case lua.LNumber:
-			args = append(args, FormatArg(nil, float64(x)))
-		default:
-			return fail(v.rt.texts.BadArg)
-		}
-	}
-	v.args = args
-	out := v.host.Call(args, v.resp)
-	clear(args)
-	val, _, ok := v.parseReply(out, 0)
-	if !ok {
-		return fail(v.rt.texts.Nesting)
-	}
-	if t, isT := val.(*lua.LTable); isT && raise {
-		if _, isErr := t.RawGetString("err").(lua.LString); isErr {
-			if line := v.line(); line > 0 {
-				t.RawSetString("line", lua.LNumber(line))
-			}
-			L.Error(t, 0)
-		}
-	}
-	L.Push(val)
-	return 1
 }

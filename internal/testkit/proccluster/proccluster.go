@@ -17,7 +17,6 @@
 package proccluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,13 +24,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/freeport"
-	"github.com/sluice-rl/sluice/internal/respwire"
 	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"github.com/sluice-rl/sluice/internal/testkit"
 )
@@ -227,47 +224,6 @@ func (c *Cluster) Joiner(id, dir string) (*Node, error) {
 	}
 	c.joiners = append(c.joiners, n)
 	return n, nil
-}
-
-// makeProxies puts a proxy in front of every peer's Raft and forward
-// ports (and spares) for every node, and gives each node its
-// --debug-dial-map.
-func (c *Cluster) makeProxies() error {
-	for _, from := range c.Nodes {
-		var m []string
-		for _, to := range c.Nodes {
-			if from == to {
-				continue
-			}
-			targets := []string{to.Raft, to.Fwd}
-			if c.cfg.Spares {
-				targets = append(targets, to.spare[0], to.spare[1])
-			}
-			var pair []*testkit.LinkProxy
-			for _, target := range targets {
-				p, err := testkit.NewLinkProxy(target, c.log)
-				if err != nil {
-					return err
-				}
-				pair = append(pair, p)
-				m = append(m, target+"="+p.Addr())
-			}
-			c.proxies[[2]int{from.Index, to.Index}] = pair
-		}
-		from.dialMap = strings.Join(m, ",")
-	}
-	return nil
-}
-
-// proxiesTo returns the proxies in front of n.
-func (c *Cluster) proxiesTo(n *Node) []*testkit.LinkProxy {
-	var ps []*testkit.LinkProxy
-	for key, pair := range c.proxies {
-		if key[1] == n.Index {
-			ps = append(ps, pair...)
-		}
-	}
-	return ps
 }
 
 // StartAll starts every node.
@@ -490,123 +446,4 @@ func (c *Cluster) HealAll() error {
 		}
 	}
 	return nil
-}
-
-// Cut sets the links between nodes a and b (by Index), both ways, to mode.
-func (c *Cluster) Cut(a, b int, mode testkit.LinkMode) error {
-	var errs []error
-	for _, key := range [][2]int{{a, b}, {b, a}} {
-		for _, p := range c.proxies[key] {
-			errs = append(errs, p.Set(mode))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Stall silences the link between nodes a and b, both ways, for a long
-// while: Raft's proxies drop (their connections resume on heal: a real
-// Raft connection stuck in backoff is dropped by TCP_USER_TIMEOUT within a
-// second and redialed, which a proxy cannot show the kernel), forwarding's
-// stall (their connections stay stuck after the heal, as TCP leaves them
-// after a long cut: only new ones pass).
-func (c *Cluster) Stall(a, b int) error {
-	var errs []error
-	for _, key := range [][2]int{{a, b}, {b, a}} {
-		for i, p := range c.proxies[key] {
-			mode := testkit.LinkDrop
-			if i%2 == 1 { // forward, and spare forward
-				mode = testkit.LinkStall
-			}
-			errs = append(errs, p.Set(mode))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Isolate cuts every link of node i with mode; LinkStall stalls them as
-// Stall does.
-func (c *Cluster) Isolate(i int, mode testkit.LinkMode) error {
-	var errs []error
-	for j := range c.Nodes {
-		switch {
-		case j == i:
-		case mode == testkit.LinkStall:
-			errs = append(errs, c.Stall(i, j))
-		default:
-			errs = append(errs, c.Cut(i, j, mode))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Heal brings every link up.
-func (c *Cluster) Heal() error {
-	var errs []error
-	for _, ps := range c.proxies {
-		for _, p := range ps {
-			errs = append(errs, p.Set(testkit.LinkUp))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// RaftStatus returns node n's RAFT.STATUS of group g as a map, asked on a
-// fresh connection within timeout.
-func RaftStatus(n *Node, g int, timeout time.Duration) (map[string]string, error) {
-	args := []string{"RAFT.STATUS"}
-	if g != 0 {
-		args = append(args, strconv.Itoa(g))
-	}
-	v, err := respwire.DoAt(n.RESP, timeout, args...)
-	if err != nil {
-		return nil, err
-	}
-	if v.Error() != "" {
-		return nil, fmt.Errorf("RAFT.STATUS: %s", v.Str)
-	}
-	return v.Fields(), nil
-}
-
-// Leader returns a running node that says it leads Raft group g
-// (RAFT.STATUS g), polling until timeout or ctx's end.
-func (c *Cluster) Leader(ctx context.Context, g int, timeout time.Duration) (*Node, error) {
-	var leader *Node
-	err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
-		for _, n := range c.Nodes {
-			if !n.Running() {
-				continue
-			}
-			st, err := RaftStatus(n, g, 500*time.Millisecond)
-			if err == nil && st["role"] == "leader" {
-				leader = n
-				return nil
-			}
-		}
-		return fmt.Errorf("no leader of group %d", g)
-	})
-	return leader, err
-}
-
-// WaitServing polls until each of nodes (every node when none are given)
-// answers a read through the log (sluiceproc.Serving: DBSIZE, which runs in
-// every Raft group, so a node answers it only once every group has a ready
-// leader with a quorum), each read within readTimeout; a node that is down
-// or paused is not waited for. It gives up after timeout or when ctx ends.
-func (c *Cluster) WaitServing(ctx context.Context, timeout, readTimeout time.Duration, nodes ...*Node) error {
-	if len(nodes) == 0 {
-		nodes = c.Nodes
-	}
-	next := 0 // nodes[:next] serve or are down
-	return testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
-		for ; next < len(nodes); next++ {
-			n := nodes[next]
-			if !n.Running() {
-				continue
-			}
-			if err := sluiceproc.Serving(n.RESP, readTimeout); err != nil {
-				return fmt.Errorf("%s not serving: %w", n.ID, err)
-			}
-		}
-		return nil
-	})
 }

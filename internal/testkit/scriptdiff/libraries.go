@@ -37,10 +37,6 @@ func Libraries(cluster bool) []Library {
 	}
 }
 
-// NeedsLists reports whether lib's scripts call list commands (LPUSH,
-// LRANGE...), which sluice has from issue #32 on.
-func NeedsLists(lib Library) bool { return lib.Name == "limits-moving-window" }
-
 // springKeys are RedisRateLimiter.getKeys(id, routeId).
 func springKeys(routeID, id string) []string {
 	p := "request_rate_limiter.{" + routeID + "." + id + "}."

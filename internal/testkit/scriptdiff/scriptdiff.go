@@ -8,7 +8,8 @@
 // sequences, and compares the two servers' replies byte for byte wherever
 // they do not depend on the clock. It is the differential test of issue
 // #31: the first server is a real redis-server, the second sluice (one node,
-// or a cluster), whose clock the test freezes.
+// or a cluster), whose clock the test freezes. StartRedis starts that
+// redis-server for this package's tests and resp's differential tests.
 //
 // Redis's clock cannot be frozen, so a reply that depends on it is compared
 // in a way that does not (each library's comparison says how):
@@ -246,6 +247,35 @@ type Options struct {
 	Cluster bool
 }
 
+// RunLibraries plays every library (Libraries(opts.Cluster)) with opts,
+// each as a subtest of t, on the redis-server at redisAddr and sluice at
+// sluiceAddr, the scripts read from scriptsDir (LoadScripts), and logs
+// what each compared.
+func RunLibraries(t *testing.T, scriptsDir, redisAddr, sluiceAddr string, opts Options) {
+	t.Helper()
+	scripts, err := LoadScripts(scriptsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(addr string) *Conn {
+		c, err := Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	redisSide := &Side{Name: "redis-server", Conn: dial(redisAddr)}
+	sluiceSide := &Side{Name: "sluice", Conn: dial(sluiceAddr), Sluice: true}
+	for _, lib := range Libraries(opts.Cluster) {
+		t.Run(lib.Name, func(t *testing.T) {
+			rep := Run(t, scripts, lib, redisSide, sluiceSide, opts)
+			t.Logf("%d calls compared, %d bursts skipped (a second of redis-server's clock passed), %d calls met NOSCRIPT in a group only",
+				rep.Calls, rep.Skipped, rep.ExtraNoscript)
+		})
+	}
+}
+
 // Report counts what a run compared.
 type Report struct {
 	Calls, Skipped int
@@ -255,8 +285,8 @@ type Report struct {
 }
 
 // Run plays lib's sequences on a (redis-server) and b (sluice, or a second
-// redis-server while sluice lacks scripting) and fails t at the first reply
-// that differs, with the history before it.
+// redis-server, as this package's own tests run it) and fails t at the
+// first reply that differs, with the history before it.
 func Run(t testing.TB, scripts Scripts, lib Library, a, b *Side, opt Options) Report {
 	t.Helper()
 	var rep Report

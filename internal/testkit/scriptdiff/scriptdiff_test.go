@@ -2,45 +2,19 @@ package scriptdiff
 
 import (
 	"fmt"
-	"net"
-	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluice-rl/sluice/internal/freeport"
-	"github.com/sluice-rl/sluice/internal/testkit"
 )
 
-// startRedis starts a redis-server on a free port of 127.0.0.1 with nothing
-// on disk, or skips the test without redis-server.
+// startRedis starts a redis-server (StartRedis) and connects to it.
 func startRedis(t *testing.T) *Conn {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not on PATH")
-	}
-	ports, err := freeport.Ports(1)
+	c, err := Dial(StartRedis(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	var c *Conn
-	testkit.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
-		var err error
-		c, err = Dial(addr)
-		return err
-	})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
