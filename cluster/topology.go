@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -66,7 +67,7 @@ func (n *Node) announceLoop() {
 // announce sends e to the leader at its forward address addr and waits for
 // the leader to have committed it.
 func (n *Node) announce(addr string, e codec.Leader) error {
-	if _, status, err := call(context.Background(), n, addr, announceMethod, announceReq{e}); status != fwdStatusOK {
+	if _, status, err := call(context.Background(), n, addr, announceMethod, announceReq{e}); status != forward.StatusOK {
 		return fmt.Errorf("leader replied %d: %w", status, err)
 	}
 	return nil
