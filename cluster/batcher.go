@@ -80,7 +80,7 @@ import (
 // twice. The request's outcome (cluster/outcome, shared with forwarded calls)
 // decides, with one compare-and-swap on its state word, whether the caller
 // gave up first (the late result is dropped) or the waiter claimed it (the
-// caller takes the result), and giveUpError which of the two errors fits;
+// caller takes the result), and outcome.GiveUpError which of the two errors fits;
 // so the results slice is never written after the caller returned; and
 // while the batcher reads a request's ops, the caller waits before it
 // gives up, so the ops' memory is never read after the caller returned

@@ -430,14 +430,14 @@ func TestResentBatchAnsweredByNewLeader(t *testing.T) {
 			// to it from whichever node leads now.
 			err := testkit.Poll(5*time.Second, 5*time.Millisecond, func() error {
 				for i, n := range tc.nodes {
-					if k, _ := n.route(); k == routeLocal && i != f {
+					if k := n.route().kind; k == routeLocal && i != f {
 						if a, b := tc.nodes[f].fsm.applied.Load(), n.fsm.applied.Load(); a < b {
 							return fmt.Errorf("follower applied %d of %d", a, b)
 						}
 						return n.Transfer(context.Background(), tc.cfgs[f].ID)
 					}
 				}
-				if k, _ := tc.nodes[f].route(); k == routeLocal {
+				if k := tc.nodes[f].route().kind; k == routeLocal {
 					return nil // it leads already
 				}
 				return errors.New("no ready leader")
@@ -450,7 +450,7 @@ func TestResentBatchAnsweredByNewLeader(t *testing.T) {
 
 	res := make([]engine.Result, 1)
 	err := tc.nodes[f].Execute(context.Background(), []engine.Op{decide("moved", tokenRule, 1)}, res)
-	if k, _ := tc.nodes[f].route(); k != routeLocal {
+	if k := tc.nodes[f].route().kind; k != routeLocal {
 		t.Fatalf("the leadership did not move to the follower (route %d)", k)
 	}
 	if err != nil || !res[0].Allowed || res[0].Remaining != tokenRule.Limit-3 {

@@ -119,7 +119,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	)
 	for {
 		var a outcome.Attempt
-		switch kind, addr := n.route(); kind {
+		switch r := n.route(); r.kind {
 		case routeLocal:
 			// After a forwarded try that may have applied, only with its
 			// ID (this node became the leader meanwhile).
@@ -128,7 +128,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			if id == (codec.BatchID{}) {
 				id = n.fwd.NewBatchID()
 			}
-			a = n.fwd.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: addr, Until: until})
+			a = n.fwd.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: r.addr, Until: until})
 			if a.Kind != outcome.TryNotApplied && a.Kind != outcome.TryWritten {
 				n.metrics.forwarded(len(ops))
 			}
@@ -205,7 +205,7 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 	t := time.NewTicker(retryPause)
 	defer t.Stop()
 	for {
-		if kind, _ := n.route(); kind == routeLocal || kind == routeForward {
+		if kind := n.route().kind; kind == routeLocal || kind == routeForward {
 			return ErrOutcomeUnknown
 		}
 		select {
@@ -224,6 +224,14 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 // is no usable leader (an election, a new leader's barrier).
 const retryPause = 5 * time.Millisecond
 
+// routing is where a batch should go now (route): the decision, and the
+// address it needs.
+type routing struct {
+	kind routeKind
+	addr string // routeForward: the leader's forward address (dial-mapped)
+}
+
+// routeKind is route's decision.
 type routeKind int
 
 const (
@@ -240,33 +248,33 @@ const (
 // another group of its host (every group of a member has the same
 // address); routeLoading only when it knows none (or leads while
 // replaying).
-func (n *Node) route() (routeKind, string) {
+func (n *Node) route() routing {
 	if n.raft.State() == raft.Leader {
 		if n.transferring.Load() > 0 {
-			return routeWait, "" // Raft refuses entries until it is done
+			return routing{kind: routeWait} // Raft refuses entries until it is done
 		}
 		if n.readyTerm.Load() == n.raft.CurrentTerm() {
-			return routeLocal, ""
+			return routing{kind: routeLocal}
 		}
 		if !n.isReplayed() {
-			return routeLoading, ""
+			return routing{kind: routeLoading}
 		}
-		return routeWait, ""
+		return routing{kind: routeWait}
 	}
 	_, id := n.raft.LeaderWithID()
 	if id == "" || string(id) == n.cfg.ID {
-		return routeWait, ""
+		return routing{kind: routeWait}
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
+		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
+		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if !n.isReplayed() {
-		return routeLoading, ""
+		return routing{kind: routeLoading}
 	}
-	return routeWait, ""
+	return routing{kind: routeWait}
 }
 
 // isReplayed reports whether the FSM has applied the log this node started
@@ -299,7 +307,7 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 			}
 		}
 	}
-	switch kind, _ := n.route(); kind {
+	switch n.route().kind {
 	case routeLocal:
 		req, err := n.batcher.enqueue(ctx, deadline, id, ops, results)
 		if err != nil {

@@ -277,7 +277,7 @@ func TestLostEntryRoutedAgain(t *testing.T) {
 	// A new leader among the others, and one command through it.
 	other := (l + 1) % 3
 	waitFor(t, 5*time.Second, func() error {
-		if k, _ := tc.nodes[other].route(); k != routeLocal && k != routeForward {
+		if k := tc.nodes[other].route().kind; k != routeLocal && k != routeForward {
 			return errors.New("no new leader yet")
 		}
 		if tc.nodes[l].raft.State() == raft.Leader {
@@ -387,9 +387,9 @@ func TestReplayingGroupForwardsWithHostAddresses(t *testing.T) {
 	n.fsm.mu.Lock()
 	delete(n.fsm.leaders, string(leader))
 	n.fsm.mu.Unlock()
-	kind, addr := n.route()
-	if want, _ := th.hosts[0].nodes[0].fsm.leader(string(leader)); kind != routeForward || addr != want.Forward {
-		t.Fatalf("route: %v %q, want a forward to %q", kind, addr, want.Forward)
+	r := n.route()
+	if want, _ := th.hosts[0].nodes[0].fsm.leader(string(leader)); r.kind != routeForward || r.addr != want.Forward {
+		t.Fatalf("route: %v %q, want a forward to %q", r.kind, r.addr, want.Forward)
 	}
 	table, _ := slots.Even(2)
 	key := keyIn(t, table, 1, "replay:")
@@ -429,7 +429,7 @@ func TestLostEntryCommittedByNewLeader(t *testing.T) {
 		errc <- tc.nodes[l].Execute(context.Background(), []engine.Op{decide("lost", tokenRule, 1)}, res)
 	}()
 	waitFor(t, 10*time.Second, func() error {
-		if k, _ := tc.nodes[a].route(); k != routeLocal {
+		if k := tc.nodes[a].route().kind; k != routeLocal {
 			return fmt.Errorf("node %d does not lead yet", a+1)
 		}
 		return nil

@@ -165,8 +165,8 @@ func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) 
 		if n.raft.State() == raft.Leader {
 			_, err = n.memberStep(ctx, op, id, raftAddr)
 			status = statusOf(err)
-		} else if kind, addr := n.route(); kind == routeForward {
-			_, status, err = call(ctx, n, addr, memberMethod, memberReq{op, id, raftAddr})
+		} else if r := n.route(); r.kind == routeForward {
+			_, status, err = call(ctx, n, r.addr, memberMethod, memberReq{op, id, raftAddr})
 		} else {
 			status, err = forward.StatusRetry, fmt.Errorf("%w: no leader known", errNoAnswer)
 		}

@@ -376,7 +376,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		switch kind, _ := n.route(); kind {
+		switch n.route().kind {
 		case routeLocal, routeForward:
 			return nil
 		}

@@ -59,7 +59,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	leader, follower := -1, -1
 	for i, node := range nodes {
-		if k, _ := node.route(); k == routeLocal {
+		if k := node.route().kind; k == routeLocal {
 			leader = i
 		} else if follower < 0 {
 			follower = i

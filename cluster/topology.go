@@ -54,12 +54,12 @@ func (n *Node) announceLoop() {
 		if e, ok := n.fsm.leader(n.cfg.ID); ok && e == self {
 			continue
 		}
-		kind, addr := n.route()
-		if kind != routeForward {
+		r := n.route()
+		if r.kind != routeForward {
 			continue
 		}
-		if err := n.announce(addr, self); err != nil {
-			n.log.Debug("announcing this node's addresses to the leader failed; will retry", "leader", addr, "err", err)
+		if err := n.announce(r.addr, self); err != nil {
+			n.log.Debug("announcing this node's addresses to the leader failed; will retry", "leader", r.addr, "err", err)
 		}
 	}
 }
@@ -80,7 +80,7 @@ func (r announceReq) serve(_ context.Context, n *Node) (none, error) {
 	if e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil {
 		return none{}, fmt.Errorf("%w: announcement %q %q %q", codec.ErrMalformed, e.ID, e.RESP, e.Forward)
 	}
-	if kind, _ := n.route(); kind != routeLocal {
+	if kind := n.route().kind; kind != routeLocal {
 		return none{}, fmt.Errorf("%w: not the ready leader", errRouteAgain)
 	}
 	if old, ok := n.fsm.leader(e.ID); ok && old == e {

@@ -318,12 +318,12 @@ func (n *Node) versionLoop() {
 		if n.fsm.clusterVersion() >= SupportedVersion || n.fsm.halted() != nil {
 			continue
 		}
-		switch kind, addr := n.route(); kind {
+		switch r := n.route(); r.kind {
 		case routeForward:
 			if _, id := n.raft.LeaderWithID(); string(id) != told {
 				told = string(id)
-				if _, err := n.exchangeVersion(addr); err != nil {
-					n.log.Debug("telling the leader this node's cluster version failed (a leader of a release before versions does not know how)", "leader", addr, "err", err)
+				if _, err := n.exchangeVersion(r.addr); err != nil {
+					n.log.Debug("telling the leader this node's cluster version failed (a leader of a release before versions does not know how)", "leader", r.addr, "err", err)
 				}
 			}
 		case routeLocal:
