@@ -38,8 +38,8 @@
 // leader, a later try) within its deadline. A request written on a
 // connection that then breaks may have been applied: the follower sends it
 // again, with the same batch id, on a new connection, while its deadline
-// allows, and the FSM applies a batch id at most once (dedup.go). When no
-// try is answered in time the reply is UNCERTAIN.
+// allows, and the FSM applies a batch id at most once (cluster/dedup.go).
+// When no try is answered in time the reply is UNCERTAIN.
 //
 // Connections cannot get stuck (cluster/peer): every call has a deadline,
 // a call that times out after it was written drops its connection (it may
@@ -56,8 +56,8 @@
 // about one frame per system call. Before it flushes, a writer that found
 // its queue empty yields the processor once (runtime.Gosched), so that
 // the goroutines already runnable queue theirs first; when none is, the
-// yield returns at once. BenchmarkClusterThreeNodesForwarded (wal): ~1
-// frame per flush before at both ends, 10-20 after.
+// yield returns at once. cluster's BenchmarkClusterThreeNodesForwarded
+// (wal): ~1 frame per flush before at both ends, 10-20 after.
 //
 // The forward port is as trusted as the Raft port: bind both to a private
 // network.
