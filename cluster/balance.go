@@ -87,7 +87,7 @@ func (h *Host) balance() {
 			if n.raft.State() != raft.Leader {
 				continue
 			}
-			if kind, _ := n.route(); kind != routeLocal {
+			if kind := n.route().kind; kind != routeLocal {
 				continue // not ready yet: let it finish its barrier
 			}
 			if n.memberBusy.Load() > 0 {

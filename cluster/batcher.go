@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/engine"
 )
 
@@ -75,17 +77,17 @@ import (
 // batcher took it is certainly not applied: CLUSTERDOWN, which clients such
 // as go-redis retry. One that times out after is in an entry Raft may yet
 // commit: UNCERTAIN, which they do not retry, since a retry could charge
-// twice. The request's outcome (outcome.go, shared with forwarded calls)
+// twice. The request's outcome (cluster/outcome, shared with forwarded calls)
 // decides, with one compare-and-swap on its state word, whether the caller
 // gave up first (the late result is dropped) or the waiter claimed it (the
-// caller takes the result), and giveUpError which of the two errors fits;
+// caller takes the result), and outcome.GiveUpError which of the two errors fits;
 // so the results slice is never written after the caller returned; and
 // while the batcher reads a request's ops, the caller waits before it
 // gives up, so the ops' memory is never read after the caller returned
 // either.
 //
 // The waiter list is the entry's slice of requests, not a list keyed by
-// ID (etcd's pkg/wait, which the follower's connections follow: fwdConn's
+// ID (etcd's pkg/wait, which the follower's connections follow: cluster/forward's
 // pending): an entry's requests are answered together, in order, each
 // with its run of the entry's results, so a slice walked once needs no
 // lock, no map and no ID per request on the leader's hot path.
@@ -96,11 +98,11 @@ import (
 //
 // Failures. ErrNotLeader, a leadership transfer in progress or an enqueue
 // timeout mean Raft refused the entry before appending it: not applied
-// (tryNotApplied), so Execute routes the request again (to the new leader,
+// (outcome.TryNotApplied), so Execute routes the request again (to the new leader,
 // through forwarding). ErrLeadershipLost after the entry was appended says
 // nothing of its fate: the waiter learns it from this node's own log
 // (resolve, fsm.outcome): the entry's results when it committed, a retry
-// when another entry took its index; tryUnknown (UNCERTAIN for the client)
+// when another entry took its index; outcome.TryUnknown (UNCERTAIN for the client)
 // only when the log told nothing in time, or on shutdown. Never a retry
 // that could apply it twice.
 //
@@ -109,7 +111,7 @@ import (
 // only by the FSM goroutine, never while raft.Apply is being called.
 
 // request is one Execute call's batch on its way through the pipeline:
-// its ops and the outcome its caller waits for (outcome.go).
+// its ops and the outcome its caller waits for (cluster/outcome).
 //
 // Requests are recycled (batcher.reqPool): a request goes back to the pool
 // only from wait, once its caller received the outcome on done, which
@@ -117,7 +119,8 @@ import (
 // request its caller abandoned is never recycled, since a waiter may still
 // try to claim it.
 type request struct {
-	outcome
+	outcome.Outcome
+	b    *batcher      // whose wait the Pending's Wait is
 	id   codec.BatchID // a forwarded batch's ID, or zero
 	ops  []engine.Op
 	size int // encoded size estimate
@@ -170,17 +173,24 @@ func newBatcher(r *raft.Raft, f *fsm, cfg *Config, m *nodeMetrics, closing <-cha
 	}
 }
 
-// submitID queues ops and waits for their results, until the deadline
-// timer fires or ctx ends: tryNotApplied when the batch was certainly not
-// applied and may be routed again, tryUnknown when it may have applied and
-// the log told nothing in time. A batch with an ID (zero for none) is
-// applied at most once by the FSM.
-func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) attempt {
-	req, err := b.enqueue(ctx, deadline, id, ops, results)
+// Submit is the group commit's try of a batch (forward.Submitter): it
+// queues b's ops and waits for their results, until the deadline timer
+// fires or ctx ends: outcome.TryNotApplied when the batch was certainly
+// not applied and may be routed again, outcome.TryUnknown when it may
+// have applied and the log told nothing in time. A batch with an ID (zero
+// for none) is applied at most once by the FSM.
+func (b *batcher) Submit(ctx context.Context, deadline <-chan time.Time, bt forward.Batch) outcome.Attempt {
+	req, err := b.enqueue(ctx, deadline, bt.ID, bt.Ops, bt.Results)
 	if err != nil {
-		return done(err)
+		return outcome.Done(err)
 	}
 	return b.wait(ctx, deadline, req)
+}
+
+// Wait waits for a queued request's outcome (forward.Pending: a batch a
+// follower forwarded, queued by Node's fwdGroup.Accept).
+func (r *request) Wait(ctx context.Context, deadline <-chan time.Time) outcome.Attempt {
+	return r.b.wait(ctx, deadline, r)
 }
 
 // enqueue puts ops on the batcher's queue. Requests queued by one goroutine
@@ -188,10 +198,10 @@ func (b *batcher) submitID(ctx context.Context, deadline <-chan time.Time, id co
 func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (*request, error) {
 	req, _ := b.reqPool.Get().(*request)
 	if req == nil {
-		req = &request{outcome: outcome{done: make(chan struct{}, 1)}}
+		req = &request{b: b}
 	}
-	req.id, req.ops, req.results, req.size = id, ops, results, codec.OpsSize(ops)
-	req.state.Store(outQueued)
+	req.id, req.ops, req.size = id, ops, codec.OpsSize(ops)
+	req.Reset(results)
 	select {
 	case b.reqs <- req:
 		return req, nil
@@ -204,59 +214,60 @@ func (b *batcher) enqueue(ctx context.Context, deadline <-chan time.Time, id cod
 		return nil, ErrShuttingDown
 	}
 	b.release(req) // never queued: nobody else saw it
-	return nil, clusterDownError(b.timeout)
+	return nil, outcome.ClusterDownError(b.timeout)
 }
 
 // release recycles a request whose outcome its caller received (or that
 // was never queued): no other goroutine refers to it any more.
 func (b *batcher) release(req *request) {
-	req.ops, req.results, req.res = nil, nil, attempt{}
+	req.ops = nil
+	req.Reset(nil)
 	b.reqPool.Put(req)
 }
 
 // wait waits for a queued request's outcome.
-func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) attempt {
+func (b *batcher) wait(ctx context.Context, deadline <-chan time.Time, req *request) outcome.Attempt {
 	var notApplied error
-	var why stopCause
+	var why outcome.StopCause
 	closing := b.closing
 	for notApplied == nil {
 		select {
-		case <-req.done:
-			a := req.res
+		case <-req.Delivered():
+			a := req.Attempt()
 			b.release(req)
 			return a
 		case <-deadline:
-			why, notApplied = stopDeadline, clusterDownError(b.timeout)
+			why, notApplied = outcome.StopDeadline, outcome.ClusterDownError(b.timeout)
 		case <-ctx.Done():
-			why, notApplied = stopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err())
+			why, notApplied = outcome.StopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err())
 		case <-closing:
 			// Still queued: the batcher is gone and will never take it.
 			// Already in an entry: its outcome still comes from Raft.
 			closing = nil
-			if req.state.CompareAndSwap(outQueued, outAbandoned) {
-				return done(ErrShuttingDown)
+			if req.Abandon() {
+				return outcome.Done(ErrShuttingDown)
 			}
 		}
 	}
-	switch st := req.giveUp(); st {
-	case outQueued, outHandedOver:
-		return done(giveUpError(st == outHandedOver, why, notApplied, b.timeout))
+	switch st := req.GiveUp(); st {
+	case outcome.Queued, outcome.HandedOver:
+		return outcome.Done(outcome.GiveUpError(st == outcome.HandedOver, why, notApplied, b.timeout))
 	}
-	<-req.done // a waiter claimed it first and is writing the outcome
-	a := req.res
+	<-req.Delivered() // a waiter claimed it first and is writing the outcome
+	a := req.Attempt()
 	b.release(req)
 	return a
 }
 
 // finish hands a request its outcome, unless its caller gave up.
-func finish(req *request, results []engine.Result, a attempt) {
-	if !req.claim(outHandedOver) && !req.claim(outQueued) {
+func finish(req *request, results []engine.Result, a outcome.Attempt) {
+	if !req.Claim(outcome.HandedOver) && !req.Claim(outcome.Queued) {
 		return
 	}
-	if a.kind == tryDone && a.err == nil {
-		copy(req.results, results)
+	if a.Kind == outcome.TryDone && a.Err == nil {
+		copy(req.Results(), results)
 	}
-	req.deliver(a) // the last touch: the caller may recycle req now
+	req.Deliver(a) // the last touch: the caller may recycle req now
 }
 
 // run is the batcher goroutine.
@@ -342,10 +353,10 @@ func (b *batcher) run() {
 			back = backlog{expect: returns.expect(d.callers), since: time.Now(), commit: d.took}
 		case <-b.closing:
 			for _, r := range pending {
-				finish(r, nil, done(ErrShuttingDown))
+				finish(r, nil, outcome.Done(ErrShuttingDown))
 			}
 			if over != nil {
-				finish(over, nil, done(ErrShuttingDown))
+				finish(over, nil, outcome.Done(ErrShuttingDown))
 			}
 			b.drain()
 			return
@@ -476,7 +487,7 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 	for _, r := range pending {
 		// The caller may give up at any moment and reuse its ops' memory:
 		// encode them under outEncoding, which the caller waits out.
-		if !r.state.CompareAndSwap(outQueued, outEncoding) {
+		if !r.StartEncoding() {
 			continue // abandoned before it reached the log: not applied
 		}
 		if withIDs {
@@ -485,7 +496,7 @@ func (b *batcher) apply(pending []*request, body *[]byte, firstAt time.Time) boo
 		for i := range r.ops {
 			*body = codec.AppendOp(*body, &r.ops[i])
 		}
-		r.state.Store(outHandedOver)
+		r.Encoded()
 		batch = append(batch, r)
 		n += len(r.ops)
 	}
@@ -522,7 +533,7 @@ func (b *batcher) drain() {
 	for {
 		select {
 		case r := <-b.reqs:
-			finish(r, nil, done(ErrShuttingDown))
+			finish(r, nil, outcome.Done(ErrShuttingDown))
 		default:
 			return
 		}

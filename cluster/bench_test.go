@@ -85,7 +85,7 @@ func durableCluster(b *testing.B, n int) ([]*Node, int) {
 	leader := -1
 	waitFor(b, 20*time.Second, func() error {
 		for i, node := range nodes {
-			if k, _ := node.route(); k == routeLocal {
+			if k := node.route().kind; k == routeLocal {
 				leader = i
 			}
 		}
@@ -93,7 +93,7 @@ func durableCluster(b *testing.B, n int) ([]*Node, int) {
 			return fmt.Errorf("no leader")
 		}
 		for _, node := range nodes {
-			if k, _ := node.route(); k != routeLocal && k != routeForward {
+			if k := node.route().kind; k != routeLocal && k != routeForward {
 				return fmt.Errorf("not every node is ready")
 			}
 		}

@@ -147,7 +147,7 @@ func TestMinorityNeverDecides(t *testing.T) {
 	waitFor(t, 5*time.Second, func() error {
 		_, err := tc.nodes[rest[0]].raft.LeaderWithID()
 		_ = err
-		if k, _ := tc.nodes[rest[0]].route(); k != routeLocal && k != routeForward {
+		if k := tc.nodes[rest[0]].route().kind; k != routeLocal && k != routeForward {
 			return fmt.Errorf("majority not ready")
 		}
 		return nil
@@ -159,7 +159,7 @@ func TestMinorityNeverDecides(t *testing.T) {
 	// Healed, the old leader follows and converges.
 	tc.heal(old)
 	waitFor(t, 5*time.Second, func() error {
-		if k, _ := tc.nodes[old].route(); k != routeForward {
+		if k := tc.nodes[old].route().kind; k != routeForward {
 			return fmt.Errorf("healed node cannot forward yet")
 		}
 		return nil
@@ -431,7 +431,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("follower snapshot: %v", err)
 	}
 	waitFor(t, 5*time.Second, func() error {
-		if k, _ := tc.nodes[f].route(); k != routeForward {
+		if k := tc.nodes[f].route().kind; k != routeForward {
 			return fmt.Errorf("rejoined node not forwarding")
 		}
 		return nil
@@ -500,7 +500,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	// The isolated leader steps down once its lease runs out without
 	// heartbeats (a loaded machine can take it past the 50 denials).
 	waitFor(t, 10*time.Second, func() error {
-		if k, _ := tc.nodes[old].route(); k == routeLocal {
+		if k := tc.nodes[old].route().kind; k == routeLocal {
 			return fmt.Errorf("the isolated node still leads")
 		}
 		return nil

@@ -2,7 +2,7 @@
 // gathers it): await waits for its future with a deadline of its own and
 // answers its callers; after a lost leadership, resolve learns the entry's
 // fate from this node's own log; Raft's refusals are classified into
-// attempts (outcome.go): not applied, or fate unknown.
+// attempts (cluster/outcome): not applied, or fate unknown.
 
 package cluster
 
@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster/codec"
 	"github.com/sluice-rl/sluice/cluster/logstore"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -53,7 +54,7 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		}
 		// Handed to Raft, no outcome: it may still commit.
 		for _, r := range batch {
-			finish(r, nil, done(commitTimeoutError(b.timeout)))
+			finish(r, nil, outcome.Done(outcome.CommitTimeoutError(b.timeout)))
 		}
 		free()
 	})
@@ -65,7 +66,7 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 	index = f.Index()
 	defer free()
 	var results []engine.Result
-	var a attempt // what the callers get; the zero value is done(nil): the results
+	var a outcome.Attempt // what the callers get; the zero value is outcome.Done(nil): the results
 	if err == nil {
 		b.entries.Add(1)
 		b.ops.Add(uint64(nops))
@@ -73,10 +74,10 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		results, _ = f.Response().([]engine.Result)
 		if results == nil {
 			// Not a result slice: the FSM refused the entry (an error).
-			a = done(internalError("the log entry did not apply: %v", f.Response()))
+			a = outcome.Done(internalError("the log entry did not apply: %v", f.Response()))
 			if e, isErr := f.Response().(error); isErr && errcode.Is(e, errcode.ApplyHalted) {
 				// Committed, so the other replicas apply it; this one halted.
-				a = done(&errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e})
+				a = outcome.Done(&errcode.Error{Code: errcode.Uncertain, Detail: "this node stopped applying the log after the command committed", Cause: e})
 			}
 		}
 	} else if errors.Is(err, raft.ErrLeadershipLost) && index > 0 {
@@ -84,21 +85,21 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		b.metrics.resolved(st)
 		switch st {
 		case outcomeApplied:
-			a, results = done(nil), rs
+			a, results = outcome.Done(nil), rs
 		case outcomeNotApplied:
-			a = notApplied(errNotApplied)
+			a = outcome.NotApplied(outcome.ErrNotApplied)
 		default:
-			a = attempt{kind: tryUnknown}
+			a = outcome.Attempt{Kind: outcome.TryUnknown}
 		}
 	} else if f := b.logWriteError(err); f != nil {
-		a = done(f) // the local append failed: not stored, not replicated
+		a = outcome.Done(f) // the local append failed: not stored, not replicated
 	} else {
 		a = classifyApplyError(err)
 	}
-	if a.kind == tryDone && a.err == nil && len(results) != nops {
-		a = done(internalError("the log entry did not apply: %d results for %d operations", len(results), nops))
+	if a.Kind == outcome.TryDone && a.Err == nil && len(results) != nops {
+		a = outcome.Done(internalError("the log entry did not apply: %d results for %d operations", len(results), nops))
 	}
-	if a.kind != tryDone || a.err != nil {
+	if a.Kind != outcome.TryDone || a.Err != nil {
 		for _, r := range batch {
 			finish(r, nil, a)
 		}
@@ -109,10 +110,10 @@ func (b *batcher) await(f raft.ApplyFuture, ref entryRef, batch []*request, nops
 		rs := results[off : off+len(r.ops)]
 		off += len(r.ops)
 		if r.id != (codec.BatchID{}) && len(rs) > 0 && rs[0].Err == errDuplicateBatch {
-			finish(r, nil, done(errDuplicateBatch)) // a re-send of a batch that applied
+			finish(r, nil, outcome.Done(errDuplicateBatch)) // a re-send of a batch that applied
 			continue
 		}
-		finish(r, rs, done(nil))
+		finish(r, rs, outcome.Done(nil))
 	}
 }
 
@@ -143,15 +144,15 @@ func (b *batcher) resolve(ref entryRef, index uint64, until time.Time) (int, []e
 }
 
 // classifyApplyError maps a Raft apply error to what the caller may do.
-func classifyApplyError(err error) attempt {
+func classifyApplyError(err error) outcome.Attempt {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrAbortedByRestore):
-		return notApplied(errNotApplied) // refused before it was appended
+		return outcome.NotApplied(outcome.ErrNotApplied) // refused before it was appended
 	}
-	return attempt{kind: tryUnknown} // ErrLeadershipLost, ErrRaftShutdown, ...
+	return outcome.Attempt{Kind: outcome.TryUnknown} // ErrLeadershipLost, ErrRaftShutdown, ...
 }
 
 // logWriteError returns the MISCONF error when err is Raft's answer to an

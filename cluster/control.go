@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -155,12 +157,12 @@ func (m *methodInfo) callTimeout(n *Node, asked time.Duration) time.Duration {
 func statusOf(err error) byte {
 	switch {
 	case err == nil:
-		return fwdStatusOK
+		return forward.StatusOK
 	case errors.Is(err, errRouteAgain), errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fwdStatusRetry
+		return forward.StatusRetry
 	}
-	return fwdStatusError
+	return forward.StatusError
 }
 
 // speaksControl reports whether every member of this node's group serves
@@ -175,7 +177,7 @@ func (n *Node) speaksControl() bool { return n.fsm.clusterVersion() >= controlVe
 func call[Req handler[Rep], Rep any](ctx context.Context, n *Node, addr string, m *method[Req, Rep], req Req) (Rep, byte, error) {
 	var rep Rep
 	body, status, err := n.callRaw(ctx, addr, &m.methodInfo, m.putReq(nil, req), !n.speaksControl())
-	if status != fwdStatusOK {
+	if status != forward.StatusOK {
 		return rep, status, err
 	}
 	d := codec.NewDecoder(body)
@@ -184,9 +186,9 @@ func call[Req handler[Rep], Rep any](ctx context.Context, n *Node, addr string, 
 		d.Failf("stray bytes after the reply")
 	}
 	if d.Err != nil {
-		return rep, fwdStatusRetry, fmt.Errorf("%w: bad %s reply from %s: %w", errNoAnswer, m.name, addr, d.Err)
+		return rep, forward.StatusRetry, fmt.Errorf("%w: bad %s reply from %s: %w", errNoAnswer, m.name, addr, d.Err)
 	}
-	return rep, fwdStatusOK, nil
+	return rep, forward.StatusOK, nil
 }
 
 // callRaw is call below the codecs: one call of method m with body, on the
@@ -195,26 +197,26 @@ func (n *Node) callRaw(ctx context.Context, addr string, m *methodInfo, body []b
 	var asked time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		if asked = time.Until(d); asked <= 0 {
-			return nil, fwdStatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
+			return nil, forward.StatusRetry, fmt.Errorf("%w: %w", errNoAnswer, context.DeadlineExceeded)
 		}
 	}
 	timeout := m.callTimeout(n, asked)
-	nc, err := n.fwd.dialPeer(addr, min(fwdDialTimeout, timeout))
+	nc, err := n.fwd.Dial(addr, min(forward.DialTimeout, timeout))
 	if err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: dial %s: %w", errNoAnswer, addr, err)
 	}
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	_ = nc.SetDeadline(time.Now().Add(timeout + ctlReplyGrace))
-	p := n.fwd.groupHello()
+	p := n.fwd.GroupHello()
 	if legacy {
 		p = m.legacy.appendRequest(p, body, timeout)
 	} else {
 		p = appendCall(append(p, ctlHello...), 1, m.num, timeout, body)
 	}
 	if _, err := nc.Write(p); err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: send %s to %s: %w", errNoAnswer, m.name, addr, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: send %s to %s: %w", errNoAnswer, m.name, addr, err)
 	}
 	br := bufio.NewReader(nc)
 	var status byte
@@ -223,11 +225,11 @@ func (n *Node) callRaw(ctx context.Context, addr string, m *methodInfo, body []b
 	} else {
 		body, status, err = readReply(br, 1, m)
 	}
-	if err != nil && status != fwdStatusOK && !errors.Is(err, errBadCtlReply) {
+	if err != nil && status != forward.StatusOK && !errors.Is(err, errBadCtlReply) {
 		return nil, status, err // the handler's error
 	}
 	if err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: %s reply from %s: %w", errNoAnswer, m.name, addr, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: %s reply from %s: %w", errNoAnswer, m.name, addr, err)
 	}
 	return body, status, nil
 }
@@ -248,22 +250,22 @@ func appendCall(p []byte, id, num uint64, timeout time.Duration, body []byte) []
 func readReply(br *bufio.Reader, id uint64, m *methodInfo) ([]byte, byte, error) {
 	got, err := binary.ReadUvarint(br)
 	if err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
 	}
 	status, err := br.ReadByte()
-	if err == nil && (got != id || status > fwdStatusRetry) {
+	if err == nil && (got != id || status > forward.StatusRetry) {
 		err = fmt.Errorf("reply %d with status %d to call %d", got, status, id)
 	}
 	if err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
 	}
 	limit := m.maxRep
-	if status != fwdStatusOK {
+	if status != forward.StatusOK {
 		limit = maxErrReply
 	}
 	body, err := peer.ReadFrame(br, limit)
 	if err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
 	}
 	return decodeStatus(status, body)
 }
@@ -271,7 +273,7 @@ func readReply(br *bufio.Reader, id uint64, m *methodInfo) ([]byte, byte, error)
 // decodeStatus splits a reply's body by its status: the ok body, or the
 // coded error.
 func decodeStatus(status byte, body []byte) ([]byte, byte, error) {
-	if status == fwdStatusOK {
+	if status == forward.StatusOK {
 		return body, status, nil
 	}
 	d := codec.NewDecoder(body)
@@ -280,7 +282,7 @@ func decodeStatus(status byte, body []byte) ([]byte, byte, error) {
 		d.Failf("stray bytes after the error")
 	}
 	if d.Err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, d.Err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, d.Err)
 	}
 	return nil, status, err
 }
@@ -334,11 +336,33 @@ func readRequest(br *bufio.Reader) (ctlRequest, error) {
 	return r, nil
 }
 
+// ctlServer serves the control channel's connections (and the legacy
+// ones: legacy.go) of a host's groups, which the forward port's server
+// hands it (forward.Control).
+type ctlServer struct {
+	nodes []*Node // by group
+	log   *slog.Logger
+}
+
+// serve serves a connection of group whose hello, read, is the control
+// channel's or a legacy one's; false for any other.
+func (s *ctlServer) serve(group int, hello string, c net.Conn, br *bufio.Reader) bool {
+	n := s.nodes[group]
+	if hello == ctlHello {
+		s.serveControl(n, c, br)
+		return true
+	} else if m := legacyMethod(hello); m != nil {
+		s.serveLegacy(n, c, br, m) // legacy.go
+		return true
+	}
+	return false
+}
+
 // serveControl serves a connection of the channel (the hellos were read):
 // a reader goroutine reads the requests, this one runs them in order and
 // writes each reply. The connection's end (the caller hanging up) cancels
 // the call running.
-func (s *fwdServer) serveControl(n *Node, c net.Conn, br *bufio.Reader) {
+func (s *ctlServer) serveControl(n *Node, c net.Conn, br *bufio.Reader) {
 	_ = c.SetReadDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	reqs := make(chan ctlRequest)
@@ -371,7 +395,7 @@ func (s *fwdServer) serveControl(n *Node, c net.Conn, br *bufio.Reader) {
 		}
 	}()
 	for r := range reqs {
-		status, body, err := byte(fwdStatusError), []byte(nil), r.refused
+		status, body, err := byte(forward.StatusError), []byte(nil), r.refused
 		if err != nil {
 			s.log.Warn("forward listener: control request refused", "remote", c.RemoteAddr(), "err", err)
 		} else {
@@ -380,7 +404,7 @@ func (s *fwdServer) serveControl(n *Node, c net.Conn, br *bufio.Reader) {
 		}
 		p := binary.AppendUvarint(nil, r.id)
 		p = append(p, status)
-		if status != fwdStatusOK {
+		if status != forward.StatusOK {
 			body = appendCtlError(nil, n, err)
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
@@ -392,13 +416,13 @@ func (s *fwdServer) serveControl(n *Node, c net.Conn, br *bufio.Reader) {
 
 // runCall runs one decoded request with the deadline rule and returns its
 // reply's status and body, or the error to reply with.
-func (s *fwdServer) runCall(ctx context.Context, n *Node, c net.Conn, m *methodInfo, run func(context.Context, *Node) ([]byte, error), d *codec.Decoder, asked time.Duration) (byte, []byte, error) {
+func (s *ctlServer) runCall(ctx context.Context, n *Node, c net.Conn, m *methodInfo, run func(context.Context, *Node) ([]byte, error), d *codec.Decoder, asked time.Duration) (byte, []byte, error) {
 	if d.Err == nil && len(d.B) != 0 {
 		d.Failf("stray bytes after the request")
 	}
 	if d.Err != nil {
 		s.log.Warn("forward listener: malformed control request", "method", m.name, "remote", c.RemoteAddr(), "err", d.Err)
-		return fwdStatusError, nil, d.Err
+		return forward.StatusError, nil, d.Err
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.callTimeout(n, asked))
 	defer cancel()

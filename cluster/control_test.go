@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/testkit"
@@ -68,7 +69,7 @@ func TestControlMethodTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nums, names, hellos := map[uint64]bool{}, map[string]bool{}, map[string]bool{ctlHello: true, fwdHello: true, fwdGroupHello: true}
+	nums, names, hellos := map[uint64]bool{}, map[string]bool{}, map[string]bool{ctlHello: true, forward.Hello: true, forward.GroupHello: true}
 	for _, m := range ctlMethods {
 		i := m.info()
 		if i.num == 0 || nums[i.num] || i.name == "" || names[i.name] {
@@ -79,7 +80,7 @@ func TestControlMethodTable(t *testing.T) {
 			t.Errorf("%s: caps %d/%d, limit set %v", i.name, i.maxReq, i.maxRep, i.limit != nil)
 		}
 		if w := i.legacy; w.reply != noLegacy {
-			if len(w.hello) != len(fwdHello) || hellos[w.hello] {
+			if len(w.hello) != len(forward.Hello) || hellos[w.hello] {
 				t.Errorf("%s: legacy hello %q is not a hello of its own", i.name, w.hello)
 			}
 			hellos[w.hello] = true
@@ -204,20 +205,20 @@ func TestControlChannel(t *testing.T) {
 		status byte
 		check  func(body []byte, err error) bool
 	}{
-		{"version", 1, versionMethod.num, versionMethod.putReq(nil, versionReq{id: "x", version: 2}), fwdStatusOK,
+		{"version", 1, versionMethod.num, versionMethod.putReq(nil, versionReq{id: "x", version: 2}), forward.StatusOK,
 			func(b []byte, _ error) bool {
 				return string(b) == string(binary.AppendUvarint(nil, uint64(SupportedVersion)))
 			}},
-		{"unknown method", 7, 99, []byte("whatever"), fwdStatusError,
+		{"unknown method", 7, 99, []byte("whatever"), forward.StatusError,
 			func(_ []byte, err error) bool {
 				e := errcode.Of(err)
 				return e != nil && e.Code == errcode.Internal && strings.Contains(e.Detail, "unknown control method 99")
 			}},
-		{"coded error", 8, memberMethod.num, memberMethod.putReq(nil, memberReq{op: opJoin, id: "n9", raftAddr: raftAddr}), fwdStatusError,
+		{"coded error", 8, memberMethod.num, memberMethod.putReq(nil, memberReq{op: opJoin, id: "n9", raftAddr: raftAddr}), forward.StatusError,
 			func(_ []byte, err error) bool { return errcode.Is(err, errcode.MemberConflict) }},
-		{"malformed", 9, announceMethod.num, []byte{0xff}, fwdStatusError,
+		{"malformed", 9, announceMethod.num, []byte{0xff}, forward.StatusError,
 			func(_ []byte, err error) bool { return err != nil && strings.Contains(err.Error(), "malformed") }},
-		{"progress", 10, memberMethod.num, memberMethod.putReq(nil, memberReq{op: opProgress, id: n.cfg.ID}), fwdStatusOK,
+		{"progress", 10, memberMethod.num, memberMethod.putReq(nil, memberReq{op: opProgress, id: n.cfg.ID}), forward.StatusOK,
 			func(b []byte, _ error) bool { d := codec.NewDecoder(b); return d.Uvarint() > 0 && d.Err == nil }},
 	} {
 		cc.send(step.id, step.num, 1000, step.body)
@@ -235,7 +236,7 @@ func TestControlChannel(t *testing.T) {
 	if _, err := cc.c.Write(p); err != nil {
 		t.Fatal(err)
 	}
-	if id, status, _, err := cc.reply(); id != 11 || status != fwdStatusError || !errcode.Is(err, errcode.Internal) {
+	if id, status, _, err := cc.reply(); id != 11 || status != forward.StatusError || !errcode.Is(err, errcode.Internal) {
 		t.Errorf("oversized request: reply %d, status %d, %v", id, status, err)
 	}
 	if _, err := cc.br.ReadByte(); !errors.Is(err, io.EOF) {
@@ -249,7 +250,7 @@ func TestControlChannel(t *testing.T) {
 func TestControlDeadline(t *testing.T) {
 	tc := newTestCluster(t, 1, nil)
 	n := tc.nodes[0]
-	s := &fwdServer{log: testLogger(t)}
+	s := &ctlServer{log: testLogger(t)}
 	c1, c2 := net.Pipe()
 	defer c1.Close()
 	defer c2.Close()
@@ -268,7 +269,7 @@ func TestControlDeadline(t *testing.T) {
 			left = dl.Sub(start)
 			return nil, nil
 		}, &d, tc.asked)
-		if status != fwdStatusOK || err != nil || left > tc.want+50*time.Millisecond || left < tc.want-50*time.Millisecond {
+		if status != forward.StatusOK || err != nil || left > tc.want+50*time.Millisecond || left < tc.want-50*time.Millisecond {
 			t.Errorf("asked %v: the handler's deadline %v away (want %v), status %d, %v", tc.asked, left, tc.want, status, err)
 		}
 	}
@@ -276,7 +277,7 @@ func TestControlDeadline(t *testing.T) {
 	// once, unanswered.
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	if _, status, err := call(ctx, n, n.fwdAddr, versionMethod, versionReq{id: "x", version: 3}); status != fwdStatusRetry || !errors.Is(err, errNoAnswer) {
+	if _, status, err := call(ctx, n, n.fwdAddr, versionMethod, versionReq{id: "x", version: 3}); status != forward.StatusRetry || !errors.Is(err, errNoAnswer) {
 		t.Errorf("a call past its deadline: status %d, %v", status, err)
 	}
 }
@@ -310,7 +311,7 @@ func TestLegacyClientAgainstNewServer(t *testing.T) {
 	// v0.2.0's membership step: status 0 and the applied index.
 	p = append([]byte{byte(opProgress)}, codec.AppendStr(codec.AppendStr(nil, []byte(n.cfg.ID)), nil)...)
 	p = binary.AppendUvarint(p, 1000)
-	if got := legacy("SLFM\x01", p); len(got) < 2 || got[0] != fwdStatusOK {
+	if got := legacy("SLFM\x01", p); len(got) < 2 || got[0] != forward.StatusOK {
 		t.Errorf("SLFM progress reply %q", got)
 	}
 	// ... and a coded error.
@@ -318,7 +319,7 @@ func TestLegacyClientAgainstNewServer(t *testing.T) {
 	p = binary.AppendUvarint(p, 1000)
 	got := legacy("SLFM\x01", p)
 	d := codec.NewDecoder(got[1:])
-	if err := d.CodedError(sentinels); got[0] != fwdStatusError || !errcode.Is(err, errcode.MemberConflict) {
+	if err := d.CodedError(sentinels); got[0] != forward.StatusError || !errcode.Is(err, errcode.MemberConflict) {
 		t.Errorf("SLFM join conflict reply %q: %v", got, err)
 	}
 	// v0.1.0's announcement: status 0, no text.
@@ -332,7 +333,7 @@ func TestLegacyClientAgainstNewServer(t *testing.T) {
 		if m == &memberMethod.methodInfo {
 			body = memberMethod.putReq(nil, memberReq{op: opProgress, id: n.cfg.ID})
 		}
-		if b, status, err := n.callRaw(context.Background(), n.fwdAddr, m, body, true); status != fwdStatusOK || err != nil || len(b) == 0 {
+		if b, status, err := n.callRaw(context.Background(), n.fwdAddr, m, body, true); status != forward.StatusOK || err != nil || len(b) == 0 {
 			t.Errorf("%s in the legacy framing: %q, status %d, %v", m.name, b, status, err)
 		}
 	}
@@ -371,13 +372,13 @@ func TestNewClientAgainstLegacyServer(t *testing.T) {
 		case "SLFV\x01":
 			_, _ = c.Write(peer.Frame(binary.AppendUvarint(nil, 2)))
 		case "SLFA\x01":
-			_, _ = c.Write(peer.Frame([]byte{fwdStatusRetry, 'n', 'o'}))
+			_, _ = c.Write(peer.Frame([]byte{forward.StatusRetry, 'n', 'o'}))
 		case "SLFM\x01":
 			d := codec.NewDecoder(p)
 			if memberOp(d.Byte()) == opProgress {
-				_, _ = c.Write(peer.Frame(binary.AppendUvarint([]byte{fwdStatusOK}, 42)))
+				_, _ = c.Write(peer.Frame(binary.AppendUvarint([]byte{forward.StatusOK}, 42)))
 			} else {
-				_, _ = c.Write(peer.Frame(codec.AppendError([]byte{fwdStatusError}, &errcode.Error{Code: errcode.RemoveUnsafe, Detail: "n1"})))
+				_, _ = c.Write(peer.Frame(codec.AppendError([]byte{forward.StatusError}, &errcode.Error{Code: errcode.RemoveUnsafe, Detail: "n1"})))
 			}
 		}
 	}).Addr().String()
@@ -390,16 +391,16 @@ func TestNewClientAgainstLegacyServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if v, status, err := call(ctx, n, old, memberMethod, memberReq{op: opProgress, id: "n2"}); v != 42 || status != fwdStatusOK || err != nil {
+	if v, status, err := call(ctx, n, old, memberMethod, memberReq{op: opProgress, id: "n2"}); v != 42 || status != forward.StatusOK || err != nil {
 		t.Errorf("progress of an old node: %d, %d, %v", v, status, err)
 	}
-	if _, status, err := call(ctx, n, old, memberMethod, memberReq{op: opRemove, id: "n1"}); status != fwdStatusError || !errcode.Is(err, errcode.RemoveUnsafe) {
+	if _, status, err := call(ctx, n, old, memberMethod, memberReq{op: opRemove, id: "n1"}); status != forward.StatusError || !errcode.Is(err, errcode.RemoveUnsafe) {
 		t.Errorf("a coded error from an old node: %d, %v", status, err)
 	}
 	// The channel's framing, which only a group at the channel's version
 	// sends, is dropped by an old node: no answer.
 	body := versionMethod.putReq(nil, versionReq{id: "x", version: 3})
-	if _, status, err := n.callRaw(ctx, old, &versionMethod.methodInfo, body, false); status != fwdStatusRetry || !errors.Is(err, errNoAnswer) {
+	if _, status, err := n.callRaw(ctx, old, &versionMethod.methodInfo, body, false); status != forward.StatusRetry || !errors.Is(err, errNoAnswer) {
 		t.Errorf("the channel to an old node: status %d, %v", status, err)
 	}
 }

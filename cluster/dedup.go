@@ -28,11 +28,11 @@ import (
 // The set is bounded in log time and in count, so its memory is bounded:
 // an ID is forgotten once the log time is dedupWindow past it, or once
 // dedupMax newer IDs were recorded. A follower re-sends for at most
-// fwdResendWindow after its first write (and never past its command's
+// forward.ResendWindow after its first write (and never past its command's
 // deadline), well within dedupWindow even with leaders' clocks seconds
 // apart. The count bound shortens the window only above dedupMax /
 // dedupWindow = ~2,000 forwarded batches per second sustained for a whole
-// minute; a re-send arrives within fwdResendWindow (10 s), so at-most-once
+// minute; a re-send arrives within forward.ResendWindow (10 s), so at-most-once
 // holds up to ~13,000 forwarded batches (pipelines) per second, above what
 // one leader commits here. Past that, a re-send that arrives after its ID
 // was evicted would apply twice; the count bound is what keeps memory
@@ -174,7 +174,7 @@ func restoreDedup(meta [][2]string) (*dedupSet, error) {
 //
 // The cache is memory only, never in a snapshot, and bounded: a reply is
 // dropped replyWindow of log time after its batch applied (a follower
-// re-sends for at most fwdResendWindow after its first write), or sooner
+// re-sends for at most forward.ResendWindow after its first write), or sooner
 // once the replies kept take more than replyMaxBytes or outnumber
 // dedupMax (so at most about replyMaxBytes per group and replica, whatever
 // the load; under a load that fills it faster, the window shrinks and a

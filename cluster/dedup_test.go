@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/testkit"
 	"github.com/sluice-rl/sluice/persistence"
@@ -265,14 +266,11 @@ func TestResentBatchChargesOnce(t *testing.T) {
 	f := (leader + 1) % 3
 	var broke atomic.Bool
 	var dials atomic.Int32
-	tc.nodes[f].fwd.wrap = func(c net.Conn) net.Conn {
+	// Drop the pooled connections: the next call dials.
+	tc.nodes[f].fwd.WrapConns(func(c net.Conn) net.Conn {
 		dials.Add(1)
 		return breakOnReply{Conn: c, broke: &broke}
-	}
-	tc.nodes[f].fwd.close() // drop the pooled connections: the next call dials
-	tc.nodes[f].fwd.mu.Lock()
-	tc.nodes[f].fwd.closed = false
-	tc.nodes[f].fwd.mu.Unlock()
+	})
 
 	res := make([]engine.Result, 1)
 	err := tc.nodes[f].Execute(context.Background(), []engine.Op{decide("once", tokenRule, 1)}, res)
@@ -300,19 +298,22 @@ func TestBatcherTimeoutClass(t *testing.T) {
 	for _, tt := range []struct {
 		state int32
 		want  error
-	}{{outQueued, ErrClusterDown}, {outHandedOver, ErrUncertain}} {
+	}{{outcome.Queued, ErrClusterDown}, {outcome.HandedOver, ErrUncertain}} {
 		t.Run(fmt.Sprint(tt.state), func(t *testing.T) {
 			b := &batcher{timeout: time.Second, closing: make(chan struct{})}
-			req := &request{outcome: outcome{done: make(chan struct{}, 1)}}
-			req.state.Store(tt.state)
+			req := &request{b: b}
+			req.Reset(nil)
+			if tt.state == outcome.HandedOver {
+				req.HandOver()
+			}
 			deadline := make(chan time.Time, 1)
 			deadline <- time.Now()
-			err := b.wait(context.Background(), deadline, req).reply()
+			err := b.wait(context.Background(), deadline, req).Reply()
 			if !errors.Is(err, tt.want) || errors.Is(err, ErrClusterDown) == errors.Is(err, ErrUncertain) {
 				t.Fatalf("err = %v, want %v's class only", err, tt.want)
 			}
-			if req.state.Load() != outAbandoned {
-				t.Fatalf("state %d, want abandoned", req.state.Load())
+			if req.State() != outcome.Abandoned {
+				t.Fatalf("state %d, want abandoned", req.State())
 			}
 		})
 	}
@@ -421,7 +422,7 @@ func TestResentBatchAnsweredByNewLeader(t *testing.T) {
 	f := (leader + 1) % 3
 	exec(t, tc.nodes[f], decide("moved", tokenRule, 2)) // a reply to tell from a fresh decision
 	var once sync.Once
-	tc.nodes[f].fwd.wrap = func(c net.Conn) net.Conn {
+	tc.nodes[f].fwd.WrapConns(func(c net.Conn) net.Conn {
 		return hookOnReply{Conn: c, once: &once, hook: func() {
 			// On the forward client's reader goroutine: no t.Fatal here.
 			// The follower has applied what the leader has (the entry
@@ -429,14 +430,14 @@ func TestResentBatchAnsweredByNewLeader(t *testing.T) {
 			// to it from whichever node leads now.
 			err := testkit.Poll(5*time.Second, 5*time.Millisecond, func() error {
 				for i, n := range tc.nodes {
-					if k, _ := n.route(); k == routeLocal && i != f {
+					if k := n.route().kind; k == routeLocal && i != f {
 						if a, b := tc.nodes[f].fsm.applied.Load(), n.fsm.applied.Load(); a < b {
 							return fmt.Errorf("follower applied %d of %d", a, b)
 						}
 						return n.Transfer(context.Background(), tc.cfgs[f].ID)
 					}
 				}
-				if k, _ := tc.nodes[f].route(); k == routeLocal {
+				if k := tc.nodes[f].route().kind; k == routeLocal {
 					return nil // it leads already
 				}
 				return errors.New("no ready leader")
@@ -445,15 +446,11 @@ func TestResentBatchAnsweredByNewLeader(t *testing.T) {
 				t.Errorf("moving the leadership to the follower: %v", err)
 			}
 		}}
-	}
-	tc.nodes[f].fwd.close()
-	tc.nodes[f].fwd.mu.Lock()
-	tc.nodes[f].fwd.closed = false
-	tc.nodes[f].fwd.mu.Unlock()
+	})
 
 	res := make([]engine.Result, 1)
 	err := tc.nodes[f].Execute(context.Background(), []engine.Op{decide("moved", tokenRule, 1)}, res)
-	if k, _ := tc.nodes[f].route(); k != routeLocal {
+	if k := tc.nodes[f].route().kind; k != routeLocal {
 		t.Fatalf("the leadership did not move to the follower (route %d)", k)
 	}
 	if err != nil || !res[0].Allowed || res[0].Remaining != tokenRule.Limit-3 {

@@ -1,11 +1,12 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -27,7 +28,7 @@ var (
 
 	// ErrUncertain matches (errors.Is) every error after which the command
 	// may have been applied; the error returned names why.
-	ErrUncertain error = errcode.New(errcode.Uncertain)
+	ErrUncertain = outcome.ErrUncertain
 
 	// ErrLoading: this node is still replaying its log.
 	ErrLoading error = errcode.New(errcode.Loading)
@@ -36,25 +37,17 @@ var (
 	// changed (or the node shut down) before it was known to commit. It
 	// may have been applied. It matches ErrUncertain. It is only ever a
 	// reply (to the client, or a leader's to a follower's forwarded
-	// batch); inside the package the attempt kind tryUnknown says it.
-	ErrOutcomeUnknown error = errcode.New(errcode.OutcomeUnknown)
+	// batch); inside the package the attempt kind outcome.TryUnknown says
+	// it.
+	ErrOutcomeUnknown = outcome.ErrOutcomeUnknown
 
 	// ErrShuttingDown: the node is closing and did not take the batch; it
 	// was not applied, so the CLUSTERDOWN class (which clients retry) fits.
-	ErrShuttingDown error = errcode.New(errcode.ShuttingDown)
+	ErrShuttingDown = outcome.ErrShuttingDown
 )
 
-// clusterDownError is ErrClusterDown naming the timeout that expired: no
-// majority took the command within it, and it was certainly not applied.
-func clusterDownError(timeout time.Duration) error {
-	return &errcode.Error{Code: errcode.ClusterDown, Num: int64(timeout)}
-}
-
-// commitTimeoutError reports a command handed to Raft (or written to the
-// leader) that got no answer within the timeout: it may commit later.
-func commitTimeoutError(timeout time.Duration) error {
-	return &errcode.Error{Code: errcode.CommitTimeout, Num: int64(timeout)}
-}
+// outcome.ClusterDownError is ErrClusterDown naming the timeout that
+// expired; outcome.CommitTimeoutError is an UNCERTAIN one naming it.
 
 // lostQuorumError reports a batch handed to Raft whose leader then lost
 // its majority, with no new leader within the timeout: the batch may or
@@ -91,17 +84,8 @@ var sentinels = codec.Sentinels{
 	engine.ErrWrongType, engine.ErrClockBackwards, engine.ErrBadRule, engine.ErrOOM,
 	engine.ErrKeyLimit, engine.ErrDuplicateKey,
 	ErrClusterDown, ErrUncertain, ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, errDuplicateBatch,
-	errBadReply, errConnLost,
+	forward.ErrBadReply, forward.ErrConnLost,
 }
-
-// errNotApplied is the text of a leader's "route again" answer to a
-// forwarded batch that Raft refused before appending it (the status says
-// what to do; the text is for logs), and what a tryNotApplied attempt
-// reads as (attempt.reply).
-var errNotApplied = errors.New("not applied; route again")
-
-// errWrittenLost is what a tryWritten attempt reads as (attempt.reply).
-var errWrittenLost = errors.New("written, then the connection broke; send again with the same ID")
 
 // adminError gives a raft error from an admin command its code.
 func adminError(op string, err error) error {

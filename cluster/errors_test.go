@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
 
@@ -23,9 +25,9 @@ func wireError(err error) errcode.Error {
 // sentinel when it has none), and its class: CLUSTERDOWN (not applied) and
 // UNCERTAIN (may have been) never mix.
 func TestErrorCodesRoundTrip(t *testing.T) {
-	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, clusterDownError(2 * time.Second),
-		clusterDownError(time.Minute), commitTimeoutError(time.Second), lostQuorumError(time.Second), errDuplicateBatch,
-		errBadReply, errConnLost, internalError("%d results for %d operations", 1, 2)} {
+	for _, err := range []error{ErrLoading, ErrOutcomeUnknown, ErrShuttingDown, outcome.ClusterDownError(2 * time.Second),
+		outcome.ClusterDownError(time.Minute), outcome.CommitTimeoutError(time.Second), lostQuorumError(time.Second), errDuplicateBatch,
+		forward.ErrBadReply, forward.ErrConnLost, internalError("%d results for %d operations", 1, 2)} {
 		d := codec.NewDecoder(codec.AppendError(nil, err))
 		back := d.CodedError(sentinels)
 		if d.Err != nil || len(d.B) != 0 {
@@ -44,7 +46,7 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 			t.Fatalf("%v: its code and its class differ", err)
 		}
 	}
-	if !errors.Is(clusterDownError(time.Minute), ErrClusterDown) || errcode.Of(clusterDownError(time.Minute)).Num != int64(time.Minute) {
+	if !errors.Is(outcome.ClusterDownError(time.Minute), ErrClusterDown) || errcode.Of(outcome.ClusterDownError(time.Minute)).Num != int64(time.Minute) {
 		t.Fatal("CLUSTERDOWN lost its identity or its timeout")
 	}
 	// A code this node does not know is malformed, never guessed at.

@@ -2,8 +2,9 @@
 // where each try goes (route: apply here, forward to the leader, wait for
 // one), what a leader does with a follower's forwarded batch
 // (acceptForwarded), and the answers of a node whose own log cannot be
-// written (storeFault, readLocally). What one try came to is an attempt
-// (outcome.go); node.go builds and closes the node.
+// written (storeFault, readLocally). Each try goes through a
+// forward.Submitter (the batcher here, the forward client to the leader)
+// and comes to an outcome.Attempt; node.go builds and closes the node.
 
 package cluster
 
@@ -16,6 +17,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -99,7 +102,7 @@ func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, res
 
 // execute is Execute past the halt and the gate: a loop over tries, each
 // routed (route: apply here, forward to the leader, wait), whose attempt
-// (outcome.go) says what comes next: the answer, route again (not
+// (cluster/outcome) says what comes next: the answer, route again (not
 // applied), send again with the same batch ID (written to a leader, fate
 // unknown), or UNCERTAIN once a leader is known again (handed to Raft
 // here, fate unknown).
@@ -115,28 +118,28 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		loading bool          // the last try found the node replaying
 	)
 	for {
-		var a attempt
-		switch kind, addr := n.route(); kind {
+		var a outcome.Attempt
+		switch r := n.route(); r.kind {
 		case routeLocal:
 			// After a forwarded try that may have applied, only with its
 			// ID (this node became the leader meanwhile).
-			a = n.batcher.submitID(ctx, deadline.C, id, ops, results)
+			a = n.batcher.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results})
 		case routeForward:
 			if id == (codec.BatchID{}) {
-				id = n.fwd.newBatchID()
+				id = n.fwd.NewBatchID()
 			}
-			a = n.fwd.forward(ctx, deadline.C, until, addr, id, ops, results)
-			if a.kind != tryNotApplied && a.kind != tryWritten {
+			a = n.fwd.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: r.addr, Until: until})
+			if a.Kind != outcome.TryNotApplied && a.Kind != outcome.TryWritten {
 				n.metrics.forwarded(len(ops))
 			}
-			if a.kind == tryWritten || a.kind == tryUnknown {
+			if a.Kind == outcome.TryWritten || a.Kind == outcome.TryUnknown {
 				// Written, then the connection broke or the leader lost its
 				// leadership: send it again, same ID, while that is safe.
 				sent = true
-				if time.Since(start) >= fwdResendWindow {
-					return errConnLost
+				if time.Since(start) >= forward.ResendWindow {
+					return forward.ErrConnLost
 				}
-				a = notApplied(nil)
+				a = outcome.NotApplied(nil)
 			}
 		case routeLoading:
 			// Still replaying, and no leader to forward to known yet: hold
@@ -144,19 +147,19 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			// the leader's address); LOADING if that takes the whole
 			// timeout.
 			loading = true
-			a = notApplied(nil)
+			a = outcome.NotApplied(nil)
 		default:
 			loading = false
-			a = notApplied(nil)
+			a = outcome.NotApplied(nil)
 		}
-		switch a.kind {
-		case tryDone:
-			if e := errcode.Of(a.err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
+		switch a.Kind {
+		case outcome.TryDone:
+			if e := errcode.Of(a.Err); sent && e != nil && e.Code.Class() == errcode.Unavailable {
 				// This try was not applied, but an earlier one may have been.
-				return giveUpError(true, stopDeadline, a.err, n.cfg.ClusterTimeout)
+				return outcome.GiveUpError(true, outcome.StopDeadline, a.Err, n.cfg.ClusterTimeout)
 			}
-			return a.err
-		case tryUnknown: // handed to Raft here
+			return a.Err
+		case outcome.TryUnknown: // handed to Raft here
 			return n.awaitLeaderAfterLoss(ctx, deadline.C)
 		}
 		// Not applied: route again shortly.
@@ -181,15 +184,15 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		select {
 		case <-pause.C:
 		case <-deadline.C:
-			notApplied := clusterDownError(n.cfg.ClusterTimeout)
+			notApplied := outcome.ClusterDownError(n.cfg.ClusterTimeout)
 			if loading {
 				notApplied = ErrLoading
 			}
-			return giveUpError(sent, stopDeadline, notApplied, n.cfg.ClusterTimeout)
+			return outcome.GiveUpError(sent, outcome.StopDeadline, notApplied, n.cfg.ClusterTimeout)
 		case <-ctx.Done():
-			return giveUpError(sent, stopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
+			return outcome.GiveUpError(sent, outcome.StopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
 		case <-n.closing:
-			return giveUpError(sent, stopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
+			return outcome.GiveUpError(sent, outcome.StopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
 		}
 	}
 }
@@ -202,7 +205,7 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 	t := time.NewTicker(retryPause)
 	defer t.Stop()
 	for {
-		if kind, _ := n.route(); kind == routeLocal || kind == routeForward {
+		if kind := n.route().kind; kind == routeLocal || kind == routeForward {
 			return ErrOutcomeUnknown
 		}
 		select {
@@ -221,6 +224,14 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 // is no usable leader (an election, a new leader's barrier).
 const retryPause = 5 * time.Millisecond
 
+// routing is where a batch should go now (route): the decision, and the
+// address it needs.
+type routing struct {
+	kind routeKind
+	addr string // routeForward: the leader's forward address (dial-mapped)
+}
+
+// routeKind is route's decision.
 type routeKind int
 
 const (
@@ -237,33 +248,33 @@ const (
 // another group of its host (every group of a member has the same
 // address); routeLoading only when it knows none (or leads while
 // replaying).
-func (n *Node) route() (routeKind, string) {
+func (n *Node) route() routing {
 	if n.raft.State() == raft.Leader {
 		if n.transferring.Load() > 0 {
-			return routeWait, "" // Raft refuses entries until it is done
+			return routing{kind: routeWait} // Raft refuses entries until it is done
 		}
 		if n.readyTerm.Load() == n.raft.CurrentTerm() {
-			return routeLocal, ""
+			return routing{kind: routeLocal}
 		}
 		if !n.isReplayed() {
-			return routeLoading, ""
+			return routing{kind: routeLoading}
 		}
-		return routeWait, ""
+		return routing{kind: routeWait}
 	}
 	_, id := n.raft.LeaderWithID()
 	if id == "" || string(id) == n.cfg.ID {
-		return routeWait, ""
+		return routing{kind: routeWait}
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
+		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-		return routeForward, peer.MapAddr(n.cfg.DialMap, e.Forward)
+		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if !n.isReplayed() {
-		return routeLoading, ""
+		return routing{kind: routeLoading}
 	}
-	return routeWait, ""
+	return routing{kind: routeWait}
 }
 
 // isReplayed reports whether the FSM has applied the log this node started
@@ -282,9 +293,9 @@ func (n *Node) isReplayed() bool {
 // acceptForwarded queues a batch forwarded by a follower, if this node is
 // the ready leader. Otherwise it returns no request and the status to
 // answer: retry (not applied; the follower routes again) or an error.
-func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (*request, byte, error) {
+func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (forward.Pending, byte, error) {
 	if n.fsm.halted() != nil {
-		return nil, fwdStatusRetry, errors.New("this node stopped applying the log")
+		return nil, forward.StatusRetry, errors.New("this node stopped applying the log")
 	}
 	// The follower gated its ops with its own view of the version, which
 	// is never ahead of the leader's; this catches a follower of a newer
@@ -292,22 +303,22 @@ func (n *Node) acceptForwarded(ctx context.Context, deadline <-chan time.Time, i
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		for i := range ops {
 			if err := n.fsm.needs.refusal(cv, &ops[i]); err != nil {
-				return nil, fwdStatusError, err
+				return nil, forward.StatusError, err
 			}
 		}
 	}
-	switch kind, _ := n.route(); kind {
+	switch n.route().kind {
 	case routeLocal:
 		req, err := n.batcher.enqueue(ctx, deadline, id, ops, results)
 		if err != nil {
-			return nil, fwdStatusError, err
+			return nil, forward.StatusError, err
 		}
 		return req, 0, nil
 	}
 	// Not the ready leader (a follower, an election, a transfer, or a
 	// leader still replaying): the follower holds the batch and routes it
 	// again, rather than failing it with LOADING.
-	return nil, fwdStatusRetry, errors.New("not the ready leader")
+	return nil, forward.StatusRetry, errors.New("not the ready leader")
 }
 
 // misconfWait is how long Execute looks for a leader, while this node's

@@ -45,7 +45,7 @@ type groupMux struct {
 	t         peer.Timeouts
 	log       *slog.Logger
 	layers    []*groupStream
-	cluster   string // the cluster identity (identity.go), "" for none
+	cluster   string // the cluster identity (cluster/peer/identity.go), "" for none
 
 	mu     sync.Mutex // guards closed
 	closed bool
@@ -54,7 +54,7 @@ type groupMux struct {
 
 // newGroupMux listens on bind, on network, for the streams of groups
 // groups; cluster is the cluster identity its streams carry
-// (identity.go), "" for none.
+// (cluster/peer/identity.go), "" for none.
 func newGroupMux(network peer.Network, bind, advertise string, t peer.Timeouts, groups int, log *slog.Logger, cluster string) (*groupMux, error) {
 	ln, err := network.Listen(bind)
 	if err != nil {
@@ -118,7 +118,7 @@ func (m *groupMux) route(c net.Conn) {
 	defer m.wg.Done()
 	_ = c.SetReadDeadline(time.Now().Add(muxHeaderTimeout))
 	br := bufio.NewReaderSize(c, 128)
-	if err := readClusterHello(br, m.cluster); err != nil {
+	if err := peer.ReadClusterHello(br, m.cluster); err != nil {
 		m.log.Warn("raft listener: dropping a stream", "remote", c.RemoteAddr(), "err", err)
 		c.Close()
 		return
@@ -207,7 +207,7 @@ func (s *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil || (s.group == 0 && s.mux.cluster == "") {
 		return c, err
 	}
-	hdr := clusterHello(s.mux.cluster)
+	hdr := peer.ClusterHello(s.mux.cluster)
 	if s.group != 0 {
 		hdr = append(hdr, muxHeader(s.group)...)
 	}

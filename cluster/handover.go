@@ -206,5 +206,5 @@ func (h *Host) Handover(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return pollUntil(ctx, func() bool { return h.fwdSrv.inflight.Load() == 0 })
+	return pollUntil(ctx, func() bool { return h.fwdSrv.Inflight() == 0 })
 }

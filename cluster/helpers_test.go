@@ -263,7 +263,7 @@ func (tc *testCluster) leader() int {
 	idx := -1
 	waitFor(tc.t, 10*time.Second, func() error {
 		for i, n := range tc.nodes {
-			if k, _ := n.route(); k == routeLocal {
+			if k := n.route().kind; k == routeLocal {
 				idx = i
 				return nil
 			}

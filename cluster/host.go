@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -46,7 +46,7 @@ type Host struct {
 	nodes  []*Node
 	table  slots.Table
 	mux    *groupMux
-	fwdSrv *fwdServer
+	fwdSrv *forward.Server
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -95,7 +95,7 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 			}
 		}
 	}
-	// A cluster made by a restore talks only to itself (identity.go).
+	// A cluster made by a restore talks only to itself (cluster/peer/identity.go).
 	clusterID := ""
 	if !cfg.InMemory {
 		if clusterID, err = persistence.ClusterID(cfg.DataDir); err != nil {
@@ -116,7 +116,7 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 	if cfg.ForwardAdvertise != "" {
 		fwdAddr = cfg.ForwardAdvertise
 	}
-	h.fwdSrv = &fwdServer{ln: ln, log: h.log, cluster: clusterID, conns: make(map[net.Conn]struct{})}
+	h.fwdSrv = forward.NewServer(ln, clusterID, h.log)
 	for g, eng := range engines {
 		gcfg := cfg
 		if !cfg.InMemory {
@@ -131,11 +131,13 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 		}
 		h.nodes = append(h.nodes, n)
 	}
-	h.fwdSrv.nodes = h.nodes
 	nodes := h.nodes
 	h.started.Store(&nodes)
-	h.fwdSrv.wg.Add(1)
-	go h.fwdSrv.serve()
+	groups := make([]forward.Group, len(nodes))
+	for g, n := range nodes {
+		groups[g] = fwdGroup{n}
+	}
+	h.fwdSrv.Serve(groups, (&ctlServer{nodes: nodes, log: h.log}).serve)
 	if shards > 1 {
 		h.bg.Add(1)
 		go h.balance() // balance.go
@@ -376,7 +378,7 @@ func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
 	}
 	if !n0.isMember(id) {
 		// A typo in the address is refused before any group changes.
-		nc, err := h.cfg.Network.Dial(peer.MapAddr(h.cfg.DialMap, raftAddr), fwdDialTimeout)
+		nc, err := h.cfg.Network.Dial(peer.MapAddr(h.cfg.DialMap, raftAddr), forward.DialTimeout)
 		if err != nil {
 			return &errcode.Error{Code: errcode.BadRaftAddr, Detail: "cannot reach " + raftAddr + ": " + err.Error()}
 		}
@@ -539,7 +541,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		close(h.closing)
 		h.bg.Wait()
-		h.fwdSrv.close()
+		h.fwdSrv.Close()
 		h.closeErr = h.closeNodes(ctx)
 		h.mux.close()
 	})

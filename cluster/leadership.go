@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 )
 
 // monitorLeadership makes a new leader ready: a barrier (every entry of
@@ -137,7 +138,7 @@ func waitFuture(closing <-chan struct{}, f raft.Future, timeout time.Duration) e
 	case err := <-errc:
 		return err
 	case <-t.C:
-		return clusterDownError(timeout)
+		return outcome.ClusterDownError(timeout)
 	case <-closing:
 		return ErrShuttingDown
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 )
 
@@ -74,18 +75,18 @@ func (w legacyWire) appendRequest(p, body []byte, timeout time.Duration) []byte 
 // the handler's error, or an errBadCtlReply.
 func (w legacyWire) readReply(br *bufio.Reader, m *methodInfo) ([]byte, byte, error) {
 	p, err := peer.ReadFrame(br, 1+max(m.maxRep, maxErrReply))
-	if err == nil && w.reply != replyBare && (len(p) == 0 || p[0] > fwdStatusRetry) {
+	if err == nil && w.reply != replyBare && (len(p) == 0 || p[0] > forward.StatusRetry) {
 		err = fmt.Errorf("reply %q", p)
 	}
 	if err != nil {
-		return nil, fwdStatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
+		return nil, forward.StatusRetry, fmt.Errorf("%w: %w", errBadCtlReply, err)
 	}
 	switch w.reply {
 	case replyBare:
-		return p, fwdStatusOK, nil
+		return p, forward.StatusOK, nil
 	case replyText:
-		if p[0] == fwdStatusOK {
-			return nil, fwdStatusOK, nil
+		if p[0] == forward.StatusOK {
+			return nil, forward.StatusOK, nil
 		}
 		return nil, p[0], errors.New(string(p[1:]))
 	}
@@ -97,7 +98,7 @@ func (w legacyWire) readReply(br *bufio.Reader, m *methodInfo) ([]byte, byte, er
 func (w legacyWire) appendReply(p []byte, n *Node, status byte, body []byte, err error) ([]byte, bool) {
 	switch w.reply {
 	case replyBare:
-		return append(p, body...), status == fwdStatusOK
+		return append(p, body...), status == forward.StatusOK
 	case replyText:
 		p = append(p, status)
 		if err != nil {
@@ -106,14 +107,14 @@ func (w legacyWire) appendReply(p []byte, n *Node, status byte, body []byte, err
 		return p, true
 	}
 	p = append(p, status)
-	if status == fwdStatusOK {
+	if status == forward.StatusOK {
 		return append(p, body...), true
 	}
 	return appendCtlError(p, n, err), true
 }
 
 // serveLegacy serves one legacy call of m (the hellos were read).
-func (s *fwdServer) serveLegacy(n *Node, c net.Conn, br *bufio.Reader, m ctlMethod) {
+func (s *ctlServer) serveLegacy(n *Node, c net.Conn, br *bufio.Reader, m ctlMethod) {
 	info := m.info()
 	w := info.legacy
 	limit := info.maxReq

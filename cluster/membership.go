@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/errcode"
 )
@@ -164,12 +165,12 @@ func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) 
 		if n.raft.State() == raft.Leader {
 			_, err = n.memberStep(ctx, op, id, raftAddr)
 			status = statusOf(err)
-		} else if kind, addr := n.route(); kind == routeForward {
-			_, status, err = call(ctx, n, addr, memberMethod, memberReq{op, id, raftAddr})
+		} else if r := n.route(); r.kind == routeForward {
+			_, status, err = call(ctx, n, r.addr, memberMethod, memberReq{op, id, raftAddr})
 		} else {
-			status, err = fwdStatusRetry, fmt.Errorf("%w: no leader known", errNoAnswer)
+			status, err = forward.StatusRetry, fmt.Errorf("%w: no leader known", errNoAnswer)
 		}
-		if status != fwdStatusRetry {
+		if status != forward.StatusRetry {
 			return err
 		}
 		last = err
@@ -347,7 +348,7 @@ func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	v, status, err := call(cctx, n, peer.MapAddr(n.cfg.DialMap, e.Forward), memberMethod, memberReq{op: opProgress, id: id})
-	if err != nil || status != fwdStatusOK {
+	if err != nil || status != forward.StatusOK {
 		n.log.Debug("membership: asking a non-voter's progress failed", "id", id, "err", err)
 		return 0, false
 	}

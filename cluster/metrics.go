@@ -210,7 +210,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descRaftLastContact, contact)
 	known := 0.0
-	if kind, _ := n.route(); kind == routeLocal || kind == routeForward {
+	if kind := n.route().kind; kind == routeLocal || kind == routeForward {
 		known = 1
 	}
 	gauge(descRaftLeader, known)
@@ -268,7 +268,7 @@ func (n *Node) Ready() error {
 	if n.removed.Load() {
 		return ErrRemoved
 	}
-	kind, _ := n.route()
+	kind := n.route().kind
 	if kind == routeWait && n.transferring.Load() > 0 {
 		kind = routeLocal // a transfer of ours holds commands a moment; it fails none
 	}

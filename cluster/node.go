@@ -11,13 +11,14 @@
 // execute.go is a command's way through it (routing, retries);
 // leadership.go makes a new leader ready; batcher.go explains the group
 // commit that makes this fast, commit.go what becomes of an entry handed
-// to Raft; fwdframe.go how followers hand commands to the leader; fsm.go
-// the state machine, fsmsnapshot.go its snapshots.
+// to Raft; cluster/forward how followers hand commands to the leader
+// (forwarding.go is a node as its forward port sees it); fsm.go the state
+// machine, fsmsnapshot.go its snapshots.
 //
 // Lock order. The package's mutexes are leaves: none is held while another
-// is taken, while raft is called, or while the engine is called, except
-// that fwdConn.die takes fwdClient.mu after releasing fwdConn.mu. The engine
-// takes its own shard locks only inside the FSM's calls (apply, snapshot,
+// is taken, while raft is called, or while the engine is called (a
+// cluster/forward connection's die takes its Client's mu after releasing
+// its own, in that package). The engine takes its own shard locks only inside the FSM's calls (apply, snapshot,
 // restore) and the sweeper's, which hold no lock of this package; so Raft
 // is never called with an engine lock held. The log store's locks
 // (cluster/logstore: lazySyncVFS.mu, lazyFile.mu) are leaves too, taken
@@ -39,6 +40,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/logstore"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
@@ -66,7 +68,7 @@ type Node struct {
 	fsm     *fsm
 	raft    *raft.Raft
 	batcher *batcher
-	fwd     *fwdClient
+	fwd     *forward.Client
 	fwdAddr string       // the host's advertised forward address
 	group   int          // the Raft group this node is a member of
 	metrics *nodeMetrics // metrics.go
@@ -131,7 +133,7 @@ type groupShare struct {
 	group   int
 	stream  *groupStream
 	fwdAddr string // the host's advertised forward address
-	cluster string // the cluster identity (identity.go), "" for none
+	cluster string // the cluster identity (cluster/peer/identity.go), "" for none
 	// peers looks a member's addresses up in the host's other groups.
 	peers func(id string) (codec.Leader, bool)
 }
@@ -243,8 +245,8 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		ServerAddressProvider: provider,
 	}), &n.stopping)
 
-	n.fwd = newFwdClient(n.group, cfg.ForwardConns, cfg.ClusterTimeout, pt, cfg.Network, n.log)
-	n.fwd.cluster = sh.cluster
+	n.fwd = forward.NewClient(forward.ClientConfig{Group: n.group, Cluster: sh.cluster, Size: cfg.ForwardConns,
+		Timeout: cfg.ClusterTimeout, T: pt, Network: cfg.Network, Sentinels: sentinels})
 
 	n.fsm = newFSM(eng, n.log, cfg.applyHook)
 	n.fsm.metrics = n.metrics
@@ -374,7 +376,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		switch kind, _ := n.route(); kind {
+		switch n.route().kind {
 		case routeLocal, routeForward:
 			return nil
 		}
@@ -396,7 +398,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
-		n.fwd.close()
+		n.fwd.Close()
 		<-n.batcher.stopped
 		n.bg.Wait()
 		if n.stores != nil {

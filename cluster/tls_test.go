@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/freeport"
@@ -58,7 +59,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	leader, follower := -1, -1
 	for i, node := range nodes {
-		if k, _ := node.route(); k == routeLocal {
+		if k := node.route().kind; k == routeLocal {
 			leader = i
 		} else if follower < 0 {
 			follower = i
@@ -179,7 +180,7 @@ func forwardRequest() []byte {
 	p = binary.AppendUvarint(p, 1000) // timeout, ms
 	p = append(p, make([]byte, len(codec.BatchID{}))...)
 	p = codec.AppendOps(p, []engine.Op{{Code: engine.OpTime}})
-	return append([]byte(fwdHello), peer.Frame(p)...)
+	return append([]byte(forward.Hello), peer.Frame(p)...)
 }
 
 // speak connects, says what a follower would (bytes a Raft listener must

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
 
@@ -53,12 +54,12 @@ func (n *Node) announceLoop() {
 		if e, ok := n.fsm.leader(n.cfg.ID); ok && e == self {
 			continue
 		}
-		kind, addr := n.route()
-		if kind != routeForward {
+		r := n.route()
+		if r.kind != routeForward {
 			continue
 		}
-		if err := n.announce(addr, self); err != nil {
-			n.log.Debug("announcing this node's addresses to the leader failed; will retry", "leader", addr, "err", err)
+		if err := n.announce(r.addr, self); err != nil {
+			n.log.Debug("announcing this node's addresses to the leader failed; will retry", "leader", r.addr, "err", err)
 		}
 	}
 }
@@ -66,7 +67,7 @@ func (n *Node) announceLoop() {
 // announce sends e to the leader at its forward address addr and waits for
 // the leader to have committed it.
 func (n *Node) announce(addr string, e codec.Leader) error {
-	if _, status, err := call(context.Background(), n, addr, announceMethod, announceReq{e}); status != fwdStatusOK {
+	if _, status, err := call(context.Background(), n, addr, announceMethod, announceReq{e}); status != forward.StatusOK {
 		return fmt.Errorf("leader replied %d: %w", status, err)
 	}
 	return nil
@@ -79,7 +80,7 @@ func (r announceReq) serve(_ context.Context, n *Node) (none, error) {
 	if e.ID == "" || checkHostPort(e.RESP) != nil || checkHostPort(e.Forward) != nil {
 		return none{}, fmt.Errorf("%w: announcement %q %q %q", codec.ErrMalformed, e.ID, e.RESP, e.Forward)
 	}
-	if kind, _ := n.route(); kind != routeLocal {
+	if kind := n.route().kind; kind != routeLocal {
 		return none{}, fmt.Errorf("%w: not the ready leader", errRouteAgain)
 	}
 	if old, ok := n.fsm.leader(e.ID); ok && old == e {

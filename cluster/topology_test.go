@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/internal/slots"
 )
@@ -76,7 +77,7 @@ func TestAnnounceRefusesMalformed(t *testing.T) {
 		}
 		reply, err := peer.ReadFrame(bufio.NewReader(c), maxErrReply)
 		c.Close()
-		if err != nil || len(reply) == 0 || reply[0] != fwdStatusError {
+		if err != nil || len(reply) == 0 || reply[0] != forward.StatusError {
 			t.Errorf("%s: reply %q, %v; want an error status", tc.name, reply, err)
 		}
 	}

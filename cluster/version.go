@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/forward"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -317,12 +318,12 @@ func (n *Node) versionLoop() {
 		if n.fsm.clusterVersion() >= SupportedVersion || n.fsm.halted() != nil {
 			continue
 		}
-		switch kind, addr := n.route(); kind {
+		switch r := n.route(); r.kind {
 		case routeForward:
 			if _, id := n.raft.LeaderWithID(); string(id) != told {
 				told = string(id)
-				if _, err := n.exchangeVersion(addr); err != nil {
-					n.log.Debug("telling the leader this node's cluster version failed (a leader of a release before versions does not know how)", "leader", addr, "err", err)
+				if _, err := n.exchangeVersion(r.addr); err != nil {
+					n.log.Debug("telling the leader this node's cluster version failed (a leader of a release before versions does not know how)", "leader", r.addr, "err", err)
 				}
 			}
 		case routeLocal:
@@ -459,7 +460,7 @@ func (n *Node) advertisedVersion() uint32 {
 // version this build supports, and returns the one it supports.
 func (n *Node) exchangeVersion(addr string) (uint32, error) {
 	v, status, err := call(context.Background(), n, addr, versionMethod, versionReq{id: n.cfg.ID, version: uint64(n.advertisedVersion())})
-	if status != fwdStatusOK {
+	if status != forward.StatusOK {
 		return 0, err
 	}
 	if v < 1 || v > 1<<31 {

@@ -383,7 +383,7 @@ func TestHaltedLeaderHandsOver(t *testing.T) {
 	waitFor(t, 10*time.Second, func() error {
 		for i, n := range tc.nodes {
 			if i != l && n.raft.State() == raft.Leader {
-				if k, _ := n.route(); k == routeLocal {
+				if k := n.route().kind; k == routeLocal {
 					return nil
 				}
 			}

@@ -35,9 +35,9 @@ import (
 //   - a bounded dial: a dial through a dead network fails within
 //     Timeouts.Dial, and the next one is a fresh SYN.
 //
-// Forwarding adds its own (cluster/fwdclient.go): a write deadline, a call that times
-// out after it was written drops its connection, and a connection idle for
-// a while is pinged before it is used again.
+// Forwarding adds its own (cluster/forward/client.go): a write deadline,
+// a call that times out after it was written drops its connection, and a
+// connection idle for a while is pinged before it is used again.
 
 // Timeouts are the timing choices for peer connections, derived from
 // the node's configuration (NewTimeouts).

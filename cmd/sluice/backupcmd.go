@@ -393,7 +393,7 @@ func runRestore(args []string, stdout, stderr io.Writer) error {
 }
 
 // restoredClusterID is the identity of the cluster a restore makes
-// (cluster/identity.go): the same on every node restored from one archive
+// (cluster/peer/identity.go): the same on every node restored from one archive
 // with one --peers, and another for any other archive or member list.
 func restoredClusterID(info persistence.ArchiveInfo, peers map[string]string) string {
 	h := sha256.New()

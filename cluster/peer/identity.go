@@ -1,4 +1,4 @@
-package cluster
+package peer
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 // A cluster made by `sluice restore` has an identity: an id the restore
 // writes into every new node's data dir (persistence.ClusterID). Its nodes
 // open every Raft stream and every forwarding connection with it
-// (clusterHello), and accept only streams and connections that carry the
+// (ClusterHello), and accept only streams and connections that carry the
 // same one; nodes without an identity (every cluster not made by a
 // restore) send none and refuse any stream that carries one. So a restored
 // node and a node of the cluster the backup came from never talk, even
@@ -28,19 +28,19 @@ const clusterMarker = 'C'
 // maxClusterID bounds an identity's length.
 const maxClusterID = 64
 
-// clusterHello is what a node of cluster id sends first: nothing without
+// ClusterHello is what a node of cluster id sends first: nothing without
 // an identity, else the marker, the id's length and the id.
-func clusterHello(id string) []byte {
+func ClusterHello(id string) []byte {
 	if id == "" {
 		return nil
 	}
 	return append([]byte{clusterMarker, byte(len(id))}, id...)
 }
 
-// readClusterHello reads the identity a stream opens with, if any, and
+// ReadClusterHello reads the identity a stream opens with, if any, and
 // checks it against ours: nil when they are the same (both none
 // included).
-func readClusterHello(br *bufio.Reader, ours string) error {
+func ReadClusterHello(br *bufio.Reader, ours string) error {
 	first, err := br.Peek(1)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package cluster
+package forward
 
 import (
 	"bufio"
@@ -15,21 +15,56 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 )
 
-// The leader's side of forwarding (the protocol: fwdframe.go): it accepts
+// The leader's side of forwarding (the protocol: frame.go): it accepts
 // followers' connections and feeds their requests to the group commit.
 
-// fwdServer accepts forwarded batches for the groups of a host: a
+// Group is one Raft group of a host as the forward port sees it: the
+// node's local submit, in two steps, so that a connection's requests are
+// queued in the order they arrived and waited for apart.
+type Group interface {
+	// Accept queues a forwarded batch into the group commit if this node
+	// is the group's ready leader, its results to go to results. Otherwise
+	// it returns no Pending and the status to answer (StatusRetry: not
+	// applied, route again; StatusError) with its error.
+	Accept(ctx context.Context, deadline <-chan time.Time, id codec.BatchID, ops []engine.Op, results []engine.Result) (Pending, byte, error)
+	// Timeout caps the timeout a follower asks for (ClusterTimeout).
+	Timeout() time.Duration
+	// Timer returns a timer that fires after d; PutTimer takes it back
+	// once nothing receives from it any more.
+	Timer(d time.Duration) *time.Timer
+	PutTimer(t *time.Timer)
+	// ForPeers gives err, and the errors in results, the form the group's
+	// followers know: while its cluster version is below this build's,
+	// members of older releases may be the ones asking.
+	ForPeers(err error, results []engine.Result) error
+}
+
+// Pending is a batch Accept queued: Wait waits for its outcome, until
+// the deadline fires or ctx ends.
+type Pending interface {
+	Wait(ctx context.Context, deadline <-chan time.Time) outcome.Attempt
+}
+
+// Control serves a connection whose hello is not forwarding's (the hellos
+// read, the connection's group named): the control channel's. It reports
+// false when hello is none of its, and the connection is dropped.
+type Control func(group int, hello string, c net.Conn, br *bufio.Reader) bool
+
+// Server accepts forwarded batches for the groups of a host: a
 // connection names its group in a hello of its own before the forwarding
-// hello (fwdGroupHello), or is group 0's.
-type fwdServer struct {
-	nodes []*Node // by group; set before serve starts
-	ln    net.Listener
-	log   *slog.Logger
-	// cluster is the cluster identity (identity.go), "" for none.
+// hello (GroupHello), or is group 0's.
+type Server struct {
+	groups  []Group // by group; set before serve starts
+	control Control
+	ln      net.Listener
+	log     *slog.Logger
+	// cluster is the cluster identity (cluster/peer/identity.go), "" for
+	// none.
 	cluster string
 
 	mu     sync.Mutex // guards conns, closed
@@ -37,11 +72,29 @@ type fwdServer struct {
 	closed bool
 	wg     sync.WaitGroup // connection handlers
 	// inflight counts the forwarded batches taken into a group commit and
-	// not answered yet (Host.Handover waits for none).
+	// not answered yet (Inflight).
 	inflight atomic.Int64
 }
 
-func (s *fwdServer) serve() {
+// NewServer is the server of the forward port ln of a node of cluster
+// (its identity, "" for none).
+func NewServer(ln net.Listener, cluster string, log *slog.Logger) *Server {
+	return &Server{ln: ln, log: log, cluster: cluster, conns: make(map[net.Conn]struct{})}
+}
+
+// Serve starts serving the host's groups (by group number) and hands the
+// connections of other hellos to control.
+func (s *Server) Serve(groups []Group, control Control) {
+	s.groups, s.control = groups, control
+	s.wg.Add(1)
+	go s.serve()
+}
+
+// Inflight is the number of forwarded batches taken into a group commit
+// and not answered yet (Host.Handover waits for none).
+func (s *Server) Inflight() int64 { return s.inflight.Load() }
+
+func (s *Server) serve() {
 	defer s.wg.Done()
 	backoff := 5 * time.Millisecond
 	for {
@@ -69,15 +122,15 @@ func (s *fwdServer) serve() {
 	}
 }
 
-func (s *fwdServer) isClosed() bool {
+func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
 }
 
-// close stops accepting, closes every connection and waits for the
+// Close stops accepting, closes every connection and waits for the
 // handlers' reading loops to end.
-func (s *fwdServer) close() {
+func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.ln.Close()
@@ -91,7 +144,7 @@ func (s *fwdServer) close() {
 // handle serves one follower connection: this goroutine reads requests and
 // queues them, in order, into the group commit; a goroutine per request
 // waits for its outcome; one writer sends the responses, coalescing them.
-func (s *fwdServer) handle(c net.Conn) {
+func (s *Server) handle(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
@@ -103,31 +156,28 @@ func (s *fwdServer) handle(c net.Conn) {
 		_ = tc.SetNoDelay(true)
 	}
 	br := bufio.NewReaderSize(c, 64<<10)
-	var hello [len(fwdHello)]byte
+	var hello [len(Hello)]byte
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := readClusterHello(br, s.cluster); err != nil {
+	if err := peer.ReadClusterHello(br, s.cluster); err != nil {
 		s.log.Warn("forward listener: dropping a connection", "remote", c.RemoteAddr(), "err", err)
 		return
 	}
 	_, err := io.ReadFull(br, hello[:])
 	group := uint64(0)
-	if err == nil && string(hello[:]) == fwdGroupHello {
+	if err == nil && string(hello[:]) == GroupHello {
 		if group, err = binary.ReadUvarint(br); err == nil {
 			_, err = io.ReadFull(br, hello[:])
 		}
 	}
-	if err != nil || group >= uint64(len(s.nodes)) {
+	if err != nil || group >= uint64(len(s.groups)) {
 		s.log.Warn("forward listener: dropping a connection without the sluice hello or for an unknown group", "remote", c.RemoteAddr(), "group", group)
 		return
 	}
-	n := s.nodes[group]
-	if string(hello[:]) == ctlHello {
-		s.serveControl(n, c, br) // control.go
-		return
-	} else if m := legacyMethod(string(hello[:])); m != nil {
-		s.serveLegacy(n, c, br, m) // legacy.go
-		return
-	} else if string(hello[:]) != fwdHello {
+	n := s.groups[group]
+	if string(hello[:]) != Hello {
+		if s.control(int(group), string(hello[:]), c, br) {
+			return
+		}
 		s.log.Warn("forward listener: dropping a connection without the sluice hello", "remote", c.RemoteAddr())
 		return
 	}
@@ -151,7 +201,7 @@ func (s *fwdServer) handle(c net.Conn) {
 			// holding this goroutine; generous (at least 10 s), since a
 			// KEYS reply may be large, and TCP_USER_TIMEOUT catches a dead
 			// network sooner.
-			_ = c.SetWriteDeadline(time.Now().Add(max(n.cfg.ClusterTimeout, 10*time.Second)))
+			_ = c.SetWriteDeadline(time.Now().Add(max(n.Timeout(), 10*time.Second)))
 			yielded := false
 			for f != nil {
 				if err := peer.WriteFrame(bw, f); err != nil {
@@ -167,7 +217,7 @@ func (s *fwdServer) handle(c net.Conn) {
 				if f == nil && !yielded {
 					// Once per flush, let the request goroutines that are
 					// runnable queue their responses first (see coalescing
-					// in fwdframe.go).
+					// in frame.go).
 					yielded = true
 					runtime.Gosched()
 					select {
@@ -185,7 +235,7 @@ func (s *fwdServer) handle(c net.Conn) {
 	}()
 	var pending sync.WaitGroup
 	for {
-		p, err := peer.ReadFrame(br, maxFwdRequest)
+		p, err := peer.ReadFrame(br, MaxRequest)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				s.log.Warn("forward listener: bad request", "remote", c.RemoteAddr(), "err", err)
@@ -212,15 +262,15 @@ func (s *fwdServer) handle(c net.Conn) {
 			break
 		}
 		if len(ops) == 0 {
-			s.respond(ctx, out, n, id, fwdStatusOK, nil, nil, nil)
+			s.respond(ctx, out, n, id, StatusOK, nil, nil, nil)
 			continue
 		}
-		timeout = min(max(timeout, time.Millisecond), n.cfg.ClusterTimeout)
-		timer := n.timers.get(timeout)
+		timeout = min(max(timeout, time.Millisecond), n.Timeout())
+		timer := n.Timer(timeout)
 		results := make([]engine.Result, len(ops))
-		req, status, err := n.acceptForwarded(ctx, timer.C, bid, ops, results)
+		req, status, err := n.Accept(ctx, timer.C, bid, ops, results)
 		if req == nil {
-			n.timers.put(timer)
+			n.PutTimer(timer)
 			s.respond(ctx, out, n, id, status, nil, nil, err)
 			continue
 		}
@@ -229,14 +279,14 @@ func (s *fwdServer) handle(c net.Conn) {
 		go func() {
 			defer pending.Done()
 			defer s.inflight.Add(-1)
-			defer n.timers.put(timer)
-			switch a := n.batcher.wait(ctx, timer.C, req); {
-			case a.kind == tryNotApplied:
-				s.respond(ctx, out, n, id, fwdStatusRetry, nil, nil, a.reply())
-			case a.kind != tryDone || a.err != nil:
-				s.respond(ctx, out, n, id, fwdStatusError, nil, nil, a.reply())
+			defer n.PutTimer(timer)
+			switch a := req.Wait(ctx, timer.C); {
+			case a.Kind == outcome.TryNotApplied:
+				s.respond(ctx, out, n, id, StatusRetry, nil, nil, a.Reply())
+			case a.Kind != outcome.TryDone || a.Err != nil:
+				s.respond(ctx, out, n, id, StatusError, nil, nil, a.Reply())
 			default:
-				s.respond(ctx, out, n, id, fwdStatusOK, ops, results, nil)
+				s.respond(ctx, out, n, id, StatusOK, ops, results, nil)
 			}
 		}()
 	}
@@ -248,19 +298,14 @@ func (s *fwdServer) handle(c net.Conn) {
 	<-writerDone
 }
 
-// respond queues one response's payload.
-// While the group's cluster version is below this build's, members of
-// older releases may be the followers asking: errors they would not know
-// are sent as ones they do (errorsFor, version.go).
-func (s *fwdServer) respond(ctx context.Context, out chan<- []byte, n *Node, id uint64, status byte, ops []engine.Op, results []engine.Result, err error) {
-	if cv := n.fsm.clusterVersion(); cv < SupportedVersion {
-		err = errorFor(err, cv)
-		errorsFor(results, cv)
-	}
+// respond queues one response's payload, its errors in the form the
+// group's followers know (Group.ForPeers).
+func (s *Server) respond(ctx context.Context, out chan<- []byte, n Group, id uint64, status byte, ops []engine.Op, results []engine.Result, err error) {
+	err = n.ForPeers(err, results)
 	p := make([]byte, 0, 16+32*len(results))
 	p = binary.AppendUvarint(p, id)
 	p = append(p, status)
-	if status == fwdStatusOK {
+	if status == StatusOK {
 		p = codec.AppendResults(p, ops, results)
 	} else {
 		p = codec.AppendError(p, err)

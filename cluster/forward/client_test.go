@@ -1,4 +1,4 @@
-package cluster
+package forward
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster/codec"
+	"github.com/sluice-rl/sluice/cluster/outcome"
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
@@ -38,13 +39,13 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 	f := &fakeLeader{reqs: make(chan fakeRequest, 16)}
 	f.ln = testkit.Serve(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
-		hello := make([]byte, len(fwdHello))
-		if _, err := io.ReadFull(br, hello); err != nil || string(hello) != fwdHello {
+		hello := make([]byte, len(Hello))
+		if _, err := io.ReadFull(br, hello); err != nil || string(hello) != Hello {
 			c.Close()
 			return
 		}
 		for {
-			p, err := peer.ReadFrame(br, maxFwdRequest)
+			p, err := peer.ReadFrame(br, MaxRequest)
 			if err != nil {
 				c.Close()
 				return
@@ -56,7 +57,7 @@ func newFakeLeader(t *testing.T) *fakeLeader {
 			d.B = d.B[len(r.batch):]
 			r.ops = d.Ops()
 			if len(r.ops) == 0 { // a ping
-				r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, nil))
+				r.reply(t, r.id, StatusOK, codec.AppendResults(nil, nil, nil))
 				continue
 			}
 			f.reqs <- r
@@ -80,55 +81,57 @@ func TestForwardClient(t *testing.T) {
 	tests := []struct {
 		name   string
 		answer func(t *testing.T, r fakeRequest)
-		check  func(a attempt, res []engine.Result) bool
+		check  func(a outcome.Attempt, res []engine.Result) bool
 	}{
 		{"results", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id+100, fwdStatusOK, codec.AppendResults(nil, nil, make([]engine.Result, 2))) // not ours: ignored
-			r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
-		}, func(a attempt, res []engine.Result) bool {
-			err := a.reply()
+			r.reply(t, r.id+100, StatusOK, codec.AppendResults(nil, nil, make([]engine.Result, 2))) // not ours: ignored
+			r.reply(t, r.id, StatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true, Limit: 5}, {Err: engine.ErrWrongType}}))
+		}, func(a outcome.Attempt, res []engine.Result) bool {
+			err := a.Reply()
 			return err == nil && res[0].Allowed && res[0].Limit == 5 && res[1].Err == engine.ErrWrongType
 		}},
 		{"error reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, ErrLoading))
-		}, func(a attempt, _ []engine.Result) bool { return a.kind == tryDone && a.err == ErrLoading }},
+			r.reply(t, r.id, StatusError, codec.AppendError(nil, errLoading))
+		}, func(a outcome.Attempt, _ []engine.Result) bool {
+			return a.Kind == outcome.TryDone && a.Err == errLoading
+		}},
 		{"route again", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusRetry, codec.AppendStr(nil, []byte("not the leader")))
-		}, func(a attempt, _ []engine.Result) bool { return a.kind == tryNotApplied }},
+			r.reply(t, r.id, StatusRetry, codec.AppendStr(nil, []byte("not the leader")))
+		}, func(a outcome.Attempt, _ []engine.Result) bool { return a.Kind == outcome.TryNotApplied }},
 		{"connection lost after sending: send again", func(t *testing.T, r fakeRequest) {
 			r.c.Close()
-		}, func(a attempt, _ []engine.Result) bool { return a.kind == tryWritten }},
+		}, func(a outcome.Attempt, _ []engine.Result) bool { return a.Kind == outcome.TryWritten }},
 		{"garbage results", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusOK, []byte{7})
-		}, func(a attempt, _ []engine.Result) bool {
-			err := a.reply()
-			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
+			r.reply(t, r.id, StatusOK, []byte{7})
+		}, func(a outcome.Attempt, _ []engine.Result) bool {
+			err := a.Reply()
+			return errors.Is(err, outcome.ErrUncertain) && !errors.Is(err, errClusterDown)
 		}},
 		{"uncertain reply", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, commitTimeoutError(time.Second)))
-		}, func(a attempt, _ []engine.Result) bool {
-			err := a.reply()
-			return errors.Is(err, ErrUncertain) && !errors.Is(err, ErrClusterDown)
+			r.reply(t, r.id, StatusError, codec.AppendError(nil, outcome.CommitTimeoutError(time.Second)))
+		}, func(a outcome.Attempt, _ []engine.Result) bool {
+			err := a.Reply()
+			return errors.Is(err, outcome.ErrUncertain) && !errors.Is(err, errClusterDown)
 		}},
 		{"clusterdown reply of another timeout", func(t *testing.T, r fakeRequest) {
-			r.reply(t, r.id, fwdStatusError, codec.AppendError(nil, clusterDownError(time.Minute)))
-		}, func(a attempt, _ []engine.Result) bool {
-			err := a.reply()
-			return errors.Is(err, ErrClusterDown) && !errors.Is(err, ErrUncertain)
+			r.reply(t, r.id, StatusError, codec.AppendError(nil, outcome.ClusterDownError(time.Minute)))
+		}, func(a outcome.Attempt, _ []engine.Result) bool {
+			err := a.Reply()
+			return errors.Is(err, errClusterDown) && !errors.Is(err, outcome.ErrUncertain)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			leader := newFakeLeader(t)
-			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
-			defer c.close()
-			id := c.newBatchID()
+			c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)})
+			defer c.Close()
+			id := c.NewBatchID()
 			res := make([]engine.Result, len(ops))
-			errc := make(chan attempt, 1)
+			errc := make(chan outcome.Attempt, 1)
 			deadline := time.NewTimer(timeout)
 			defer deadline.Stop()
 			go func() {
-				errc <- c.forward(context.Background(), deadline.C, time.Now().Add(timeout), leader.ln.Addr().String(), id, ops, res)
+				errc <- submitTo(c, context.Background(), deadline.C, time.Now().Add(timeout), leader.ln.Addr().String(), id, ops, res)
 			}()
 			r := <-leader.reqs
 			if len(r.ops) != 2 || string(r.ops[1].Key) != "b" || r.batch != id {
@@ -136,7 +139,7 @@ func TestForwardClient(t *testing.T) {
 			}
 			tt.answer(t, r)
 			if a := <-errc; !tt.check(a, res) {
-				t.Fatalf("attempt %+v, results %+v", a, res)
+				t.Fatalf("outcome.Attempt %+v, results %+v", a, res)
 			}
 		})
 	}
@@ -149,12 +152,12 @@ func TestForwardClientNoLeader(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens: the dial fails, nothing was sent
-	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(time.Second, time.Second)}, testLogger(t))
+	c := newFwdClient(0, 1, time.Second, peer.NewTimeouts(time.Second, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(time.Second, time.Second)})
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
-	a := c.forward(context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.newBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
-	if a.kind != tryNotApplied {
-		t.Fatalf("attempt %+v, want not applied (route again)", a)
+	a := submitTo(c, context.Background(), deadline.C, time.Now().Add(time.Second), addr, c.NewBatchID(), []engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1))
+	if a.Kind != outcome.TryNotApplied {
+		t.Fatalf("outcome.Attempt %+v, want not applied (route again)", a)
 	}
 }
 
@@ -166,19 +169,19 @@ func TestForwardClientNoLeader(t *testing.T) {
 func TestForwardClientTimeout(t *testing.T) {
 	leader := newFakeLeader(t)
 	timeout := 100 * time.Millisecond
-	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)}, testLogger(t))
-	defer c.close()
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)})
+	defer c.Close()
 	addr := leader.ln.Addr().String()
 	call := func() (error, time.Duration) {
 		deadline := time.NewTimer(timeout)
 		defer deadline.Stop()
 		start := time.Now()
-		err := c.forward(context.Background(), deadline.C, time.Now().Add(timeout), addr, c.newBatchID(),
-			[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1)).reply()
+		err := submitTo(c, context.Background(), deadline.C, time.Now().Add(timeout), addr, c.NewBatchID(),
+			[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1)).Reply()
 		return err, time.Since(start)
 	}
 	err, took := call()
-	if !errors.Is(err, ErrUncertain) || errors.Is(err, ErrClusterDown) || errcode.Of(err).Code.Class() != errcode.MayHaveApplied || took > time.Second {
+	if !errors.Is(err, outcome.ErrUncertain) || errors.Is(err, errClusterDown) || errcode.Of(err).Code.Class() != errcode.MayHaveApplied || took > time.Second {
 		t.Fatalf("err = %v after %v, want UNCERTAIN", err, took)
 	}
 	stuck := <-leader.reqs // never answered on this connection
@@ -196,7 +199,7 @@ func TestForwardClientTimeout(t *testing.T) {
 	if r.c == stuck.c {
 		t.Fatal("the second call used the connection whose call timed out")
 	}
-	r.reply(t, r.id, fwdStatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true}}))
+	r.reply(t, r.id, StatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true}}))
 	if err := <-errc; err != nil {
 		t.Fatalf("second call: %v", err)
 	}
@@ -236,12 +239,12 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 			go func() {
 				defer nc.Close()
 				br := bufio.NewReader(nc)
-				hello := make([]byte, len(fwdHello))
+				hello := make([]byte, len(Hello))
 				if _, err := io.ReadFull(br, hello); err != nil {
 					return
 				}
 				for {
-					p, err := peer.ReadFrame(br, maxFwdRequest)
+					p, err := peer.ReadFrame(br, MaxRequest)
 					if err != nil {
 						return
 					}
@@ -257,7 +260,7 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 						fc.pings.Add(1)
 					}
 					q := binary.AppendUvarint(nil, id)
-					q = append(q, fwdStatusOK)
+					q = append(q, StatusOK)
 					q = codec.AppendResults(q, nil, make([]engine.Result, len(ops)))
 					if _, err := nc.Write(peer.Frame(q)); err != nil {
 						return
@@ -303,14 +306,14 @@ func TestForwardClientHealthCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newScriptedLeader(t)
-			c := newFwdClient(0, 1, timeout, pt, peer.TCPNetwork{T: pt}, testLogger(t))
-			defer c.close()
+			c := newFwdClient(0, 1, timeout, pt, peer.TCPNetwork{T: pt})
+			defer c.Close()
 			call := func() (error, time.Duration) {
 				deadline := time.NewTimer(timeout)
 				defer deadline.Stop()
 				start := time.Now()
-				err := c.forward(context.Background(), deadline.C, time.Now().Add(timeout), l.ln.Addr().String(), c.newBatchID(),
-					[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1)).reply()
+				err := submitTo(c, context.Background(), deadline.C, time.Now().Add(timeout), l.ln.Addr().String(), c.NewBatchID(),
+					[]engine.Op{decide("a", tokenRule, 1)}, make([]engine.Result, 1)).Reply()
 				return err, time.Since(start)
 			}
 			if err, _ := call(); err != nil {
@@ -344,5 +347,54 @@ func TestForwardClientHealthCheck(t *testing.T) {
 				t.Fatalf("the call took %v behind a silent connection", took)
 			}
 		})
+	}
+}
+
+// TestForwardLeaderChangeKeepsPendingCalls: a follower's call is written
+// to the old leader; meanwhile another call goes to a new leader (the pool
+// moves there). The first call still gets the old leader's answer (its
+// results), not a broken connection and a re-send that could only be
+// answered UNCERTAIN had it applied; the old connection closes once that
+// answer came.
+func TestForwardLeaderChangeKeepsPendingCalls(t *testing.T) {
+	oldLeader, newLeader := newFakeLeader(t), newFakeLeader(t)
+	timeout := 2 * time.Second
+	c := newFwdClient(0, 1, timeout, peer.NewTimeouts(timeout, time.Second), peer.TCPNetwork{T: peer.NewTimeouts(timeout, time.Second)})
+	defer c.Close()
+	send := func(addr string, res []engine.Result) chan error {
+		errc := make(chan error, 1)
+		go func() {
+			deadline := time.NewTimer(timeout)
+			defer deadline.Stop()
+			errc <- submitTo(c, context.Background(), deadline.C, time.Now().Add(timeout), addr, c.NewBatchID(),
+				[]engine.Op{decide("a", tokenRule, 1)}, res).Reply()
+		}()
+		return errc
+	}
+	res1 := make([]engine.Result, 1)
+	first := send(oldLeader.ln.Addr().String(), res1)
+	r1 := <-oldLeader.reqs
+	c.mu.Lock()
+	oldConn := c.conns[0]
+	c.mu.Unlock()
+	second := send(newLeader.ln.Addr().String(), make([]engine.Result, 1))
+	r2 := <-newLeader.reqs
+	r2.reply(t, r2.id, StatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true}}))
+	if err := <-second; err != nil {
+		t.Fatalf("the call to the new leader: %v", err)
+	}
+	select {
+	case <-oldConn.dead:
+		t.Fatal("the connection to the old leader closed with a call pending on it")
+	default:
+	}
+	r1.reply(t, r1.id, StatusOK, codec.AppendResults(nil, nil, []engine.Result{{Allowed: true, Limit: 5}}))
+	if err := <-first; err != nil || !res1[0].Allowed || res1[0].Limit != 5 {
+		t.Fatalf("the call pending on the old leader: %v %+v, want its results", err, res1[0])
+	}
+	select {
+	case <-oldConn.dead:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection to the old leader stayed open after its last call was answered")
 	}
 }
