@@ -359,20 +359,6 @@ func VerifyGroup(g GroupBackup, lockStripes int) error {
 	return nil
 }
 
-// SnapshotMeta returns a snapshot stream's header (its clock and meta
-// pairs) without decoding its records.
-func SnapshotMeta(snap []byte) (Header, error) {
-	d := decoder{r: bufio.NewReader(bytes.NewReader(snap))}
-	if _, _, err := d.snapshotHead(); err != nil {
-		return Header{}, fmt.Errorf("persistence: snapshot header: %w", err)
-	}
-	_, p, err := d.frame()
-	if err != nil {
-		return Header{}, fmt.Errorf("persistence: snapshot header: %w", err)
-	}
-	return parseHeader(p)
-}
-
 // RewriteMeta returns snap with its header's meta pairs replaced by what
 // edit returns; the clock and the records are kept byte for byte (the
 // records are stored relative to the clock, which must not change).
