@@ -487,6 +487,9 @@ type scriptHost struct {
 	c   client
 	res []engine.Result
 	out replyBuf
+	// p is the nested command's pending, reused: a local one escapes
+	// (dispatch and render take its address), an allocation per call.
+	p pending
 }
 
 // Call implements script.Host.
@@ -524,15 +527,17 @@ func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
 	c.proto = proto
 	c.ops, c.limits, c.each, c.local.b = c.ops[:0], c.limits[:0], c.each[:0], c.local.b[:0]
 	c.pending = c.pending[:0]
-	var p pending
+	h.p = pending{}
+	p := &h.p
 	defer func() {
+		*p = pending{} // pins nothing between calls
 		// A command's bug must not take the node down inside the apply.
 		if rec := recover(); rec != nil {
 			srv.cfg.Logger.Error("a command inside a script panicked", "command", string(args[0]), "panic", fmt.Sprint(rec))
 			out = errLine(msgScriptNotAllowed.Text())
 		}
 	}()
-	srv.dispatch(c, args, &p)
+	srv.dispatch(c, args, p)
 	if !p.deferred {
 		return c.local.b[p.localStart:p.localEnd] // read by the caller before the next call
 	}
@@ -544,7 +549,7 @@ func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
 	clear(res)
 	h.tx.Apply(ops, res)
 	h.out.proto, h.out.b = proto, h.out.b[:0]
-	p.cmd.render(srv, &h.out, &p, res)
+	p.cmd.render(srv, &h.out, p, res)
 	return h.out.b // read by the caller before the next call
 }
 
