@@ -152,3 +152,19 @@ func checkReply(b []byte, depth int) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// FormatArg and ToString append what fmtNumber formats (%.17g and %.14g,
+// glibc's inf and nan), without the string in between.
+func TestAppendNumberIsFmtNumber(t *testing.T) {
+	inf := 1 / zero
+	for _, f := range []float64{0, -zero, 1, -1, 0.1, 1e21, 1e-7, 123456789012345678, 1 / 3.0, 2.5e-310, inf, -inf, zero / zero} {
+		if got, want := string(FormatArg([]byte("x"), f)), "x"+fmtNumber(f, 17); got != want {
+			t.Errorf("FormatArg(%v) = %q, want %q", f, got, want)
+		}
+		if got, want := string(ToString(nil, f)), fmtNumber(f, 14); got != want {
+			t.Errorf("ToString(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
+
+var zero = 0.0 // a variable: constant division by zero does not compile
