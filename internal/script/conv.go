@@ -374,6 +374,23 @@ func indexCRLF(b []byte) int {
 // ToNumber is tonumber(s) (base 10); ok is false where tonumber gives nil.
 func ToNumber(s []byte) (float64, bool) { return strToNumber(string(s)) }
 
+// trimCSpace is strings.Trim(s, " \t\n\v\f\r"), C's isspace, without
+// building the cutset's table on every call (strToNumber runs for every
+// number a script reads).
+func trimCSpace(s string) string {
+	for len(s) > 0 && isCSpace(s[0]) {
+		s = s[1:]
+	}
+	for len(s) > 0 && isCSpace(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func isCSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+
+func isSign(r rune) bool { return r == '+' || r == '-' }
+
 // FormatArg appends f as redis.call passes a number (%.17g).
 func FormatArg(b []byte, f float64) []byte { return appendNumber(b, f, 17) }
 

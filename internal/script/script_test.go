@@ -168,3 +168,17 @@ func TestAppendNumberIsFmtNumber(t *testing.T) {
 }
 
 var zero = 0.0 // a variable: constant division by zero does not compile
+
+// tonumber's trim is C's isspace (" \t\n\v\f\r"), no more: a number with
+// any of them around it reads, one with another space or a second sign
+// does not.
+func TestToNumberTrimsCSpace(t *testing.T) {
+	for in, want := range map[string]bool{
+		" \t\n\v\f\r12\r\n": true, "+5": true, "-5": true, "--5": false, "+-5": false,
+		"\u00a05": false, "5\u00a0": false, "\x005": false, "": false, " ": false,
+	} {
+		if _, ok := ToNumber([]byte(in)); ok != want {
+			t.Errorf("ToNumber(%q) ok = %v, want %v", in, ok, want)
+		}
+	}
+}
