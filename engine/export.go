@@ -78,6 +78,31 @@ func (s *stripe) record(idx uint32, ent *entry, now int64) (Record, bool) {
 	return rec, true
 }
 
+// exportKeyTo is exportKey for a script's before-image: a string's key
+// and value are appended to buf (the tx's keyBuf, reset each run), not
+// allocated, and the record points into the returned buf. Import copies
+// what it restores, so the images need live only until the run ends.
+func (e *Engine) exportKeyTo(buf, key []byte, now int64) (Record, []byte, bool) {
+	now = e.countedAt(now)
+	hi, s := e.lock(key)
+	defer e.unlk(s)
+	_, idx, ok := s.find(hi, key)
+	if !ok {
+		return Record{}, buf, false
+	}
+	ent := s.entry(idx)
+	if _, rule, _, live := s.liveState(ent, now); live && kinds[rule.Kind].shape == inValue {
+		k := len(buf)
+		buf = append(buf, s.keyOf(ent)...)
+		v := len(buf)
+		buf = append(buf, s.strValue(idx)...)
+		// As record's: the key, rule, database, a and the value.
+		return Record{Key: buf[k:v:v], Rule: rule, DB: s.db, A: ent.a, Value: buf[v:len(buf):len(buf)]}, buf, true
+	}
+	rec, ok := s.record(idx, ent, now)
+	return rec, buf, ok
+}
+
 // Import adds one record (on snapshot restore), replacing any state the key
 // has. It validates the rule and the state words and returns an
 // error matching ErrBadRule, changing nothing, for anything the engine could

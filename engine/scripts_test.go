@@ -159,3 +159,40 @@ func TestScriptUndeclaredKeyStripeBusy(t *testing.T) {
 		}
 	}
 }
+
+// A script's before-images live in a buffer its tx reuses from run to run
+// (exportKeyTo): each aborted run restores the values and TTLs its own
+// keys had, whatever the runs before it saved.
+func TestScriptAbortRestoresAcrossRuns(t *testing.T) {
+	now := int64(1893456000) * 1e9
+	r := &opsRunner{abort: true}
+	e := New(Config{Stripes: 8, Scripts: r})
+	res := make([]Result, 3)
+	for run := range 5 {
+		old := strings.Repeat(strconv.Itoa(run), 10*(5-run)+1) // shorter each run
+		e.Apply(now, []Op{
+			{Code: OpSet, Key: []byte("s"), Value: []byte(old), Expire: 100_000, Flags: StrExpireRel},
+			{Code: OpSet, Key: []byte("k" + strconv.Itoa(run)), Value: []byte(old + "-k")},
+		}, res[:2])
+		r.ops = []Op{
+			{Code: OpSet, Key: []byte("k" + strconv.Itoa(run)), Value: []byte("overwritten")},
+			{Code: OpSet, Key: []byte("s"), Value: []byte(strings.Repeat("x", 300))},
+			{Code: OpDelete, Key: []byte("k" + strconv.Itoa(run))},
+		}
+		e.Apply(now, []Op{{Code: OpEval, Value: []byte("script")}}, res[:1])
+		if res[0].Err != nil {
+			t.Fatalf("run %d: %v", run, res[0].Err)
+		}
+		e.Apply(now, []Op{
+			{Code: OpGet, Key: []byte("s")},
+			{Code: OpGet, Key: []byte("k" + strconv.Itoa(run))},
+			{Code: OpTTL, Key: []byte("s")},
+		}, res)
+		if string(res[0].Value) != old || string(res[1].Value) != old+"-k" {
+			t.Fatalf("run %d: after an aborted script s=%q k=%q, want %q and %q", run, res[0].Value, res[1].Value, old, old+"-k")
+		}
+		if res[2].TTL <= 0 {
+			t.Fatalf("run %d: s lost its TTL (%d)", run, res[2].TTL)
+		}
+	}
+}

@@ -217,7 +217,9 @@ func (tx *ScriptTx) saveKey(key []byte) {
 		}
 		tx.seen[string(key)] = struct{}{}
 	}
-	rec, ok := tx.view.exportKey(key, tx.now)
+	var rec Record
+	var ok bool
+	rec, tx.keyBuf, ok = tx.view.exportKeyTo(tx.keyBuf, key, tx.now)
 	off := len(tx.keyBuf)
 	tx.keyBuf = append(tx.keyBuf, key...)
 	tx.saved = append(tx.saved, savedKey{key: tx.keyBuf[off:len(tx.keyBuf):len(tx.keyBuf)], rec: rec, present: ok})
@@ -361,12 +363,18 @@ func (tx *ScriptTx) unlockAll() {
 	tx.order = tx.order[:0]
 }
 
+// maxKeptKeyBuf bounds the before-images' bytes a tx keeps between runs.
+const maxKeptKeyBuf = 64 << 10
+
 // clearRun forgets a run's before-images and outcome.
 func (tx *ScriptTx) clearRun() {
 	clear(tx.saved)
 	tx.saved = tx.saved[:0]
 	clear(tx.seen)
 	tx.keyBuf = tx.keyBuf[:0]
+	if cap(tx.keyBuf) > maxKeptKeyBuf {
+		tx.keyBuf = nil // a run that saved many values: not kept
+	}
 	clear(tx.all)
 	tx.all = tx.all[:0]
 	tx.allSeen, tx.abort, tx.busy = false, false, false

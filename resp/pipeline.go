@@ -270,6 +270,16 @@ func (s *Server) runSegment(c *client, cmds []redcon.Command) (rest []redcon.Com
 // dispatch looks a command up, checks arity and authentication, and lets it
 // either render a local reply or queue engine operations.
 func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
+	var cmd *command
+	if len(args) > 0 {
+		cmd = s.lookup(args[0])
+	}
+	s.dispatchCmd(c, cmd, args, p)
+}
+
+// dispatchCmd is dispatch of args whose command was looked up already
+// (nil: unknown), as a script's nested commands are.
+func (s *Server) dispatchCmd(c *client, cmd *command, args [][]byte, p *pending) {
 	c.local.proto = c.proto
 	p.proto = c.proto
 	p.localStart = len(c.local.b)
@@ -281,7 +291,6 @@ func (s *Server) dispatch(c *client, args [][]byte, p *pending) {
 	if len(args) == 0 {
 		return
 	}
-	cmd := s.lookup(args[0])
 	if cmd == nil {
 		p.stats = s.metrics.other
 		c.local.Error(unknownCommand(args))

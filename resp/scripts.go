@@ -317,7 +317,8 @@ type ScriptConfig struct {
 // (Config.Scripts) any of them, for its compile checks and statistics.
 type ScriptRunner struct {
 	rt        *script.Runtime
-	srv       *Server // the command table, with no executor or listener
+	srv       *Server    // the command table, with no executor or listener
+	native    nativeCmds // the native scripts' commands in it (scripts_native.go)
 	slotTable slots.Table
 	group     int
 	maxSteps  int64
@@ -380,7 +381,7 @@ func NewScriptRunner(cfg ScriptConfig) *ScriptRunner {
 	} {
 		st.descs[i] = prometheus.NewDesc(d[0], d[1], []string{"sha"}, nil)
 	}
-	r := &ScriptRunner{rt: rt, srv: srv, group: cfg.Group, maxSteps: steps, maxMemory: memory, noNative: cfg.NoNative, stats: st, hosts: &sync.Pool{}}
+	r := &ScriptRunner{rt: rt, srv: srv, native: nativeCommands(srv), group: cfg.Group, maxSteps: steps, maxMemory: memory, noNative: cfg.NoNative, stats: st, hosts: &sync.Pool{}}
 	var err error
 	if r.slotTable, err = slots.Even(max(cfg.Groups, 1)); err != nil {
 		r.slotTable, _ = slots.Even(1)
@@ -487,12 +488,20 @@ type scriptHost struct {
 	c   client
 	res []engine.Result
 	out replyBuf
+	// p is the nested command's pending, reused: a local one escapes
+	// (dispatch and render take its address), an allocation per call.
+	p pending
 }
 
 // Call implements script.Host.
-func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
+func (h *scriptHost) Call(args [][]byte, proto int) []byte {
+	return h.callCmd(h.r.srv.lookup(args[0]), args, proto)
+}
+
+// callCmd is Call of args with their command already looked up (nil:
+// unknown).
+func (h *scriptHost) callCmd(cmd *command, args [][]byte, proto int) (out []byte) {
 	srv := h.r.srv
-	cmd := srv.lookup(args[0])
 	if cmd == nil {
 		return errLine(msgScriptUnknownCommand.Text())
 	}
@@ -524,15 +533,17 @@ func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
 	c.proto = proto
 	c.ops, c.limits, c.each, c.local.b = c.ops[:0], c.limits[:0], c.each[:0], c.local.b[:0]
 	c.pending = c.pending[:0]
-	var p pending
+	h.p = pending{}
+	p := &h.p
 	defer func() {
+		*p = pending{} // pins nothing between calls
 		// A command's bug must not take the node down inside the apply.
 		if rec := recover(); rec != nil {
 			srv.cfg.Logger.Error("a command inside a script panicked", "command", string(args[0]), "panic", fmt.Sprint(rec))
 			out = errLine(msgScriptNotAllowed.Text())
 		}
 	}()
-	srv.dispatch(c, args, &p)
+	srv.dispatchCmd(c, cmd, args, p)
 	if !p.deferred {
 		return c.local.b[p.localStart:p.localEnd] // read by the caller before the next call
 	}
@@ -544,7 +555,7 @@ func (h *scriptHost) Call(args [][]byte, proto int) (out []byte) {
 	clear(res)
 	h.tx.Apply(ops, res)
 	h.out.proto, h.out.b = proto, h.out.b[:0]
-	p.cmd.render(srv, &h.out, &p, res)
+	p.cmd.render(srv, &h.out, p, res)
 	return h.out.b // read by the caller before the next call
 }
 

@@ -98,7 +98,7 @@ func (h *scriptHost) spring(tx *engine.ScriptTx) ([]byte, bool) {
 	} else {
 		// TIME's seconds, a string: passed to SETEX as is, a number
 		// (its digits) in the arithmetic.
-		secs, ok := firstBulk(h.call(h.names.time))
+		secs, ok := firstBulk(h.call(h.r.native.time, h.names.time))
 		if !ok {
 			return nil, false
 		}
@@ -138,7 +138,7 @@ func (h *scriptHost) spring(tx *engine.ScriptTx) ([]byte, bool) {
 		}
 		h.ttlArg = script.FormatArg(h.ttlArg[:0], ttl)
 		h.valArg = script.FormatArg(h.valArg[:0], newTokens)
-		if !isOK(h.call(h.names.setex, tokensKey, h.ttlArg, h.valArg)) || !isOK(h.call(h.names.setex, tsKey, h.ttlArg, h.nowArg)) {
+		if !isOK(h.call(h.r.native.setex, h.names.setex, tokensKey, h.ttlArg, h.valArg)) || !isOK(h.call(h.r.native.setex, h.names.setex, tsKey, h.ttlArg, h.nowArg)) {
 			return nil, false
 		}
 	}
@@ -204,7 +204,7 @@ func (h *scriptHost) gcra(tx *engine.ScriptTx) ([]byte, bool) {
 	emission := period / rate
 	increment := float64(emission * cost)
 	burstOffset := float64(emission * burst)
-	t := h.call(h.names.time)
+	t := h.call(h.r.native.time, h.names.time)
 	secs, ok := firstBulk(t)
 	if !ok {
 		return nil, false
@@ -222,7 +222,7 @@ func (h *scriptHost) gcra(tx *engine.ScriptTx) ([]byte, bool) {
 		return nil, false
 	}
 	now := (sec - 1483228800) + usec/1000000
-	rep := h.call(h.names.get, key)
+	rep := h.call(h.r.native.get, h.names.get, key)
 	tat := now
 	if !bytes.Equal(rep, []byte("$-1\r\n")) {
 		v, ok := bulk(rep)
@@ -252,7 +252,7 @@ func (h *scriptHost) gcra(tx *engine.ScriptTx) ([]byte, bool) {
 	if resetAfter > 0 {
 		h.valArg = script.FormatArg(h.valArg[:0], newTat)
 		h.ttlArg = script.FormatArg(h.ttlArg[:0], math.Ceil(resetAfter))
-		if !isOK(h.call(h.names.set, key, h.valArg, h.names.ex, h.ttlArg)) {
+		if !isOK(h.call(h.r.native.set, h.names.set, key, h.valArg, h.names.ex, h.ttlArg)) {
 			return nil, false
 		}
 	}
@@ -304,17 +304,17 @@ func appendNumberBulk(b []byte, f float64) []byte {
 	return append(b, '\r', '\n')
 }
 
-// call runs a command as redis.call does (RESP2, the scripts' protocol
-// until redis.setresp).
-func (h *scriptHost) call(args ...[]byte) []byte {
+// call runs cmd, named by args[0], as redis.call does (RESP2, the
+// scripts' protocol until redis.setresp).
+func (h *scriptHost) call(cmd *command, args ...[]byte) []byte {
 	h.argv = append(h.argv[:0], args...)
-	return h.Call(h.argv, 2)
+	return h.callCmd(cmd, h.argv, 2)
 }
 
 // getNumber is tonumber(redis.call("get", key)) or def; ok is false on an
 // error reply (WRONGTYPE: the interpreter raises it).
 func (h *scriptHost) getNumber(key []byte, def float64) (float64, bool) {
-	rep := h.call(h.names.get, key)
+	rep := h.call(h.r.native.get, h.names.get, key)
 	if bytes.Equal(rep, []byte("$-1\r\n")) {
 		return def, true // false: tonumber(false) is nil
 	}
@@ -390,6 +390,15 @@ func arrayBulk(rep []byte, i int) ([]byte, bool) {
 }
 
 func isOK(rep []byte) bool { return bytes.Equal(rep, []byte("+OK\r\n")) }
+
+// nativeCmds are the commands the native scripts call, looked up once
+// in the runner's command table rather than by name on every call.
+type nativeCmds struct{ get, setex, time, set *command }
+
+func nativeCommands(srv *Server) nativeCmds {
+	return nativeCmds{get: srv.lookup([]byte("get")), setex: srv.lookup([]byte("setex")),
+		time: srv.lookup([]byte("time")), set: srv.lookup([]byte("set"))}
+}
 
 // nativeNames are the command names the native scripts call.
 type nativeNames struct{ get, setex, time, set, ex []byte }

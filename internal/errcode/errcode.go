@@ -256,6 +256,12 @@ func (e *Error) Is(target error) bool {
 
 // Of returns err's *Error (through wrapping), or nil.
 func Of(err error) *Error {
+	if err == nil {
+		return nil // before e, whose address escapes: no allocation for nil
+	}
+	if e, ok := err.(*Error); ok {
+		return e
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e

@@ -50,6 +50,23 @@ func TestIs(t *testing.T) {
 	}
 }
 
+// Of, which every request's path asks of its error (nil when it went
+// well), allocates nothing for nil or an *Error itself; a wrapped one is
+// still found.
+func TestOfAllocatesNothingOnTheHotPath(t *testing.T) {
+	direct := &Error{Code: ClusterDown}
+	if n := testing.AllocsPerRun(100, func() {
+		if Of(nil) != nil || Of(direct) != direct {
+			t.Fatal("Of lost its answer")
+		}
+	}); n != 0 {
+		t.Errorf("Of allocates %v times for nil and an *Error", n)
+	}
+	if Of(fmt.Errorf("ctx: %w", direct)) != direct {
+		t.Error("Of misses a wrapped *Error")
+	}
+}
+
 // TestCatalogue fails for a code without a complete row, a reply with an
 // unknown placeholder, or a class its reply contradicts: UNCERTAIN is the
 // may-have-applied class's reply and no other's (CLUSTERDOWN means

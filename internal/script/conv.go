@@ -364,11 +364,37 @@ func indexCRLF(b []byte) int {
 // ToNumber is tonumber(s) (base 10); ok is false where tonumber gives nil.
 func ToNumber(s []byte) (float64, bool) { return strToNumber(string(s)) }
 
+// trimCSpace is strings.Trim(s, " \t\n\v\f\r"), C's isspace, without
+// building the cutset's table on every call (strToNumber runs for every
+// number a script reads).
+func trimCSpace(s string) string {
+	for len(s) > 0 && isCSpace(s[0]) {
+		s = s[1:]
+	}
+	for len(s) > 0 && isCSpace(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func isCSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+
+func isSign(r rune) bool { return r == '+' || r == '-' }
+
 // FormatArg appends f as redis.call passes a number (%.17g).
-func FormatArg(b []byte, f float64) []byte { return append(b, fmtNumber(f, 17)...) }
+func FormatArg(b []byte, f float64) []byte { return appendNumber(b, f, 17) }
 
 // ToInteger is a number's integer in a script's reply.
 func ToInteger(f float64) int64 { return toInteger(f) }
 
 // ToString appends tostring(f) (%.14g).
-func ToString(b []byte, f float64) []byte { return append(b, fmtNumber(f, 14)...) }
+func ToString(b []byte, f float64) []byte { return appendNumber(b, f, 14) }
+
+// appendNumber appends fmtNumber(f, prec) without making a string of it
+// (the native scripts format numbers on every run).
+func appendNumber(b []byte, f float64, prec int) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return append(b, fmtNumber(f, prec)...)
+	}
+	return strconv.AppendFloat(b, f, 'g', prec, 64)
+}

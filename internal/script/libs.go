@@ -212,11 +212,11 @@ func (v *vm) boundResults(g *lua.LTable) {
 // strToNumber is C Lua 5.1's luaO_str2d over glibc's strtod: surrounding
 // space, decimal and hex integers, exponents, inf and nan.
 func strToNumber(s string) (float64, bool) {
-	s = strings.Trim(s, " \t\n\v\f\r")
+	s = trimCSpace(s)
 	if s == "" {
 		return 0, false
 	}
-	body := strings.TrimLeft(s, "+-")
+	body := strings.TrimLeftFunc(s, isSign)
 	if len(s)-len(body) > 1 {
 		return 0, false
 	}

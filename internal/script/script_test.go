@@ -152,3 +152,33 @@ func checkReply(b []byte, depth int) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// FormatArg and ToString append what fmtNumber formats (%.17g and %.14g,
+// glibc's inf and nan), without the string in between.
+func TestAppendNumberIsFmtNumber(t *testing.T) {
+	inf := 1 / zero
+	for _, f := range []float64{0, -zero, 1, -1, 0.1, 1e21, 1e-7, 123456789012345678, 1 / 3.0, 2.5e-310, inf, -inf, zero / zero} {
+		if got, want := string(FormatArg([]byte("x"), f)), "x"+fmtNumber(f, 17); got != want {
+			t.Errorf("FormatArg(%v) = %q, want %q", f, got, want)
+		}
+		if got, want := string(ToString(nil, f)), fmtNumber(f, 14); got != want {
+			t.Errorf("ToString(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
+
+var zero = 0.0 // a variable: constant division by zero does not compile
+
+// tonumber's trim is C's isspace (" \t\n\v\f\r"), no more: a number with
+// any of them around it reads, one with another space or a second sign
+// does not.
+func TestToNumberTrimsCSpace(t *testing.T) {
+	for in, want := range map[string]bool{
+		" \t\n\v\f\r12\r\n": true, "+5": true, "-5": true, "--5": false, "+-5": false,
+		"\u00a05": false, "5\u00a0": false, "\x005": false, "": false, " ": false,
+	} {
+		if _, ok := ToNumber([]byte(in)); ok != want {
+			t.Errorf("ToNumber(%q) ok = %v, want %v", in, ok, want)
+		}
+	}
+}
