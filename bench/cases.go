@@ -49,14 +49,6 @@ type SuiteOptions struct {
 	Sections      map[string]bool
 }
 
-// DefaultSuiteOptions is the suite `make bench` runs, in under five minutes
-// on two cores.
-func DefaultSuiteOptions() SuiteOptions {
-	o := SuiteOptions{}
-	o.Defaults()
-	return o
-}
-
 // Defaults fills the options left unset.
 func (o *SuiteOptions) Defaults() {
 	atLeast(&o.Duration, 1, 2*time.Second)

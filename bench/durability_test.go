@@ -46,7 +46,7 @@ func TestDurabilityTargets(t *testing.T) {
 // suite (its time budget) and run alone with the section, at P1 and P16,
 // on every durability target beside Redis+Lua; -sections all has them.
 func TestDurabilitySection(t *testing.T) {
-	for _, c := range DefaultSuiteOptions().Cases() {
+	for _, c := range defaultSuite().Cases() {
 		if strings.HasPrefix(c.ID, "durability-") {
 			t.Errorf("the default suite runs %s", c.ID)
 		}

@@ -76,11 +76,6 @@ func NewZipfTable(n uint64, theta float64) *ZipfTable {
 	return &ZipfTable{n: n, theta: theta, alpha: 1 / (1 - theta), zetan: zetan, eta: eta, half: half}
 }
 
-// Prob is the probability of item i (0-based) under the exact Zipf law.
-func (t *ZipfTable) Prob(i uint64) float64 {
-	return 1 / math.Pow(float64(i+1), t.theta) / t.zetan
-}
-
 // Draw maps a uniform u in [0, 1) to an item in [0, n).
 func (t *ZipfTable) Draw(u float64) uint64 {
 	switch uz := u * t.zetan; {

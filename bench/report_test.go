@@ -81,7 +81,7 @@ func sampleReport() *Report {
 	return &Report{
 		Command: "sluice-bench", Started: time.Unix(1_700_000_000, 0), Finished: time.Unix(1_700_000_200, 0),
 		Machine: Machine{NProc: 2, CPUModel: "Test CPU", LoadStart: 3},
-		Options: DefaultSuiteOptions(),
+		Options: defaultSuite(),
 		Cases: []CaseResult{
 			mk("goal-p16", 50, run(TargetSluiceMem, 900_000), run(TargetSluiceCluster, 100_000), run(TargetSluiceClusterLeader, 160_000), run(TargetRedisAnchor, 150_000)),
 			mk("goal-p1", 50, run(TargetSluiceMem, 100_000), TargetRun{Target: TargetSluiceCluster, Unavailable: "exited | at start"}, run(TargetRedisAnchor, 80_000)),
@@ -105,7 +105,7 @@ func sampleReport() *Report {
 
 // suiteCase is the default suite's case id.
 func suiteCase(t *testing.T, id string) Case {
-	for _, c := range DefaultSuiteOptions().Cases() {
+	for _, c := range defaultSuite().Cases() {
 		if c.ID == id {
 			return c
 		}
@@ -244,7 +244,7 @@ func TestProgress(t *testing.T) {
 }
 
 func TestSuitePlan(t *testing.T) {
-	o := DefaultSuiteOptions()
+	o := defaultSuite()
 	if d := o.PlannedLength(); d > 3*time.Minute+50*time.Second { // make bench took 4m03s at a plan of 3m44s
 		t.Errorf("the default suite is planned at %s, over budget", d)
 	}
@@ -365,4 +365,11 @@ func TestSharedMachineBanner(t *testing.T) {
 			t.Errorf("%s: banner %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// defaultSuite is the suite `make bench` runs: the options' defaults.
+func defaultSuite() SuiteOptions {
+	o := SuiteOptions{}
+	o.Defaults()
+	return o
 }

@@ -126,7 +126,7 @@ type Config struct {
 	// stream of Raft, forwarding and the control messages goes through
 	// it. Nil means TCP with the peer socket options, over mutual TLS when
 	// TLS is set (peer.TCPNetwork); in-process tests pass a node of a
-	// peer.Inmem network.
+	// memnet.Inmem network (internal/testkit/memnet).
 	Network peer.Network
 
 	// applyHook, when set, runs at the start of every FSM batch (tests

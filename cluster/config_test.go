@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/cluster/peer"
+	"github.com/sluice-rl/sluice/internal/testkit/memnet"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -21,7 +21,7 @@ func TestConfigValidate(t *testing.T) {
 		{"minimal", func(c *Config) {}, nil},
 		{"cluster", func(c *Config) { c.Peers = peers }, nil},
 		{"in memory", func(c *Config) { c.DataDir, c.InMemory = "", true }, nil},
-		{"in-process network", func(c *Config) { c.Network = peer.NewInmem().Node("n1") }, nil},
+		{"in-process network", func(c *Config) { c.Network = memnet.NewInmem().Node("n1") }, nil},
 		{"single node on port 0", func(c *Config) { c.RaftAddr = "127.0.0.1:0" }, nil},
 		{"empty", func(c *Config) { *c = Config{} }, []string{"ID:", "RaftAddr:", "RESPAddr:", "DataDir:"}},
 		{"bad id", func(c *Config) { c.ID = "n 1" }, []string{"ID:"}},

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/testkit"
+	"github.com/sluice-rl/sluice/internal/testkit/memnet"
 )
 
 // waitFor is testkit.Eventually polling every 5 ms.
@@ -53,12 +54,12 @@ func fastRaft(c *Config) {
 
 // testHosts is n in-process nodes of shards Raft groups each, every one
 // built as the binary builds it (NewHost), over an in-memory network
-// (peer.Inmem: no socket, and links a test can cut) or, where a test needs
+// (memnet.Inmem: no socket, and links a test can cut) or, where a test needs
 // real sockets (TLS), over TCP on loopback. Node i is "n<i+1>".
 type testHosts struct {
 	t       testing.TB
 	clock   *testClock
-	net     *peer.Inmem // nil over TCP
+	net     *memnet.Inmem // nil over TCP
 	cfgs    []Config
 	hosts   []*Host // nil once stopped
 	engines [][]*engine.Engine
@@ -83,7 +84,7 @@ func startHosts(t testing.TB, n int, o hostsOpt) *testHosts {
 	t.Helper()
 	th := &testHosts{t: t, clock: newTestClock(), shards: max(o.shards, 1)}
 	if !o.tcp {
-		th.net = peer.NewInmem()
+		th.net = memnet.NewInmem()
 	}
 	peers := make(map[string]string)
 	fwd := make([]string, n)

@@ -65,7 +65,7 @@ type Host struct {
 // NewHost starts a host with one group per engine (len(engines) groups,
 // 1 to MaxShards; each engine empty, or holding nothing worth keeping: a
 // snapshot restore replaces it). It is the one way a node is built, by
-// the binary and by the tests alike (these over a peer.Inmem network,
+// the binary and by the tests alike (these over a memnet.Inmem network,
 // Config.Network). cfg is the whole host's: its DataDir is the node's
 // data dir (group g's is persistence.GroupDir of it), which records the
 // group count and refuses another. It opens the stores, starts every

@@ -16,11 +16,11 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-rl/sluice/cluster/peer"
 	"github.com/sluice-rl/sluice/engine"
 	"github.com/sluice-rl/sluice/internal/errcode"
 	"github.com/sluice-rl/sluice/internal/slots"
 	"github.com/sluice-rl/sluice/internal/testcerts"
+	"github.com/sluice-rl/sluice/internal/testkit/memnet"
 	"github.com/sluice-rl/sluice/persistence"
 )
 
@@ -290,7 +290,7 @@ func TestHostRefusesAnotherShardCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config{ID: "n1", RaftAddr: "127.0.0.1:7001", RESPAddr: "127.0.0.1:6001", ForwardAddr: "127.0.0.1:0",
-		DataDir: dir, Logger: testLogger(t), Network: peer.NewInmem().Node("n1")}
+		DataDir: dir, Logger: testLogger(t), Network: memnet.NewInmem().Node("n1")}
 	fastRaft(&cfg)
 	_, err := NewHost(context.Background(), cfg, []*engine.Engine{engine.New(engine.Config{}), engine.New(engine.Config{})})
 	var mismatch *persistence.ShardMismatchError

@@ -4,8 +4,8 @@
 // transport and for cluster's forward listener alike (conn.go, tls.go),
 // with the dial maps fault-injection tests route them through
 // (dialmap.go); the Network every listen and dial of a node goes through,
-// TCP in the product and in memory for in-process tests (network.go,
-// inmem.go). It knows no Raft group, FSM or message: cluster uses it,
+// TCP in the product and in memory for in-process tests (network.go;
+// the in-memory one is internal/testkit/memnet). It knows no Raft group, FSM or message: cluster uses it,
 // never the reverse.
 package peer
 

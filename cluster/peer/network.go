@@ -2,7 +2,6 @@ package peer
 
 import (
 	"crypto/tls"
-	"fmt"
 	"net"
 	"time"
 )
@@ -10,7 +9,7 @@ import (
 // Network is where a node listens for its peers and how it dials them:
 // every stream between nodes (Raft's, through the host's one listener,
 // and forwarding's with its control messages) is opened through it. The
-// product runs TCP (TCPNetwork); in-process tests run an Inmem network, so
+// product runs TCP (TCPNetwork); in-process tests run an in-memory one (internal/testkit/memnet), so
 // that they build nodes exactly as the binary does (one constructor) without
 // a socket, as hashicorp/raft's MakeCluster runs over its InmemTransport.
 type Network interface {
@@ -34,9 +33,3 @@ func (n TCPNetwork) Listen(addr string) (net.Listener, error) { return Listen(ad
 func (n TCPNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	return Dial(n.TLS, addr, timeout, n.T)
 }
-
-// inmemError is a failed listen or dial on an Inmem network (nothing
-// listens, a cut link, an address in use).
-type inmemError struct{ op, addr, why string }
-
-func (e *inmemError) Error() string { return fmt.Sprintf("inmem %s %s: %s", e.op, e.addr, e.why) }

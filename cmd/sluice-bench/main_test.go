@@ -47,7 +47,7 @@ func TestSingleCaseDefaults(t *testing.T) {
 func TestRenderSavedResults(t *testing.T) {
 	dir := t.TempDir()
 	rep := &bench.Report{Command: "sluice-bench", Started: time.Unix(1_700_000_000, 0), Finished: time.Unix(1_700_000_100, 0),
-		Machine: bench.Machine{NProc: 2, CPUModel: "Test CPU"}, Options: bench.DefaultSuiteOptions(),
+		Machine: bench.Machine{NProc: 2, CPUModel: "Test CPU"}, Options: defaultSuite(),
 		Cases: []bench.CaseResult{{Case: bench.Case{ID: "goal-p16", Baseline: bench.TargetRedisAnchor,
 			Goals: []bench.Goal{{Target: bench.TargetSluiceMem, About: "x", Min: 3}}}}}}
 	b, err := json.Marshal(rep)
@@ -97,4 +97,11 @@ func TestSectionsFlag(t *testing.T) {
 	if err != nil || o.single == nil {
 		t.Errorf("a durability target: %+v %v", o, err)
 	}
+}
+
+// defaultSuite is the suite `make bench` runs: the options' defaults.
+func defaultSuite() bench.SuiteOptions {
+	o := bench.SuiteOptions{}
+	o.Defaults()
+	return o
 }

@@ -134,3 +134,9 @@ func TestDurabilityAtStartup(t *testing.T) {
 		}
 	}
 }
+
+// run starts the server in process and blocks until ctx is done, then
+// stops gracefully (runGraceful with no deadline on the stop).
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	return runGraceful(ctx, context.Background(), args, stderr)
+}

@@ -53,19 +53,14 @@ func main() {
 	}
 }
 
-// run starts the server and blocks until ctx is done, then stops
-// gracefully.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	return runGraceful(ctx, context.Background(), args, stderr)
-}
-
 // handoverer is an executor that can hand its work over before it stops
 // (cluster.Host).
 type handoverer interface {
 	Handover(ctx context.Context) error
 }
 
-// runGraceful is run; when now ends during the graceful stop, the stop
+// runGraceful starts the server and blocks until ctx is done, then stops
+// gracefully; when now ends during the graceful stop, the stop
 // skips what is left of the handover and the draining of connections.
 func runGraceful(ctx, now context.Context, args []string, stderr io.Writer) error {
 	if ran, err := runTool(ctx, args, os.Stdout, stderr); ran { // backupcmd.go

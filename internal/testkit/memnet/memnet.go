@@ -1,15 +1,21 @@
-package peer
+// Package memnet is a network in memory for in-process cluster tests: it
+// satisfies cluster/peer's Network (Listen, Dial) without a socket, so that
+// the tests build nodes with the binary's one constructor (NewHost), as
+// hashicorp/raft's MakeCluster runs over its InmemTransport
+// (docs/design.md, "One constructor").
+package memnet
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 )
 
-// Inmem is a Network in memory, for in-process tests: an address book of
+// Inmem is a network in memory, for in-process tests: an address book of
 // listeners, and connections made of a pair of bounded buffers
-// (inmempipe.go: as a socket's, with deadlines). Each node gets its own view (Node), so that a test can cut
+// (pipe.go: as a socket's, with deadlines). Each node gets its own view (Node), so that a test can cut
 // the links from one node to an address (Cut) and heal them (Heal), as
 // hashicorp/raft's InmemTransport does with Disconnect and Connect. It
 // touches no socket: addresses are only names in the book (host:port with
@@ -41,9 +47,9 @@ func NewInmem() *Inmem {
 	}
 }
 
-// Node returns the Network of the node called name: what it listens on is
+// Node returns the view of the node called name: what it listens on is
 // in the shared book, and its dials go from name (Cut).
-func (m *Inmem) Node(name string) Network { return inmemNode{m: m, name: name} }
+func (m *Inmem) Node(name string) Node { return Node{m: m, name: name} }
 
 // Cut makes the dials of node from to address to fail, and closes the
 // connections from dialed to it (both their ends), until Heal. The other
@@ -75,13 +81,15 @@ func (p *inmemPipe) close() {
 	p.b.Close()
 }
 
-type inmemNode struct {
+// Node is one node's view of an Inmem network: cluster/peer's Network
+// (what it listens on is in the shared book, its dials go from its name).
+type Node struct {
 	m    *Inmem
 	name string
 }
 
-// Listen implements Network.
-func (n inmemNode) Listen(addr string) (net.Listener, error) {
+// Listen implements cluster/peer's Network.
+func (n Node) Listen(addr string) (net.Listener, error) {
 	m := n.m
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -113,8 +121,8 @@ func (n inmemNode) Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// Dial implements Network.
-func (n inmemNode) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+// Dial implements cluster/peer's Network.
+func (n Node) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	m := n.m
 	link := inmemLink{n.name, addr}
 	m.mu.Lock()
@@ -224,3 +232,9 @@ func (l *inmemListener) Close() error {
 
 // Addr implements net.Listener.
 func (l *inmemListener) Addr() net.Addr { return l.addr }
+
+// inmemError is a failed listen or dial on an Inmem network (nothing
+// listens, a cut link, an address in use).
+type inmemError struct{ op, addr, why string }
+
+func (e *inmemError) Error() string { return fmt.Sprintf("inmem %s %s: %s", e.op, e.addr, e.why) }
