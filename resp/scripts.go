@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -329,17 +330,49 @@ type ScriptRunner struct {
 	hosts *sync.Pool   // idle *scriptHost, shared likewise
 }
 
-// scriptStats are the per-script counters of a node's runners.
+// scriptStats are the per-script counters of a node's runners. A run
+// takes no lock: it finds its script's counters in a map that is never
+// written once published (by), and adds to them atomically; the first run
+// of a script publishes a copy of the map with it, under mu (a bounded
+// set: at most maxScriptSeries scripts).
 type scriptStats struct {
-	mu    sync.Mutex
-	by    map[string]*scriptStat // by the SHA1's first 8 hex digits
+	mu    sync.Mutex // serialises publishing
+	by    atomic.Pointer[map[string]*scriptStat]
 	descs [3]*prometheus.Desc
 }
 
+// maxScriptSeries bounds the per-script metrics' series.
+const maxScriptSeries = 1000
+
 // scriptStat is one script's counters (metrics).
 type scriptStat struct {
-	calls, errors, native int64
-	seconds               float64
+	calls, errors, native atomic.Int64
+	nanos                 atomic.Int64 // time in the apply
+}
+
+// lookup returns the counters of the script whose SHA1 begins with sha
+// (8 hex digits), published at its first run; nil once the set is full.
+func (s *scriptStats) lookup(sha string) *scriptStat {
+	if st := (*s.by.Load())[sha]; st != nil {
+		return st
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.by.Load()
+	if st := old[sha]; st != nil {
+		return st
+	}
+	if len(old) >= maxScriptSeries {
+		return nil
+	}
+	by := make(map[string]*scriptStat, len(old)+1)
+	for k, v := range old {
+		by[k] = v
+	}
+	st := &scriptStat{}
+	by[strings.Clone(sha)] = st
+	s.by.Store(&by)
+	return st
 }
 
 // NewScriptRunner returns a runner.
@@ -373,7 +406,8 @@ func NewScriptRunner(cfg ScriptConfig) *ScriptRunner {
 		log.Log(nil, lv, "redis.log", "msg", m)
 	}}, texts)
 	srv := NewServer(Config{MaxKeyLen: cfg.MaxKeyLen, MaxLogLimit: cfg.MaxLogLimit, MaxValueLen: cfg.MaxValueLen, Logger: cfg.Logger}, nil)
-	st := &scriptStats{by: make(map[string]*scriptStat)}
+	st := &scriptStats{}
+	st.by.Store(&map[string]*scriptStat{})
 	for i, d := range [3][2]string{
 		{"sluice_script_calls_total", "Script runs (EVAL, EVALSHA), by the first 8 hex digits of the script's SHA1."},
 		{"sluice_script_errors_total", "Script runs that replied an error (a budget, a runtime error, an error reply), by SHA1 prefix."},
@@ -435,25 +469,18 @@ func (r *ScriptRunner) count(sha string, native, failed bool, d time.Duration) {
 	if len(sha) > 8 {
 		sha = sha[:8]
 	}
-	s := r.stats
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.by[sha]
+	st := r.stats.lookup(sha)
 	if st == nil {
-		if len(s.by) >= 1000 {
-			return // a bounded set of series
-		}
-		st = &scriptStat{}
-		s.by[sha] = st
+		return // a bounded set of series
 	}
-	st.calls++
+	st.calls.Add(1)
 	if native {
-		st.native++
+		st.native.Add(1)
 	}
 	if failed {
-		st.errors++
+		st.errors.Add(1)
 	}
-	st.seconds += d.Seconds()
+	st.nanos.Add(int64(d))
 }
 
 // Describe implements prometheus.Collector: the per-script metrics.
@@ -466,12 +493,10 @@ func (r *ScriptRunner) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (r *ScriptRunner) Collect(ch chan<- prometheus.Metric) {
 	s := r.stats
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for sha, st := range s.by {
-		ch <- prometheus.MustNewConstMetric(s.descs[0], prometheus.CounterValue, float64(st.calls), sha)
-		ch <- prometheus.MustNewConstMetric(s.descs[1], prometheus.CounterValue, float64(st.errors), sha)
-		ch <- prometheus.MustNewConstMetric(s.descs[2], prometheus.CounterValue, st.seconds, sha)
+	for sha, st := range *s.by.Load() {
+		ch <- prometheus.MustNewConstMetric(s.descs[0], prometheus.CounterValue, float64(st.calls.Load()), sha)
+		ch <- prometheus.MustNewConstMetric(s.descs[1], prometheus.CounterValue, float64(st.errors.Load()), sha)
+		ch <- prometheus.MustNewConstMetric(s.descs[2], prometheus.CounterValue, time.Duration(st.nanos.Load()).Seconds(), sha)
 	}
 }
 

@@ -262,12 +262,9 @@ func TestNativeScriptsOverTheWire(t *testing.T) {
 
 // nativeRuns is the number of scripts the runner's node ran natively.
 func nativeRuns(r *ScriptRunner) int64 {
-	s := r.stats
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var n int64
-	for _, st := range s.by {
-		n += st.native
+	for _, st := range *r.stats.by.Load() {
+		n += st.native.Load()
 	}
 	return n
 }

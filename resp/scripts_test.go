@@ -1,10 +1,12 @@
 package resp
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -114,5 +116,26 @@ func TestScriptsInfoAndMetrics(t *testing.T) {
 	sha := engine.ScriptSHA([]byte("error('x')"))[:8]
 	if got["sluice_script_calls_total{"+sha+"}"] != 1 || got["sluice_script_errors_total{"+sha+"}"] != 1 {
 		t.Fatalf("script metrics %v", got)
+	}
+}
+
+// TestScriptStatsLockFreeAndBounded: a run of a script seen before adds to
+// its counters without allocating (no lock, no map write: the hot path),
+// and the set of scripts with series stops growing at maxScriptSeries.
+func TestScriptStatsLockFreeAndBounded(t *testing.T) {
+	r := NewScriptRunner(ScriptConfig{})
+	r.count("0123456789abcdef", true, false, time.Millisecond)
+	if a := testing.AllocsPerRun(100, func() { r.count("0123456789abcdef", false, true, time.Millisecond) }); a != 0 {
+		t.Errorf("a known script's run allocates %v times", a)
+	}
+	st := (*r.stats.by.Load())["01234567"]
+	if st == nil || st.calls.Load() != 102 || st.native.Load() != 1 || st.errors.Load() != 101 || st.nanos.Load() != int64(102*time.Millisecond) {
+		t.Fatalf("counters %+v", st)
+	}
+	for i := range 2 * maxScriptSeries {
+		r.count(fmt.Sprintf("%08x", i+1<<20), false, false, 0)
+	}
+	if n := len(*r.stats.by.Load()); n != maxScriptSeries {
+		t.Errorf("%d series, want at most %d", n, maxScriptSeries)
 	}
 }
