@@ -186,7 +186,18 @@ func scrapeNode(t *testing.T) map[string]*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Raft and forward ports too: their defaults (the RESP port + 1000
+	// and + 2000) are not checked free and may fall in the ephemeral range.
+	raftAddr, err := sluiceproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwdAddr, err := sluiceproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := sluiceproc.Start("sluice", binary, []string{"--addr", addr, "--metrics-addr", metrics, "--shards", "2",
+		"--raft-addr", raftAddr, "--forward-addr", fwdAddr,
 		"--data-dir", filepath.Join(t.TempDir(), "data"), "--log-level", "warn"}, sluiceproc.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -209,9 +209,19 @@ func TestSystemdNotifyReadyStopping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Raft and forward ports too: their defaults (the RESP port + 1000
+	// and + 2000) are not checked free and may fall in the ephemeral range.
+	raftAddr, err := sluiceproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwdAddr, err := sluiceproc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	data := filepath.Join(t.TempDir(), "data")
 	for run := range 2 {
-		cmd := startNotified(t, socket, "--addr", addr, "--data-dir", data, "--log-level", "warn")
+		cmd := startNotified(t, socket, "--addr", addr, "--raft-addr", raftAddr, "--forward-addr", fwdAddr, "--data-dir", data, "--log-level", "warn")
 		ready := untilReady(t, read)
 		if !strings.Contains(ready, "STATUS=serving on "+addr) {
 			t.Errorf("READY datagram %q lacks the status line", ready)
