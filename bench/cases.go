@@ -26,12 +26,11 @@ const (
 	SectionConns      = "conns"
 	SectionMemory     = "memory"
 	SectionKeys       = "keys"
-	SectionAccuracy   = "accuracy"
 )
 
 // Sections lists every section in the order the suite runs them.
 func Sections() []string {
-	return []string{SectionGoals, SectionDurability, SectionAlgorithms, SectionVariants, SectionConns, SectionMemory, SectionKeys, SectionAccuracy}
+	return []string{SectionGoals, SectionDurability, SectionAlgorithms, SectionVariants, SectionConns, SectionMemory, SectionKeys}
 }
 
 // SuiteOptions configure the default suite.
@@ -203,10 +202,6 @@ func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) 
 				rep.Memory = append(rep.Memory, s)
 			}
 		}
-	}
-	if o.Sections[SectionAccuracy] && err == nil {
-		a := Accuracy(AccuracyOptions{})
-		rep.Accuracy = &a
 	}
 	rep.Finished = time.Now()
 	return rep, cmp.Or(err, ctx.Err())

@@ -22,9 +22,11 @@
 //   - target.go, cluster.go: starting and stopping the servers; the
 //     cluster targets (log stores and fsync modes, routing by slot, group
 //     commit counters).
-//   - memory.go, accuracy.go, machine.go: memory per key and against the
-//     key count, the sliding window counter against the exact log (in the
-//     engine), the machine and CPU time.
+//   - memory.go, machine.go: memory per key and against the key count,
+//     the machine and CPU time.
 //   - report.go, benchmarks.md.tmpl, bench.txt.tmpl, chart.go:
-//     results.json, the page, bench.txt and the charts.
+//     results.json, the page, bench.txt and the charts. The page's
+//     accuracy section (the sliding window counter against the exact log)
+//     is engine's BenchmarkSlidingAccuracy, parsed out of the engine
+//     benchmark text (-engine-bench).
 package bench

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -19,18 +21,53 @@ import (
 // benchmarks.md.tmpl) and the charts (Charts) are all derived, so that a
 // saved run renders again alike.
 type Report struct {
-	Command  string          `json:"command"`
-	Started  time.Time       `json:"started"`
-	Finished time.Time       `json:"finished"`
-	Machine  Machine         `json:"machine"`
-	Options  SuiteOptions    `json:"options"`
-	Cases    []CaseResult    `json:"cases"`
-	Memory   []MemorySeries  `json:"memory"`
-	Keys     []MemorySeries  `json:"keys"`
-	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
+	Command  string         `json:"command"`
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished"`
+	Machine  Machine        `json:"machine"`
+	Options  SuiteOptions   `json:"options"`
+	Cases    []CaseResult   `json:"cases"`
+	Memory   []MemorySeries `json:"memory"`
+	Keys     []MemorySeries `json:"keys"`
 	// MemoryFromSweep says the memory figures come from the key-count sweep.
 	MemoryFromSweep bool   `json:"memory_from_sweep"`
 	Engine          string `json:"engine_benchmarks,omitempty"`
+}
+
+// AccuracyRow is a BenchmarkSlidingAccuracy line: a traffic pattern's
+// figures by unit.
+type AccuracyRow struct {
+	Name    string
+	Figures map[string]float64
+}
+
+// Accuracy parses the BenchmarkSlidingAccuracy lines out of Engine (`go
+// test -bench ./engine/`'s output: "BenchmarkSlidingAccuracy/<name>-N
+// <iterations> <value> <unit> ..."), the first of each name: the page's
+// accuracy section.
+func (r *Report) Accuracy() []AccuracyRow {
+	var rows []AccuracyRow
+	for _, line := range strings.Split(r.Engine, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkSlidingAccuracy/") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "BenchmarkSlidingAccuracy/")
+		if i := strings.LastIndexByte(name, '-'); i > 0 && strings.Trim(name[i+1:], "0123456789") == "" {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+		if slices.ContainsFunc(rows, func(r AccuracyRow) bool { return r.Name == name }) {
+			continue
+		}
+		row := AccuracyRow{Name: name, Figures: map[string]float64{}}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				row.Figures[f[i+1]] = v
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // Goal outcomes.

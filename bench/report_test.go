@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/xml"
 	"io"
 	"os"
@@ -97,9 +98,7 @@ func sampleReport() *Report {
 				Scale: &ScaleResult{SmallKeys: 1000, LargeKeys: 10_000_000, Rounds: 3, Small: LoadResult{Throughput: 800_000}, Large: LoadResult{Throughput: 680_000}, Ratio: 0.85}},
 			{Target: TargetRedis, Unavailable: "no redis"},
 		},
-		Accuracy: &AccuracyResult{Options: AccuracyOptions{Keys: 40, Windows: 12, Limit: 100, Window: time.Second},
-			Patterns: []AccuracyPattern{{Name: "steady", Requests: 100, Different: 3, Share: 0.03, Bands: map[string]BandCount{BandUnder: {10, 0}}}},
-			Total:    AccuracyPattern{Name: "all", Requests: 100, Different: 3, Share: 0.03}},
+		Engine: sampleEngineBench,
 	}
 }
 
@@ -144,7 +143,9 @@ func TestGoalsAndMarkdown(t *testing.T) {
 	}
 	md := r.Markdown("charts")
 	for _, s := range []string{"| cores (nproc) | 2 |", "Test CPU", "Shared machine", "6.00x", "**pass**", "falls short",
-		"![throughput against connections](charts/conns.svg)", "73 B", "unavailable: exited \\| at start", "## Accuracy", "3.00%", "0.85x (680k/s with 10.00M keys"} {
+		"![throughput against connections](charts/conns.svg)", "73 B", "unavailable: exited \\| at start", "## Accuracy",
+		"| steady (evenly spaced requests) | 65875 | **31.1%** | 10243 | 10244 | 0% | 3.289% | 39.38% |",
+		"| all | 191845 | **26.98%** | 25353 | 26408 | 1.017% | 11.6% | 33.56% |", "0.85x (680k/s with 10.00M keys"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("report lacks %q", s)
 		}
@@ -274,78 +275,34 @@ func TestSuitePlan(t *testing.T) {
 	}
 }
 
-// TestAccuracy: the replay is deterministic, keys under the limit with
-// evenly spaced requests are decided alike by the counter and the log,
-// and the figures of the default options are those of docs/benchmarks.md
-// (measured on a server whose clock was frozen and moved by DEBUG
-// TIMEWARP: the engine decides the same at the same instants).
-func TestAccuracy(t *testing.T) {
-	o := AccuracyOptions{Keys: 4, Windows: 3, Limit: 10, Window: time.Second, Seed: 1}
-	a, b := Accuracy(o), Accuracy(o)
-	if a.Err != "" || len(a.Patterns) != 3 || a.Total.Requests == 0 {
-		t.Fatalf("accuracy: %+v", a)
-	}
-	if a.Total.Different != b.Total.Different || a.Total.Requests != b.Total.Requests {
-		t.Errorf("accuracy not deterministic: %+v then %+v", a.Total, b.Total)
-	}
-	if u := a.Patterns[0].Bands[BandUnder]; u.Requests == 0 || u.Different != 0 {
-		t.Errorf("steady traffic under the limit decided differently: %+v", u)
-	}
-	if a.Total.LogDenied == 0 {
-		t.Error("no request over the limit was denied by the log")
-	}
-	got := Accuracy(AccuracyOptions{}).Rows()
-	want := [][3]int64{{65875, 10243, 10244}, {60324, 5978, 7142}, {65646, 9132, 9022}, {191845, 25353, 26408}}
-	for i, p := range got {
-		if w := want[i]; p.Requests != w[0] || p.FalseAllow != w[1] || p.FalseDeny != w[2] {
-			t.Errorf("%s: %d requests, %d false allows, %d false denies; want %v", p.Name, p.Requests, p.FalseAllow, p.FalseDeny, w)
-		}
-	}
-}
+// sampleEngineBench is `go test -bench SlidingAccuracy ./engine/`'s output
+// (its "all" line without the GOMAXPROCS suffix, as with GOMAXPROCS=1).
+//
+//go:embed testdata/engine-bench.txt
+var sampleEngineBench string
 
-func TestAccuracyTraffic(t *testing.T) {
-	o := AccuracyOptions{Keys: 4, Windows: 3, Limit: 10, Window: time.Second, Seed: 1}
-	for _, p := range AccuracyPatterns() {
-		a, err := AccuracyTraffic(p.Name, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(a) == 0 {
-			t.Fatalf("%s: no arrivals", p.Name)
-		}
-		for i := range a {
-			if a[i].at < 0 || a[i].at >= 3000 || a[i].key < 0 || a[i].key >= 4 {
-				t.Fatalf("%s: arrival %+v out of range", p.Name, a[i])
-			}
-			if i > 0 && a[i].at < a[i-1].at {
-				t.Fatalf("%s: not sorted at %d", p.Name, i)
-			}
-		}
-		b, _ := AccuracyTraffic(p.Name, o)
-		if len(a) != len(b) {
-			t.Fatalf("%s: not deterministic", p.Name)
-		}
+// TestAccuracyFromEngineBench: the page's accuracy rows are engine's
+// BenchmarkSlidingAccuracy lines, the first of each pattern, with or
+// without the GOMAXPROCS suffix; without them the section is left out.
+func TestAccuracyFromEngineBench(t *testing.T) {
+	r := &Report{Engine: sampleEngineBench + "BenchmarkSlidingAccuracy/steady-2 1 5 ns/op 7 requests\nBenchmarkSlidingAccuracyX/steady 1 5 ns/op\n"}
+	rows := r.Accuracy()
+	var names []string
+	for _, row := range rows {
+		names = append(names, row.Name)
 	}
-	edges, _ := AccuracyTraffic("edges", o)
-	for _, e := range edges {
-		if m := e.at % 1000; m >= 100 && m < 900 {
-			t.Fatalf("edge burst at %d ms, not near a boundary", e.at)
-		}
+	if strings.Join(names, ",") != "steady,edges,random,all" {
+		t.Fatalf("rows %v", names)
 	}
-	steady, _ := AccuracyTraffic("steady", o)
-	perKey := map[int]int{}
-	for _, e := range steady {
-		perKey[e.key]++
+	if f := rows[0].Figures; f["requests"] != 65875 || f["differ-%"] != 31.1 || f["false-allows"] != 10243 || f["under-differ-%"] != 0 || f["ns/op"] != 32353484 {
+		t.Errorf("steady figures %v", f)
 	}
-	// rates from 1/4 to 4 times the limit of 10 per window, over 3 windows
-	if perKey[0] < 6 || perKey[0] > 9 || perKey[3] < 119 || perKey[3] > 121 {
-		t.Errorf("steady arrivals per key %v", perKey)
+	if f := rows[3].Figures; f["requests"] != 191845 || f["over-differ-%"] != 33.56 {
+		t.Errorf("all figures %v", f)
 	}
-	if _, err := AccuracyTraffic("nope", o); err == nil {
-		t.Error("unknown pattern accepted")
-	}
-	if band(0.5) != BandUnder || band(1) != BandAt || band(2) != BandOver {
-		t.Error("bands")
+	r.Engine = "BenchmarkEngineToken-2 1000 100 ns/op\n"
+	if md := r.Markdown("charts"); len(r.Accuracy()) != 0 || strings.Contains(md, "## Accuracy") {
+		t.Error("an accuracy section without BenchmarkSlidingAccuracy lines")
 	}
 }
 

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&so.Rounds, "rounds", 0, "rounds, alternating between targets (default 3)")
 	fs.Float64Var(&w.DenyShare, "deny", 0, "share of requests (0..1) sent to keys whose limit is used up (single case)")
 	fs.Int64Var(&w.Cost, "cost", 1, "units per request, COST n (single case)")
-	fs.StringVar(&sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows)")
+	fs.StringVar(&sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows; the sliding window accuracy, once -sections accuracy, comes from -engine-bench)")
 	fs.Uint64Var(&so.MaxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
 	fs.Uint64Var(&so.MemoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
 	fs.StringVar(&o.out, "out", "results", "results folder (report.md, results.json, charts/)")
@@ -72,7 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.sluiceBin, "sluice-bin", "bin/sluice", "sluice binary (make build)")
 	fs.StringVar(&o.redisBin, "redis-bin", "redis-server", "redis-server binary")
 	fs.StringVar(&o.workDir, "work-dir", "", "parent folder of the servers' temporary data (default: the system's temp dir); durable figures depend on its file system")
-	fs.StringVar(&o.engineBench, "engine-bench", "", "file with `go test -bench ./engine/` output to include in the report")
+	fs.StringVar(&o.engineBench, "engine-bench", "", "file with `go test -bench ./engine/` output to include in the report; its BenchmarkSlidingAccuracy lines make the accuracy section")
 	fs.TextVar(&o.logLevel, "log-level", slog.LevelWarn, "debug, info, warn or error")
 	fs.StringVar(&o.render, "render", "", "run nothing: render the report of a saved results.json again (into -out, and -doc if given)")
 	if err := fs.Parse(args); err != nil {

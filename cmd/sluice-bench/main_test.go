@@ -105,3 +105,28 @@ func defaultSuite() bench.SuiteOptions {
 	o.Defaults()
 	return o
 }
+
+// TestRenderAccuracyFromEngineBench: a results.json saved before the
+// accuracy figures moved to the engine (with an "accuracy" field) still
+// renders, and the page's accuracy section comes from -engine-bench's
+// BenchmarkSlidingAccuracy lines.
+func TestRenderAccuracyFromEngineBench(t *testing.T) {
+	dir := t.TempDir()
+	saved, engineBench := filepath.Join(dir, "results.json"), filepath.Join(dir, "engine-bench.txt")
+	old := `{"command":"sluice-bench","accuracy":{"options":{"Keys":40},"patterns":[{"name":"steady","requests":100}],"total":{"name":"all"}}}`
+	if err := os.WriteFile(saved, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line := "BenchmarkSlidingAccuracy/steady-2 \t 38 \t 32353484 ns/op \t 31.10 differ-% \t 65875 requests\n"
+	if err := os.WriteFile(engineBench, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-render", saved, "-out", filepath.Join(dir, "out"), "-engine-bench", engineBench}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "out", "report.md"))
+	if err != nil || !bytes.Contains(md, []byte("## Accuracy of the sliding window counter")) || !bytes.Contains(md, []byte("| steady (evenly spaced requests) | 65875 | **31.1%** |")) {
+		t.Errorf("report: %v\n%s", err, md)
+	}
+}
