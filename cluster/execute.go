@@ -101,7 +101,8 @@ func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, res
 }
 
 // execute is Execute past the halt and the gate: a loop over tries, each
-// routed (route: apply here, forward to the leader, wait), whose attempt
+// routed (route: apply here, forward to the leader, wait) and made through
+// the routing's forward.Submitter, whose attempt
 // (cluster/outcome) says what comes next: the answer, route again (not
 // applied), send again with the same batch ID (written to a leader, fate
 // unknown), or UNCERTAIN once a leader is known again (handed to Raft
@@ -118,17 +119,20 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		loading bool          // the last try found the node replaying
 	)
 	for {
-		var a outcome.Attempt
-		switch r := n.route(); r.kind {
-		case routeLocal:
-			// After a forwarded try that may have applied, only with its
-			// ID (this node became the leader meanwhile).
-			a = n.batcher.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results})
+		r := n.route()
+		if r.kind == routeForward && id == (codec.BatchID{}) {
+			id = n.fwd.NewBatchID()
+		}
+		a := outcome.NotApplied(nil) // no leader to take it (yet)
+		if r.via != nil {
+			// The one call a try makes, through the routing's submitter.
+			// The batcher gets the batch ID too: after a forwarded try
+			// that may have applied (this node became the leader
+			// meanwhile), the log applies the batch at most once.
+			a = r.via.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: r.addr, Until: until})
+		}
+		switch r.kind {
 		case routeForward:
-			if id == (codec.BatchID{}) {
-				id = n.fwd.NewBatchID()
-			}
-			a = n.fwd.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: r.addr, Until: until})
 			if a.Kind != outcome.TryNotApplied && a.Kind != outcome.TryWritten {
 				n.metrics.forwarded(len(ops))
 			}
@@ -147,10 +151,8 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			// the leader's address); LOADING if that takes the whole
 			// timeout.
 			loading = true
-			a = outcome.NotApplied(nil)
-		default:
+		case routeWait:
 			loading = false
-			a = outcome.NotApplied(nil)
 		}
 		switch a.Kind {
 		case outcome.TryDone:
@@ -224,10 +226,12 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 // is no usable leader (an election, a new leader's barrier).
 const retryPause = 5 * time.Millisecond
 
-// routing is where a batch should go now (route): the decision, and the
-// address it needs.
+// routing is where a batch should go now (route): the decision, the
+// forward.Submitter a try goes through (the batcher here, the forward
+// client to the leader; nil while it waits), and the address it needs.
 type routing struct {
 	kind routeKind
+	via  forward.Submitter
 	addr string // routeForward: the leader's forward address (dial-mapped)
 }
 
@@ -254,7 +258,7 @@ func (n *Node) route() routing {
 			return routing{kind: routeWait} // Raft refuses entries until it is done
 		}
 		if n.readyTerm.Load() == n.raft.CurrentTerm() {
-			return routing{kind: routeLocal}
+			return routing{kind: routeLocal, via: n.batcher}
 		}
 		if !n.isReplayed() {
 			return routing{kind: routeLoading}
@@ -266,10 +270,10 @@ func (n *Node) route() routing {
 		return routing{kind: routeWait}
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
+		return routing{kind: routeForward, via: n.fwd, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
+		return routing{kind: routeForward, via: n.fwd, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if !n.isReplayed() {
 		return routing{kind: routeLoading}
