@@ -155,7 +155,7 @@ func roleName(s raft.RaftState) string {
 // servers returns the latest cluster configuration.
 func (n *Node) servers() ([]raft.Server, error) {
 	f := n.raft.GetConfiguration()
-	if err := waitFuture(n.closing, f, time.Second); err != nil {
+	if err := waitFuture(n.life.closing, f, time.Second); err != nil {
 		return nil, err
 	}
 	return f.Configuration().Servers, nil
@@ -182,7 +182,7 @@ func (n *Node) waitAdmin(ctx context.Context, f raft.Future) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	return waitFuture(n.closing, f, max(timeout, time.Millisecond))
+	return waitFuture(n.life.closing, f, max(timeout, time.Millisecond))
 }
 
 // checkJoin validates RAFT.JOIN's arguments.
@@ -252,7 +252,7 @@ func (n *Node) Snapshot(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	err := waitFuture(n.closing, f, max(timeout, time.Millisecond))
+	err := waitFuture(n.life.closing, f, max(timeout, time.Millisecond))
 	switch {
 	case errors.Is(err, raft.ErrNothingNewToSnapshot):
 		return nil

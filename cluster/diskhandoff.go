@@ -19,9 +19,7 @@ func (n *Node) handOffAfterFault() {
 	if !n.handingOff.CompareAndSwap(false, true) {
 		return
 	}
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
+	n.life.spawn(func() {
 		defer n.handingOff.Store(false)
 		for deadline := time.Now().Add(time.Second); n.raft.State() == raft.Leader; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -29,7 +27,7 @@ func (n *Node) handOffAfterFault() {
 			}
 		}
 		f := n.raft.GetConfiguration()
-		if waitFuture(n.closing, f, time.Second) != nil {
+		if waitFuture(n.life.closing, f, time.Second) != nil {
 			return
 		}
 		id := raft.ServerID(n.cfg.ID)
@@ -45,5 +43,5 @@ func (n *Node) handOffAfterFault() {
 				return
 			}
 		}
-	}()
+	})
 }

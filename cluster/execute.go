@@ -48,7 +48,7 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		return nil
 	}
 	select {
-	case <-n.closing:
+	case <-n.life.closing:
 		return ErrShuttingDown
 	default:
 	}
@@ -193,7 +193,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			return outcome.GiveUpError(sent, outcome.StopDeadline, notApplied, n.cfg.ClusterTimeout)
 		case <-ctx.Done():
 			return outcome.GiveUpError(sent, outcome.StopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
-		case <-n.closing:
+		case <-n.life.closing:
 			return outcome.GiveUpError(sent, outcome.StopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
 		}
 	}
@@ -216,7 +216,7 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 			return lostQuorumError(n.cfg.ClusterTimeout)
 		case <-ctx.Done():
 			return ErrOutcomeUnknown
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrOutcomeUnknown
 		}
 	}
@@ -373,7 +373,7 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 // noteSoloVoter records whether this node is its group's only voter, from
 // the latest configuration, when Raft answers within 200 ms.
 func (n *Node) noteSoloVoter() {
-	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
+	if f := n.raft.GetConfiguration(); waitFuture(n.life.closing, f, 200*time.Millisecond) == nil {
 		servers := f.Configuration().Servers
 		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
 	}

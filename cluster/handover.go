@@ -148,7 +148,7 @@ func (n *Node) Handover(ctx context.Context) error {
 		case <-time.After(handoverRetry):
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: handover: %w", ctx.Err())
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		}
 	}

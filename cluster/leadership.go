@@ -17,7 +17,6 @@ import (
 // monitorLeadership makes a new leader ready: a barrier (every entry of
 // earlier terms applied here), then an entry announcing its addresses.
 func (n *Node) monitorLeadership() {
-	defer n.bg.Done()
 	for {
 		select {
 		case leader := <-n.raft.LeaderCh():
@@ -36,7 +35,7 @@ func (n *Node) monitorLeadership() {
 			if n.raft.State() == raft.Leader {
 				n.handOffHalted()
 			}
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		}
 	}
@@ -95,7 +94,7 @@ func (n *Node) becomeReady() {
 			return
 		}
 		select {
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		default:
 		}
@@ -121,7 +120,7 @@ func (n *Node) waitWhileLeader(f raft.Future) error {
 			if n.raft.State() != raft.Leader {
 				return raft.ErrLeadershipLost
 			}
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		}
 	}

@@ -186,7 +186,7 @@ func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) 
 		case <-ctx.Done():
 			pause.Stop()
 			return fmt.Errorf("no leader took the %s step in time: %w", op, last)
-		case <-n.closing:
+		case <-n.life.closing:
 			pause.Stop()
 			return ErrShuttingDown
 		case <-pause.C:
@@ -331,7 +331,7 @@ func (n *Node) waitCaughtUp(ctx context.Context, id string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s to catch up: %w", id, ctx.Err())
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		case <-t.C:
 		}
@@ -409,7 +409,7 @@ func (n *Node) strictCheck(ctx context.Context, servers []raft.Server, id string
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-n.closing:
+		case <-n.life.closing:
 			t.Stop()
 			return ErrShuttingDown
 		case <-t.C:

@@ -258,7 +258,7 @@ const versionSettle = 5 * time.Second
 // committed; otherwise an error saying why not.
 func (n *Node) Ready() error {
 	select {
-	case <-n.closing:
+	case <-n.life.closing:
 		return ErrShuttingDown
 	default:
 	}

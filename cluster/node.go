@@ -119,10 +119,26 @@ type Node struct {
 	// still replaying at start).
 	peers func(id string) (codec.Leader, bool)
 
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	bg        sync.WaitGroup // leadership monitor, sweeper
+	life lifecycle
+}
+
+// lifecycle is a node's life from newNode to Close: closing closes when
+// Close starts, and Close waits for the background goroutines (spawn)
+// before it stops Raft.
+type lifecycle struct {
+	closing chan struct{}
+	once    sync.Once
+	err     error          // Close's
+	bg      sync.WaitGroup // leadership monitor, sweeper, announcer, version loop, disk hand-off
+}
+
+// spawn runs f in a background goroutine that Close waits for.
+func (l *lifecycle) spawn(f func()) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		f()
+	}()
 }
 
 // groupShare is what a group gets from its Host (host.go): the host's
@@ -156,7 +172,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		fwdAddr: sh.fwdAddr,
 		peers:   sh.peers,
 		metrics: newNodeMetrics(),
-		closing: make(chan struct{}),
+		life:    lifecycle{closing: make(chan struct{})},
 
 		versionKick: make(chan string, 16),
 		haltCh:      make(chan struct{}, 1),
@@ -310,15 +326,14 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	}
 	n.noteRemoved()
 
-	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
+	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.life.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
 	n.started = time.Now()
-	n.bg.Add(4)
-	go n.monitorLeadership()
-	go n.sweep()
-	go n.announceLoop() // topology.go
-	go n.versionLoop()  // version.go
+	n.life.spawn(n.monitorLeadership)
+	n.life.spawn(n.sweep)
+	n.life.spawn(n.announceLoop) // topology.go
+	n.life.spawn(n.versionLoop)  // version.go
 	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
 		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.startIndex)
 	ok = true
@@ -355,14 +370,13 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // never goes backwards), so reclaiming it changes no answer and replicas
 // need not agree on when it happens.
 func (n *Node) sweep() {
-	defer n.bg.Done()
 	t := time.NewTicker(n.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
 			n.eng.Sweep(n.eng.ClockState().Last, n.cfg.SweepKeys)
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		}
 	}
@@ -386,7 +400,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 			_, id := n.raft.LeaderWithID()
 			return fmt.Errorf("cluster: node %s not ready (role %s, leader %q): %w",
 				n.cfg.ID, roleName(n.raft.State()), id, ctx.Err())
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		}
 	}
@@ -396,11 +410,11 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // commands failed (not applied), Raft shut down, stores closed. It waits
 // for Raft at most until ctx ends.
 func (n *Node) Close(ctx context.Context) error {
-	n.closeOnce.Do(func() {
-		close(n.closing)
+	n.life.once.Do(func() {
+		close(n.life.closing)
 		n.fwd.Close()
 		<-n.batcher.stopped
-		n.bg.Wait()
+		n.life.bg.Wait()
 		if n.stores != nil {
 			n.stores.ReleaseHolds() // a follower's append held by a disk fault
 		}
@@ -409,16 +423,16 @@ func (n *Node) Close(ctx context.Context) error {
 		select {
 		case err := <-done:
 			if err != nil {
-				n.closeErr = fmt.Errorf("cluster: raft shutdown: %w", err)
+				n.life.err = fmt.Errorf("cluster: raft shutdown: %w", err)
 			}
 			n.cleanup()
 		case <-ctx.Done():
 			// Raft may still touch the stores: leave them open.
-			n.closeErr = fmt.Errorf("cluster: raft shutdown: %w", ctx.Err())
+			n.life.err = fmt.Errorf("cluster: raft shutdown: %w", ctx.Err())
 		}
 		n.log.Info("cluster node stopped")
 	})
-	return n.closeErr
+	return n.life.err
 }
 
 // cleanup closes what newNode opened (after Raft has stopped, or never

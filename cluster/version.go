@@ -298,7 +298,6 @@ const (
 // this build supports: as the leader it polls the members and raises the
 // version; as a follower it tells each new leader what it supports.
 func (n *Node) versionLoop() {
-	defer n.bg.Done()
 	t := time.NewTicker(versionPollPeriod)
 	defer t.Stop()
 	var (
@@ -308,7 +307,7 @@ func (n *Node) versionLoop() {
 	)
 	for {
 		select {
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		case id := <-n.versionKick:
 			delete(notYet, id)
