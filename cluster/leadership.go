@@ -51,19 +51,6 @@ func (n *Node) handOffHalted() {
 	}
 }
 
-// recordVersion records in the data dir that the log reached cluster
-// version v (the FSM calls it as the version rises), so that a binary that
-// cannot run v refuses the data dir at start.
-func (n *Node) recordVersion(v uint32) {
-	if n.dataDir == nil {
-		return
-	}
-	if err := n.dataDir.RecordClusterVersion(v, "sluice "+releaseOf(v)+" or later"); err != nil {
-		n.log.Error("recording the cluster version in the data dir failed: an older binary started on it would not refuse it",
-			"cluster_version", v, "err", err)
-	}
-}
-
 func (n *Node) becomeReady() {
 	for n.raft.State() == raft.Leader {
 		term := n.raft.CurrentTerm()
@@ -87,10 +74,7 @@ func (n *Node) becomeReady() {
 			n.raiseVersionAlone()
 			n.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
-			select {
-			case n.versionKick <- "": // a new leader looks at the version at once (version.go)
-			default:
-			}
+			n.version.wake("") // a new leader looks at the version at once (version.go)
 			return
 		}
 		select {

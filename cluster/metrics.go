@@ -285,7 +285,7 @@ func (n *Node) Ready() error {
 	if commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex(); commit > applied+readyLag {
 		return fmt.Errorf("catching up: applied index %d, commit index %d", applied, commit)
 	}
-	if cv := n.gateVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
+	if cv := n.gateVersion(); cv < SupportedVersion && time.Since(n.version.started) < versionSettle {
 		return fmt.Errorf("cluster version %d: waiting up to %s for every member to support %d", cv, versionSettle, SupportedVersion)
 	}
 	return nil

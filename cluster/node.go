@@ -51,17 +51,6 @@ import (
 // implements resp.Executor; its admin methods serve the Host's, which
 // implements resp.ClusterAdmin.
 type Node struct {
-	// recordedVersion is the cluster version the data dir recorded at
-	// start (0 for none): this node's log reached it, so the group runs at
-	// least that version even while the log replays (gateVersion).
-	recordedVersion uint32
-	// bootVersion is the cluster version this node bootstrapped its group
-	// at, when it did at this start (0 otherwise): the gate trusts it until
-	// a leader of the group was ready (gateVersion).
-	bootVersion uint32
-	// started is when the node started: Ready gives a new node's group
-	// versionSettle to reach the newest cluster version (metrics.go).
-	started time.Time
 	cfg     Config
 	log     *slog.Logger
 	eng     *engine.Engine
@@ -101,13 +90,9 @@ type Node struct {
 	health     *peerHealth
 	memberBusy atomic.Int32
 
-	// dataDir is the group's data dir (nil in memory), where the FSM's
-	// cluster version is recorded as it rises (version.go).
-	dataDir *persistence.DataDir
-	// versionKick wakes versionLoop for a member that told this leader
-	// its version; haltCh tells monitorLeadership that the FSM halted.
-	versionKick chan string
-	haltCh      chan struct{}
+	version versionState // version.go
+	// haltCh tells monitorLeadership that the FSM halted.
+	haltCh chan struct{}
 	// stopping: the node is handing over before it stops (handover.go),
 	// and refuses leadership transfers to itself.
 	stopping atomic.Bool
@@ -174,8 +159,8 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		metrics: newNodeMetrics(),
 		life:    lifecycle{closing: make(chan struct{})},
 
-		versionKick: make(chan string, 16),
-		haltCh:      make(chan struct{}, 1),
+		version: versionState{kick: make(chan string, 16)},
+		haltCh:  make(chan struct{}, 1),
 	}
 	ok := false
 	defer func() {
@@ -207,10 +192,10 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		if err := dir.CheckClusterVersion(SupportedVersion); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		if n.recordedVersion, err = dir.ClusterVersion(); err != nil {
+		if n.version.recorded, err = dir.ClusterVersion(); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		n.dataDir = &dir
+		n.version.dataDir = &dir
 		if n.stores, err = logstore.Open(logstore.Options{Store: cfg.LogStore, Fsync: cfg.Fsync, Logger: cfg.Logger}, dir, hlog); err != nil {
 			return nil, err
 		}
@@ -329,7 +314,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.life.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
-	n.started = time.Now()
+	n.version.started = time.Now()
 	n.life.spawn(n.monitorLeadership)
 	n.life.spawn(n.sweep)
 	n.life.spawn(n.announceLoop) // topology.go
