@@ -216,8 +216,8 @@ func (n *Node) Transfer(ctx context.Context, id string) error {
 	if err := n.leaderOnly(); err != nil {
 		return err
 	}
-	n.transferring.Add(1) // commands wait meanwhile (route)
-	defer n.transferring.Add(-1)
+	n.lead.transferring.Add(1) // commands wait meanwhile (route)
+	defer n.lead.transferring.Add(-1)
 	var f raft.Future
 	if id == "" {
 		f = n.raft.LeadershipTransfer()

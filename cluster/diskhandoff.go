@@ -16,11 +16,11 @@ import (
 // written, so the others elect one of themselves. Best effort: when the
 // voter asked cannot win (its log is behind), the usual timeouts follow.
 func (n *Node) handOffAfterFault() {
-	if !n.handingOff.CompareAndSwap(false, true) {
+	if !n.lead.handingOff.CompareAndSwap(false, true) {
 		return
 	}
 	n.life.spawn(func() {
-		defer n.handingOff.Store(false)
+		defer n.lead.handingOff.Store(false)
 		for deadline := time.Now().Add(time.Second); n.raft.State() == raft.Leader; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				return

@@ -254,10 +254,10 @@ const (
 // replaying).
 func (n *Node) route() routing {
 	if n.raft.State() == raft.Leader {
-		if n.transferring.Load() > 0 {
+		if n.lead.transferring.Load() > 0 {
 			return routing{kind: routeWait} // Raft refuses entries until it is done
 		}
-		if n.readyTerm.Load() == n.raft.CurrentTerm() {
+		if n.lead.readyTerm.Load() == n.raft.CurrentTerm() {
 			return routing{kind: routeLocal, via: n.batcher}
 		}
 		if !n.isReplayed() {

@@ -269,7 +269,7 @@ func (n *Node) Ready() error {
 		return ErrRemoved
 	}
 	kind := n.route().kind
-	if kind == routeWait && n.transferring.Load() > 0 {
+	if kind == routeWait && n.lead.transferring.Load() > 0 {
 		kind = routeLocal // a transfer of ours holds commands a moment; it fails none
 	}
 	switch kind {

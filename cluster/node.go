@@ -79,11 +79,6 @@ type Node struct {
 	// the log's configuration at start did not (a node removed while it
 	// was down).
 	removed, member, lackedAtStart atomic.Bool
-	// handingOff: handOffAfterFault is running (diskhandoff.go).
-	handingOff atomic.Bool
-	// readyTerm is the term in which this node, as leader, finished its
-	// barrier and announced its address; 0 when not.
-	readyTerm atomic.Uint64
 	// health is what this node, as leader, knows of its followers from its
 	// heartbeats; memberBusy counts the membership steps it is running
 	// (membership.go).
@@ -91,14 +86,7 @@ type Node struct {
 	memberBusy atomic.Int32
 
 	version versionState // version.go
-	// haltCh tells monitorLeadership that the FSM halted.
-	haltCh chan struct{}
-	// stopping: the node is handing over before it stops (handover.go),
-	// and refuses leadership transfers to itself.
-	stopping atomic.Bool
-	// transferring counts this node's leadership transfers under way:
-	// meanwhile Raft refuses new entries, and commands wait (route).
-	transferring atomic.Int32
+	lead    leaderState  // leadership.go
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
 	// still replaying at start).
@@ -160,7 +148,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		life:    lifecycle{closing: make(chan struct{})},
 
 		version: versionState{kick: make(chan string, 16)},
-		haltCh:  make(chan struct{}, 1),
+		lead:    leaderState{halted: make(chan struct{}, 1)},
 	}
 	ok := false
 	defer func() {
@@ -244,7 +232,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		Timeout:               10 * time.Second,
 		Logger:                hlog,
 		ServerAddressProvider: provider,
-	}), &n.stopping)
+	}), &n.lead.stopping)
 
 	n.fwd = forward.NewClient(forward.ClientConfig{Group: n.group, Cluster: sh.cluster, Size: cfg.ForwardConns,
 		Timeout: cfg.ClusterTimeout, T: pt, Network: cfg.Network, Sentinels: sentinels})
@@ -253,12 +241,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	n.fsm.metrics = n.metrics
 	n.fsm.group = n.group
 	n.fsm.onVersion = n.recordVersion
-	n.fsm.onHalt = func() {
-		select {
-		case n.haltCh <- struct{}{}:
-		default:
-		}
-	}
+	n.fsm.onHalt = n.lead.noteHalt
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
