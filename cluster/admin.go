@@ -67,7 +67,7 @@ func (n *Node) Status() [][2]string {
 		{"cluster_version", strconv.FormatUint(uint64(n.fsm.clusterVersion()), 10)},
 		{"cluster_version_supported", strconv.FormatUint(uint64(SupportedVersion), 10)},
 		{"apply_error", n.applyError()},
-		{"removed", boolField(n.removed.Load())},
+		{"removed", boolField(n.membership.removed.Load())},
 	}
 }
 
@@ -105,17 +105,17 @@ func (n *Node) noteRemoved() {
 	}
 	servers := f.Configuration().Servers
 	if hasServer(servers, n.cfg.ID) {
-		n.member.Store(true)
-		n.lackedAtStart.Store(false)
-		if n.removed.Swap(false) {
+		n.membership.wasMember.Store(true)
+		n.membership.lackedAtStart.Store(false)
+		if n.membership.removed.Swap(false) {
 			n.log.Info("this node is a member of the group again", "group", n.group)
 		}
 		return
 	}
-	if len(servers) == 0 || !(n.member.Load() || n.lackedAtStart.Load()) {
+	if len(servers) == 0 || !(n.membership.wasMember.Load() || n.membership.lackedAtStart.Load()) {
 		return
 	}
-	if !n.removed.Swap(true) {
+	if !n.membership.removed.Swap(true) {
 		n.log.Warn("this node was removed from the group's configuration (RAFT.REMOVE): it serves the group no more; wipe its data dir and RAFT.JOIN it to serve again",
 			"group", n.group)
 	}

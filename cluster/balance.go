@@ -90,7 +90,7 @@ func (h *Host) balance() {
 			if kind := n.route().kind; kind != routeLocal {
 				continue // not ready yet: let it finish its barrier
 			}
-			if n.memberBusy.Load() > 0 {
+			if n.membership.busy.Load() > 0 {
 				continue // a membership step runs on this leader (membership.go)
 			}
 			servers, err := n.servers()

@@ -55,7 +55,7 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	if n.removed.Load() {
+	if n.membership.removed.Load() {
 		return ErrRemoved
 	}
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
@@ -356,7 +356,7 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 	// full: cluster/logstore/faultstore.go): then the configuration last
 	// seen stands.
 	n.noteSoloVoter()
-	if !n.soloVoter.Load() {
+	if !n.membership.soloVoter.Load() {
 		return false
 	}
 	for deadline := time.Now().Add(time.Second); n.fsm.applied.Load() < n.raft.CommitIndex(); {
@@ -375,6 +375,6 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 func (n *Node) noteSoloVoter() {
 	if f := n.raft.GetConfiguration(); waitFuture(n.life.closing, f, 200*time.Millisecond) == nil {
 		servers := f.Configuration().Servers
-		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
+		n.membership.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
 	}
 }

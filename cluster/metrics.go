@@ -265,7 +265,7 @@ func (n *Node) Ready() error {
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	if n.removed.Load() {
+	if n.membership.removed.Load() {
 		return ErrRemoved
 	}
 	kind := n.route().kind

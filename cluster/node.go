@@ -70,23 +70,9 @@ type Node struct {
 	// start: until the FSM has applied it, the node is replaying.
 	startIndex uint64
 	replayed   atomic.Bool
-	// soloVoter: the configuration last seen has this node as its only
-	// voter (readLocally).
-	soloVoter atomic.Bool
-	// removed: the group's latest configuration no longer has this node,
-	// which was a member (noteRemoved); it serves the group no more.
-	// member: a configuration seen since the start had it; lackedAtStart:
-	// the log's configuration at start did not (a node removed while it
-	// was down).
-	removed, member, lackedAtStart atomic.Bool
-	// health is what this node, as leader, knows of its followers from its
-	// heartbeats; memberBusy counts the membership steps it is running
-	// (membership.go).
-	health     *peerHealth
-	memberBusy atomic.Int32
-
-	version versionState // version.go
-	lead    leaderState  // leadership.go
+	version    versionState // version.go
+	lead       leaderState  // leadership.go
+	membership memberState  // membership.go
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
 	// still replaying at start).
@@ -266,8 +252,8 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.stores.SetOnLeaderFault(n.handOffAfterFault)
 	}
 
-	n.health = newPeerHealth(cfg.ID)
-	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.health.observe))
+	n.membership.health = newPeerHealth(cfg.ID)
+	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.membership.health.observe))
 
 	if !cfg.NoBootstrap {
 		var servers []raft.Server
@@ -289,7 +275,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		if servers := f.Configuration().Servers; len(servers) > 0 && !hasServer(servers, n.cfg.ID) {
-			n.lackedAtStart.Store(true)
+			n.membership.lackedAtStart.Store(true)
 		}
 	}
 	n.noteRemoved()
