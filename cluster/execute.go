@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -281,14 +282,23 @@ func (n *Node) route() routing {
 	return routing{kind: routeWait}
 }
 
+// replayState is the replay of the log a node started with: start is the
+// index of the last command entry in the log at start; until the FSM has
+// applied it, the node is replaying. done: it has (or a barrier of this
+// node's as leader applied).
+type replayState struct {
+	start uint64
+	done  atomic.Bool
+}
+
 // isReplayed reports whether the FSM has applied the log this node started
 // with.
 func (n *Node) isReplayed() bool {
-	if n.replayed.Load() {
+	if n.replay.done.Load() {
 		return true
 	}
-	if n.fsm.applied.Load() >= n.startIndex {
-		n.replayed.Store(true)
+	if n.fsm.applied.Load() >= n.replay.start {
+		n.replay.done.Store(true)
 		return true
 	}
 	return false

@@ -87,7 +87,7 @@ func (n *Node) becomeReady() {
 		// after a restart is the whole replay: no deadline but leadership.
 		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
 		if err == nil {
-			n.replayed.Store(true)
+			n.replay.done.Store(true)
 			// Before the announcement: a follower forwards to this
 			// leader once it sees its address, and by then the version
 			// entry has applied there too.

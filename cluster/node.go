@@ -34,7 +34,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -62,23 +61,20 @@ type Node struct {
 	group   int          // the Raft group this node is a member of
 	metrics *nodeMetrics // metrics.go
 	timers  timerPool    // deadline timers of Execute and forwarded requests
-
-	stores    *logstore.Stores // nil in memory
-	transport raft.Transport
-
-	// startIndex is the index of the last command entry in the log at
-	// start: until the FSM has applied it, the node is replaying.
-	startIndex uint64
-	replayed   atomic.Bool
-	version    versionState // version.go
-	lead       leaderState  // leadership.go
-	membership memberState  // membership.go
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
 	// still replaying at start).
 	peers func(id string) (codec.Leader, bool)
 
-	life lifecycle
+	stores    *logstore.Stores // nil in memory
+	transport raft.Transport
+
+	// The node's state, by concern, each kept by the file named.
+	replay     replayState  // execute.go
+	version    versionState // version.go
+	lead       leaderState  // leadership.go
+	membership memberState  // membership.go
+	life       lifecycle    // below
 }
 
 // lifecycle is a node's life from newNode to Close: closing closes when
@@ -184,7 +180,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 			return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 		}
 	}
-	if n.startIndex, err = lastCommandIndex(logs); err != nil {
+	if n.replay.start, err = lastCommandIndex(logs); err != nil {
 		return nil, err
 	}
 	// A group this node bootstraps now (no state yet) starts at this
@@ -289,7 +285,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	n.life.spawn(n.announceLoop) // topology.go
 	n.life.spawn(n.versionLoop)  // version.go
 	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
-		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.startIndex)
+		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.replay.start)
 	ok = true
 	return n, nil
 }
