@@ -77,9 +77,9 @@ type Node struct {
 	life       lifecycle    // below
 }
 
-// lifecycle is a node's life from newNode to Close: closing closes when
-// Close starts, and Close waits for the background goroutines (spawn)
-// before it stops Raft.
+// lifecycle is a node's (or a host's) life from its start to Close:
+// closing closes when Close starts, and Close waits for the background
+// goroutines (spawn) before it stops Raft.
 type lifecycle struct {
 	closing chan struct{}
 	once    sync.Once
