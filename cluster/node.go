@@ -13,7 +13,12 @@
 // commit that makes this fast, commit.go what becomes of an entry handed
 // to Raft; cluster/forward how followers hand commands to the leader
 // (forwarding.go is a node as its forward port sees it); fsm.go the state
-// machine, fsmsnapshot.go its snapshots.
+// machine, fsmsnapshot.go its snapshots. Besides its parts (config, Raft,
+// FSM, batcher, forward client, stores), a Node keeps its state by
+// concern, each in a small type of the file that uses it: replayState
+// (execute.go), versionState (version.go), leaderState (leadership.go),
+// memberState (membership.go), and the lifecycle below (closing, the
+// background goroutines), which is a Host's too.
 //
 // Lock order. The package's mutexes are leaves: none is held while another
 // is taken, while raft is called, or while the engine is called (a
