@@ -67,7 +67,7 @@ func (n *Node) Status() [][2]string {
 		{"cluster_version", strconv.FormatUint(uint64(n.fsm.clusterVersion()), 10)},
 		{"cluster_version_supported", strconv.FormatUint(uint64(SupportedVersion), 10)},
 		{"apply_error", n.applyError()},
-		{"removed", boolField(n.removed.Load())},
+		{"removed", boolField(n.membership.removed.Load())},
 	}
 }
 
@@ -105,17 +105,17 @@ func (n *Node) noteRemoved() {
 	}
 	servers := f.Configuration().Servers
 	if hasServer(servers, n.cfg.ID) {
-		n.member.Store(true)
-		n.lackedAtStart.Store(false)
-		if n.removed.Swap(false) {
+		n.membership.wasMember.Store(true)
+		n.membership.lackedAtStart.Store(false)
+		if n.membership.removed.Swap(false) {
 			n.log.Info("this node is a member of the group again", "group", n.group)
 		}
 		return
 	}
-	if len(servers) == 0 || !(n.member.Load() || n.lackedAtStart.Load()) {
+	if len(servers) == 0 || !(n.membership.wasMember.Load() || n.membership.lackedAtStart.Load()) {
 		return
 	}
-	if !n.removed.Swap(true) {
+	if !n.membership.removed.Swap(true) {
 		n.log.Warn("this node was removed from the group's configuration (RAFT.REMOVE): it serves the group no more; wipe its data dir and RAFT.JOIN it to serve again",
 			"group", n.group)
 	}
@@ -155,7 +155,7 @@ func roleName(s raft.RaftState) string {
 // servers returns the latest cluster configuration.
 func (n *Node) servers() ([]raft.Server, error) {
 	f := n.raft.GetConfiguration()
-	if err := waitFuture(n.closing, f, time.Second); err != nil {
+	if err := waitFuture(n.life.closing, f, time.Second); err != nil {
 		return nil, err
 	}
 	return f.Configuration().Servers, nil
@@ -182,7 +182,7 @@ func (n *Node) waitAdmin(ctx context.Context, f raft.Future) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	return waitFuture(n.closing, f, max(timeout, time.Millisecond))
+	return waitFuture(n.life.closing, f, max(timeout, time.Millisecond))
 }
 
 // checkJoin validates RAFT.JOIN's arguments.
@@ -216,8 +216,8 @@ func (n *Node) Transfer(ctx context.Context, id string) error {
 	if err := n.leaderOnly(); err != nil {
 		return err
 	}
-	n.transferring.Add(1) // commands wait meanwhile (route)
-	defer n.transferring.Add(-1)
+	n.lead.transferring.Add(1) // commands wait meanwhile (route)
+	defer n.lead.transferring.Add(-1)
 	var f raft.Future
 	if id == "" {
 		f = n.raft.LeadershipTransfer()
@@ -252,7 +252,7 @@ func (n *Node) Snapshot(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	err := waitFuture(n.closing, f, max(timeout, time.Millisecond))
+	err := waitFuture(n.life.closing, f, max(timeout, time.Millisecond))
 	switch {
 	case errors.Is(err, raft.ErrNothingNewToSnapshot):
 		return nil

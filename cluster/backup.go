@@ -41,14 +41,14 @@ func (n *Node) Backup(ctx context.Context) (GroupSnapshot, error) {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
-	if err := waitFuture(n.closing, n.raft.Barrier(n.cfg.ClusterTimeout), n.cfg.ClusterTimeout); err != nil {
+	if err := waitFuture(n.life.closing, n.raft.Barrier(n.cfg.ClusterTimeout), n.cfg.ClusterTimeout); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return GroupSnapshot{}, n.leaderOnly()
 		}
 		return GroupSnapshot{}, adminError("backup", err)
 	}
 	f := n.raft.Snapshot()
-	if err := waitFuture(n.closing, f, timeout); err != nil {
+	if err := waitFuture(n.life.closing, f, timeout); err != nil {
 		if errors.Is(err, ErrClusterDown) {
 			return GroupSnapshot{}, &errcode.Error{Code: errcode.SnapshotTimeout, Num: int64(timeout.Round(time.Millisecond))}
 		}

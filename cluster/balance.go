@@ -53,7 +53,6 @@ type balanceWait struct {
 
 // balance runs on every host with more than one group until it closes.
 func (h *Host) balance() {
-	defer h.bg.Done()
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
 	failed := map[string]balanceWait{}
@@ -72,7 +71,7 @@ func (h *Host) balance() {
 	}()
 	for {
 		select {
-		case <-h.closing:
+		case <-h.life.closing:
 			return
 		case o := <-resumed:
 			delete(failed, string(o.Data.(raft.ResumedHeartbeatObservation).PeerID))
@@ -90,7 +89,7 @@ func (h *Host) balance() {
 			if kind := n.route().kind; kind != routeLocal {
 				continue // not ready yet: let it finish its barrier
 			}
-			if n.memberBusy.Load() > 0 {
+			if n.membership.busy.Load() > 0 {
 				continue // a membership step runs on this leader (membership.go)
 			}
 			servers, err := n.servers()

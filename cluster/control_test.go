@@ -420,7 +420,7 @@ func TestControlCallerHangsUp(t *testing.T) {
 			done <- err
 		}()
 		waitFor(t, 10*time.Second, func() error {
-			if n.memberBusy.Load() == 0 {
+			if n.membership.busy.Load() == 0 {
 				return errors.New("the join step has not started")
 			}
 			return nil
@@ -430,7 +430,7 @@ func TestControlCallerHangsUp(t *testing.T) {
 			t.Errorf("legacy %v: a canceled call: %v", legacy, err)
 		}
 		waitFor(t, 10*time.Second, func() error {
-			if b := n.memberBusy.Load(); b != 0 {
+			if b := n.membership.busy.Load(); b != 0 {
 				return fmt.Errorf("legacy %v: %d steps still running after their caller hung up", legacy, b)
 			}
 			return nil

@@ -16,20 +16,18 @@ import (
 // written, so the others elect one of themselves. Best effort: when the
 // voter asked cannot win (its log is behind), the usual timeouts follow.
 func (n *Node) handOffAfterFault() {
-	if !n.handingOff.CompareAndSwap(false, true) {
+	if !n.lead.handingOff.CompareAndSwap(false, true) {
 		return
 	}
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
-		defer n.handingOff.Store(false)
+	n.life.spawn(func() {
+		defer n.lead.handingOff.Store(false)
 		for deadline := time.Now().Add(time.Second); n.raft.State() == raft.Leader; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				return
 			}
 		}
 		f := n.raft.GetConfiguration()
-		if waitFuture(n.closing, f, time.Second) != nil {
+		if waitFuture(n.life.closing, f, time.Second) != nil {
 			return
 		}
 		id := raft.ServerID(n.cfg.ID)
@@ -45,5 +43,5 @@ func (n *Node) handOffAfterFault() {
 				return
 			}
 		}
-	}()
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -48,14 +49,14 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		return nil
 	}
 	select {
-	case <-n.closing:
+	case <-n.life.closing:
 		return ErrShuttingDown
 	default:
 	}
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	if n.removed.Load() {
+	if n.membership.removed.Load() {
 		return ErrRemoved
 	}
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
@@ -101,7 +102,8 @@ func (n *Node) executeGated(ctx context.Context, cv uint32, ops []engine.Op, res
 }
 
 // execute is Execute past the halt and the gate: a loop over tries, each
-// routed (route: apply here, forward to the leader, wait), whose attempt
+// routed (route: apply here, forward to the leader, wait) and made through
+// the routing's forward.Submitter, whose attempt
 // (cluster/outcome) says what comes next: the answer, route again (not
 // applied), send again with the same batch ID (written to a leader, fate
 // unknown), or UNCERTAIN once a leader is known again (handed to Raft
@@ -118,17 +120,20 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		loading bool          // the last try found the node replaying
 	)
 	for {
-		var a outcome.Attempt
-		switch r := n.route(); r.kind {
-		case routeLocal:
-			// After a forwarded try that may have applied, only with its
-			// ID (this node became the leader meanwhile).
-			a = n.batcher.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results})
+		r := n.route()
+		if r.kind == routeForward && id == (codec.BatchID{}) {
+			id = n.fwd.NewBatchID()
+		}
+		a := outcome.NotApplied(nil) // no leader to take it (yet)
+		if r.via != nil {
+			// The one call a try makes, through the routing's submitter.
+			// The batcher gets the batch ID too: after a forwarded try
+			// that may have applied (this node became the leader
+			// meanwhile), the log applies the batch at most once.
+			a = r.via.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: r.addr, Until: until})
+		}
+		switch r.kind {
 		case routeForward:
-			if id == (codec.BatchID{}) {
-				id = n.fwd.NewBatchID()
-			}
-			a = n.fwd.Submit(ctx, deadline.C, forward.Batch{ID: id, Ops: ops, Results: results, Addr: r.addr, Until: until})
 			if a.Kind != outcome.TryNotApplied && a.Kind != outcome.TryWritten {
 				n.metrics.forwarded(len(ops))
 			}
@@ -147,10 +152,8 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			// the leader's address); LOADING if that takes the whole
 			// timeout.
 			loading = true
-			a = outcome.NotApplied(nil)
-		default:
+		case routeWait:
 			loading = false
-			a = outcome.NotApplied(nil)
 		}
 		switch a.Kind {
 		case outcome.TryDone:
@@ -191,7 +194,7 @@ func (n *Node) execute(ctx context.Context, ops []engine.Op, results []engine.Re
 			return outcome.GiveUpError(sent, outcome.StopDeadline, notApplied, n.cfg.ClusterTimeout)
 		case <-ctx.Done():
 			return outcome.GiveUpError(sent, outcome.StopCanceled, fmt.Errorf("cluster: execute: %w", ctx.Err()), n.cfg.ClusterTimeout)
-		case <-n.closing:
+		case <-n.life.closing:
 			return outcome.GiveUpError(sent, outcome.StopClosed, ErrShuttingDown, n.cfg.ClusterTimeout)
 		}
 	}
@@ -214,7 +217,7 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 			return lostQuorumError(n.cfg.ClusterTimeout)
 		case <-ctx.Done():
 			return ErrOutcomeUnknown
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrOutcomeUnknown
 		}
 	}
@@ -224,10 +227,12 @@ func (n *Node) awaitLeaderAfterLoss(ctx context.Context, deadline <-chan time.Ti
 // is no usable leader (an election, a new leader's barrier).
 const retryPause = 5 * time.Millisecond
 
-// routing is where a batch should go now (route): the decision, and the
-// address it needs.
+// routing is where a batch should go now (route): the decision, the
+// forward.Submitter a try goes through (the batcher here, the forward
+// client to the leader; nil while it waits), and the address it needs.
 type routing struct {
 	kind routeKind
+	via  forward.Submitter
 	addr string // routeForward: the leader's forward address (dial-mapped)
 }
 
@@ -250,11 +255,11 @@ const (
 // replaying).
 func (n *Node) route() routing {
 	if n.raft.State() == raft.Leader {
-		if n.transferring.Load() > 0 {
+		if n.lead.transferring.Load() > 0 {
 			return routing{kind: routeWait} // Raft refuses entries until it is done
 		}
-		if n.readyTerm.Load() == n.raft.CurrentTerm() {
-			return routing{kind: routeLocal}
+		if n.lead.readyTerm.Load() == n.raft.CurrentTerm() {
+			return routing{kind: routeLocal, via: n.batcher}
 		}
 		if !n.isReplayed() {
 			return routing{kind: routeLoading}
@@ -266,10 +271,10 @@ func (n *Node) route() routing {
 		return routing{kind: routeWait}
 	}
 	if e, ok := n.fsm.leader(string(id)); ok && e.Forward != "" {
-		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
+		return routing{kind: routeForward, via: n.fwd, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if e, ok := n.peers(string(id)); ok && e.Forward != "" {
-		return routing{kind: routeForward, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
+		return routing{kind: routeForward, via: n.fwd, addr: peer.MapAddr(n.cfg.DialMap, e.Forward)}
 	}
 	if !n.isReplayed() {
 		return routing{kind: routeLoading}
@@ -277,14 +282,23 @@ func (n *Node) route() routing {
 	return routing{kind: routeWait}
 }
 
+// replayState is the replay of the log a node started with: start is the
+// index of the last command entry in the log at start; until the FSM has
+// applied it, the node is replaying. done: it has (or a barrier of this
+// node's as leader applied).
+type replayState struct {
+	start uint64
+	done  atomic.Bool
+}
+
 // isReplayed reports whether the FSM has applied the log this node started
 // with.
 func (n *Node) isReplayed() bool {
-	if n.replayed.Load() {
+	if n.replay.done.Load() {
 		return true
 	}
-	if n.fsm.applied.Load() >= n.startIndex {
-		n.replayed.Store(true)
+	if n.fsm.applied.Load() >= n.replay.start {
+		n.replay.done.Store(true)
 		return true
 	}
 	return false
@@ -352,7 +366,7 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 	// full: cluster/logstore/faultstore.go): then the configuration last
 	// seen stands.
 	n.noteSoloVoter()
-	if !n.soloVoter.Load() {
+	if !n.membership.soloVoter.Load() {
 		return false
 	}
 	for deadline := time.Now().Add(time.Second); n.fsm.applied.Load() < n.raft.CommitIndex(); {
@@ -369,8 +383,8 @@ func (n *Node) readLocally(ops []engine.Op, results []engine.Result) bool {
 // noteSoloVoter records whether this node is its group's only voter, from
 // the latest configuration, when Raft answers within 200 ms.
 func (n *Node) noteSoloVoter() {
-	if f := n.raft.GetConfiguration(); waitFuture(n.closing, f, 200*time.Millisecond) == nil {
+	if f := n.raft.GetConfiguration(); waitFuture(n.life.closing, f, 200*time.Millisecond) == nil {
 		servers := f.Configuration().Servers
-		n.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
+		n.membership.soloVoter.Store(len(servers) == 1 && string(servers[0].ID) == n.cfg.ID && servers[0].Suffrage == raft.Voter)
 	}
 }

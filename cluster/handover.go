@@ -109,7 +109,7 @@ const handoverRetry = 50 * time.Millisecond
 // in its group keeps its leadership. It returns ctx's error if it could
 // not finish in time; the node serves on either way until Close.
 func (n *Node) Handover(ctx context.Context) error {
-	n.stopping.Store(true)
+	n.lead.stopping.Store(true)
 	for attempt := 0; n.raft.State() == raft.Leader; attempt++ {
 		servers, err := n.servers()
 		if err != nil {
@@ -148,7 +148,7 @@ func (n *Node) Handover(ctx context.Context) error {
 		case <-time.After(handoverRetry):
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: handover: %w", ctx.Err())
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		}
 	}

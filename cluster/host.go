@@ -48,10 +48,7 @@ type Host struct {
 	mux    *groupMux
 	fwdSrv *forward.Server
 
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	bg        sync.WaitGroup // the balancer
+	life lifecycle // node.go; in the background, the balancer
 	// stopping: the host is handing over before it stops (handover.go);
 	// its balancer rests.
 	stopping atomic.Bool
@@ -102,7 +99,7 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
-	h := &Host{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), table: table, closing: make(chan struct{})}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), table: table, life: lifecycle{closing: make(chan struct{})}}
 	pt := peer.NewTimeouts(cfg.ClusterTimeout, cfg.HeartbeatTimeout)
 	if h.mux, err = newGroupMux(cfg.Network, cfg.RaftAddr, cfg.RaftAdvertise, pt, shards, h.log, clusterID); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener on %s: %w", cfg.RaftAddr, err)
@@ -139,8 +136,7 @@ func NewHost(ctx context.Context, cfg Config, engines []*engine.Engine) (*Host, 
 	}
 	h.fwdSrv.Serve(groups, (&ctlServer{nodes: nodes, log: h.log}).serve)
 	if shards > 1 {
-		h.bg.Add(1)
-		go h.balance() // balance.go
+		h.life.spawn(h.balance) // balance.go
 	}
 	return h, nil
 }
@@ -538,14 +534,14 @@ func (m multiCollector) Collect(ch chan<- prometheus.Metric) {
 // Close stops every group (in parallel: each waits for its Raft to shut
 // down), then the listeners.
 func (h *Host) Close(ctx context.Context) error {
-	h.closeOnce.Do(func() {
-		close(h.closing)
-		h.bg.Wait()
+	h.life.once.Do(func() {
+		close(h.life.closing)
+		h.life.bg.Wait()
 		h.fwdSrv.Close()
-		h.closeErr = h.closeNodes(ctx)
+		h.life.err = h.closeNodes(ctx)
 		h.mux.close()
 	})
-	return h.closeErr
+	return h.life.err
 }
 
 func (h *Host) closeNodes(ctx context.Context) error {

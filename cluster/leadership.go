@@ -6,6 +6,7 @@
 package cluster
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -14,29 +15,55 @@ import (
 	"github.com/sluice-rl/sluice/cluster/outcome"
 )
 
+// leaderState is this node's part in its group's leadership: whether it
+// leads ready (route), transfers it (Transfer), hands it over (Handover,
+// handOffAfterFault, handOffHalted).
+type leaderState struct {
+	// readyTerm is the term in which this node, as leader, finished its
+	// barrier and announced its address; 0 when not.
+	readyTerm atomic.Uint64
+	// transferring counts this node's leadership transfers under way:
+	// meanwhile Raft refuses new entries, and commands wait (route).
+	transferring atomic.Int32
+	// stopping: the node is handing over before it stops (handover.go),
+	// and refuses leadership transfers to itself.
+	stopping atomic.Bool
+	// handingOff: handOffAfterFault is running (diskhandoff.go).
+	handingOff atomic.Bool
+	// halted tells monitorLeadership that the FSM halted (noteHalt).
+	halted chan struct{}
+}
+
+// noteHalt tells monitorLeadership that the FSM halted (the FSM's onHalt).
+func (l *leaderState) noteHalt() {
+	select {
+	case l.halted <- struct{}{}:
+	default:
+	}
+}
+
 // monitorLeadership makes a new leader ready: a barrier (every entry of
 // earlier terms applied here), then an entry announcing its addresses.
 func (n *Node) monitorLeadership() {
-	defer n.bg.Done()
 	for {
 		select {
 		case leader := <-n.raft.LeaderCh():
-			n.readyTerm.Store(0)
+			n.lead.readyTerm.Store(0)
 			if leader && n.fsm.halted() != nil {
 				n.handOffHalted()
 			} else if leader {
 				n.becomeReady()
 			}
-			if leader && n.stopping.Load() {
+			if leader && n.lead.stopping.Load() {
 				// Elected while handing over before a stop (a transfer to
 				// it is refused, an election is not): hand over again.
 				go n.handOffAgain()
 			}
-		case <-n.haltCh:
+		case <-n.lead.halted:
 			if n.raft.State() == raft.Leader {
 				n.handOffHalted()
 			}
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		}
 	}
@@ -45,23 +72,10 @@ func (n *Node) monitorLeadership() {
 // handOffHalted hands the leadership of a group this node cannot apply
 // any more to another voter, so the group goes on without it.
 func (n *Node) handOffHalted() {
-	n.readyTerm.Store(0)
+	n.lead.readyTerm.Store(0)
 	n.log.Error("this node leads a group whose log it stopped applying: handing the leadership over", "group", n.group)
 	if err := n.waitWhileLeader(n.raft.LeadershipTransfer()); err != nil && n.raft.State() == raft.Leader {
 		n.log.Error("handing over the leadership of a halted group failed", "group", n.group, "err", err)
-	}
-}
-
-// recordVersion records in the data dir that the log reached cluster
-// version v (the FSM calls it as the version rises), so that a binary that
-// cannot run v refuses the data dir at start.
-func (n *Node) recordVersion(v uint32) {
-	if n.dataDir == nil {
-		return
-	}
-	if err := n.dataDir.RecordClusterVersion(v, "sluice "+releaseOf(v)+" or later"); err != nil {
-		n.log.Error("recording the cluster version in the data dir failed: an older binary started on it would not refuse it",
-			"cluster_version", v, "err", err)
 	}
 }
 
@@ -73,7 +87,7 @@ func (n *Node) becomeReady() {
 		// after a restart is the whole replay: no deadline but leadership.
 		err := n.waitWhileLeader(n.raft.Barrier(n.cfg.ClusterTimeout))
 		if err == nil {
-			n.replayed.Store(true)
+			n.replay.done.Store(true)
 			// Before the announcement: a follower forwards to this
 			// leader once it sees its address, and by then the version
 			// entry has applied there too.
@@ -86,16 +100,13 @@ func (n *Node) becomeReady() {
 		if err == nil {
 			n.noteSoloVoter() // for readLocally, while Raft's loop is free
 			n.raiseVersionAlone()
-			n.readyTerm.Store(term)
+			n.lead.readyTerm.Store(term)
 			n.log.Info("leader ready", "term", term, "barrier", time.Since(start).Round(time.Microsecond))
-			select {
-			case n.versionKick <- "": // a new leader looks at the version at once (version.go)
-			default:
-			}
+			n.version.wake("") // a new leader looks at the version at once (version.go)
 			return
 		}
 		select {
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		default:
 		}
@@ -121,7 +132,7 @@ func (n *Node) waitWhileLeader(f raft.Future) error {
 			if n.raft.State() != raft.Leader {
 				return raft.ErrLeadershipLost
 			}
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		}
 	}

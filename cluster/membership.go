@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -88,6 +89,25 @@ func (op memberOp) String() string {
 		return "progress"
 	}
 	return fmt.Sprintf("op %d", byte(op))
+}
+
+// memberState is what this node knows of its own membership of the group
+// (noteRemoved, readLocally) and, as leader, of the other members
+// (strictCheck, the balancer).
+type memberState struct {
+	// removed: the group's latest configuration no longer has this node,
+	// which was a member (noteRemoved); it serves the group no more.
+	// wasMember: a configuration seen since the start had it;
+	// lackedAtStart: the log's configuration at start did not (a node
+	// removed while it was down).
+	removed, wasMember, lackedAtStart atomic.Bool
+	// soloVoter: the configuration last seen has this node as its only
+	// voter (readLocally).
+	soloVoter atomic.Bool
+	// health is what this node, as leader, knows of its followers from its
+	// heartbeats; busy counts the membership steps it is running.
+	health *peerHealth
+	busy   atomic.Int32
 }
 
 // peerHealth is what a leader knows of its followers' health from its own
@@ -186,7 +206,7 @@ func (n *Node) runMember(ctx context.Context, op memberOp, id, raftAddr string) 
 		case <-ctx.Done():
 			pause.Stop()
 			return fmt.Errorf("no leader took the %s step in time: %w", op, last)
-		case <-n.closing:
+		case <-n.life.closing:
 			pause.Stop()
 			return ErrShuttingDown
 		case <-pause.C:
@@ -206,8 +226,8 @@ func (n *Node) memberStep(ctx context.Context, op memberOp, id, raftAddr string)
 	if n.raft.State() != raft.Leader {
 		return 0, errRouteAgain
 	}
-	n.memberBusy.Add(1)
-	defer n.memberBusy.Add(-1)
+	n.membership.busy.Add(1)
+	defer n.membership.busy.Add(-1)
 	switch op {
 	case opJoin:
 		return 0, n.joinGroup(ctx, id, raftAddr)
@@ -331,7 +351,7 @@ func (n *Node) waitCaughtUp(ctx context.Context, id string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s to catch up: %w", id, ctx.Err())
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		case <-t.C:
 		}
@@ -403,13 +423,13 @@ func (n *Node) removeGroup(ctx context.Context, id string, checkOnly bool) error
 // not hold a majority of healthy ones. A new leader first watches its
 // heartbeats for healthGrace.
 func (n *Node) strictCheck(ctx context.Context, servers []raft.Server, id string) error {
-	if wait := n.healthGrace() - n.health.tenure(); wait > 0 {
+	if wait := n.healthGrace() - n.membership.health.tenure(); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-n.closing:
+		case <-n.life.closing:
 			t.Stop()
 			return ErrShuttingDown
 		case <-t.C:
@@ -424,7 +444,7 @@ func (n *Node) strictCheck(ctx context.Context, servers []raft.Server, id string
 			continue
 		}
 		voters++
-		if n.health.healthy(s.ID) {
+		if n.membership.health.healthy(s.ID) {
 			healthy++
 		}
 	}

@@ -258,18 +258,18 @@ const versionSettle = 5 * time.Second
 // committed; otherwise an error saying why not.
 func (n *Node) Ready() error {
 	select {
-	case <-n.closing:
+	case <-n.life.closing:
 		return ErrShuttingDown
 	default:
 	}
 	if n.fsm.halted() != nil {
 		return n.fsm.haltError()
 	}
-	if n.removed.Load() {
+	if n.membership.removed.Load() {
 		return ErrRemoved
 	}
 	kind := n.route().kind
-	if kind == routeWait && n.transferring.Load() > 0 {
+	if kind == routeWait && n.lead.transferring.Load() > 0 {
 		kind = routeLocal // a transfer of ours holds commands a moment; it fails none
 	}
 	switch kind {
@@ -285,7 +285,7 @@ func (n *Node) Ready() error {
 	if commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex(); commit > applied+readyLag {
 		return fmt.Errorf("catching up: applied index %d, commit index %d", applied, commit)
 	}
-	if cv := n.gateVersion(); cv < SupportedVersion && time.Since(n.started) < versionSettle {
+	if cv := n.gateVersion(); cv < SupportedVersion && time.Since(n.version.started) < versionSettle {
 		return fmt.Errorf("cluster version %d: waiting up to %s for every member to support %d", cv, versionSettle, SupportedVersion)
 	}
 	return nil

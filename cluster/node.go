@@ -13,7 +13,12 @@
 // commit that makes this fast, commit.go what becomes of an entry handed
 // to Raft; cluster/forward how followers hand commands to the leader
 // (forwarding.go is a node as its forward port sees it); fsm.go the state
-// machine, fsmsnapshot.go its snapshots.
+// machine, fsmsnapshot.go its snapshots. Besides its parts (config, Raft,
+// FSM, batcher, forward client, stores), a Node keeps its state by
+// concern, each in a small type of the file that uses it: replayState
+// (execute.go), versionState (version.go), leaderState (leadership.go),
+// memberState (membership.go), and the lifecycle below (closing, the
+// background goroutines), which is a Host's too.
 //
 // Lock order. The package's mutexes are leaves: none is held while another
 // is taken, while raft is called, or while the engine is called (a
@@ -34,7 +39,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -51,17 +55,6 @@ import (
 // implements resp.Executor; its admin methods serve the Host's, which
 // implements resp.ClusterAdmin.
 type Node struct {
-	// recordedVersion is the cluster version the data dir recorded at
-	// start (0 for none): this node's log reached it, so the group runs at
-	// least that version even while the log replays (gateVersion).
-	recordedVersion uint32
-	// bootVersion is the cluster version this node bootstrapped its group
-	// at, when it did at this start (0 otherwise): the gate trusts it until
-	// a leader of the group was ready (gateVersion).
-	bootVersion uint32
-	// started is when the node started: Ready gives a new node's group
-	// versionSettle to reach the newest cluster version (metrics.go).
-	started time.Time
 	cfg     Config
 	log     *slog.Logger
 	eng     *engine.Engine
@@ -73,56 +66,39 @@ type Node struct {
 	group   int          // the Raft group this node is a member of
 	metrics *nodeMetrics // metrics.go
 	timers  timerPool    // deadline timers of Execute and forwarded requests
-
-	stores    *logstore.Stores // nil in memory
-	transport raft.Transport
-
-	// startIndex is the index of the last command entry in the log at
-	// start: until the FSM has applied it, the node is replaying.
-	startIndex uint64
-	replayed   atomic.Bool
-	// soloVoter: the configuration last seen has this node as its only
-	// voter (readLocally).
-	soloVoter atomic.Bool
-	// removed: the group's latest configuration no longer has this node,
-	// which was a member (noteRemoved); it serves the group no more.
-	// member: a configuration seen since the start had it; lackedAtStart:
-	// the log's configuration at start did not (a node removed while it
-	// was down).
-	removed, member, lackedAtStart atomic.Bool
-	// handingOff: handOffAfterFault is running (diskhandoff.go).
-	handingOff atomic.Bool
-	// readyTerm is the term in which this node, as leader, finished its
-	// barrier and announced its address; 0 when not.
-	readyTerm atomic.Uint64
-	// health is what this node, as leader, knows of its followers from its
-	// heartbeats; memberBusy counts the membership steps it is running
-	// (membership.go).
-	health     *peerHealth
-	memberBusy atomic.Int32
-
-	// dataDir is the group's data dir (nil in memory), where the FSM's
-	// cluster version is recorded as it rises (version.go).
-	dataDir *persistence.DataDir
-	// versionKick wakes versionLoop for a member that told this leader
-	// its version; haltCh tells monitorLeadership that the FSM halted.
-	versionKick chan string
-	haltCh      chan struct{}
-	// stopping: the node is handing over before it stops (handover.go),
-	// and refuses leadership transfers to itself.
-	stopping atomic.Bool
-	// transferring counts this node's leadership transfers under way:
-	// meanwhile Raft refuses new entries, and commands wait (route).
-	transferring atomic.Int32
 	// peers looks up a member's addresses in the other groups of this
 	// node's host, for a group whose log has not told it yet (a node
 	// still replaying at start).
 	peers func(id string) (codec.Leader, bool)
 
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	bg        sync.WaitGroup // leadership monitor, sweeper
+	stores    *logstore.Stores // nil in memory
+	transport raft.Transport
+
+	// The node's state, by concern, each kept by the file named.
+	replay     replayState  // execute.go
+	version    versionState // version.go
+	lead       leaderState  // leadership.go
+	membership memberState  // membership.go
+	life       lifecycle    // below
+}
+
+// lifecycle is a node's (or a host's) life from its start to Close:
+// closing closes when Close starts, and Close waits for the background
+// goroutines (spawn) before it stops Raft.
+type lifecycle struct {
+	closing chan struct{}
+	once    sync.Once
+	err     error          // Close's
+	bg      sync.WaitGroup // leadership monitor, sweeper, announcer, version loop, disk hand-off
+}
+
+// spawn runs f in a background goroutine that Close waits for.
+func (l *lifecycle) spawn(f func()) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		f()
+	}()
 }
 
 // groupShare is what a group gets from its Host (host.go): the host's
@@ -156,10 +132,10 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		fwdAddr: sh.fwdAddr,
 		peers:   sh.peers,
 		metrics: newNodeMetrics(),
-		closing: make(chan struct{}),
+		life:    lifecycle{closing: make(chan struct{})},
 
-		versionKick: make(chan string, 16),
-		haltCh:      make(chan struct{}, 1),
+		version: versionState{kick: make(chan string, 16)},
+		lead:    leaderState{halted: make(chan struct{}, 1)},
 	}
 	ok := false
 	defer func() {
@@ -191,10 +167,10 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		if err := dir.CheckClusterVersion(SupportedVersion); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		if n.recordedVersion, err = dir.ClusterVersion(); err != nil {
+		if n.version.recorded, err = dir.ClusterVersion(); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		n.dataDir = &dir
+		n.version.dataDir = &dir
 		if n.stores, err = logstore.Open(logstore.Options{Store: cfg.LogStore, Fsync: cfg.Fsync, Logger: cfg.Logger}, dir, hlog); err != nil {
 			return nil, err
 		}
@@ -209,7 +185,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 			return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 		}
 	}
-	if n.startIndex, err = lastCommandIndex(logs); err != nil {
+	if n.replay.start, err = lastCommandIndex(logs); err != nil {
 		return nil, err
 	}
 	// A group this node bootstraps now (no state yet) starts at this
@@ -243,7 +219,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		Timeout:               10 * time.Second,
 		Logger:                hlog,
 		ServerAddressProvider: provider,
-	}), &n.stopping)
+	}), &n.lead.stopping)
 
 	n.fwd = forward.NewClient(forward.ClientConfig{Group: n.group, Cluster: sh.cluster, Size: cfg.ForwardConns,
 		Timeout: cfg.ClusterTimeout, T: pt, Network: cfg.Network, Sentinels: sentinels})
@@ -252,12 +228,7 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 	n.fsm.metrics = n.metrics
 	n.fsm.group = n.group
 	n.fsm.onVersion = n.recordVersion
-	n.fsm.onHalt = func() {
-		select {
-		case n.haltCh <- struct{}{}:
-		default:
-		}
-	}
+	n.fsm.onHalt = n.lead.noteHalt
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
@@ -282,8 +253,8 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 		n.stores.SetOnLeaderFault(n.handOffAfterFault)
 	}
 
-	n.health = newPeerHealth(cfg.ID)
-	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.health.observe))
+	n.membership.health = newPeerHealth(cfg.ID)
+	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.membership.health.observe))
 
 	if !cfg.NoBootstrap {
 		var servers []raft.Server
@@ -305,22 +276,21 @@ func newNode(ctx context.Context, cfg Config, eng *engine.Engine, sh *groupShare
 
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		if servers := f.Configuration().Servers; len(servers) > 0 && !hasServer(servers, n.cfg.ID) {
-			n.lackedAtStart.Store(true)
+			n.membership.lackedAtStart.Store(true)
 		}
 	}
 	n.noteRemoved()
 
-	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.closing)
+	n.batcher = newBatcher(n.raft, n.fsm, &n.cfg, n.metrics, n.life.closing)
 	n.batcher.storeFault = n.storeFault
 	go n.batcher.run()
-	n.started = time.Now()
-	n.bg.Add(4)
-	go n.monitorLeadership()
-	go n.sweep()
-	go n.announceLoop() // topology.go
-	go n.versionLoop()  // version.go
+	n.version.started = time.Now()
+	n.life.spawn(n.monitorLeadership)
+	n.life.spawn(n.sweep)
+	n.life.spawn(n.announceLoop) // topology.go
+	n.life.spawn(n.versionLoop)  // version.go
 	n.log.Info("cluster node started", "raft", n.transport.LocalAddr(), "forward", n.fwdAddr,
-		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.startIndex)
+		"resp", cfg.RESPAddr, "in_memory", cfg.InMemory, "log_store", cfg.LogStore, "fsync", cfg.Fsync, "start_index", n.replay.start)
 	ok = true
 	return n, nil
 }
@@ -355,14 +325,13 @@ func lastCommandIndex(logs raft.LogStore) (uint64, error) {
 // never goes backwards), so reclaiming it changes no answer and replicas
 // need not agree on when it happens.
 func (n *Node) sweep() {
-	defer n.bg.Done()
 	t := time.NewTicker(n.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
 			n.eng.Sweep(n.eng.ClockState().Last, n.cfg.SweepKeys)
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		}
 	}
@@ -386,7 +355,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 			_, id := n.raft.LeaderWithID()
 			return fmt.Errorf("cluster: node %s not ready (role %s, leader %q): %w",
 				n.cfg.ID, roleName(n.raft.State()), id, ctx.Err())
-		case <-n.closing:
+		case <-n.life.closing:
 			return ErrShuttingDown
 		}
 	}
@@ -396,11 +365,11 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // commands failed (not applied), Raft shut down, stores closed. It waits
 // for Raft at most until ctx ends.
 func (n *Node) Close(ctx context.Context) error {
-	n.closeOnce.Do(func() {
-		close(n.closing)
+	n.life.once.Do(func() {
+		close(n.life.closing)
 		n.fwd.Close()
 		<-n.batcher.stopped
-		n.bg.Wait()
+		n.life.bg.Wait()
 		if n.stores != nil {
 			n.stores.ReleaseHolds() // a follower's append held by a disk fault
 		}
@@ -409,16 +378,16 @@ func (n *Node) Close(ctx context.Context) error {
 		select {
 		case err := <-done:
 			if err != nil {
-				n.closeErr = fmt.Errorf("cluster: raft shutdown: %w", err)
+				n.life.err = fmt.Errorf("cluster: raft shutdown: %w", err)
 			}
 			n.cleanup()
 		case <-ctx.Done():
 			// Raft may still touch the stores: leave them open.
-			n.closeErr = fmt.Errorf("cluster: raft shutdown: %w", ctx.Err())
+			n.life.err = fmt.Errorf("cluster: raft shutdown: %w", ctx.Err())
 		}
 		n.log.Info("cluster node stopped")
 	})
-	return n.closeErr
+	return n.life.err
 }
 
 // cleanup closes what newNode opened (after Raft has stopped, or never

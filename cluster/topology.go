@@ -37,12 +37,11 @@ const announcePeriod = 500 * time.Millisecond
 // announceLoop runs on every node: while a follower whose addresses the log
 // does not hold, it announces them to the leader.
 func (n *Node) announceLoop() {
-	defer n.bg.Done()
 	t := time.NewTicker(announcePeriod)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.closing:
+		case <-n.life.closing:
 			return
 		case <-t.C:
 		}

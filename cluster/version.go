@@ -298,7 +298,6 @@ const (
 // this build supports: as the leader it polls the members and raises the
 // version; as a follower it tells each new leader what it supports.
 func (n *Node) versionLoop() {
-	defer n.bg.Done()
 	t := time.NewTicker(versionPollPeriod)
 	defer t.Stop()
 	var (
@@ -308,9 +307,9 @@ func (n *Node) versionLoop() {
 	)
 	for {
 		select {
-		case <-n.closing:
+		case <-n.life.closing:
 			return
-		case id := <-n.versionKick:
+		case id := <-n.version.kick:
 			delete(notYet, id)
 			delete(wait, id)
 		case <-t.C:
@@ -333,6 +332,56 @@ func (n *Node) versionLoop() {
 	}
 }
 
+// versionState is what a node knows of its group's cluster version
+// besides what the applied log says (gateVersion), and the version loop's
+// wake-up.
+type versionState struct {
+	// recorded is the cluster version the data dir recorded at start (0
+	// for none): this node's log reached it, so the group runs at least
+	// that version even while the log replays (gateVersion).
+	recorded uint32
+	// boot is the cluster version this node bootstrapped its group at,
+	// when it did at this start (0 otherwise): the gate trusts it until a
+	// leader of the group was ready (gateVersion).
+	boot uint32
+	// started is when the node started: Ready gives a new node's group
+	// versionSettle to reach the newest cluster version (metrics.go).
+	started time.Time
+	// dataDir is the group's data dir (nil in memory), where the cluster
+	// version is recorded as it rises (record).
+	dataDir *persistence.DataDir
+	// kick wakes versionLoop (wake).
+	kick chan string
+}
+
+// wake has versionLoop look at the version at once: for member id, which
+// told this leader its version, or for a new leader ("").
+func (v *versionState) wake(id string) {
+	select {
+	case v.kick <- id:
+	default:
+	}
+}
+
+// record records in the data dir (if any) that the group's log reached
+// cluster version cv, so that a binary that cannot run cv refuses the
+// data dir at start.
+func (v *versionState) record(cv uint32) error {
+	if v.dataDir == nil {
+		return nil
+	}
+	return v.dataDir.RecordClusterVersion(cv, "sluice "+releaseOf(cv)+" or later")
+}
+
+// recordVersion records that the log reached cluster version v (the FSM
+// calls it as the version rises).
+func (n *Node) recordVersion(v uint32) {
+	if err := n.version.record(v); err != nil {
+		n.log.Error("recording the cluster version in the data dir failed: an older binary started on it would not refuse it",
+			"cluster_version", v, "err", err)
+	}
+}
+
 // gateVersion is the cluster version the gate checks an operation against:
 // the applied log's, or the one the data dir recorded at start if higher
 // (a restarted node's log replays the version entry a moment later; it
@@ -340,9 +389,9 @@ func (n *Node) versionLoop() {
 // this node bootstrapped the group at while no leader of it was ready yet
 // (its first leader appends that version before it is: raiseToRecorded).
 func (n *Node) gateVersion() uint32 {
-	v := max(n.fsm.clusterVersion(), n.recordedVersion)
-	if n.bootVersion > v && !n.fsm.knowsLeaders() {
-		v = n.bootVersion
+	v := max(n.fsm.clusterVersion(), n.version.recorded)
+	if n.version.boot > v && !n.fsm.knowsLeaders() {
+		v = n.version.boot
 	}
 	return v
 }
@@ -359,12 +408,10 @@ func (n *Node) recordBootstrapVersion() error {
 	if v == 0 {
 		v = n.advertisedVersion()
 	}
-	if n.dataDir != nil {
-		if err := n.dataDir.RecordClusterVersion(v, "sluice "+releaseOf(v)+" or later"); err != nil {
-			return fmt.Errorf("cluster: bootstrap at cluster version %d: %w", v, err)
-		}
+	if err := n.version.record(v); err != nil {
+		return fmt.Errorf("cluster: bootstrap at cluster version %d: %w", v, err)
 	}
-	n.bootVersion = v
+	n.version.boot = v
 	return nil
 }
 
@@ -375,7 +422,7 @@ func (n *Node) recordBootstrapVersion() error {
 // (a join needs a ready leader). A later leader finds the version entry
 // in its log, and nothing to do.
 func (n *Node) raiseToRecorded() error {
-	v := min(max(n.recordedVersion, n.bootVersion), SupportedVersion)
+	v := min(max(n.version.recorded, n.version.boot), SupportedVersion)
 	if n.fsm.clusterVersion() >= v || v < entryVersions[codec.EntryVersion] || n.fsm.halted() != nil || n.fsm.knowsLeaders() {
 		return nil
 	}
@@ -474,10 +521,7 @@ func (n *Node) exchangeVersion(addr string) (uint32, error) {
 // once.
 func (r versionReq) serve(_ context.Context, n *Node) (uint64, error) {
 	if r.id != "" && n.raft.State() == raft.Leader {
-		select {
-		case n.versionKick <- r.id:
-		default:
-		}
+		n.version.wake(r.id)
 	}
 	return uint64(n.advertisedVersion()), nil
 }

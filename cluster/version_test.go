@@ -275,11 +275,11 @@ func TestClusterVersionNeedsEveryMember(t *testing.T) {
 	// supports says so for versionSettle after its start, then serves the
 	// mixed cluster anyway.
 	for i, n := range tc.nodes[:2] {
-		n.started = time.Now()
+		n.version.started = time.Now()
 		if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "cluster version 1") {
 			t.Fatalf("node %d ready at cluster version 1 right after its start: %v", i+1, err)
 		}
-		n.started = time.Now().Add(-versionSettle)
+		n.version.started = time.Now().Add(-versionSettle)
 		if err := n.Ready(); err != nil {
 			t.Fatalf("node %d not ready %s after its start in a mixed cluster: %v", i+1, versionSettle, err)
 		}
