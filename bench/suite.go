@@ -155,13 +155,10 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 	return res, nil
 }
 
-// load runs w on t with o, its addresses, processes, group commit counters
-// and seed filled in; a failed run whose target has exited says so.
+// load runs w on t with o, its addresses, counters and seed filled in; a
+// failed run whose target has exited says so.
 func (t *Target) load(ctx context.Context, w Workload, o LoadOptions, seed uint64) (LoadResult, error) {
-	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), seed
-	if metrics := t.metrics; len(metrics) > 0 {
-		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
-	}
+	o.Addrs, o.Counters, o.Seed = t.Addrs, t.counters, seed
 	lr, err := RunLoad(ctx, w, t.Dialect, o)
 	if err != nil && t.Alive() != nil {
 		return lr, t.Alive()

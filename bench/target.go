@@ -102,6 +102,20 @@ func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error)
 	return doAt(t.Addrs[0], args...)
 }
 
+// counters reads the target's counters (LoadOptions.Counters): its
+// processes' CPU time and its nodes' metrics; what cannot be read is left
+// out.
+func (t *Target) counters(ctx context.Context) map[string]float64 {
+	m, err := readMetrics(ctx, t.metrics)
+	if err != nil {
+		m = map[string]float64{}
+	}
+	if cpu, err := ProcessCPU(t.PIDs()); err == nil {
+		m[serverCPU] = cpu
+	}
+	return m
+}
+
 // Stop stops the target's processes and removes its data directories.
 func (t *Target) Stop() error {
 	stop := t.stop
@@ -134,39 +148,24 @@ func checkBin(what, bin string) (string, error) {
 // come from an Env). The caller stops it.
 func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
 	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, 20*time.Second)
-	if name == TargetSluiceCluster || strings.HasPrefix(name, durabilityP) {
-		return startSluiceCluster(ctx, cfg, name)
+	switch _, _, durability := durabilityOf(name); {
+	case name == TargetRedis || name == TargetRedisAOF:
+		return startRedis(ctx, cfg, name)
+	case durability || slices.Contains([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster}, name):
+		return startSluice(ctx, cfg, name)
 	}
-	if !slices.Contains([]string{TargetSluiceMem, TargetSluiceDurable, TargetRedis, TargetRedisAOF}, name) {
-		return nil, fmt.Errorf("%q is not a target of its own", name)
-	}
-	addr, err := sluiceproc.FreeAddr()
+	return nil, fmt.Errorf("%q is not a target of its own", name)
+}
+
+// startRedis starts redis-server, without persistence or, for redis-aof,
+// with every write on disk before its reply, and loads the scripts.
+func startRedis(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
+	bin, err := checkBin("redis-server", cfg.RedisBin)
 	if err != nil {
 		return nil, err
 	}
-	// sluice-mem and sluice-durable answer once an RL.TOKEN call is
-	// decided (a leader, a committed write); redis once it has loaded the
-	// scripts.
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
-	what, bin, probe := "sluice", cfg.SluiceBin, limiterProbe
-	args := func(dir string) []string {
-		if name == TargetSluiceMem {
-			return []string{"--addr", addr, "--log-level", "warn", "--in-memory"}
-		}
-		return []string{"--addr", addr, "--log-level", "warn", "--data-dir", filepath.Join(dir, "data")}
-	}
-	if IsRedis(name) {
-		t.Dialect, what, bin, probe = LuaDialect{}, "redis-server", cfg.RedisBin, LoadScripts
-		persist := []string{"--appendonly", "no"}
-		if name == TargetRedisAOF {
-			persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
-		}
-		_, port, _ := strings.Cut(addr, ":")
-		args = func(dir string) []string {
-			return append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
-		}
-	}
-	if bin, err = checkBin(what, bin); err != nil {
+	addr, err := sluiceproc.FreeAddr()
+	if err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+name+"-")
@@ -178,17 +177,23 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	p, err := sluiceproc.Start(name, bin, args(dir), sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
+	_, port, _ := strings.Cut(addr, ":")
+	persist := []string{"--appendonly", "no"}
+	if name == TargetRedisAOF {
+		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
+	p, err := sluiceproc.Start(name, bin, args, sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
 	if err != nil {
 		logf.Close()
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
+	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect{}, PIDs: func() []int { return []int{p.Pid()} }}
 	t.stop = func() error {
 		err := p.Stop(10 * time.Second)
 		logf.Close()
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	t.PIDs = func() []int { return []int{p.Pid()} }
 	t.Alive = func() error {
 		select {
 		case <-p.Exited():
@@ -201,26 +206,12 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 		if t.Alive() != nil {
 			return nil // no use waiting
 		}
-		return probe(addr)
+		return LoadScripts(addr)
 	})
 	if err = errors.Join(err, t.Alive()); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s not ready: %w", name, err), t.Stop())
 	}
 	return t, nil
-}
-
-// limiterProbe succeeds when an RL.TOKEN call is decided (a node with a
-// leader and a committed write), then removes the probe key.
-func limiterProbe(addr string) error {
-	v, err := doAt(addr, "RL.TOKEN", "bench:probe", "10", "1/s")
-	if err != nil {
-		return err
-	}
-	if _, ok := v.Ints(); !ok {
-		return fmt.Errorf("RL.TOKEN replied %v", v)
-	}
-	_, err = doAt(addr, "DEL", "bench:probe")
-	return err
 }
 
 // RedisVersion is what `redis-server --version` prints, shortened.

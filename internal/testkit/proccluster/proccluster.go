@@ -56,6 +56,11 @@ type Config struct {
 	// through link proxies of its own (one per ordered pair of nodes and
 	// per port), so that Cut, Stall and Heal can partition the cluster.
 	Proxies bool
+	// Standalone starts the nodes without --id and --peers: each is a
+	// sluice of its own, in sluice's single-node mode (the engine alone
+	// with --in-memory, else one durable Raft voter). The benchmark's
+	// single-node targets are one-node standalone clusters.
+	Standalone bool
 	// Spares gives every node a second pair of Raft and forward addresses
 	// (with their proxies) for Replace.
 	Spares bool
@@ -246,6 +251,10 @@ func (c *Cluster) args(n *Node) []string {
 		own = append(own, "--shards", strconv.Itoa(c.cfg.Shards))
 	}
 	common := append(own, c.cfg.Flags...)
+	if c.cfg.Standalone {
+		args := []string{"--addr", n.RESP, "--raft-addr", n.Raft, "--forward-addr", n.Fwd, "--data-dir", n.Dir}
+		return append(append(args, common...), n.Extra...)
+	}
 	if !n.Joined {
 		return n.Args(c.Peers, common...)
 	}
