@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -66,12 +65,11 @@ type SweepOptions struct {
 	Targets []string
 	Counts  []uint64    // increasing key counts, e.g. 1k, 10k, ..., 1M
 	Load    LoadOptions // the throughput run at each count; Duration 0 skips it
-	// ScaleTargets, with ScaleRounds > 0, are compared at the largest and
-	// the smallest count in interleaved rounds of ScaleLoad once the sweep
-	// is done (see ScaleResult).
-	ScaleTargets []string
-	ScaleRounds  int
-	ScaleLoad    LoadOptions
+	// With ScaleRounds > 0 the sluice targets are compared at the largest
+	// and the smallest count in interleaved rounds of ScaleLoad once the
+	// sweep is done (see ScaleResult).
+	ScaleRounds int
+	ScaleLoad   LoadOptions
 }
 
 // Sweep starts a fresh instance of each target, then for each count: adds
@@ -129,7 +127,7 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 		}
 	}
 	for i, t := range targets {
-		if t != nil && series[i].Err == "" && ctx.Err() == nil && o.ScaleRounds > 0 && slices.Contains(o.ScaleTargets, t.Name) && len(o.Counts) > 1 {
+		if t != nil && series[i].Err == "" && ctx.Err() == nil && o.ScaleRounds > 0 && !IsRedis(t.Name) && len(o.Counts) > 1 {
 			series[i].Scale = r.scale(ctx, t, w, o.Counts[0], series[i].Last().Keys, o)
 		}
 	}

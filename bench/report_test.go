@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,8 +264,12 @@ func TestSuitePlan(t *testing.T) {
 			t.Errorf("the default suite lacks %s", id)
 		}
 	}
-	if !o.memoryFromSweep() {
-		t.Error("the default suite measures memory twice")
+	if got := o.sweepCounts(); !slices.Equal(got, keyCounts(o.MaxKeys)) || !slices.Contains(got, o.MemoryKeys) {
+		t.Errorf("the default suite's sweep counts %v: want the key counts, the memory point among them", got)
+	}
+	memOnly := SuiteOptions{Sections: map[string]bool{SectionMemory: true}, MemoryKeys: 5000}
+	if got := memOnly.sweepCounts(); !slices.Equal(got, []uint64{5000}) {
+		t.Errorf("-sections memory sweeps %v, want just the memory point", got)
 	}
 	if got := keyCounts(10_000_000); len(got) != 5 || got[0] != 1000 || got[4] != 10_000_000 {
 		t.Errorf("key counts %v", got)

@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&w.Cost, "cost", 1, "units per request, COST n (single case)")
 	fs.StringVar(&sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows)")
 	fs.Uint64Var(&so.MaxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
-	fs.Uint64Var(&so.MemoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
+	fs.Uint64Var(&so.MemoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key figure, a point of the key-count sweep (which goes on to it when it is above -max-keys)")
 	fs.StringVar(&o.out, "out", "results", "results folder (report.md, results.json, charts/)")
 	fs.StringVar(&o.doc, "doc", "", "also write the report to this Markdown file, charts in a folder next to it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&o.sluiceBin, "sluice-bin", "bin/sluice", "sluice binary (make build)")
