@@ -197,7 +197,7 @@ func (r *Report) WriteDoc(path, chartDir string) error {
 func (r *Report) Charts() map[string]string {
 	charts := map[string]string{}
 	if conns := r.CasesIn("conns"); len(conns) > 0 {
-		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s", LogX: true}
+		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s"}
 		for _, t := range conns[0].Case.Targets {
 			s := Series{Name: t}
 			for _, c := range conns {
@@ -222,9 +222,9 @@ func (r *Report) Charts() map[string]string {
 		charts["latency-"+strings.TrimPrefix(cr.Case.ID, "goal-")+".svg"] = ch.SVG()
 	}
 	if len(r.Keys) > 0 {
-		mem := LineChart{Title: "Resident memory against live keys", XLabel: "live keys", YLabel: "RSS (MiB)", LogX: true, LogY: true}
-		per := LineChart{Title: "RSS per live key against live keys", XLabel: "live keys", YLabel: "bytes per key", LogX: true}
-		thr := LineChart{Title: "Throughput against live keys (RL.TOKEN, P16)", XLabel: "live keys", YLabel: "requests/s", LogX: true}
+		mem := LineChart{Title: "Resident memory against live keys", XLabel: "live keys", YLabel: "RSS (MiB)", LogY: true}
+		per := LineChart{Title: "RSS per live key against live keys", XLabel: "live keys", YLabel: "bytes per key"}
+		thr := LineChart{Title: "Throughput against live keys (RL.TOKEN, P16)", XLabel: "live keys", YLabel: "requests/s"}
 		for _, s := range r.Keys {
 			ms, ps, ts := Series{Name: s.Target}, Series{Name: s.Target}, Series{Name: s.Target}
 			for _, p := range s.Points {

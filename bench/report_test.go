@@ -29,7 +29,7 @@ func wellFormed(t *testing.T, name, s string) {
 }
 
 func TestChartsAreWellFormedSVG(t *testing.T) {
-	lc := LineChart{Title: "a <b> & c", XLabel: "x", YLabel: "y", LogX: true, LogY: true, Series: []Series{
+	lc := LineChart{Title: "a <b> & c", XLabel: "x", YLabel: "y", LogY: true, Series: []Series{
 		{Name: "s1", X: []float64{1, 10, 100, 1000}, Y: []float64{5, 50, 500, 0}},
 		{Name: "s2", X: []float64{1, 10}, Y: []float64{3e6, 2e6}},
 		{Name: "empty"},
@@ -51,18 +51,18 @@ func TestChartsAreWellFormedSVG(t *testing.T) {
 	wellFormed(t, "linear", LineChart{Series: []Series{{Name: "z", X: []float64{0, 1, 2}, Y: []float64{0, 0, 0}}}}.SVG())
 }
 
-func TestAxisTicks(t *testing.T) {
-	a := axis{lo: 1000, hi: 1e7, log: true, from: 0, to: 100}
-	ticks := a.ticks()
-	if len(ticks) == 0 || ticks[0] != 1000 || ticks[len(ticks)-1] != 1e7 {
-		t.Errorf("log ticks %v", ticks)
+func TestYTicks(t *testing.T) {
+	if got := yTicks([]float64{1500, 9e6, 0}, true); len(got) != 5 || got[0] != 1000 || got[4] != 1e7 {
+		t.Errorf("log ticks %v, want the decades from 1e3 to 1e7", got)
 	}
-	if p := a.pos(1e5); p < 49.9 || p > 50.1 {
-		t.Errorf("log position of 1e5 on [1e3,1e7]: %g", p)
+	if got := yTicks([]float64{15, 90}, true); !slices.Equal(got, []float64{10, 20, 50, 100}) {
+		t.Errorf("log ticks over one decade %v", got)
 	}
-	l := axis{lo: 0, hi: 100, from: 0, to: 10}
-	if got := l.ticks(); len(got) != 6 || got[1] != 20 {
+	if got := yTicks([]float64{3, 100}, false); len(got) != 6 || got[1] != 20 || got[5] != 100 {
 		t.Errorf("linear ticks %v", got)
+	}
+	if got := yTicks([]float64{0, 0}, false); len(got) < 2 || got[0] != 0 {
+		t.Errorf("linear ticks of zeros %v", got)
 	}
 }
 
