@@ -378,3 +378,21 @@ func defaultSuite() SuiteOptions {
 	o.Defaults()
 	return o
 }
+
+// TestVersion: the version a server binary prints, redis-server's and
+// sluice's way; a missing binary says so.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	for name, out := range map[string]string{"redis": "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64", "sluice": "sluice v0.2.0-221-g5e55b50\ncommit 5e55b50"} {
+		bin := filepath.Join(dir, name)
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := version(bin), map[string]string{"redis": "7.0.15", "sluice": "v0.2.0-221-g5e55b50"}[name]; got != want {
+			t.Errorf("%s: version %q, want %q", name, got, want)
+		}
+	}
+	if got := version(filepath.Join(dir, "missing")); !strings.HasPrefix(got, "unavailable") {
+		t.Errorf("a missing binary's version %q", got)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
@@ -214,26 +213,12 @@ func startRedis(ctx context.Context, cfg ServerConfig, name string) (*Target, er
 	return t, nil
 }
 
-// RedisVersion is what `redis-server --version` prints, shortened.
-func RedisVersion(bin string) string {
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "unavailable (" + err.Error() + ")"
-	}
-	s := strings.TrimSpace(string(out))
-	if f := strings.Fields(s); len(f) >= 3 {
-		return strings.TrimPrefix(f[2], "v=")
-	}
-	return s
-}
-
 // Env starts targets on first use and keeps them for the whole suite, so
 // that rounds can alternate between them; the redis views share one
 // redis-server, the leader view the cluster. A target that fails to start
 // is remembered as unavailable with its reason.
 type Env struct {
 	cfg     ServerConfig
-	mu      sync.Mutex
 	targets map[string]*Target
 	errs    map[string]error
 }
@@ -243,17 +228,8 @@ func NewEnv(cfg ServerConfig) *Env {
 	return &Env{cfg: cfg, targets: map[string]*Target{}, errs: map[string]error{}}
 }
 
-// Config is the Env's server configuration.
-func (e *Env) Config() ServerConfig { return e.cfg }
-
 // Get returns the running target, starting it on first use.
-func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.get(ctx, name)
-}
-
-func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
+func (e *Env) Get(ctx context.Context, name string) (t *Target, err error) {
 	if t, ok := e.targets[name]; ok {
 		return t, t.Alive()
 	}
@@ -262,7 +238,7 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	}
 	// A view shares its base's processes under another name and dialect.
 	view := func(base string, d Dialect) {
-		if t, err = e.get(ctx, base); err == nil {
+		if t, err = e.Get(ctx, base); err == nil {
 			v := *t
 			v.Name, v.stop = name, nil
 			v.Dialect = cmp.Or[Dialect](d, v.Dialect)
@@ -289,23 +265,6 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	return t, nil
 }
 
-// SluiceVersion is the sluice_version of INFO server of a sluice target the
-// Env has running, with the binary's path and modification time; empty when
-// none runs.
-func (e *Env) SluiceVersion(ctx context.Context) string {
-	e.mu.Lock()
-	t := cmp.Or(e.targets[TargetSluiceMem], e.targets[TargetSluiceDurable], e.targets[TargetSluiceCluster])
-	e.mu.Unlock()
-	if t == nil {
-		return ""
-	}
-	version := cmp.Or(info(ctx, t, "server")["sluice_version"], "unknown")
-	if fi, err := os.Stat(e.cfg.SluiceBin); err == nil {
-		version += fmt.Sprintf(" (%s, built %s)", e.cfg.SluiceBin, fi.ModTime().UTC().Format("2006-01-02 15:04 MST"))
-	}
-	return version
-}
-
 // info is a section of the target's INFO, field by field.
 func info(ctx context.Context, t *Target, section string) map[string]string {
 	m := map[string]string{}
@@ -321,8 +280,6 @@ func info(ctx context.Context, t *Target, section string) map[string]string {
 
 // Close stops every target started.
 func (e *Env) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var errs []error
 	for name, t := range e.targets {
 		if err := t.Stop(); err != nil {

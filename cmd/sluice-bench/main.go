@@ -174,8 +174,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		machine := bench.ReadMachine(o.redisBin, o.workDir)
-		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir})
+		cfg := bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir}
+		machine, env := bench.ReadMachine(cfg), bench.NewEnv(cfg)
 		r := &bench.Runner{Env: env, Progress: stderr}
 		if o.single == nil {
 			fmt.Fprintf(stderr, "sluice-bench: suite planned about %s\n", o.suite.PlannedLength().Round(time.Second))
@@ -192,7 +192,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if rep.Finished.IsZero() {
 			rep.Finished = time.Now()
 		}
-		machine.Sluice = env.SluiceVersion(ctx)
 		if err := env.Close(); err != nil {
 			slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).Warn("stopping servers", "err", err)
 		}
