@@ -88,17 +88,16 @@ func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, err
 }
 
 func (r *Runner) sweep(ctx context.Context, name string, o SweepOptions) MemorySeries {
-	s := MemorySeries{Target: name}
+	s, step := MemorySeries{Target: name}, "memory: start "+name
 	fail := func(err error) MemorySeries {
 		s.Err = err.Error()
-		r.note("failed: " + shorten(s.Err, 80))
+		r.note(step, err)
 		return s
 	}
-	r.step("memory: start " + name)
 	t, err := StartTarget(ctx, r.Env.cfg, name)
 	if err != nil {
 		s.Unavailable = err.Error()
-		r.note("unavailable: " + shorten(err.Error(), 80))
+		r.note(step, "unavailable: "+shorten(err.Error(), 80))
 		return s
 	}
 	defer t.Stop()
@@ -107,23 +106,23 @@ func (r *Runner) sweep(ctx context.Context, name string, o SweepOptions) MemoryS
 	if err != nil {
 		return fail(err)
 	}
-	r.note("RSS " + FormatBytes(base))
+	r.note(step, "RSS "+FormatBytes(base))
 	w := Workload{Alg: AlgToken, Dist: DistUniform, Cost: 1, Prefix: MemoryKeyPrefix, Allow: MemoryParams(), Deny: MemoryParams()}
 	for _, n := range o.Counts {
-		r.step(fmt.Sprintf("memory: %s keys on %s", FormatCount(float64(n)), name))
+		step = fmt.Sprintf("memory: %s keys on %s", FormatCount(float64(n)), name)
 		p, err := addKeys(ctx, t, s.Last().Keys, n, base)
 		if err != nil {
 			return fail(err)
 		}
-		r.note(fmt.Sprintf("RSS %s, %.0f B/key, dbsize %d", FormatBytes(p.RSS), p.PerKey, p.DBSize))
+		r.note(step, fmt.Sprintf("RSS %s, %.0f B/key, dbsize %d", FormatBytes(p.RSS), p.PerKey, p.DBSize))
 		if o.Load.Duration > 0 {
-			r.step(fmt.Sprintf("keys=%s: %s", FormatCount(float64(n)), name))
-			w.Keys = n
+			step, w.Keys = fmt.Sprintf("keys=%s: %s", FormatCount(float64(n)), name), n
 			lr, err := t.load(ctx, w, o.Load, 1)
-			if r.noteLoad(lr, err); err != nil {
-				s.Points, s.Err = append(s.Points, p), err.Error()
-				return s
+			if err != nil {
+				s.Points = append(s.Points, p)
+				return fail(err)
 			}
+			r.note(step, lr)
 			p.Throughput, p.Latency = lr.Throughput, lr.Latency
 		}
 		s.Points = append(s.Points, p)
@@ -158,10 +157,11 @@ func addKeys(ctx context.Context, t *Target, have, n uint64, base int64) (Memory
 	return p, nil
 }
 
-// scale runs the ScaleResult comparison for target t, which holds large keys.
+// scale runs the ScaleResult comparison for target t, which holds large
+// keys, against a second instance holding small keys.
 func (r *Runner) scale(ctx context.Context, t *Target, w Workload, small, large uint64, o SweepOptions) *ScaleResult {
 	sr := &ScaleResult{SmallKeys: small, LargeKeys: large, Rounds: o.ScaleRounds}
-	r.step(fmt.Sprintf("scale: start a second %s with %s keys", t.Name, FormatCount(float64(small))))
+	step := fmt.Sprintf("scale: start a second %s with %s keys", t.Name, FormatCount(float64(small)))
 	st, err := StartTarget(ctx, r.Env.cfg, t.Name)
 	if err == nil {
 		defer st.Stop()
@@ -172,18 +172,18 @@ func (r *Runner) scale(ctx context.Context, t *Target, w Workload, small, large 
 		for side, tg := range []*Target{st, t} {
 			if err == nil {
 				w.Keys = []uint64{small, large}[side]
-				r.step(fmt.Sprintf("scale: %s keys round %d/%d", FormatCount(float64(w.Keys)), round+1, o.ScaleRounds))
+				step = fmt.Sprintf("scale: %s keys round %d/%d", FormatCount(float64(w.Keys)), round+1, o.ScaleRounds)
 				var lr LoadResult
-				lr, err = tg.load(ctx, w, o.ScaleLoad, uint64(round+1))
-				if runs[side] = append(runs[side], lr); err == nil {
-					r.noteLoad(lr, nil)
+				if lr, err = tg.load(ctx, w, o.ScaleLoad, uint64(round+1)); err == nil {
+					runs[side] = append(runs[side], lr)
+					r.note(step, lr)
 				}
 			}
 		}
 	}
 	if err != nil {
 		sr.Err = err.Error()
-		r.note("failed: " + shorten(sr.Err, 80))
+		r.note(step, err)
 		return sr
 	}
 	sr.Small, sr.Large = MedianResult(runs[0]), MedianResult(runs[1])

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -229,19 +230,21 @@ func TestStamp(t *testing.T) {
 	}
 }
 
-// TestProgress: a line per step, naming it and its result; none without
-// a writer.
+// TestProgress: a line per step, naming it and its result (a text, a
+// failure, a run's figures); none without a writer.
 func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
 	r := &Runner{Progress: &buf}
-	r.step("one")
-	r.note("done one")
-	if !strings.Contains(buf.String(), "one: done one") {
-		t.Errorf("progress: %q", buf.String())
+	r.note("one", "done one")
+	r.note("two", errors.New("boom"))
+	r.note("three", LoadResult{Throughput: 1500, Errors: 2, FirstError: "ERR x", Latency: Percentiles{P99: 2_000_000}})
+	for _, want := range []string{"] one: done one\n", "] two: failed: boom\n", "] three: 2k/s p99 2.0ms (2 errors: ERR x)\n"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("progress %q lacks %q", buf.String(), want)
+		}
 	}
 	quiet := &Runner{}
-	quiet.step("x")
-	quiet.note("")
+	quiet.note("x", "")
 }
 
 func TestSuitePlan(t *testing.T) {
