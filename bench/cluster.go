@@ -72,7 +72,7 @@ func startSluice(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	t := &Target{Name: name, Dialect: SluiceDialect{}}
+	t := &Target{Name: name, Dialect: SluiceDialect}
 	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: nodes, Standalone: nodes == 1, DataDir: base, Flags: flags, DieWithParent: true,
 		Setup: func(nodes []*proccluster.Node) {
 			for _, n := range nodes {

@@ -187,7 +187,7 @@ func startRedis(ctx context.Context, cfg ServerConfig, name string) (*Target, er
 		logf.Close()
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect{}, PIDs: func() []int { return []int{p.Pid()} }}
+	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect, PIDs: func() []int { return []int{p.Pid()} }}
 	t.stop = func() error {
 		err := p.Stop(10 * time.Second)
 		logf.Close()
@@ -241,17 +241,17 @@ func (e *Env) Get(ctx context.Context, name string) (t *Target, err error) {
 		if t, err = e.Get(ctx, base); err == nil {
 			v := *t
 			v.Name, v.stop = name, nil
-			v.Dialect = cmp.Or[Dialect](d, v.Dialect)
+			v.Dialect = cmp.Or(d, v.Dialect)
 			t = &v
 		}
 	}
 	switch name {
 	case TargetRedisAnchor:
-		view(TargetRedis, LuaDialect{Anchor: true})
+		view(TargetRedis, AnchorDialect)
 	case TargetRedisEcho:
-		view(TargetRedis, EchoDialect{})
+		view(TargetRedis, EchoDialect)
 	case TargetSluiceClusterLeader:
-		if view(TargetSluiceCluster, nil); err == nil {
+		if view(TargetSluiceCluster, ""); err == nil {
 			err = t.onLeader(ctx)
 		}
 	default:
