@@ -163,7 +163,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	return drive(ctx, o, allow.Replies, func(rng *rand.Rand) source {
 		pick := NewKeyPicker(w.Dist, w.Keys, rng, zt)
 		return func(b []byte) []byte {
-			i := pick.Next()
+			i := pick()
 			if w.DenyShare > 0 && rng.Float64() < w.DenyShare {
 				return deny.AppendIndex(b, denyP, i)
 			}
