@@ -205,18 +205,22 @@ func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand
 			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 	}
-	// The readings before the measured phase are taken before the workers
-	// start (no warm-up) or at the end of the warm-up, before the phase
-	// changes: no measured request is answered before them.
+	// The counters are read before the measured phase starts, so that no
+	// measured request is answered before: before the workers start
+	// without a warm-up, at its end with one.
 	var phase atomic.Int32
 	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
 	budget.Store(o.Requests)
 	var r0 map[string]float64
-	if o.Warmup <= 0 {
+	start := time.Now()
+	measure := func() {
 		r0 = read(ctx, o)
 		phase.Store(phaseMeasure)
+		start = time.Now()
 	}
-	start := time.Now()
+	if o.Warmup <= 0 {
+		measure()
+	}
 	var wg sync.WaitGroup
 	for _, wk := range workers {
 		wg.Go(func() { wk.run(ctx, o, &phase, &budget) })
@@ -238,9 +242,7 @@ func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand
 	}
 	if o.Warmup > 0 {
 		wait(o.Warmup)
-		r0 = read(ctx, o)
-		phase.Store(phaseMeasure)
-		start = time.Now()
+		measure()
 	}
 	if o.Requests > 0 {
 		wait(math.MaxInt64) // until the budget is spent

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"text/template"
 	"time"
@@ -255,17 +256,7 @@ func (r *Report) Markdown(chartDir string) string { return r.render("benchmarks.
 // render executes the template file name on r.
 func (r *Report) render(name, chartDir string) string {
 	charts := r.Charts()
-	num := func(v any) float64 {
-		switch n := v.(type) {
-		case int64:
-			return float64(n)
-		case uint64:
-			return float64(n)
-		case int:
-			return float64(n)
-		}
-		return v.(float64)
-	}
+	num := func(v any) float64 { return reflect.ValueOf(v).Convert(reflect.TypeFor[float64]()).Float() } // any int or float
 	t := template.Must(template.New(name).Funcs(template.FuncMap{
 		"count": func(v any) string { return FormatCount(num(v)) }, "ns": func(v any) string { return FormatNs(int64(num(v))) },
 		"bytes": FormatBytes, "pct": pct, "cpu": cpuCell, "ratio": ratioCell, "problem": runProblem, "short": shorten, "trim": strings.TrimSpace,
