@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,8 @@ func TestDurabilityTargets(t *testing.T) {
 			t.Errorf("%s: parsed as %q %q %v", n, store, fsync, ok)
 		}
 		seen[store+"/"+fsync] = true
-		if _, err := ParseTarget(n); err != nil {
-			t.Errorf("ParseTarget(%s): %v", n, err)
+		if !slices.Contains(TargetNames(), n) {
+			t.Errorf("%s is not a target name", n)
 		}
 	}
 	for _, want := range []string{"bolt/always", "bolt/everysec", "bolt/no", "wal/always", "wal/everysec", "wal/no"} {

@@ -45,14 +45,6 @@ func TargetNames() []string {
 		TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF}, DurabilityTargets()...)
 }
 
-// ParseTarget checks a target name.
-func ParseTarget(s string) (string, error) {
-	if slices.Contains(TargetNames(), s) {
-		return s, nil
-	}
-	return "", fmt.Errorf("unknown target %q (want one of %s)", s, strings.Join(TargetNames(), ", "))
-}
-
 // IsRedis reports whether a target is a redis-server one.
 func IsRedis(name string) bool { return strings.HasPrefix(name, TargetRedis) }
 

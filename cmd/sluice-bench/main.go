@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if sections == "all" {
 		sections = strings.Join(bench.Sections(), ",")
 	}
-	for _, s := range strings.Split(sections, ",") {
+	for s := range strings.SplitSeq(sections, ",") {
 		if s == "" {
 			continue
 		}
@@ -117,14 +118,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if workload != "" || targets != "" { // a single case
 		var err error
-		w.Alg, err = bench.ParseAlgorithm(or(workload, string(bench.AlgToken)))
+		w.Alg, err = bench.ParseAlgorithm(cmp.Or(workload, string(bench.AlgToken)))
 		check("workload", err)
 		w.Dist, err = bench.ParseDist(dist)
 		check("dist", err)
-		ts := strings.Split(or(targets, bench.TargetSluiceMem+","+bench.TargetRedis), ",")
+		ts := strings.Split(cmp.Or(targets, bench.TargetSluiceMem+","+bench.TargetRedis), ",")
 		for _, t := range ts {
-			_, err := bench.ParseTarget(t)
-			check("target", err)
+			if !slices.Contains(bench.TargetNames(), t) {
+				check("target", fmt.Errorf("unknown target %q (want one of %s)", t, strings.Join(bench.TargetNames(), ", ")))
+			}
 		}
 		if l.Duration <= 0 && l.Requests <= 0 {
 			l.Duration = 3 * time.Second
@@ -140,13 +142,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			Workload: w, Load: l, Targets: ts, Rounds: so.Rounds, Baseline: baseline}
 	}
 	return o, errors.Join(errs...)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
