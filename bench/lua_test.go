@@ -220,7 +220,7 @@ func TestLoadAgainstRedis(t *testing.T) {
 			t.Errorf("%s: denied share %.2f, want about 0.5", a, d)
 		}
 	}
-	rss, err := tgt.RSS()
+	rss, err := ProcessRSS(tgt.PIDs())
 	if err != nil || rss <= 0 {
 		t.Errorf("RSS %d %v", rss, err)
 	}

@@ -100,13 +100,20 @@ func ProcessCPU(pids []int) (float64, error) {
 	return total, nil
 }
 
-// ReadRSS is a process's resident set size in bytes (VmRSS in
-// /proc/PID/status).
-func ReadRSS(pid int) (int64, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
+// ProcessRSS is the resident set size (VmRSS in /proc/PID/status) of the
+// processes pids, summed, in bytes.
+func ProcessRSS(pids []int) (int64, error) {
+	var sum int64
+	for _, pid := range pids {
+		p, err := procfs.NewProc(pid)
+		if err != nil {
+			return 0, fmt.Errorf("rss: %w", err)
+		}
+		st, err := p.NewStatus()
+		if err != nil {
+			return 0, fmt.Errorf("rss: %w", err)
+		}
+		sum += int64(st.VmRSS)
 	}
-	st, err := p.NewStatus()
-	return int64(st.VmRSS), err
+	return sum, nil
 }

@@ -102,7 +102,7 @@ func (r *Runner) sweep(ctx context.Context, name string, o SweepOptions) MemoryS
 	}
 	defer t.Stop()
 	time.Sleep(300 * time.Millisecond) // let the new process settle
-	base, err := t.RSS()
+	base, err := ProcessRSS(t.PIDs())
 	if err != nil {
 		return fail(err)
 	}
@@ -144,7 +144,7 @@ func addKeys(ctx context.Context, t *Target, have, n uint64, base int64) (Memory
 	}
 	time.Sleep(300 * time.Millisecond) // let the allocator settle after the burst of writes
 	p := MemoryPoint{Keys: n, BaseRSS: base, DBSize: -1, UsedMemory: -1}
-	if p.RSS, err = t.RSS(); err != nil {
+	if p.RSS, err = ProcessRSS(t.PIDs()); err != nil {
 		return p, err
 	}
 	p.PerKey = float64(p.RSS-base) / float64(max(n, 1))

@@ -71,19 +71,6 @@ type Target struct {
 	leader  func(ctx context.Context) (string, error)
 }
 
-// RSS is the resident set size of the target's processes, summed, in bytes.
-func (t *Target) RSS() (int64, error) {
-	var sum int64
-	for _, pid := range t.PIDs() {
-		n, err := ReadRSS(pid)
-		if err != nil {
-			return 0, fmt.Errorf("rss of %s: %w", t.Name, err)
-		}
-		sum += n
-	}
-	return sum, nil
-}
-
 // Do runs one command on the target's first address; an error reply is an
 // error. ctx is checked first only: the exchange has its own deadline.
 func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error) {
