@@ -1,8 +1,9 @@
 // Package proccluster runs a cluster of sluice processes on 127.0.0.1: N
 // nodes, each a member of every one of G Raft groups, that a test or a
 // test tool starts, kills, restarts, pauses, partitions and replaces. It is
-// the one harness of cmd/sluice's process tests and of the chaos suite
-// (cmd/sluice-chaos); the in-process back end of cluster's own tests stays
+// the one harness of cmd/sluice's process tests, of the chaos suite
+// (cmd/sluice-chaos) and of the benchmark's sluice targets (bench, one
+// Standalone node for the single-node ones); the in-process back end of cluster's own tests stays
 // in cluster (it builds on that package's unexported types).
 //
 // The shape follows hashicorp/raft's testing.go: New lays out N nodes,
