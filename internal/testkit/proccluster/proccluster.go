@@ -3,8 +3,9 @@
 // test tool starts, kills, restarts, pauses, partitions and replaces. It is
 // the one harness of cmd/sluice's process tests, of the chaos suite
 // (cmd/sluice-chaos) and of the benchmark's sluice targets (bench, one
-// Standalone node for the single-node ones); the in-process back end of cluster's own tests stays
-// in cluster (it builds on that package's unexported types).
+// Standalone node for the single-node ones); the in-process back end of
+// cluster's own tests stays in cluster (it builds on that package's
+// unexported types).
 //
 // The shape follows hashicorp/raft's testing.go: New lays out N nodes,
 // StartAll starts them, Leader(g) waits for the leader of a group, Kill,
