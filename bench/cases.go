@@ -70,11 +70,19 @@ func (o *SuiteOptions) Defaults() {
 	}
 }
 
-// memoryFromSweep reports whether the memory-per-key figure is taken from
-// the key-count sweep (which passes through MemoryKeys) instead of a run of
-// its own, to save the time of creating the keys twice.
-func (o SuiteOptions) memoryFromSweep() bool {
-	return o.Sections[SectionKeys] && slices.Contains(keyCounts(o.MaxKeys), o.MemoryKeys)
+// sweepCounts are the key counts of the sweep: the powers of ten from 1k
+// to MaxKeys for the keys section, and MemoryKeys, the memory section's
+// point (one sweep creates the keys of both).
+func (o SuiteOptions) sweepCounts() []uint64 {
+	var counts []uint64
+	if o.Sections[SectionKeys] {
+		counts = keyCounts(o.MaxKeys)
+	}
+	if o.Sections[SectionMemory] {
+		counts = append(counts, o.MemoryKeys)
+	}
+	slices.Sort(counts)
+	return slices.Compact(counts)
 }
 
 // keyCounts are the powers of ten from 1k to max (max included).
@@ -154,26 +162,27 @@ func (o SuiteOptions) Cases() []Case {
 }
 
 // PlannedLength estimates how long the suite takes: its runs, 300ms
-// between two, and about 150k new keys a second.
+// between two, and about 150k new keys a second on each sweep target.
 func (o SuiteOptions) PlannedLength() time.Duration {
 	o.Defaults()
 	var d time.Duration
+	runs := func(n int, length time.Duration) { d += time.Duration(n) * (length + o.Warmup + 300*time.Millisecond) }
 	for _, c := range o.Cases() {
-		d += time.Duration(c.Rounds*len(c.Targets)) * (c.Load.Duration + c.Load.Warmup + 300*time.Millisecond)
+		runs(c.Rounds*len(c.Targets), c.Load.Duration)
 	}
-	populate := func(n uint64) time.Duration {
-		return time.Duration(float64(n)/150_000*float64(time.Second)) + 300*time.Millisecond
-	}
-	if o.Sections[SectionMemory] && !o.memoryFromSweep() {
-		d += 2 * populate(o.MemoryKeys)
+	if counts := o.sweepCounts(); len(counts) > 0 {
+		d += 2 * time.Duration(float64(slices.Max(counts))/150_000*float64(time.Second))
 	}
 	if o.Sections[SectionKeys] {
-		d += time.Duration(2*len(keyCounts(o.MaxKeys)))*(o.ShortDuration+o.Warmup) + 2*populate(o.MaxKeys) + time.Duration(2*o.Rounds)*(o.Duration+o.Warmup+300*time.Millisecond)
+		runs(2*len(o.sweepCounts()), o.ShortDuration)
+		runs(2*o.Rounds, o.Duration) // the scale goal's rounds
 	}
 	return d
 }
 
-// RunSuite runs the suite's sections and returns the report.
+// RunSuite runs the suite's sections and returns the report. One key-count
+// sweep gives the keys section's points and the memory section's, the
+// point at MemoryKeys.
 func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) {
 	o.Defaults()
 	rep := &Report{Started: time.Now(), Options: o}
@@ -184,22 +193,23 @@ func (r *Runner) RunSuite(ctx context.Context, o SuiteOptions) (*Report, error) 
 			return rep, err
 		}
 	}
-	pair := []string{TargetSluiceMem, TargetRedis}
 	var err error
-	if o.Sections[SectionMemory] && !o.memoryFromSweep() && ctx.Err() == nil {
-		rep.Memory, err = r.Sweep(ctx, SweepOptions{Targets: pair, Counts: []uint64{o.MemoryKeys}})
-	}
-	if o.Sections[SectionKeys] && err == nil && ctx.Err() == nil {
-		// The scale goal's figure: the largest count against 1k, interleaved.
-		rep.Keys, err = r.Sweep(ctx, SweepOptions{Targets: pair, Counts: keyCounts(o.MaxKeys),
-			Load:         LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.ShortDuration, Warmup: o.Warmup},
-			ScaleTargets: []string{TargetSluiceMem}, ScaleRounds: o.Rounds,
-			ScaleLoad: LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.Duration, Warmup: o.Warmup}})
-		if o.Sections[SectionMemory] && o.memoryFromSweep() {
-			rep.MemoryFromSweep = true
-			for _, s := range rep.Keys { // of each series, the point at MemoryKeys
-				s.Scale, s.Points = nil, slices.DeleteFunc(slices.Clone(s.Points), func(p MemoryPoint) bool { return p.Keys != o.MemoryKeys })
-				rep.Memory = append(rep.Memory, s)
+	if counts := o.sweepCounts(); len(counts) > 0 && ctx.Err() == nil {
+		so := SweepOptions{Targets: []string{TargetSluiceMem, TargetRedis}, Counts: counts}
+		if o.Sections[SectionKeys] { // throughput at each count; the scale goal's figure: the largest count against 1k, interleaved
+			so.Load = LoadOptions{Conns: o.Conns, Pipeline: 16, Duration: o.ShortDuration, Warmup: o.Warmup}
+			so.ScaleRounds, so.ScaleLoad = o.Rounds, so.Load
+			so.ScaleLoad.Duration = o.Duration
+		}
+		var sweep []MemorySeries
+		sweep, err = r.Sweep(ctx, so)
+		if o.Sections[SectionKeys] {
+			rep.Keys = sweep
+		}
+		for _, s := range sweep { // of each series, the point at MemoryKeys
+			s.Scale, s.Points = nil, slices.DeleteFunc(slices.Clone(s.Points), func(p MemoryPoint) bool { return p.Keys != o.MemoryKeys })
+			if o.Sections[SectionMemory] {
+				rep.Memory, rep.MemoryFromSweep = append(rep.Memory, s), o.Sections[SectionKeys]
 			}
 		}
 	}

@@ -15,11 +15,13 @@ type Series struct {
 }
 
 // LineChart is an SVG line chart, the small generator the report's charts
-// come from (Report.Charts): x ticks at the data points, y ticks at round
-// values, either axis logarithmic. XFormat names a categorical axis's ticks.
+// come from (Report.Charts). The x axis is categorical: every distinct x
+// is a tick, evenly spaced (the key counts and connection counts grow
+// roughly tenfold), named by XFormat; the y axis runs from zero or, with
+// LogY, over whole decades, its ticks at round values named by YFormat.
 type LineChart struct {
 	Title, XLabel, YLabel string
-	LogX, LogY            bool
+	LogY                  bool
 	Series                []Series
 	XFormat, YFormat      func(float64) string
 }
@@ -30,70 +32,43 @@ const (
 	palette                = "#1f77b4#d62728#2ca02c#ff7f0e#9467bd#8c564b#17becf#7f7f7f"
 )
 
-// axis maps data values in [lo, hi] to pixels in [from, to].
-type axis struct {
-	lo, hi   float64
-	log      bool
-	from, to float64
-}
-
-func (a axis) pos(v float64) float64 {
-	lo, hi := a.lo, a.hi
-	if a.log {
-		v, lo, hi = math.Log10(math.Max(v, 1e-300)), math.Log10(lo), math.Log10(hi)
+// yTicks are the y axis's ticks, the first and the last its range: 1, 2
+// and 5 times the powers of ten over whole decades on a log axis (decades
+// alone beyond two), multiples of a round step from zero on a linear one.
+func yTicks(ys []float64, log bool) []float64 {
+	if log {
+		ys = slices.DeleteFunc(slices.Clone(ys), func(v float64) bool { return v <= 0 })
 	}
-	if hi == lo {
-		return (a.from + a.to) / 2
+	if len(ys) == 0 {
+		return []float64{1, 10}
 	}
-	return a.from + (v-lo)/(hi-lo)*(a.to-a.from)
-}
-
-// ticks are round values in [lo, hi]: 1, 2 and 5 times the powers of ten
-// on a log axis, multiples of a round step on a linear one.
-func (a axis) ticks() []float64 {
 	var out []float64
-	if a.log {
-		for v := a.lo; v <= a.hi*1.001; v *= 10 {
-			out = append(out, v)
-			if a.hi/a.lo <= 100 { // more decades: decades only
+	if lo, hi := slices.Min(ys), slices.Max(ys); log {
+		lo, hi = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)+1e-9))
+		for v := lo; v <= hi*1.001; v *= 10 {
+			if out = append(out, v); hi/lo <= 100 && v < hi {
 				out = append(out, 2*v, 5*v)
 			}
 		}
-		return slices.DeleteFunc(out, func(v float64) bool { return v > a.hi*1.001 })
-	}
-	step := niceStep((a.hi - a.lo) / 5)
-	for v := a.lo; v <= a.hi+step*1e-9; v += step {
-		out = append(out, v)
+	} else {
+		step := niceStep(max(hi, 1) / 5)
+		for i := 0.0; len(out) < 2 || out[len(out)-1] < hi; i++ {
+			out = append(out, i*step)
+		}
 	}
 	return out
 }
 
+// niceStep is the smallest of 1, 2 and 5 times a power of ten that is at
+// least raw.
 func niceStep(raw float64) float64 {
-	p := math.Pow(10, math.Floor(math.Log10(math.Max(raw, 1e-300))))
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
 	for _, m := range []float64{1, 2, 5} {
 		if m*p >= raw {
 			return m * p
 		}
 	}
 	return 10 * p
-}
-
-// yRange is the y axis's range: whole decades on a log axis, from zero to
-// a round value on a linear one.
-func yRange(vals []float64, log bool) (float64, float64) {
-	if log {
-		vals = slices.DeleteFunc(slices.Clone(vals), func(v float64) bool { return v <= 0 })
-	}
-	if len(vals) == 0 {
-		return 1, 10
-	}
-	lo, hi := slices.Min(vals), slices.Max(vals)
-	if log {
-		return math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)+1e-9))
-	}
-	lo = math.Min(lo, 0)
-	step := niceStep(math.Max(hi-lo, 1) / 5)
-	return math.Floor(lo/step) * step, math.Max(math.Ceil(hi/step)*step, lo+step)
 }
 
 func defaultFormat(v float64) string {
@@ -112,27 +87,38 @@ func (c LineChart) SVG() string {
 	for _, s := range c.Series {
 		xs, ys = append(xs, s.X...), append(ys, s.Y...)
 	}
-	xf, yf := cmpOr(c.XFormat, defaultFormat), cmpOr(c.YFormat, defaultFormat)
-	xt := slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(xs), func(v float64) bool { return c.LogX && v <= 0 }))))
-	x := axis{lo: 1, hi: 10, log: c.LogX, from: padL + 10, to: svgW - padR - 10}
-	if len(xt) > 0 {
-		x.lo, x.hi = xt[0], xt[len(xt)-1]
+	xs, yt := slices.Compact(slices.Sorted(slices.Values(xs))), yTicks(ys, c.LogY)
+	xf, yf := defaultFormat, defaultFormat
+	if c.XFormat != nil {
+		xf = c.XFormat
 	}
-	ylo, yhi := yRange(ys, c.LogY)
-	y := axis{lo: ylo, hi: yhi, log: c.LogY, from: svgH - padB, to: padT}
+	if c.YFormat != nil {
+		yf = c.YFormat
+	}
+	xpos := func(v float64) float64 {
+		i, _ := slices.BinarySearch(xs, v)
+		return padL + (float64(i)+0.5)*(svgW-padL-padR)/float64(len(xs))
+	}
+	ypos := func(v float64) float64 {
+		lo, hi := yt[0], yt[len(yt)-1]
+		if c.LogY {
+			v, lo, hi = math.Log10(v), math.Log10(lo), math.Log10(hi)
+		}
+		return svgH - padB - (v-lo)/(hi-lo)*(svgH-padB-padT)
+	}
 	var b strings.Builder
 	f := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	esc := html.EscapeString
 	f(`<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" font-family="sans-serif" font-size="12">`, svgW, svgH, svgW, svgH)
 	f(`<rect width="100%%" height="100%%" fill="white"/>`)
 	f(`<text x="%g" y="22" font-size="15" text-anchor="middle">%s</text>`, (svgW-padR+padL)/2, esc(c.Title))
-	for _, v := range y.ticks() {
-		p := y.pos(v)
+	for _, v := range yt {
+		p := ypos(v)
 		f(`<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ddd"/>`, padL, p, svgW-padR, p)
 		f(`<text x="%g" y="%.1f" text-anchor="end">%s</text>`, padL-6, p+4, esc(yf(v)))
 	}
-	for _, v := range xt {
-		p := x.pos(v)
+	for _, v := range xs {
+		p := xpos(v)
 		f(`<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#eee"/>`, p, padT, p, svgH-padB)
 		f(`<text x="%.1f" y="%g" text-anchor="middle">%s</text>`, p, svgH-padB+16, esc(xf(v)))
 	}
@@ -143,8 +129,8 @@ func (c LineChart) SVG() string {
 		col := palette[i%8*7 : i%8*7+7]
 		var pts []string
 		for j := range min(len(s.X), len(s.Y)) {
-			if !(c.LogY && s.Y[j] <= 0) && !(c.LogX && s.X[j] <= 0) {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x.pos(s.X[j]), y.pos(s.Y[j])))
+			if !c.LogY || s.Y[j] > 0 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xpos(s.X[j]), ypos(s.Y[j])))
 			}
 		}
 		if len(pts) > 1 {
@@ -160,12 +146,4 @@ func (c LineChart) SVG() string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
-}
-
-// cmpOr is f, or def when f is nil.
-func cmpOr(f, def func(float64) string) func(float64) string {
-	if f == nil {
-		return def
-	}
-	return f
 }

@@ -46,26 +46,34 @@ func durabilityOf(name string) (store, fsync string, ok bool) {
 	return store, fsync, slices.Contains(DurabilityTargets(), name)
 }
 
-// startSluiceCluster starts three durable nodes (proccluster), each with a
-// --metrics-addr, and waits until they serve at the newest cluster version.
-// A durability target (sluice-cluster-leader-<store>-<mode>) starts them
-// with --raft-log <store> --fsync <mode> and keeps only the leader's
-// address.
-func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
+// startSluice starts a sluice target through proccluster: sluice-mem and
+// sluice-durable are one standalone node (--in-memory, or a temporary
+// --data-dir), the others three durable nodes; a durability target
+// (sluice-cluster-leader-<store>-<mode>) starts them with --raft-log
+// <store> --fsync <mode> and keeps only the leader's address. Each node
+// gets a --metrics-addr (the group commit figures). It waits until every
+// node serves (at the newest cluster version, unless in memory).
+func startSluice(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
 	bin, err := checkBin("sluice", cfg.SluiceBin)
 	if err != nil {
 		return nil, err
 	}
-	flags := []string{"--log-level", "warn"}
+	flags, nodes, timeout := []string{"--log-level", "warn"}, 3, 2*cfg.StartTimeout
+	if name == TargetSluiceMem || name == TargetSluiceDurable {
+		nodes, timeout = 1, cfg.StartTimeout
+	}
+	if name == TargetSluiceMem {
+		flags = append(flags, "--in-memory")
+	}
 	if store, fsync, ok := durabilityOf(name); ok {
 		flags = append(flags, "--raft-log", store, "--fsync", fsync)
 	}
-	base, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-cluster-")
+	base, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	t := &Target{Name: name, Dialect: SluiceDialect{}}
-	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: 3, DataDir: base, Flags: flags, DieWithParent: true,
+	t := &Target{Name: name, Dialect: SluiceDialect}
+	c, err := proccluster.New(proccluster.Config{Bin: bin, Nodes: nodes, Standalone: nodes == 1, DataDir: base, Flags: flags, DieWithParent: true,
 		Setup: func(nodes []*proccluster.Node) {
 			for _, n := range nodes {
 				if m, err := sluiceproc.FreeAddr(); err == nil {
@@ -102,13 +110,13 @@ func startSluiceCluster(ctx context.Context, cfg ServerConfig, name string) (*Ta
 		}
 		return n.RESP, nil
 	}
-	if err := clusterReady(ctx, 2*cfg.StartTimeout, t, c); err != nil {
-		return nil, errors.Join(fmt.Errorf("cluster: %w", err), t.Stop())
+	if err := sluiceReady(ctx, timeout, t, c); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s not ready: %w", name, err), t.Stop())
 	}
 	return t, nil
 }
 
-func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proccluster.Cluster) error {
+func sluiceReady(ctx context.Context, timeout time.Duration, t *Target, c *proccluster.Cluster) error {
 	if err := c.StartAll(); err != nil {
 		return err
 	}
@@ -118,7 +126,9 @@ func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proc
 	// A new cluster starts at cluster version 1 and its leaders raise it
 	// within a second or two; until then later commands are refused.
 	for _, n := range c.Nodes {
-		t.Addrs = append(t.Addrs, n.RESP)
+		if t.Addrs = append(t.Addrs, n.RESP); t.Name == TargetSluiceMem {
+			continue // no Raft, no RAFT.STATUS
+		}
 		err := testkit.PollContext(ctx, timeout, 50*time.Millisecond, func() error {
 			st, err := proccluster.RaftStatus(n, 0, 2*time.Second)
 			if err == nil && st["cluster_version"] != st["cluster_version_supported"] {
@@ -130,7 +140,7 @@ func clusterReady(ctx context.Context, timeout time.Duration, t *Target, c *proc
 			return err
 		}
 	}
-	if t.Name != TargetSluiceCluster { // the leader targets
+	if t.Name != TargetSluiceCluster && len(c.Nodes) > 1 { // the leader targets
 		return t.onLeader(ctx)
 	}
 	return nil
@@ -143,74 +153,55 @@ func (t *Target) onLeader(ctx context.Context) error {
 	return err
 }
 
-// LogStats are a cluster's group commit counters, summed over its nodes
-// (each node counts what it did as leader, so the sum holds whichever node
-// led): the difference of two readings describes the entries committed in
-// between.
-type LogStats struct {
-	Entries       float64 // sluice_raft_committed_entries_total
-	Ops           float64 // sluice_raft_committed_ops_total
-	CommitSeconds float64 // sluice_raft_commit_duration_seconds: sum
-	Commits       float64 // and count
-	HoldSeconds   float64 // sluice_batch_hold_duration_seconds: sum
-	Holds         float64 // and count
-}
-
-// sub returns s minus an earlier reading.
-func (s LogStats) sub(b LogStats) LogStats {
-	return LogStats{s.Entries - b.Entries, s.Ops - b.Ops, s.CommitSeconds - b.CommitSeconds, s.Commits - b.Commits, s.HoldSeconds - b.HoldSeconds, s.Holds - b.Holds}
-}
-
-// logCounters reads the group commit counters of every node's /metrics
-// and sums them.
-func logCounters(ctx context.Context, metricsAddrs []string) (LogStats, error) {
-	var sum LogStats
-	for _, addr := range metricsAddrs {
-		st, err := func() (LogStats, error) {
+// readMetrics reads every node's /metrics page and adds up its counters
+// (see parseMetrics).
+func readMetrics(ctx context.Context, addrs []string) (map[string]float64, error) {
+	m := map[string]float64{}
+	for _, addr := range addrs {
+		err := func() error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 			if err != nil {
-				return LogStats{}, err
+				return err
 			}
 			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 			if err != nil {
-				return LogStats{}, err
+				return err
 			}
 			defer resp.Body.Close()
-			return parseLogStats(resp.Body)
+			return parseMetrics(resp.Body, m)
 		}()
 		if err != nil {
-			return LogStats{}, fmt.Errorf("metrics of %s: %w", addr, err)
+			return nil, fmt.Errorf("metrics of %s: %w", addr, err)
 		}
-		sum = sum.sub(LogStats{}.sub(st)) // sum + st
 	}
-	return sum, nil
+	return m, nil
 }
 
-// parseLogStats reads the group commit counters from a metrics page
-// (Prometheus's text format), adding up the series of several Raft groups.
-// The two committed counters are required; the commit and hold histograms
-// are read when present (older servers lack them).
-func parseLogStats(page io.Reader) (LogStats, error) {
+// parseMetrics adds a metrics page's (Prometheus's text format) counters
+// and untyped values to m under their names, and its histograms' sums and
+// counts as name_sum and name_count, adding up the series of several Raft
+// groups. The two committed counters are required (older servers lack the
+// histograms).
+func parseMetrics(page io.Reader, m map[string]float64) error {
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(page)
 	if err != nil {
-		return LogStats{}, fmt.Errorf("metrics: %w", err)
+		return fmt.Errorf("metrics: %w", err)
 	}
-	var st LogStats
-	for name, dst := range map[string]*float64{"sluice_raft_committed_entries_total": &st.Entries, "sluice_raft_committed_ops_total": &st.Ops} {
+	for _, name := range []string{entries, ops} {
 		if fams[name] == nil {
-			return LogStats{}, fmt.Errorf("metrics: no %s", name)
-		}
-		for _, m := range fams[name].Metric {
-			*dst += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+			return fmt.Errorf("metrics: no %s", name)
 		}
 	}
-	for name, dst := range map[string][2]*float64{"sluice_raft_commit_duration_seconds": {&st.CommitSeconds, &st.Commits},
-		"sluice_batch_hold_duration_seconds": {&st.HoldSeconds, &st.Holds}} {
-		for _, m := range fams[name].GetMetric() {
-			*dst[0] += m.GetHistogram().GetSampleSum()
-			*dst[1] += float64(m.GetHistogram().GetSampleCount())
+	for name, f := range fams {
+		for _, x := range f.Metric {
+			if h := x.GetHistogram(); h != nil {
+				m[name+"_sum"] += h.GetSampleSum()
+				m[name+"_count"] += float64(h.GetSampleCount())
+			} else {
+				m[name] += x.GetCounter().GetValue() + x.GetUntyped().GetValue() + x.GetGauge().GetValue()
+			}
 		}
 	}
-	return st, nil
+	return nil
 }

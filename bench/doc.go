@@ -1,8 +1,9 @@
 // Package bench is sluice's load generator and benchmark suite.
 //
-// It starts the servers it measures itself (sluice in memory, sluice durable,
-// durable three-node sluice clusters through internal/testkit/proccluster,
-// and redis-server running the Lua scripts in lua/), drives them with a
+// It starts the servers it measures itself (every sluice target, in memory,
+// durable, or durable three-node clusters, through
+// internal/testkit/proccluster, and redis-server running the Lua scripts in
+// lua/), drives them with a
 // pipelined RESP client on internal/respwire, records every request's
 // latency, and writes the results as JSON, as Go benchmark lines for
 // benchstat, and as a Markdown page with SVG charts, both rendered from the
@@ -19,9 +20,9 @@
 //   - load.go, latency.go: the load loop (N connections, pipeline depth P,
 //     warm-up, a duration or a request count) and its reply reader; the
 //     latencies' percentiles.
-//   - target.go, cluster.go: starting and stopping the servers; the
-//     cluster targets (log stores and fsync modes, routing by slot, group
-//     commit counters).
+//   - target.go, cluster.go: starting and stopping the servers; the sluice
+//     targets (log stores and fsync modes) and the counters a load reads
+//     at both ends of its measured phase (CPU time, group commit).
 //   - memory.go, machine.go: memory per key and against the key count,
 //     the machine and CPU time.
 //   - report.go, benchmarks.md.tmpl, bench.txt.tmpl, chart.go:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,8 @@ func TestDurabilityTargets(t *testing.T) {
 			t.Errorf("%s: parsed as %q %q %v", n, store, fsync, ok)
 		}
 		seen[store+"/"+fsync] = true
-		if _, err := ParseTarget(n); err != nil {
-			t.Errorf("ParseTarget(%s): %v", n, err)
+		if !slices.Contains(TargetNames(), n) {
+			t.Errorf("%s is not a target name", n)
 		}
 	}
 	for _, want := range []string{"bolt/always", "bolt/everysec", "bolt/no", "wal/always", "wal/everysec", "wal/no"} {
@@ -77,66 +78,67 @@ func TestDurabilitySection(t *testing.T) {
 	}
 }
 
-// TestParseLogStats reads the group commit counters from a node's metrics
+// TestParseMetrics reads the group commit counters from a node's metrics
 // page: the committed counters are required, the histograms optional, and
 // several groups' series add up.
-func TestParseLogStats(t *testing.T) {
+func TestParseMetrics(t *testing.T) {
 	const counters = "# TYPE sluice_raft_committed_entries_total counter\n# TYPE sluice_raft_committed_ops_total counter\n"
 	const hists = "# TYPE sluice_raft_commit_duration_seconds histogram\n# TYPE sluice_batch_hold_duration_seconds histogram\n"
+	type want struct{ entries, ops, commitSum, commitCount, holdSum, holdCount float64 }
 	tests := []struct {
 		name string
 		page string
-		want LogStats
+		want want
 	}{
 		{"counters only", "# HELP sluice_raft_committed_entries_total Log entries...\n" + counters +
 			"sluice_raft_committed_entries_total 1234\nsluice_raft_committed_ops_total 30850\nsluice_raft_term 3\n",
-			LogStats{Entries: 1234, Ops: 30850}},
+			want{entries: 1234, ops: 30850}},
 		{"histograms", counters + hists + "sluice_raft_committed_entries_total 10\nsluice_raft_committed_ops_total 460\n" +
 			"sluice_raft_commit_duration_seconds_bucket{le=\"0.001\"} 9\nsluice_raft_commit_duration_seconds_bucket{le=\"+Inf\"} 10\n" +
 			"sluice_raft_commit_duration_seconds_sum 0.0078\nsluice_raft_commit_duration_seconds_count 10\n" +
 			"sluice_batch_hold_duration_seconds_bucket{le=\"+Inf\"} 11\nsluice_batch_hold_duration_seconds_sum 0.0084\nsluice_batch_hold_duration_seconds_count 11\n",
-			LogStats{Entries: 10, Ops: 460, CommitSeconds: 0.0078, Commits: 10, HoldSeconds: 0.0084, Holds: 11}},
+			want{10, 460, 0.0078, 10, 0.0084, 11}},
 		{"groups", counters + hists + "sluice_raft_committed_entries_total{group=\"0\"} 3\nsluice_raft_committed_entries_total{group=\"1\"} 4\n" +
 			"sluice_raft_committed_ops_total{group=\"0\"} 30\nsluice_raft_committed_ops_total{group=\"1\"} 40\n" +
 			"sluice_raft_commit_duration_seconds_bucket{group=\"0\",le=\"+Inf\"} 3\nsluice_raft_commit_duration_seconds_count{group=\"0\"} 3\n" +
 			"sluice_raft_commit_duration_seconds_bucket{group=\"1\",le=\"+Inf\"} 4\nsluice_raft_commit_duration_seconds_count{group=\"1\"} 4\n",
-			LogStats{Entries: 7, Ops: 70, Commits: 7}},
+			want{entries: 7, ops: 70, commitCount: 7}},
 	}
 	for _, tt := range tests {
-		got, err := parseLogStats(strings.NewReader(tt.page))
+		m := map[string]float64{}
+		err := parseMetrics(strings.NewReader(tt.page), m)
+		got := want{m[entries], m[ops], m[commits+"_sum"], m[commits+"_count"], m[holds+"_sum"], m[holds+"_count"]}
 		if err != nil || got != tt.want {
-			t.Errorf("%s: parseLogStats = %+v, %v; want %+v", tt.name, got, err, tt.want)
+			t.Errorf("%s: parseMetrics = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
 	}
 	for _, bad := range []string{"", "sluice_raft_committed_entries_total 1\n", "sluice_raft_committed_entries_total x\nsluice_raft_committed_ops_total 2\n",
 		"sluice_raft_committed_entries_total 1\nsluice_raft_committed_ops_total 2\nsluice_raft_commit_duration_seconds_sum y\n"} {
-		if _, err := parseLogStats(strings.NewReader(bad)); err == nil {
+		if err := parseMetrics(strings.NewReader(bad), map[string]float64{}); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
 }
 
-// TestLoadResultLogStats: per-entry figures from two readings' difference,
-// blank where a counter did not move.
-func TestLoadResultLogStats(t *testing.T) {
-	before := LogStats{Entries: 100, Ops: 4000, CommitSeconds: 0.08, Commits: 100, HoldSeconds: 0.05, Holds: 101}
-	after := LogStats{Entries: 300, Ops: 13000, CommitSeconds: 0.24, Commits: 300, HoldSeconds: 0.21, Holds: 301}
-	var res LoadResult
-	res.setLogStats(after.sub(before))
-	if res.OpsPerEntry != 45 || math.Abs(res.CommitTime-800e3) > 1 || math.Abs(res.HoldTime-800e3) > 1 {
-		t.Errorf("ops per entry %v, commit %v ns, hold %v ns; want 45, 800000, 800000", res.OpsPerEntry, res.CommitTime, res.HoldTime)
+// TestLoadResultFigures: CPU per request and per-entry figures from two
+// readings' difference, blank where a counter did not move.
+func TestLoadResultFigures(t *testing.T) {
+	d := map[string]float64{entries: 200, ops: 9000, commits + "_sum": 0.16, commits + "_count": 200, holds + "_sum": 0.16, holds + "_count": 200, serverCPU: 0.5}
+	res := LoadResult{Requests: 10_000}
+	res.setFigures(d)
+	if res.OpsPerEntry != 45 || math.Abs(res.CommitTime-800e3) > 1 || math.Abs(res.HoldTime-800e3) > 1 || math.Abs(res.ServerCPU-50e3) > 1e-6 {
+		t.Errorf("ops per entry %v, commit %v ns, hold %v ns, server CPU %v ns; want 45, 800000, 800000, 50000", res.OpsPerEntry, res.CommitTime, res.HoldTime, res.ServerCPU)
 	}
-	var none LoadResult
-	none.setLogStats(before.sub(before))
-	if none.OpsPerEntry != 0 || none.CommitTime != 0 || none.HoldTime != 0 {
+	none := LoadResult{Requests: 10_000}
+	none.setFigures(map[string]float64{entries: 0, ops: 0, commits + "_sum": 0, commits + "_count": 0})
+	if none.OpsPerEntry != 0 || none.CommitTime != 0 || none.HoldTime != 0 || none.ServerCPU != 0 {
 		t.Errorf("no entries: %+v", none)
 	}
 }
 
-// TestLogCountersSumNodes: the counters are summed over the nodes (the
-// leader may change), and a load run reports ops per entry from their
-// difference over the measured phase.
-func TestLogCountersSumNodes(t *testing.T) {
+// TestReadMetricsSumsNodes: the counters are summed over the nodes (the
+// leader may change), and an unreachable node's metrics are an error.
+func TestReadMetricsSumsNodes(t *testing.T) {
 	var addrs []string
 	for _, v := range [][2]int{{10, 100}, {5, 60}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -152,11 +154,11 @@ func TestLogCountersSumNodes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := logCounters(ctx, addrs)
-	if err != nil || st.Entries != 15 || st.Ops != 160 {
-		t.Fatalf("logCounters = %+v, %v; want 15 entries, 160 ops", st, err)
+	m, err := readMetrics(ctx, addrs)
+	if err != nil || m[entries] != 15 || m[ops] != 160 {
+		t.Fatalf("readMetrics = %v, %v; want 15 entries, 160 ops", m, err)
 	}
-	if _, err := logCounters(ctx, append(addrs, "127.0.0.1:1")); err == nil {
+	if _, err := readMetrics(ctx, append(addrs, "127.0.0.1:1")); err == nil {
 		t.Error("an unreachable node's metrics gave no error")
 	}
 }

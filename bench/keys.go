@@ -23,35 +23,28 @@ const (
 
 // ParseDist parses a distribution name.
 func ParseDist(s string) (Dist, error) {
-	switch Dist(s) {
-	case DistUniform, DistZipf, DistHot:
-		return Dist(s), nil
+	if d := Dist(s); d == DistUniform || d == DistZipf || d == DistHot {
+		return d, nil
 	}
 	return "", fmt.Errorf("unknown key distribution %q (want uniform, zipf or hot)", s)
 }
 
-// KeyPicker draws key indexes in [0, N). Each goroutine needs its own: the
-// random source is not shared.
-type KeyPicker func() uint64
-
-// Next draws an index.
-func (p KeyPicker) Next() uint64 { return p() }
-
-// NewKeyPicker returns a picker over n keys with distribution d, drawing
-// from rng. z may be a shared precomputed Zipf table for (n, ZipfTheta), or
+// NewKeyPicker returns a function that draws key indexes in [0, n) with
+// distribution d from rng; each goroutine needs its own (rng is not
+// shared). z may be a shared precomputed Zipf table for (n, ZipfTheta), or
 // nil to compute one.
-func NewKeyPicker(d Dist, n uint64, rng *rand.Rand, z *ZipfTable) KeyPicker {
+func NewKeyPicker(d Dist, n uint64, rng *rand.Rand, z *ZipfTable) func() uint64 {
 	n = max(n, 1)
 	switch d {
 	case DistHot:
-		return KeyPicker(func() uint64 { return 0 })
+		return func() uint64 { return 0 }
 	case DistZipf:
 		if z == nil || z.n != n {
 			z = NewZipfTable(n, ZipfTheta)
 		}
-		return KeyPicker(func() uint64 { return z.Draw(rng.Float64()) })
+		return func() uint64 { return z.Draw(rng.Float64()) }
 	}
-	return KeyPicker(func() uint64 { return rng.Uint64N(n) })
+	return func() uint64 { return rng.Uint64N(n) }
 }
 
 // ZipfTable holds the constants of the Zipfian generator of Gray et al.,

@@ -12,7 +12,7 @@ func TestZipfMatchesTheLaw(t *testing.T) {
 	p := NewKeyPicker(DistZipf, n, rand.New(rand.NewPCG(1, 2)), z)
 	counts := make([]int, n)
 	for range draws {
-		i := p.Next()
+		i := p()
 		if i >= n {
 			t.Fatalf("draw %d out of [0, %d)", i, n)
 		}
@@ -72,7 +72,7 @@ func TestUniformAndHotPickers(t *testing.T) {
 	u := NewKeyPicker(DistUniform, 10, rng, nil)
 	seen := map[uint64]int{}
 	for range 10_000 {
-		i := u.Next()
+		i := u()
 		if i >= 10 {
 			t.Fatalf("uniform draw %d out of range", i)
 		}
@@ -85,14 +85,14 @@ func TestUniformAndHotPickers(t *testing.T) {
 	}
 	h := NewKeyPicker(DistHot, 1000, rng, nil)
 	for range 100 {
-		if h.Next() != 0 {
+		if h() != 0 {
 			t.Fatal("hot picker drew another key")
 		}
 	}
 	// a Zipf picker without a table, or with one of another size, builds its own
 	z := NewKeyPicker(DistZipf, 7, rng, NewZipfTable(100, ZipfTheta))
 	for range 1000 {
-		if z.Next() >= 7 {
+		if z() >= 7 {
 			t.Fatal("zipf draw out of range")
 		}
 	}

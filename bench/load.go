@@ -28,13 +28,12 @@ type LoadOptions struct {
 	Warmup   time.Duration // the same load, unmeasured, before the measured phase
 	Seed     uint64        // makes the key sequence reproducible
 	Timeout  time.Duration // bounds a batch's round trip; a connection that exceeds it fails (default 10s)
-	// ServerPIDs, if set, are the server's processes: their CPU time over
-	// the measured phase is reported per request. LogCounters, if set,
-	// returns its group commit counters, read at the start and the end of
-	// the measured phase.
-	ServerPIDs  []int
-	LogCounters func(context.Context) (LogStats, error)
-	noLatency   bool // Populate's: keep no latency
+	// Counters, if set, reads the server's counters (Target.counters),
+	// which the load reads at the start and the end of the measured phase
+	// with this process's CPU time: LoadResult's CPU and group commit
+	// figures come from their difference (setFigures).
+	Counters  func(context.Context) map[string]float64
+	noLatency bool // Populate's: keep no latency
 }
 
 // Validate checks the options and fills defaults.
@@ -79,10 +78,27 @@ type LoadResult struct {
 	Samples     Latencies `json:"-"` // every measured request's latency
 }
 
-// setLogStats sets the per-entry figures from the counters' difference
-// over the measured phase.
-func (r *LoadResult) setLogStats(d LogStats) {
-	r.OpsPerEntry, r.CommitTime, r.HoldTime = quot(d.Ops, d.Entries), quot(d.CommitSeconds*1e9, d.Commits), quot(d.HoldSeconds*1e9, d.Holds)
+// The counters the figures come from: CPU seconds of the server's
+// processes and of this one, and a cluster's group commit counters summed
+// over its nodes (a histogram's as name_sum and name_count).
+const (
+	serverCPU = "server_cpu_seconds"
+	clientCPU = "client_cpu_seconds"
+	entries   = "sluice_raft_committed_entries_total"
+	ops       = "sluice_raft_committed_ops_total"
+	commits   = "sluice_raft_commit_duration_seconds"
+	holds     = "sluice_batch_hold_duration_seconds"
+)
+
+// setFigures sets the CPU per request and the group commit figures per
+// entry from d, the counters' difference over the measured phase (a
+// counter not read is 0, and so is a figure without its counters).
+func (r *LoadResult) setFigures(d map[string]float64) {
+	n := float64(r.Requests)
+	r.ServerCPU, r.ClientCPU = quot(d[serverCPU]*1e9, n), quot(d[clientCPU]*1e9, n)
+	r.OpsPerEntry = quot(d[ops], d[entries])
+	r.CommitTime = quot(d[commits+"_sum"]*1e9, d[commits+"_count"])
+	r.HoldTime = quot(d[holds+"_sum"]*1e9, d[holds+"_count"])
 }
 
 // quot is a/b, 0 when b is not positive.
@@ -147,7 +163,7 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	return drive(ctx, o, allow.Replies, func(rng *rand.Rand) source {
 		pick := NewKeyPicker(w.Dist, w.Keys, rng, zt)
 		return func(b []byte) []byte {
-			i := pick.Next()
+			i := pick()
 			if w.DenyShare > 0 && rng.Float64() < w.DenyShare {
 				return deny.AppendIndex(b, denyP, i)
 			}
@@ -156,24 +172,17 @@ func RunLoad(ctx context.Context, w Workload, d Dialect, o LoadOptions) (LoadRes
 	})
 }
 
-// reading is what is read at the start and the end of the measured phase:
-// the CPU time of the server's processes and of this one, and the group
-// commit counters.
-type reading struct {
-	server, client float64
-	log            LogStats
-	serverErr      error
-	logErr         error
-}
-
-func read(ctx context.Context, o LoadOptions) reading {
-	r := reading{logErr: errors.New("not measured")}
-	r.server, r.serverErr = ProcessCPU(o.ServerPIDs)
-	r.client, _ = ProcessCPU([]int{os.Getpid()})
-	if o.LogCounters != nil {
-		r.log, r.logErr = o.LogCounters(ctx)
+// read reads the counters: the server's (o.Counters) and this process's
+// CPU time.
+func read(ctx context.Context, o LoadOptions) map[string]float64 {
+	m := map[string]float64{}
+	if o.Counters != nil {
+		m = o.Counters(ctx)
 	}
-	return r
+	if cpu, err := ProcessCPU([]int{os.Getpid()}); err == nil {
+		m[clientCPU] = cpu
+	}
+	return m
 }
 
 // drive sends the requests of the sources newSource makes, one per
@@ -196,18 +205,22 @@ func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand
 			return LoadResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 	}
-	// The readings before the measured phase are taken before the workers
-	// start (no warm-up) or at the end of the warm-up, before the phase
-	// changes: no measured request is answered before them.
+	// The counters are read before the measured phase starts, so that no
+	// measured request is answered before: before the workers start
+	// without a warm-up, at its end with one.
 	var phase atomic.Int32
 	var budget atomic.Int64 // requests left in the measured phase (request-count mode)
 	budget.Store(o.Requests)
-	var r0 reading
-	if o.Warmup <= 0 {
+	var r0 map[string]float64
+	start := time.Now()
+	measure := func() {
 		r0 = read(ctx, o)
 		phase.Store(phaseMeasure)
+		start = time.Now()
 	}
-	start := time.Now()
+	if o.Warmup <= 0 {
+		measure()
+	}
 	var wg sync.WaitGroup
 	for _, wk := range workers {
 		wg.Go(func() { wk.run(ctx, o, &phase, &budget) })
@@ -229,9 +242,7 @@ func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand
 	}
 	if o.Warmup > 0 {
 		wait(o.Warmup)
-		r0 = read(ctx, o)
-		phase.Store(phaseMeasure)
-		start = time.Now()
+		measure()
 	}
 	if o.Requests > 0 {
 		wait(math.MaxInt64) // until the budget is spent
@@ -253,13 +264,14 @@ func drive(ctx context.Context, o LoadOptions, replies int, newSource func(*rand
 	}
 	res.Throughput = float64(res.Requests) / max(res.Elapsed.Seconds(), 1e-9)
 	res.Latency = res.Samples.Summary()
-	if len(o.ServerPIDs) > 0 && r0.serverErr == nil && r1.serverErr == nil {
-		res.ServerCPU = quot((r1.server-r0.server)*1e9, float64(res.Requests))
+	for k, v := range r1 { // the difference of the counters read at both ends
+		if v0, ok := r0[k]; ok {
+			r1[k] = v - v0
+		} else {
+			delete(r1, k)
+		}
 	}
-	res.ClientCPU = quot((r1.client-r0.client)*1e9, float64(res.Requests))
-	if r0.logErr == nil && r1.logErr == nil {
-		res.setLogStats(r1.log.sub(r0.log))
-	}
+	res.setFigures(r1)
 	switch {
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("load: %w", ctx.Err())

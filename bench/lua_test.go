@@ -72,17 +72,26 @@ func call(t *testing.T, ctx context.Context, c *respwire.Conn, d Dialect, a Algo
 }
 
 func TestScriptSHAs(t *testing.T) {
-	for _, name := range ScriptNames() {
-		src, err := ScriptSource(name)
+	files, err := luaFS.ReadDir("lua")
+	if err != nil || len(files) != 6 {
+		t.Fatalf("lua/ has %d scripts, want the anchor and one per algorithm: %v", len(files), err)
+	}
+	for _, f := range files {
+		src, err := luaFS.ReadFile("lua/" + f.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum := sha1.Sum([]byte(src))
-		if ScriptSHA(name) != hex.EncodeToString(sum[:]) {
-			t.Errorf("%s: sha mismatch", name)
+		sum := sha1.Sum(src)
+		if ScriptSHA(f.Name()) != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: sha mismatch", f.Name())
 		}
-		if !strings.Contains(src, "redis.call") {
-			t.Errorf("%s does not look like a Redis script", name)
+		if !strings.Contains(string(src), "redis.call") {
+			t.Errorf("%s does not look like a Redis script", f.Name())
+		}
+	}
+	for _, a := range Algorithms() {
+		if ScriptSHA(commands[a][1]) == "" {
+			t.Errorf("no script for %s", a)
 		}
 	}
 	if ScriptSHA("nope.lua") != "" {
@@ -101,7 +110,7 @@ func TestLuaScriptsAgainstRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	lua := LuaDialect{}
+	lua := LuaDialect
 
 	t.Run("token", func(t *testing.T) {
 		p := Params{Limit: 4, RateN: 4, Period: time.Minute, Cost: 1} // RL.TOKEN k 4 4/m
@@ -184,10 +193,10 @@ func TestLuaScriptsAgainstRedis(t *testing.T) {
 
 	t.Run("anchor", func(t *testing.T) {
 		p := Params{Limit: 1, RateN: 1, Period: time.Hour, Cost: 1}
-		if r := call(t, ctx, c, LuaDialect{Anchor: true}, AlgToken, "anc", p); len(r) != 1 || r[0] != 1 {
+		if r := call(t, ctx, c, AnchorDialect, AlgToken, "anc", p); len(r) != 1 || r[0] != 1 {
 			t.Fatalf("first: %v", r)
 		}
-		if r := call(t, ctx, c, LuaDialect{Anchor: true}, AlgToken, "anc", p); len(r) != 1 || r[0] != 0 {
+		if r := call(t, ctx, c, AnchorDialect, AlgToken, "anc", p); len(r) != 1 || r[0] != 0 {
 			t.Fatalf("second: %v", r)
 		}
 	})
@@ -211,7 +220,7 @@ func TestLoadAgainstRedis(t *testing.T) {
 			t.Errorf("%s: denied share %.2f, want about 0.5", a, d)
 		}
 	}
-	rss, err := tgt.RSS()
+	rss, err := ProcessRSS(tgt.PIDs())
 	if err != nil || rss <= 0 {
 		t.Errorf("RSS %d %v", rss, err)
 	}

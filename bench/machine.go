@@ -2,7 +2,9 @@ package bench
 
 import (
 	"cmp"
+	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 
@@ -17,18 +19,22 @@ type Machine struct {
 	Kernel       string  `json:"kernel"`
 	GoVersion    string  `json:"go_version"`
 	RedisVersion string  `json:"redis_version"`
-	Sluice       string  `json:"sluice"`         // version and binary
+	Sluice       string  `json:"sluice"`         // version, binary and its build time
 	LoadStart    float64 `json:"load_avg_start"` // 1-minute load average before the run
 	DataDir      string  `json:"data_dir"`       // where the durable targets keep their data
 	DataFS       string  `json:"data_fs"`
 }
 
-// ReadMachine describes this machine (from /proc, through procfs).
-func ReadMachine(redisBin, dataDir string) Machine {
-	dataDir = cmp.Or(dataDir, os.TempDir())
+// ReadMachine describes this machine (from /proc, through procfs) and the
+// servers' binaries.
+func ReadMachine(cfg ServerConfig) Machine {
+	dataDir := cmp.Or(cfg.WorkDir, os.TempDir())
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	m := Machine{NProc: runtime.NumCPU(), CPUModel: runtime.GOARCH, Kernel: strings.TrimSpace(string(kernel)), GoVersion: runtime.Version(),
-		RedisVersion: RedisVersion(redisBin), LoadStart: -1, DataDir: dataDir, DataFS: "unknown"}
+		RedisVersion: version(cfg.RedisBin), Sluice: version(cfg.SluiceBin), LoadStart: -1, DataDir: dataDir, DataFS: "unknown"}
+	if fi, err := os.Stat(cfg.SluiceBin); err == nil {
+		m.Sluice += fmt.Sprintf(" (%s, built %s)", cfg.SluiceBin, fi.ModTime().UTC().Format("2006-01-02 15:04 MST"))
+	}
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return m
@@ -57,6 +63,25 @@ func ReadMachine(redisBin, dataDir string) Machine {
 	return m
 }
 
+// version is what a server binary's --version says: redis-server's v=
+// field, or sluice's second word.
+func version(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unavailable (" + err.Error() + ")"
+	}
+	f := strings.Fields(string(out))
+	for _, w := range f {
+		if v, ok := strings.CutPrefix(w, "v="); ok {
+			return v
+		}
+	}
+	if len(f) < 2 {
+		return strings.TrimSpace(string(out))
+	}
+	return f[1]
+}
+
 // ProcessCPU is the CPU time (user + system) the processes pids have used,
 // in seconds (/proc/PID/stat).
 func ProcessCPU(pids []int) (float64, error) {
@@ -75,13 +100,20 @@ func ProcessCPU(pids []int) (float64, error) {
 	return total, nil
 }
 
-// ReadRSS is a process's resident set size in bytes (VmRSS in
-// /proc/PID/status).
-func ReadRSS(pid int) (int64, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
+// ProcessRSS is the resident set size (VmRSS in /proc/PID/status) of the
+// processes pids, summed, in bytes.
+func ProcessRSS(pids []int) (int64, error) {
+	var sum int64
+	for _, pid := range pids {
+		p, err := procfs.NewProc(pid)
+		if err != nil {
+			return 0, fmt.Errorf("rss: %w", err)
+		}
+		st, err := p.NewStatus()
+		if err != nil {
+			return 0, fmt.Errorf("rss: %w", err)
+		}
+		sum += int64(st.VmRSS)
 	}
-	st, err := p.NewStatus()
-	return int64(st.VmRSS), err
+	return sum, nil
 }

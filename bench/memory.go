@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -66,74 +65,72 @@ type SweepOptions struct {
 	Targets []string
 	Counts  []uint64    // increasing key counts, e.g. 1k, 10k, ..., 1M
 	Load    LoadOptions // the throughput run at each count; Duration 0 skips it
-	// ScaleTargets, with ScaleRounds > 0, are compared at the largest and
-	// the smallest count in interleaved rounds of ScaleLoad once the sweep
-	// is done (see ScaleResult).
-	ScaleTargets []string
-	ScaleRounds  int
-	ScaleLoad    LoadOptions
+	// With ScaleRounds > 0 the sluice targets are compared at the largest
+	// and the smallest count in interleaved rounds of ScaleLoad once the
+	// sweep is done (see ScaleResult).
+	ScaleRounds int
+	ScaleLoad   LoadOptions
 }
 
-// Sweep starts a fresh instance of each target, then for each count: adds
-// live keys up to the count, reads the RSS right away, and (if Load has a
-// duration) measures token-bucket throughput with uniform keys over the
-// keys that exist, one target after the other. A target's failure is its
-// series' Err: the sweep stops only when its context ends.
+// Sweep measures each target in turn on a fresh instance: for each count
+// it adds live keys up to the count, reads the RSS right away and, if Load
+// has a duration, measures token-bucket throughput with uniform keys over
+// the keys that exist; then the scale comparison (ScaleRounds). A target's
+// failure is its series' Err: the sweep stops only when its context ends.
 func (r *Runner) Sweep(ctx context.Context, o SweepOptions) ([]MemorySeries, error) {
-	series := make([]MemorySeries, len(o.Targets))
-	targets := make([]*Target, len(o.Targets))
-	bases := make([]int64, len(o.Targets))
-	env := NewEnv(r.Env.Config()) // fresh instances of the targets
-	defer env.Close()
-	for i, name := range o.Targets {
-		series[i].Target = name
-		r.step("memory: start " + name)
-		t, err := env.Get(ctx, name)
-		if err != nil {
-			series[i].Unavailable = err.Error()
-			r.note("unavailable: " + shorten(err.Error(), 80))
-			continue
+	var out []MemorySeries
+	for _, name := range o.Targets {
+		if ctx.Err() == nil {
+			out = append(out, r.sweep(ctx, name, o))
 		}
-		targets[i] = t
-		time.Sleep(300 * time.Millisecond) // let the new process settle
-		if bases[i], err = t.RSS(); err != nil {
-			series[i].Err = err.Error()
-		}
-		r.note("RSS " + FormatBytes(bases[i]))
 	}
+	return out, ctx.Err()
+}
+
+func (r *Runner) sweep(ctx context.Context, name string, o SweepOptions) MemorySeries {
+	s, step := MemorySeries{Target: name}, "memory: start "+name
+	fail := func(err error) MemorySeries {
+		s.Err = err.Error()
+		r.note(step, err)
+		return s
+	}
+	t, err := StartTarget(ctx, r.Env.cfg, name)
+	if err != nil {
+		s.Unavailable = err.Error()
+		r.note(step, "unavailable: "+shorten(err.Error(), 80))
+		return s
+	}
+	defer t.Stop()
+	time.Sleep(300 * time.Millisecond) // let the new process settle
+	base, err := ProcessRSS(t.PIDs())
+	if err != nil {
+		return fail(err)
+	}
+	r.note(step, "RSS "+FormatBytes(base))
 	w := Workload{Alg: AlgToken, Dist: DistUniform, Cost: 1, Prefix: MemoryKeyPrefix, Allow: MemoryParams(), Deny: MemoryParams()}
 	for _, n := range o.Counts {
-		for i, t := range targets {
-			if t == nil || series[i].Err != "" || ctx.Err() != nil {
-				continue
-			}
-			r.step(fmt.Sprintf("memory: %s keys on %s", FormatCount(float64(n)), t.Name))
-			p, err := addKeys(ctx, t, series[i].Last().Keys, n, bases[i])
+		step = fmt.Sprintf("memory: %s keys on %s", FormatCount(float64(n)), name)
+		p, err := addKeys(ctx, t, s.Last().Keys, n, base)
+		if err != nil {
+			return fail(err)
+		}
+		r.note(step, fmt.Sprintf("RSS %s, %.0f B/key, dbsize %d", FormatBytes(p.RSS), p.PerKey, p.DBSize))
+		if o.Load.Duration > 0 {
+			step, w.Keys = fmt.Sprintf("keys=%s: %s", FormatCount(float64(n)), name), n
+			lr, err := t.load(ctx, w, o.Load, 1)
 			if err != nil {
-				series[i].Err = err.Error()
-				r.note("failed: " + shorten(err.Error(), 80))
-				continue
+				s.Points = append(s.Points, p)
+				return fail(err)
 			}
-			r.note(fmt.Sprintf("RSS %s, %.0f B/key, dbsize %d", FormatBytes(p.RSS), p.PerKey, p.DBSize))
-			if o.Load.Duration > 0 {
-				r.step(fmt.Sprintf("keys=%s: %s", FormatCount(float64(n)), t.Name))
-				w.Keys = n
-				lr, err := t.load(ctx, w, o.Load, 1)
-				if r.noteLoad(lr, err); err != nil {
-					series[i].Err = err.Error()
-				} else {
-					p.Throughput, p.Latency = lr.Throughput, lr.Latency
-				}
-			}
-			series[i].Points = append(series[i].Points, p)
+			r.note(step, lr)
+			p.Throughput, p.Latency = lr.Throughput, lr.Latency
 		}
+		s.Points = append(s.Points, p)
 	}
-	for i, t := range targets {
-		if t != nil && series[i].Err == "" && ctx.Err() == nil && o.ScaleRounds > 0 && slices.Contains(o.ScaleTargets, t.Name) && len(o.Counts) > 1 {
-			series[i].Scale = r.scale(ctx, t, w, o.Counts[0], series[i].Last().Keys, o)
-		}
+	if o.ScaleRounds > 0 && !IsRedis(name) && len(o.Counts) > 1 && ctx.Err() == nil {
+		s.Scale = r.scale(ctx, t, w, o.Counts[0], s.Last().Keys, o)
 	}
-	return series, ctx.Err()
+	return s
 }
 
 // addKeys creates the live keys [have, n) on t and reads its memory.
@@ -147,7 +144,7 @@ func addKeys(ctx context.Context, t *Target, have, n uint64, base int64) (Memory
 	}
 	time.Sleep(300 * time.Millisecond) // let the allocator settle after the burst of writes
 	p := MemoryPoint{Keys: n, BaseRSS: base, DBSize: -1, UsedMemory: -1}
-	if p.RSS, err = t.RSS(); err != nil {
+	if p.RSS, err = ProcessRSS(t.PIDs()); err != nil {
 		return p, err
 	}
 	p.PerKey = float64(p.RSS-base) / float64(max(n, 1))
@@ -160,11 +157,12 @@ func addKeys(ctx context.Context, t *Target, have, n uint64, base int64) (Memory
 	return p, nil
 }
 
-// scale runs the ScaleResult comparison for target t, which holds large keys.
+// scale runs the ScaleResult comparison for target t, which holds large
+// keys, against a second instance holding small keys.
 func (r *Runner) scale(ctx context.Context, t *Target, w Workload, small, large uint64, o SweepOptions) *ScaleResult {
 	sr := &ScaleResult{SmallKeys: small, LargeKeys: large, Rounds: o.ScaleRounds}
-	r.step(fmt.Sprintf("scale: start a second %s with %s keys", t.Name, FormatCount(float64(small))))
-	st, err := StartTarget(ctx, r.Env.Config(), t.Name)
+	step := fmt.Sprintf("scale: start a second %s with %s keys", t.Name, FormatCount(float64(small)))
+	st, err := StartTarget(ctx, r.Env.cfg, t.Name)
 	if err == nil {
 		defer st.Stop()
 		_, err = addKeys(ctx, st, 0, small, 0)
@@ -174,18 +172,18 @@ func (r *Runner) scale(ctx context.Context, t *Target, w Workload, small, large 
 		for side, tg := range []*Target{st, t} {
 			if err == nil {
 				w.Keys = []uint64{small, large}[side]
-				r.step(fmt.Sprintf("scale: %s keys round %d/%d", FormatCount(float64(w.Keys)), round+1, o.ScaleRounds))
+				step = fmt.Sprintf("scale: %s keys round %d/%d", FormatCount(float64(w.Keys)), round+1, o.ScaleRounds)
 				var lr LoadResult
-				lr, err = tg.load(ctx, w, o.ScaleLoad, uint64(round+1))
-				if runs[side] = append(runs[side], lr); err == nil {
-					r.noteLoad(lr, nil)
+				if lr, err = tg.load(ctx, w, o.ScaleLoad, uint64(round+1)); err == nil {
+					runs[side] = append(runs[side], lr)
+					r.note(step, lr)
 				}
 			}
 		}
 	}
 	if err != nil {
 		sr.Err = err.Error()
-		r.note("failed: " + shorten(sr.Err, 80))
+		r.note(step, err)
 		return sr
 	}
 	sr.Small, sr.Large = MedianResult(runs[0]), MedianResult(runs[1])

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,7 +235,7 @@ func (r *Report) WriteDoc(path, chartDir string) error {
 func (r *Report) Charts() map[string]string {
 	charts := map[string]string{}
 	if conns := r.CasesIn("conns"); len(conns) > 0 {
-		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s", LogX: true}
+		ch := LineChart{Title: "Throughput against connections (RL.TOKEN, P1)", XLabel: "connections", YLabel: "requests/s"}
 		for _, t := range conns[0].Case.Targets {
 			s := Series{Name: t}
 			for _, c := range conns {
@@ -259,9 +260,9 @@ func (r *Report) Charts() map[string]string {
 		charts["latency-"+strings.TrimPrefix(cr.Case.ID, "goal-")+".svg"] = ch.SVG()
 	}
 	if len(r.Keys) > 0 {
-		mem := LineChart{Title: "Resident memory against live keys", XLabel: "live keys", YLabel: "RSS (MiB)", LogX: true, LogY: true}
-		per := LineChart{Title: "RSS per live key against live keys", XLabel: "live keys", YLabel: "bytes per key", LogX: true}
-		thr := LineChart{Title: "Throughput against live keys (RL.TOKEN, P16)", XLabel: "live keys", YLabel: "requests/s", LogX: true}
+		mem := LineChart{Title: "Resident memory against live keys", XLabel: "live keys", YLabel: "RSS (MiB)", LogY: true}
+		per := LineChart{Title: "RSS per live key against live keys", XLabel: "live keys", YLabel: "bytes per key"}
+		thr := LineChart{Title: "Throughput against live keys (RL.TOKEN, P16)", XLabel: "live keys", YLabel: "requests/s"}
 		for _, s := range r.Keys {
 			ms, ps, ts := Series{Name: s.Target}, Series{Name: s.Target}, Series{Name: s.Target}
 			for _, p := range s.Points {
@@ -292,17 +293,7 @@ func (r *Report) Markdown(chartDir string) string { return r.render("benchmarks.
 // render executes the template file name on r.
 func (r *Report) render(name, chartDir string) string {
 	charts := r.Charts()
-	num := func(v any) float64 {
-		switch n := v.(type) {
-		case int64:
-			return float64(n)
-		case uint64:
-			return float64(n)
-		case int:
-			return float64(n)
-		}
-		return v.(float64)
-	}
+	num := func(v any) float64 { return reflect.ValueOf(v).Convert(reflect.TypeFor[float64]()).Float() } // any int or float
 	t := template.Must(template.New(name).Funcs(template.FuncMap{
 		"count": func(v any) string { return FormatCount(num(v)) }, "ns": func(v any) string { return FormatNs(int64(num(v))) },
 		"bytes": FormatBytes, "pct": pct, "cpu": cpuCell, "ratio": ratioCell, "problem": runProblem, "short": shorten, "trim": strings.TrimSpace,

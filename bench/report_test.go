@@ -4,10 +4,12 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/xml"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ func wellFormed(t *testing.T, name, s string) {
 }
 
 func TestChartsAreWellFormedSVG(t *testing.T) {
-	lc := LineChart{Title: "a <b> & c", XLabel: "x", YLabel: "y", LogX: true, LogY: true, Series: []Series{
+	lc := LineChart{Title: "a <b> & c", XLabel: "x", YLabel: "y", LogY: true, Series: []Series{
 		{Name: "s1", X: []float64{1, 10, 100, 1000}, Y: []float64{5, 50, 500, 0}},
 		{Name: "s2", X: []float64{1, 10}, Y: []float64{3e6, 2e6}},
 		{Name: "empty"},
@@ -51,18 +53,18 @@ func TestChartsAreWellFormedSVG(t *testing.T) {
 	wellFormed(t, "linear", LineChart{Series: []Series{{Name: "z", X: []float64{0, 1, 2}, Y: []float64{0, 0, 0}}}}.SVG())
 }
 
-func TestAxisTicks(t *testing.T) {
-	a := axis{lo: 1000, hi: 1e7, log: true, from: 0, to: 100}
-	ticks := a.ticks()
-	if len(ticks) == 0 || ticks[0] != 1000 || ticks[len(ticks)-1] != 1e7 {
-		t.Errorf("log ticks %v", ticks)
+func TestYTicks(t *testing.T) {
+	if got := yTicks([]float64{1500, 9e6, 0}, true); len(got) != 5 || got[0] != 1000 || got[4] != 1e7 {
+		t.Errorf("log ticks %v, want the decades from 1e3 to 1e7", got)
 	}
-	if p := a.pos(1e5); p < 49.9 || p > 50.1 {
-		t.Errorf("log position of 1e5 on [1e3,1e7]: %g", p)
+	if got := yTicks([]float64{15, 90}, true); !slices.Equal(got, []float64{10, 20, 50, 100}) {
+		t.Errorf("log ticks over one decade %v", got)
 	}
-	l := axis{lo: 0, hi: 100, from: 0, to: 10}
-	if got := l.ticks(); len(got) != 6 || got[1] != 20 {
+	if got := yTicks([]float64{3, 100}, false); len(got) != 6 || got[1] != 20 || got[5] != 100 {
 		t.Errorf("linear ticks %v", got)
+	}
+	if got := yTicks([]float64{0, 0}, false); len(got) < 2 || got[0] != 0 {
+		t.Errorf("linear ticks of zeros %v", got)
 	}
 }
 
@@ -229,19 +231,21 @@ func TestStamp(t *testing.T) {
 	}
 }
 
-// TestProgress: a line per step, naming it and its result; none without
-// a writer.
+// TestProgress: a line per step, naming it and its result (a text, a
+// failure, a run's figures); none without a writer.
 func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
 	r := &Runner{Progress: &buf}
-	r.step("one")
-	r.note("done one")
-	if !strings.Contains(buf.String(), "one: done one") {
-		t.Errorf("progress: %q", buf.String())
+	r.note("one", "done one")
+	r.note("two", errors.New("boom"))
+	r.note("three", LoadResult{Throughput: 1500, Errors: 2, FirstError: "ERR x", Latency: Percentiles{P99: 2_000_000}})
+	for _, want := range []string{"] one: done one\n", "] two: failed: boom\n", "] three: 2k/s p99 2.0ms (2 errors: ERR x)\n"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("progress %q lacks %q", buf.String(), want)
+		}
 	}
 	quiet := &Runner{}
-	quiet.step("x")
-	quiet.note("")
+	quiet.note("x", "")
 }
 
 func TestSuitePlan(t *testing.T) {
@@ -264,8 +268,12 @@ func TestSuitePlan(t *testing.T) {
 			t.Errorf("the default suite lacks %s", id)
 		}
 	}
-	if !o.memoryFromSweep() {
-		t.Error("the default suite measures memory twice")
+	if got := o.sweepCounts(); !slices.Equal(got, keyCounts(o.MaxKeys)) || !slices.Contains(got, o.MemoryKeys) {
+		t.Errorf("the default suite's sweep counts %v: want the key counts, the memory point among them", got)
+	}
+	memOnly := SuiteOptions{Sections: map[string]bool{SectionMemory: true}, MemoryKeys: 5000}
+	if got := memOnly.sweepCounts(); !slices.Equal(got, []uint64{5000}) {
+		t.Errorf("-sections memory sweeps %v, want just the memory point", got)
 	}
 	if got := keyCounts(10_000_000); len(got) != 5 || got[0] != 1000 || got[4] != 10_000_000 {
 		t.Errorf("key counts %v", got)
@@ -329,4 +337,22 @@ func defaultSuite() SuiteOptions {
 	o := SuiteOptions{}
 	o.Defaults()
 	return o
+}
+
+// TestVersion: the version a server binary prints, redis-server's and
+// sluice's way; a missing binary says so.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	for name, out := range map[string]string{"redis": "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64", "sluice": "sluice v0.2.0-221-g5e55b50\ncommit 5e55b50"} {
+		bin := filepath.Join(dir, name)
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := version(bin), map[string]string{"redis": "7.0.15", "sluice": "v0.2.0-221-g5e55b50"}[name]; got != want {
+			t.Errorf("%s: version %q, want %q", name, got, want)
+		}
+	}
+	if got := version(filepath.Join(dir, "missing")); !strings.HasPrefix(got, "unavailable") {
+		t.Errorf("a missing binary's version %q", got)
+	}
 }

@@ -78,31 +78,27 @@ type Runner struct {
 	Env      *Env
 	Progress io.Writer
 	started  time.Time
-	current  string
 }
 
-// step names the step that runs next; note prints its line when it ends.
-func (r *Runner) step(name string) { r.current = name }
-
-func (r *Runner) note(result string) {
-	if r.Progress != nil {
-		if r.started.IsZero() {
-			r.started = time.Now()
+// note prints the line of a step that ended: its name and its result, a
+// text, an error (it failed) or a run's LoadResult.
+func (r *Runner) note(step string, result any) {
+	if r.Progress == nil {
+		return
+	}
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
+	switch v := result.(type) {
+	case error:
+		result = "failed: " + shorten(v.Error(), 80)
+	case LoadResult:
+		result = fmt.Sprintf("%s/s p99 %s", FormatCount(v.Throughput), FormatNs(v.Latency.P99))
+		if v.Errors > 0 {
+			result = fmt.Sprintf("%s (%d errors: %s)", result, v.Errors, shorten(v.FirstError, 60))
 		}
-		fmt.Fprintf(r.Progress, "[%s] %s: %s\n", time.Since(r.started).Round(time.Second), r.current, result)
 	}
-}
-
-// noteLoad notes a run's outcome.
-func (r *Runner) noteLoad(lr LoadResult, err error) {
-	switch {
-	case err != nil:
-		r.note("failed: " + shorten(err.Error(), 80))
-	case lr.Errors > 0:
-		r.note(fmt.Sprintf("%s/s p99 %s (%d errors: %s)", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99), lr.Errors, shorten(lr.FirstError, 60)))
-	default:
-		r.note(fmt.Sprintf("%s/s p99 %s", FormatCount(lr.Throughput), FormatNs(lr.Latency.P99)))
-	}
+	fmt.Fprintf(r.Progress, "[%s] %s: %v\n", time.Since(r.started).Round(time.Second), step, result)
 }
 
 // RunCase runs c; a target that cannot start or fails is reported in its
@@ -116,11 +112,10 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 	res := CaseResult{Case: c, Runs: make([]TargetRun, len(c.Targets))}
 	for round := range c.Rounds {
 		for i, name := range c.Targets {
-			run := &res.Runs[i]
+			run, step := &res.Runs[i], fmt.Sprintf("%s: %s round %d/%d", c.ID, name, round+1, c.Rounds)
 			run.Target = name
-			r.step(fmt.Sprintf("%s: %s round %d/%d", c.ID, name, round+1, c.Rounds))
 			if run.Unavailable != "" || run.Err != "" {
-				r.note("skipped")
+				r.note(step, "skipped")
 				continue
 			}
 			t, err := r.Env.Get(ctx, name)
@@ -129,18 +124,21 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 			}
 			if err != nil {
 				run.Unavailable = err.Error()
-				r.note("unavailable: " + shorten(err.Error(), 80))
-			} else if _, err = t.Do(ctx, "FLUSHALL"); err != nil {
-				run.Err = fmt.Sprintf("%s: FLUSHALL: %v", name, err)
-				r.note("failed: " + shorten(run.Err, 80))
+				r.note(step, "unavailable: "+shorten(err.Error(), 80))
+				continue
+			}
+			var lr LoadResult
+			if _, err = t.Do(ctx, "FLUSHALL"); err != nil {
+				err = fmt.Errorf("%s: FLUSHALL: %w", name, err)
 			} else {
-				var lr LoadResult
-				if lr, err = t.load(ctx, c.Workload, c.Load, uint64(round+1)); err != nil {
-					run.Err = err.Error()
-				} else {
-					run.Rounds = append(run.Rounds, lr)
-				}
-				r.noteLoad(lr, err)
+				lr, err = t.load(ctx, c.Workload, c.Load, uint64(round+1))
+			}
+			if err != nil {
+				run.Err = err.Error()
+				r.note(step, err)
+			} else {
+				run.Rounds = append(run.Rounds, lr)
+				r.note(step, lr)
 			}
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -155,13 +153,10 @@ func (r *Runner) RunCase(ctx context.Context, c Case) (CaseResult, error) {
 	return res, nil
 }
 
-// load runs w on t with o, its addresses, processes, group commit counters
-// and seed filled in; a failed run whose target has exited says so.
+// load runs w on t with o, its addresses, counters and seed filled in; a
+// failed run whose target has exited says so.
 func (t *Target) load(ctx context.Context, w Workload, o LoadOptions, seed uint64) (LoadResult, error) {
-	o.Addrs, o.ServerPIDs, o.Seed = t.Addrs, t.PIDs(), seed
-	if metrics := t.metrics; len(metrics) > 0 {
-		o.LogCounters = func(ctx context.Context) (LogStats, error) { return logCounters(ctx, metrics) }
-	}
+	o.Addrs, o.Counters, o.Seed = t.Addrs, t.counters, seed
 	lr, err := RunLoad(ctx, w, t.Dialect, o)
 	if err != nil && t.Alive() != nil {
 		return lr, t.Alive()

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/respwire"
@@ -46,14 +45,6 @@ func TargetNames() []string {
 		TargetRedis, TargetRedisAnchor, TargetRedisEcho, TargetRedisAOF}, DurabilityTargets()...)
 }
 
-// ParseTarget checks a target name.
-func ParseTarget(s string) (string, error) {
-	if slices.Contains(TargetNames(), s) {
-		return s, nil
-	}
-	return "", fmt.Errorf("unknown target %q (want one of %s)", s, strings.Join(TargetNames(), ", "))
-}
-
 // IsRedis reports whether a target is a redis-server one.
 func IsRedis(name string) bool { return strings.HasPrefix(name, TargetRedis) }
 
@@ -80,19 +71,6 @@ type Target struct {
 	leader  func(ctx context.Context) (string, error)
 }
 
-// RSS is the resident set size of the target's processes, summed, in bytes.
-func (t *Target) RSS() (int64, error) {
-	var sum int64
-	for _, pid := range t.PIDs() {
-		n, err := ReadRSS(pid)
-		if err != nil {
-			return 0, fmt.Errorf("rss of %s: %w", t.Name, err)
-		}
-		sum += n
-	}
-	return sum, nil
-}
-
 // Do runs one command on the target's first address; an error reply is an
 // error. ctx is checked first only: the exchange has its own deadline.
 func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error) {
@@ -100,6 +78,20 @@ func (t *Target) Do(ctx context.Context, args ...string) (respwire.Value, error)
 		return respwire.Value{}, err
 	}
 	return doAt(t.Addrs[0], args...)
+}
+
+// counters reads the target's counters (LoadOptions.Counters): its
+// processes' CPU time and its nodes' metrics; what cannot be read is left
+// out.
+func (t *Target) counters(ctx context.Context) map[string]float64 {
+	m, err := readMetrics(ctx, t.metrics)
+	if err != nil {
+		m = map[string]float64{}
+	}
+	if cpu, err := ProcessCPU(t.PIDs()); err == nil {
+		m[serverCPU] = cpu
+	}
+	return m
 }
 
 // Stop stops the target's processes and removes its data directories.
@@ -134,39 +126,24 @@ func checkBin(what, bin string) (string, error) {
 // come from an Env). The caller stops it.
 func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
 	cfg.StartTimeout = cmp.Or(cfg.StartTimeout, 20*time.Second)
-	if name == TargetSluiceCluster || strings.HasPrefix(name, durabilityP) {
-		return startSluiceCluster(ctx, cfg, name)
+	switch _, _, durability := durabilityOf(name); {
+	case name == TargetRedis || name == TargetRedisAOF:
+		return startRedis(ctx, cfg, name)
+	case durability || slices.Contains([]string{TargetSluiceMem, TargetSluiceDurable, TargetSluiceCluster}, name):
+		return startSluice(ctx, cfg, name)
 	}
-	if !slices.Contains([]string{TargetSluiceMem, TargetSluiceDurable, TargetRedis, TargetRedisAOF}, name) {
-		return nil, fmt.Errorf("%q is not a target of its own", name)
-	}
-	addr, err := sluiceproc.FreeAddr()
+	return nil, fmt.Errorf("%q is not a target of its own", name)
+}
+
+// startRedis starts redis-server, without persistence or, for redis-aof,
+// with every write on disk before its reply, and loads the scripts.
+func startRedis(ctx context.Context, cfg ServerConfig, name string) (*Target, error) {
+	bin, err := checkBin("redis-server", cfg.RedisBin)
 	if err != nil {
 		return nil, err
 	}
-	// sluice-mem and sluice-durable answer once an RL.TOKEN call is
-	// decided (a leader, a committed write); redis once it has loaded the
-	// scripts.
-	t := &Target{Name: name, Addrs: []string{addr}, Dialect: SluiceDialect{}}
-	what, bin, probe := "sluice", cfg.SluiceBin, limiterProbe
-	args := func(dir string) []string {
-		if name == TargetSluiceMem {
-			return []string{"--addr", addr, "--log-level", "warn", "--in-memory"}
-		}
-		return []string{"--addr", addr, "--log-level", "warn", "--data-dir", filepath.Join(dir, "data")}
-	}
-	if IsRedis(name) {
-		t.Dialect, what, bin, probe = LuaDialect{}, "redis-server", cfg.RedisBin, LoadScripts
-		persist := []string{"--appendonly", "no"}
-		if name == TargetRedisAOF {
-			persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
-		}
-		_, port, _ := strings.Cut(addr, ":")
-		args = func(dir string) []string {
-			return append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
-		}
-	}
-	if bin, err = checkBin(what, bin); err != nil {
+	addr, err := sluiceproc.FreeAddr()
+	if err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(cfg.WorkDir, "sluice-bench-"+name+"-")
@@ -178,17 +155,23 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	p, err := sluiceproc.Start(name, bin, args(dir), sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
+	_, port, _ := strings.Cut(addr, ":")
+	persist := []string{"--appendonly", "no"}
+	if name == TargetRedisAOF {
+		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, persist...)
+	p, err := sluiceproc.Start(name, bin, args, sluiceproc.Options{Dir: dir, Output: logf, DieWithParent: true})
 	if err != nil {
 		logf.Close()
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
+	t := &Target{Name: name, Addrs: []string{addr}, Dialect: LuaDialect, PIDs: func() []int { return []int{p.Pid()} }}
 	t.stop = func() error {
 		err := p.Stop(10 * time.Second)
 		logf.Close()
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	t.PIDs = func() []int { return []int{p.Pid()} }
 	t.Alive = func() error {
 		select {
 		case <-p.Exited():
@@ -201,39 +184,12 @@ func StartTarget(ctx context.Context, cfg ServerConfig, name string) (*Target, e
 		if t.Alive() != nil {
 			return nil // no use waiting
 		}
-		return probe(addr)
+		return LoadScripts(addr)
 	})
 	if err = errors.Join(err, t.Alive()); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s not ready: %w", name, err), t.Stop())
 	}
 	return t, nil
-}
-
-// limiterProbe succeeds when an RL.TOKEN call is decided (a node with a
-// leader and a committed write), then removes the probe key.
-func limiterProbe(addr string) error {
-	v, err := doAt(addr, "RL.TOKEN", "bench:probe", "10", "1/s")
-	if err != nil {
-		return err
-	}
-	if _, ok := v.Ints(); !ok {
-		return fmt.Errorf("RL.TOKEN replied %v", v)
-	}
-	_, err = doAt(addr, "DEL", "bench:probe")
-	return err
-}
-
-// RedisVersion is what `redis-server --version` prints, shortened.
-func RedisVersion(bin string) string {
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "unavailable (" + err.Error() + ")"
-	}
-	s := strings.TrimSpace(string(out))
-	if f := strings.Fields(s); len(f) >= 3 {
-		return strings.TrimPrefix(f[2], "v=")
-	}
-	return s
 }
 
 // Env starts targets on first use and keeps them for the whole suite, so
@@ -242,7 +198,6 @@ func RedisVersion(bin string) string {
 // is remembered as unavailable with its reason.
 type Env struct {
 	cfg     ServerConfig
-	mu      sync.Mutex
 	targets map[string]*Target
 	errs    map[string]error
 }
@@ -252,17 +207,8 @@ func NewEnv(cfg ServerConfig) *Env {
 	return &Env{cfg: cfg, targets: map[string]*Target{}, errs: map[string]error{}}
 }
 
-// Config is the Env's server configuration.
-func (e *Env) Config() ServerConfig { return e.cfg }
-
 // Get returns the running target, starting it on first use.
-func (e *Env) Get(ctx context.Context, name string) (*Target, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.get(ctx, name)
-}
-
-func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
+func (e *Env) Get(ctx context.Context, name string) (t *Target, err error) {
 	if t, ok := e.targets[name]; ok {
 		return t, t.Alive()
 	}
@@ -271,20 +217,20 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	}
 	// A view shares its base's processes under another name and dialect.
 	view := func(base string, d Dialect) {
-		if t, err = e.get(ctx, base); err == nil {
+		if t, err = e.Get(ctx, base); err == nil {
 			v := *t
 			v.Name, v.stop = name, nil
-			v.Dialect = cmp.Or[Dialect](d, v.Dialect)
+			v.Dialect = cmp.Or(d, v.Dialect)
 			t = &v
 		}
 	}
 	switch name {
 	case TargetRedisAnchor:
-		view(TargetRedis, LuaDialect{Anchor: true})
+		view(TargetRedis, AnchorDialect)
 	case TargetRedisEcho:
-		view(TargetRedis, EchoDialect{})
+		view(TargetRedis, EchoDialect)
 	case TargetSluiceClusterLeader:
-		if view(TargetSluiceCluster, nil); err == nil {
+		if view(TargetSluiceCluster, ""); err == nil {
 			err = t.onLeader(ctx)
 		}
 	default:
@@ -296,23 +242,6 @@ func (e *Env) get(ctx context.Context, name string) (t *Target, err error) {
 	}
 	e.targets[name] = t
 	return t, nil
-}
-
-// SluiceVersion is the sluice_version of INFO server of a sluice target the
-// Env has running, with the binary's path and modification time; empty when
-// none runs.
-func (e *Env) SluiceVersion(ctx context.Context) string {
-	e.mu.Lock()
-	t := cmp.Or(e.targets[TargetSluiceMem], e.targets[TargetSluiceDurable], e.targets[TargetSluiceCluster])
-	e.mu.Unlock()
-	if t == nil {
-		return ""
-	}
-	version := cmp.Or(info(ctx, t, "server")["sluice_version"], "unknown")
-	if fi, err := os.Stat(e.cfg.SluiceBin); err == nil {
-		version += fmt.Sprintf(" (%s, built %s)", e.cfg.SluiceBin, fi.ModTime().UTC().Format("2006-01-02 15:04 MST"))
-	}
-	return version
 }
 
 // info is a section of the target's INFO, field by field.
@@ -330,8 +259,6 @@ func info(ctx context.Context, t *Target, section string) map[string]string {
 
 // Close stops every target started.
 func (e *Env) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var errs []error
 	for name, t := range e.targets {
 		if err := t.Stop(); err != nil {

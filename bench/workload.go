@@ -216,12 +216,6 @@ func compile(cmds ...[]any) Template {
 	return t
 }
 
-// Append appends the request for key to b; a layered template's layers
-// need the key's index, see AppendIndex.
-func (t Template) Append(b, key []byte) []byte {
-	return append(respwire.AppendBulk(append(b, t.Head...), key), t.Tail...)
-}
-
 // AppendIndex appends the request for the key prefix+i (as AppendKey
 // spells it) to b, with the keys of its layers, without allocating.
 func (t Template) AppendIndex(b []byte, prefix string, i uint64) []byte {
@@ -242,20 +236,33 @@ func appendBulkKey(b []byte, p1, p2 string, i uint64) []byte {
 	return append(b, '\r', '\n')
 }
 
-// Dialect spells limiter requests for one kind of server.
-type Dialect interface {
-	Template(a Algorithm, p Params) (Template, error)
-}
+// Dialect spells limiter requests for one kind of server: sluice's RL.*
+// commands; EVALSHA of the scripts in lua/ (LoadScripts); EVALSHA of the
+// anchor token bucket script (1 or 0, no cost: token workloads only); or
+// ECHO key whatever the workload, the cheapest request that still carries
+// the key, to measure the load generator's ceiling (the load counts its
+// bulk reply as allowed). incr-expire is Redis's own commands on every
+// server.
+type Dialect string
 
-// SluiceDialect spells requests as sluice's RL.* commands.
-type SluiceDialect struct{}
+// The dialects.
+const (
+	SluiceDialect Dialect = "sluice"
+	LuaDialect    Dialect = "lua"
+	AnchorDialect Dialect = "anchor"
+	EchoDialect   Dialect = "echo"
+)
 
-// Template implements Dialect.
-func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
-	switch a {
-	case AlgIncrExpire:
-		return incrExpire(p), nil
-	case AlgAll3:
+// Template is the request of algorithm a with parameters p.
+func (d Dialect) Template(a Algorithm, p Params) (Template, error) {
+	script, args := commands[a][1], luaArgs(a, p)
+	switch {
+	case d == EchoDialect:
+		return compile([]any{"ECHO", key{}}), nil
+	case a == AlgIncrExpire: // INCRBY key cost, then EXPIRE key window-in-seconds, two replies
+		secs := strconv.FormatInt(max(int64(p.Period/time.Second), 1), 10)
+		return compile([]any{"INCRBY", key{}, strconv.FormatInt(p.Cost, 10)}, []any{"EXPIRE", Layer{Div: 1}, secs}), nil
+	case d == SluiceDialect && a == AlgAll3:
 		// RL.ALL 3 TOKEN <user> ... TOKEN <tenant> ... TOKEN <shared> ...:
 		// the user's limit is p (the denied share exhausts it), the
 		// others' are never reached, so a denied call is denied by the
@@ -266,18 +273,16 @@ func (SluiceDialect) Template(a Algorithm, p Params) (Template, error) {
 		return compile([]any{"RL.ALL", "3", "TOKEN", key{}, n(p.Limit, 10), rate(p), c,
 			"TOKEN", Layer{Prefix: "t:", Div: AllTenantDiv}, n(up.Limit, 10), rate(up), c,
 			"TOKEN", Layer{Prefix: "g:", Div: AllGlobalDiv}, n(up.Limit, 10), rate(up), c}), nil
+	case d == SluiceDialect && a.Command() != "":
+		return compile(append([]any{a.Command(), key{}}, sluiceArgs(a, p)...)), nil
+	case d == AnchorDialect && (a != AlgToken || p.Cost != 1):
+		return Template{}, fmt.Errorf("the anchor script is a token bucket without cost, not %s with cost %d", a, p.Cost)
+	case d == AnchorDialect:
+		script, args = AnchorScript, args[:2]
+	case d != LuaDialect || script == "":
+		return Template{}, fmt.Errorf("no %s request for %q", d, a)
 	}
-	if a.Command() == "" {
-		return Template{}, fmt.Errorf("unknown algorithm %q", a)
-	}
-	return compile(append([]any{a.Command(), key{}}, sluiceArgs(a, p)...)), nil
-}
-
-// incrExpire is AlgIncrExpire's request: INCRBY key cost, then EXPIRE key
-// window-in-seconds, two replies.
-func incrExpire(p Params) Template {
-	secs := strconv.FormatInt(max(int64(p.Period/time.Second), 1), 10)
-	return compile([]any{"INCRBY", key{}, strconv.FormatInt(p.Cost, 10)}, []any{"EXPIRE", Layer{Div: 1}, secs})
+	return compile(append([]any{"EVALSHA", ScriptSHA(script), "1", key{}}, args...)), nil
 }
 
 // sluiceArgs are the arguments after the key of a's sluice command: the
@@ -292,40 +297,6 @@ func sluiceArgs(a Algorithm, p Params) []any {
 		args = append(args, "COST", strconv.FormatInt(p.Cost, 10))
 	}
 	return args
-}
-
-// EchoDialect sends ECHO key whatever the algorithm: the cheapest request
-// that still carries the key, to measure the load generator's ceiling. The
-// load counts its bulk reply as allowed.
-type EchoDialect struct{}
-
-// Template implements Dialect.
-func (EchoDialect) Template(Algorithm, Params) (Template, error) {
-	return compile([]any{"ECHO", key{}}), nil
-}
-
-// LuaDialect spells requests as EVALSHA of the scripts in lua/, loaded into
-// the server with SCRIPT LOAD; the SHA1s are computed locally. With Anchor
-// it calls the anchor token bucket script (1 or 0, no cost) for the token
-// algorithm, and refuses the others.
-type LuaDialect struct{ Anchor bool }
-
-// Template implements Dialect.
-func (d LuaDialect) Template(a Algorithm, p Params) (Template, error) {
-	script, args := commands[a][1], luaArgs(a, p)
-	switch {
-	case a == AlgIncrExpire: // Redis's own commands: no script
-		return incrExpire(p), nil
-	case d.Anchor && a != AlgToken:
-		return Template{}, fmt.Errorf("the anchor script is a token bucket only, not %s", a)
-	case d.Anchor && p.Cost != 1:
-		return Template{}, fmt.Errorf("the anchor script takes no cost (got %d)", p.Cost)
-	case d.Anchor:
-		script, args = AnchorScript, args[:2]
-	case script == "":
-		return Template{}, fmt.Errorf("no Lua script for %q", a)
-	}
-	return compile(append([]any{"EVALSHA", ScriptSHA(script), "1", key{}}, args...)), nil
 }
 
 // luaArgs are the ARGV of a's script: the limit, the rate in units per
@@ -344,50 +315,30 @@ var luaFS embed.FS
 // AnchorScript is the anchor measurement's token bucket, under lua/.
 const AnchorScript = "anchor_token_bucket.lua"
 
-// ScriptNames lists every script under lua/.
-func ScriptNames() []string {
-	names := []string{AnchorScript}
-	for _, a := range Algorithms() {
-		names = append(names, commands[a][1])
-	}
-	return names
-}
-
-// ScriptSource is the text of a script under lua/.
-func ScriptSource(name string) (string, error) {
-	b, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		return "", fmt.Errorf("lua script %s: %w", name, err)
-	}
-	return string(b), nil
-}
-
 // ScriptSHA is the SHA1 of a script under lua/, as EVALSHA names it; empty
 // for an unknown script.
 func ScriptSHA(name string) string {
-	src, err := ScriptSource(name)
+	src, err := luaFS.ReadFile("lua/" + name)
 	if err != nil {
 		return ""
 	}
-	sum := sha1.Sum([]byte(src))
+	sum := sha1.Sum(src)
 	return hex.EncodeToString(sum[:])
 }
 
-// LoadScripts loads every script into a Redis server with SCRIPT LOAD and
-// checks that the server names each by the SHA1 computed here.
+// LoadScripts loads every script under lua/ into a Redis server with
+// SCRIPT LOAD and checks that the server names each by its ScriptSHA.
 func LoadScripts(addr string) error {
-	for _, name := range ScriptNames() {
-		src, err := ScriptSource(name)
+	files, err := luaFS.ReadDir("lua")
+	for _, f := range files {
+		src, _ := luaFS.ReadFile("lua/" + f.Name())
+		v, err := doAt(addr, "SCRIPT", "LOAD", string(src))
 		if err != nil {
-			return err
+			return fmt.Errorf("SCRIPT LOAD %s: %w", f.Name(), err)
 		}
-		v, err := doAt(addr, "SCRIPT", "LOAD", src)
-		if err != nil {
-			return fmt.Errorf("SCRIPT LOAD %s: %w", name, err)
-		}
-		if want := ScriptSHA(name); v.Str != want {
-			return fmt.Errorf("SCRIPT LOAD %s: server named it %q, want %q", name, v.Str, want)
+		if want := ScriptSHA(f.Name()); v.Str != want {
+			return fmt.Errorf("SCRIPT LOAD %s: server named it %q, want %q", f.Name(), v.Str, want)
 		}
 	}
-	return nil
+	return err
 }

@@ -21,7 +21,7 @@ func TestSluiceTemplates(t *testing.T) {
 		{AlgSliding, Params{Limit: 7, Period: time.Minute, Cost: 1}, []string{"RL.SLIDING", "k", "7", "60000ms"}},
 		{AlgLog, Params{Limit: 2, Period: 1500 * time.Millisecond, Cost: 2}, []string{"RL.LOG", "k", "2", "1500ms", "COST", "2"}},
 	} {
-		tpl, err := SluiceDialect{}.Template(c.a, c.p)
+		tpl, err := SluiceDialect.Template(c.a, c.p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func TestSluiceTemplates(t *testing.T) {
 }
 
 func TestLuaTemplates(t *testing.T) {
-	tpl, err := LuaDialect{}.Template(AlgToken, Params{Limit: 100, RateN: 10, Period: time.Second, Cost: 2})
+	tpl, err := LuaDialect.Template(AlgToken, Params{Limit: 100, RateN: 10, Period: time.Second, Cost: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestLuaTemplates(t *testing.T) {
 	if got != want {
 		t.Errorf("token: %q, want %q", got, want)
 	}
-	tpl, err = LuaDialect{}.Template(AlgLog, Params{Limit: 3, Period: time.Minute, Cost: 1})
+	tpl, err = LuaDialect.Template(AlgLog, Params{Limit: 3, Period: time.Minute, Cost: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestLuaTemplates(t *testing.T) {
 	if got := string(tpl.Append(nil, []byte("k"))); got != want {
 		t.Errorf("log: %q, want %q", got, want)
 	}
-	tpl, err = LuaDialect{Anchor: true}.Template(AlgToken, Params{Limit: 4, RateN: 4, Period: time.Minute, Cost: 1})
+	tpl, err = AnchorDialect.Template(AlgToken, Params{Limit: 4, RateN: 4, Period: time.Minute, Cost: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func TestLuaTemplates(t *testing.T) {
 	if got := string(tpl.Append(nil, []byte("k"))); got != want {
 		t.Errorf("anchor: %q, want %q", got, want)
 	}
-	if _, err := (LuaDialect{Anchor: true}).Template(AlgLog, Params{Limit: 1, Period: time.Second, Cost: 1}); err == nil {
+	if _, err := AnchorDialect.Template(AlgLog, Params{Limit: 1, Period: time.Second, Cost: 1}); err == nil {
 		t.Error("the anchor accepted a log workload")
 	}
-	if _, err := (LuaDialect{Anchor: true}).Template(AlgToken, Params{Limit: 1, RateN: 1, Period: time.Second, Cost: 2}); err == nil {
+	if _, err := AnchorDialect.Template(AlgToken, Params{Limit: 1, RateN: 1, Period: time.Second, Cost: 2}); err == nil {
 		t.Error("the anchor accepted a cost")
 	}
 }
@@ -107,7 +107,7 @@ func TestRunLoadCountsEveryRequest(t *testing.T) {
 	})
 	w := Workload{Alg: AlgFixed, Keys: 50, Dist: DistZipf, Cost: 1, DenyShare: 0.25, Prefix: "t:"}
 	const total = 4000
-	res, err := RunLoad(testCtx(t), w, SluiceDialect{}, LoadOptions{
+	res, err := RunLoad(testCtx(t), w, SluiceDialect, LoadOptions{
 		Addrs: []string{s.addr()}, Conns: 1, Pipeline: 7, Requests: total, Seed: 9,
 	})
 	if err != nil {
@@ -133,7 +133,7 @@ func TestRunLoadCountsEveryRequest(t *testing.T) {
 
 func TestRunLoadReportsErrorReplies(t *testing.T) {
 	s := startFake(t, func(args []string) string { return "-CLUSTERDOWN no leader\r\n" })
-	res, err := RunLoad(testCtx(t), Workload{Alg: AlgToken, Keys: 5, Dist: DistUniform, Cost: 1}, SluiceDialect{},
+	res, err := RunLoad(testCtx(t), Workload{Alg: AlgToken, Keys: 5, Dist: DistUniform, Cost: 1}, SluiceDialect,
 		LoadOptions{Addrs: []string{s.addr()}, Conns: 2, Pipeline: 4, Requests: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestRunLoadFailsWhenServerIsGone(t *testing.T) {
 	s := startFake(t, func(args []string) string { return ":1\r\n" })
 	addr := s.addr()
 	s.ln.Close()
-	_, err := RunLoad(testCtx(t), Workload{Alg: AlgToken, Keys: 5, Dist: DistUniform, Cost: 1}, SluiceDialect{},
+	_, err := RunLoad(testCtx(t), Workload{Alg: AlgToken, Keys: 5, Dist: DistUniform, Cost: 1}, SluiceDialect,
 		LoadOptions{Addrs: []string{addr}, Conns: 2, Pipeline: 1, Requests: 10})
 	if err == nil {
 		t.Fatal("RunLoad against a closed port succeeded")
@@ -156,7 +156,7 @@ func TestRunLoadFailsWhenServerIsGone(t *testing.T) {
 
 func TestPopulate(t *testing.T) {
 	s := startFake(t, func(args []string) string { return "*5\r\n:1\r\n:1\r\n:0\r\n:0\r\n:1\r\n" })
-	tpl, _ := SluiceDialect{}.Template(AlgToken, MemoryParams())
+	tpl, _ := SluiceDialect.Template(AlgToken, MemoryParams())
 	if err := Populate(testCtx(t), []string{s.addr()}, tpl, "p:", 10, 1010, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +204,11 @@ func TestAllTemplate(t *testing.T) {
 	if err := w.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	allow, err := SluiceDialect{}.Template(w.Alg, w.Allow)
+	allow, err := SluiceDialect.Template(w.Alg, w.Allow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deny, err := SluiceDialect{}.Template(w.Alg, w.Deny)
+	deny, err := SluiceDialect.Template(w.Alg, w.Deny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestAllTemplate(t *testing.T) {
 	}); allocs != 0 {
 		t.Errorf("AppendIndex allocates: %g allocs per request", allocs)
 	}
-	if _, err := (LuaDialect{}).Template(AlgAll3, w.Allow); err == nil {
+	if _, err := LuaDialect.Template(AlgAll3, w.Allow); err == nil {
 		t.Error("the Lua dialect accepted the all3 workload")
 	}
 	if a, err := ParseAlgorithm("all3"); err != nil || a.Command() != "RL.ALL" {
@@ -254,7 +254,7 @@ func TestAllTemplate(t *testing.T) {
 // TestSingleKeyTemplatesAppendIndex checks that AppendIndex of a template
 // without layers is Append of AppendKey's key.
 func TestSingleKeyTemplatesAppendIndex(t *testing.T) {
-	tpl, err := SluiceDialect{}.Template(AlgToken, AllowParams(AlgToken, 1))
+	tpl, err := SluiceDialect.Template(AlgToken, AllowParams(AlgToken, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,4 +264,11 @@ func TestSingleKeyTemplatesAppendIndex(t *testing.T) {
 			t.Errorf("%d: %q, want %q", i, got, want)
 		}
 	}
+}
+
+// Append appends the request for key to b (the tests spell keys
+// themselves; the load builds requests with AppendIndex); a layered template's layers
+// need the key's index, see AppendIndex.
+func (t Template) Append(b, key []byte) []byte {
+	return append(respwire.AppendBulk(append(b, t.Head...), key), t.Tail...)
 }

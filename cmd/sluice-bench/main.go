@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&w.Cost, "cost", 1, "units per request, COST n (single case)")
 	fs.StringVar(&sections, "sections", "", "run only these suite sections (comma-separated), or all: "+strings.Join(bench.Sections(), ", ")+" (default: all but durability; -sections durability runs only the log store and fsync mode rows; the sliding window accuracy, once -sections accuracy, comes from -engine-bench)")
 	fs.Uint64Var(&so.MaxKeys, "max-keys", 0, "largest key count of the key-count sweep (default 1M; 10000000 for the 10M goal)")
-	fs.Uint64Var(&so.MemoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key measurement")
+	fs.Uint64Var(&so.MemoryKeys, "memory-keys", 1_000_000, "live keys of the memory-per-key figure, a point of the key-count sweep (which goes on to it when it is above -max-keys)")
 	fs.StringVar(&o.out, "out", "results", "results folder (report.md, results.json, charts/)")
 	fs.StringVar(&o.doc, "doc", "", "also write the report to this Markdown file, charts in a folder next to it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&o.sluiceBin, "sluice-bin", "bin/sluice", "sluice binary (make build)")
@@ -91,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if sections == "all" {
 		sections = strings.Join(bench.Sections(), ",")
 	}
-	for _, s := range strings.Split(sections, ",") {
+	for s := range strings.SplitSeq(sections, ",") {
 		if s == "" {
 			continue
 		}
@@ -117,14 +118,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if workload != "" || targets != "" { // a single case
 		var err error
-		w.Alg, err = bench.ParseAlgorithm(or(workload, string(bench.AlgToken)))
+		w.Alg, err = bench.ParseAlgorithm(cmp.Or(workload, string(bench.AlgToken)))
 		check("workload", err)
 		w.Dist, err = bench.ParseDist(dist)
 		check("dist", err)
-		ts := strings.Split(or(targets, bench.TargetSluiceMem+","+bench.TargetRedis), ",")
+		ts := strings.Split(cmp.Or(targets, bench.TargetSluiceMem+","+bench.TargetRedis), ",")
 		for _, t := range ts {
-			_, err := bench.ParseTarget(t)
-			check("target", err)
+			if !slices.Contains(bench.TargetNames(), t) {
+				check("target", fmt.Errorf("unknown target %q (want one of %s)", t, strings.Join(bench.TargetNames(), ", ")))
+			}
 		}
 		if l.Duration <= 0 && l.Requests <= 0 {
 			l.Duration = 3 * time.Second
@@ -140,13 +142,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			Workload: w, Load: l, Targets: ts, Rounds: so.Rounds, Baseline: baseline}
 	}
 	return o, errors.Join(errs...)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -174,8 +169,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		machine := bench.ReadMachine(o.redisBin, o.workDir)
-		env := bench.NewEnv(bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir})
+		cfg := bench.ServerConfig{SluiceBin: o.sluiceBin, RedisBin: o.redisBin, WorkDir: o.workDir}
+		machine, env := bench.ReadMachine(cfg), bench.NewEnv(cfg)
 		r := &bench.Runner{Env: env, Progress: stderr}
 		if o.single == nil {
 			fmt.Fprintf(stderr, "sluice-bench: suite planned about %s\n", o.suite.PlannedLength().Round(time.Second))
@@ -186,13 +181,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cr, runErr = r.RunCase(ctx, *o.single)
 			rep.Cases, rep.Finished = []bench.CaseResult{cr}, time.Now()
 		}
-		if rep == nil {
-			return fail(1, runErr)
-		}
 		if rep.Finished.IsZero() {
 			rep.Finished = time.Now()
 		}
-		machine.Sluice = env.SluiceVersion(ctx)
 		if err := env.Close(); err != nil {
 			slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).Warn("stopping servers", "err", err)
 		}

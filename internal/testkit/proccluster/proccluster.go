@@ -1,9 +1,11 @@
 // Package proccluster runs a cluster of sluice processes on 127.0.0.1: N
 // nodes, each a member of every one of G Raft groups, that a test or a
 // test tool starts, kills, restarts, pauses, partitions and replaces. It is
-// the one harness of cmd/sluice's process tests and of the chaos suite
-// (cmd/sluice-chaos); the in-process back end of cluster's own tests stays
-// in cluster (it builds on that package's unexported types).
+// the one harness of cmd/sluice's process tests, of the chaos suite
+// (cmd/sluice-chaos) and of the benchmark's sluice targets (bench, one
+// Standalone node for the single-node ones); the in-process back end of
+// cluster's own tests stays in cluster (it builds on that package's
+// unexported types).
 //
 // The shape follows hashicorp/raft's testing.go: New lays out N nodes,
 // StartAll starts them, Leader(g) waits for the leader of a group, Kill,
@@ -56,6 +58,11 @@ type Config struct {
 	// through link proxies of its own (one per ordered pair of nodes and
 	// per port), so that Cut, Stall and Heal can partition the cluster.
 	Proxies bool
+	// Standalone starts the nodes without --id and --peers: each is a
+	// sluice of its own, in sluice's single-node mode (the engine alone
+	// with --in-memory, else one durable Raft voter). The benchmark's
+	// single-node targets are one-node standalone clusters.
+	Standalone bool
 	// Spares gives every node a second pair of Raft and forward addresses
 	// (with their proxies) for Replace.
 	Spares bool
@@ -246,6 +253,10 @@ func (c *Cluster) args(n *Node) []string {
 		own = append(own, "--shards", strconv.Itoa(c.cfg.Shards))
 	}
 	common := append(own, c.cfg.Flags...)
+	if c.cfg.Standalone {
+		args := []string{"--addr", n.RESP, "--raft-addr", n.Raft, "--forward-addr", n.Fwd, "--data-dir", n.Dir}
+		return append(append(args, common...), n.Extra...)
+	}
 	if !n.Joined {
 		return n.Args(c.Peers, common...)
 	}

@@ -114,6 +114,22 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// TestStandalone: a standalone node gets its addresses and data dir but
+// neither --id nor --peers (sluice's single-node mode), then the common
+// flags and its Extra.
+func TestStandalone(t *testing.T) {
+	c := newFake(t, Config{Nodes: 1, Standalone: true, Flags: []string{"--in-memory"},
+		Setup: func(ns []*Node) { ns[0].Extra = []string{"--extra", "x"} }})
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	n := c.Nodes[0]
+	want := []string{"--addr", n.RESP, "--raft-addr", n.Raft, "--forward-addr", n.Fwd, "--data-dir", n.Dir, "--in-memory", "--extra", "x"}
+	if args := startArgs(t, n); !slices.Equal(args, want) {
+		t.Errorf("args %q, want %q", args, want)
+	}
+}
+
 // TestLifecycle: kill, restart, pause, stop; an exit that nobody asked
 // for is a crash; Replace moves a stopped node to its spare addresses, a
 // new ID and an empty data dir, and starts it as a joiner.
