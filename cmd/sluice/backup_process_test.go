@@ -233,8 +233,9 @@ func TestBackupAuthTLS(t *testing.T) {
 		t.Skip("starts a process")
 	}
 	certs := testcerts.Generate(t, t.TempDir())
-	addr, tlsAddr := freeAddr(t), freeAddr(t)
-	n := startSolo(t, addr, filepath.Join(t.TempDir(), "data"), "--requirepass", "s3cret",
+	a, tlsAddr := freeSoloAddrs(t), freeAddr(t)
+	addr := a.addr
+	n := startSolo(t, a, filepath.Join(t.TempDir(), "data"), "--requirepass", "s3cret",
 		"--tls-addr", tlsAddr, "--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--tls-ca-cert-file", certs.CA)
 	r := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", Protocol: 2, MaxRetries: -1})
 	defer r.Close()
@@ -267,7 +268,7 @@ func TestRestoredClusterJoin(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	ctx := context.Background()
-	src := startSolo(t, freeAddr(t), filepath.Join(t.TempDir(), "src"))
+	src := startSolo(t, freeSoloAddrs(t), filepath.Join(t.TempDir(), "src"))
 	src.waitServing(t)
 	rs := redis.NewClient(&redis.Options{Addr: src.addr, Protocol: 2, MaxRetries: -1})
 	defer rs.Close()
@@ -285,7 +286,7 @@ func TestRestoredClusterJoin(t *testing.T) {
 	if out, err := runSluice(t, "restore", "--in", archive, "--data-dir", dir1, "--id", "r1", "--peers", "r1="+raft1); err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
-	r1 := startSolo(t, freeAddr(t), dir1, "--id", "r1", "--raft-addr", raft1, "--forward-addr", freeAddr(t), "--peers", "r1="+raft1)
+	r1 := startSolo(t, soloAddrs{addr: freeAddr(t)}, dir1, "--id", "r1", "--raft-addr", raft1, "--forward-addr", freeAddr(t), "--peers", "r1="+raft1)
 	r1.waitServing(t)
 	id, err := os.ReadFile(filepath.Join(dir1, "cluster-id"))
 	if err != nil {
@@ -297,7 +298,7 @@ func TestRestoredClusterJoin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir2, "cluster-id"), id, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r2 := startSolo(t, freeAddr(t), dir2, "--id", "r2", "--raft-addr", raft2, "--forward-addr", freeAddr(t), "--no-bootstrap")
+	r2 := startSolo(t, soloAddrs{addr: freeAddr(t)}, dir2, "--id", "r2", "--raft-addr", raft2, "--forward-addr", freeAddr(t), "--no-bootstrap")
 	// RAFT.JOIN checks that the address accepts a connection: wait until
 	// the new node listens.
 	if err := testkit.Poll(10*time.Second, 20*time.Millisecond, func() error {

@@ -49,22 +49,45 @@ func remount(t *testing.T, dir, opts string) {
 	}
 }
 
-// soloNode is one sluice process on its own (a single durable node).
-type soloNode struct {
-	addr, dir, logPath string
-	run                *sluiceproc.Process
+// soloAddrs are the addresses of a single durable node: RESP, and the Raft
+// and forward ports it also listens on. A test picks them free and keeps
+// them across restarts: left out, the Raft and forward ports default to the
+// RESP port + 1000 and + 2000, which nothing checks free, and a node that
+// finds one taken exits after its RESP port accepted (a reset connection).
+type soloAddrs struct{ addr, raft, fwd string }
+
+// freeSoloAddrs picks the three addresses of a single node.
+func freeSoloAddrs(t *testing.T) soloAddrs {
+	return soloAddrs{addr: freeAddr(t), raft: freeAddr(t), fwd: freeAddr(t)}
 }
 
-// startSolo starts a single durable node on dir with extra flags.
-func startSolo(t *testing.T, addr, dir string, extra ...string) *soloNode {
+// flags are the node's address flags (the Raft and forward ones when set).
+func (a soloAddrs) flags() []string {
+	f := []string{"--addr", a.addr}
+	if a.raft != "" {
+		f = append(f, "--raft-addr", a.raft, "--forward-addr", a.fwd)
+	}
+	return f
+}
+
+// soloNode is one sluice process on its own (a single durable node).
+type soloNode struct {
+	soloAddrs
+	dir, logPath string
+	run          *sluiceproc.Process
+}
+
+// startSolo starts a single durable node on dir with extra flags; a
+// restart passes the same addresses (n.soloAddrs).
+func startSolo(t *testing.T, a soloAddrs, dir string, extra ...string) *soloNode {
 	t.Helper()
-	n := &soloNode{addr: addr, dir: dir, logPath: filepath.Join(t.TempDir(), "node.log")}
+	n := &soloNode{soloAddrs: a, dir: dir, logPath: filepath.Join(t.TempDir(), "node.log")}
 	logf, err := os.Create(n.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	args := append([]string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn"}, extra...)
+	args := append(append(a.flags(), "--data-dir", dir, "--enable-debug-command", "--cluster-timeout", "2s", "--log-level", "warn"), extra...)
 	if n.run, err = sluiceproc.Start("solo", binary, args, sluiceproc.Options{Output: logf}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +157,7 @@ func TestDiskFullSingleNode(t *testing.T) {
 
 func testDiskFullSingleNode(t *testing.T, store string) {
 	mnt := mountTmpfs(t, "100m")
-	n := startSolo(t, freeAddr(t), filepath.Join(mnt, "data"), "--raft-log", store)
+	n := startSolo(t, freeSoloAddrs(t), filepath.Join(mnt, "data"), "--raft-log", store)
 	n.waitServing(t)
 	r := redis.NewClient(&redis.Options{Addr: n.addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second, PoolSize: 2})
 	defer r.Close()
@@ -190,7 +213,7 @@ func testDiskFullSingleNode(t *testing.T, store string) {
 	if err := n.run.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	n = startSolo(t, n.addr, n.dir, "--raft-log", store)
+	n = startSolo(t, n.soloAddrs, n.dir, "--raft-log", store)
 	n.waitServing(t)
 	r2 := redis.NewClient(&redis.Options{Addr: n.addr, Protocol: 2, MaxRetries: -1})
 	defer r2.Close()
@@ -265,7 +288,7 @@ func TestDataDirStartupErrors(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, binary, "--addr", freeAddr(t), "--data-dir", dir, "--log-level", "warn").CombinedOutput()
+		out, err := exec.CommandContext(ctx, binary, append(freeSoloAddrs(t).flags(), "--data-dir", dir, "--log-level", "warn")...).CombinedOutput()
 		if err == nil || ctx.Err() != nil || !strings.Contains(string(out), want) {
 			t.Errorf("start on %s: %v, output:\n%s\nwant it to fail saying %q", dir, err, out, want)
 		}
@@ -288,7 +311,7 @@ func TestDataDirStartupErrors(t *testing.T) {
 	})
 	t.Run("in use", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "data")
-		n := startSolo(t, freeAddr(t), dir)
+		n := startSolo(t, freeSoloAddrs(t), dir)
 		n.waitServing(t)
 		startFails(t, dir, "is in use by another process")
 	})
@@ -331,8 +354,9 @@ func TestTornTailAtStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	addr, dir := freeAddr(t), filepath.Join(t.TempDir(), "data")
-	n := startSolo(t, addr, dir)
+	a, dir := freeSoloAddrs(t), filepath.Join(t.TempDir(), "data")
+	addr := a.addr
+	n := startSolo(t, a, dir)
 	n.waitServing(t)
 	r := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
 	defer r.Close()
@@ -347,11 +371,11 @@ func TestTornTailAtStart(t *testing.T) {
 	tearTail(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "--addr", addr, "--data-dir", dir, "--fsync", "everysec", "--log-level", "warn").CombinedOutput()
+	out, err := exec.CommandContext(ctx, binary, append(a.flags(), "--data-dir", dir, "--fsync", "everysec", "--log-level", "warn")...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "ends with a torn batch") || !strings.Contains(string(out), "may have been acknowledged") {
 		t.Fatalf("start with a torn tail and --fsync everysec: %v\n%s", err, out)
 	}
-	n = startSolo(t, addr, dir, "--fsync", "always")
+	n = startSolo(t, a, dir, "--fsync", "always")
 	n.waitServing(t)
 	if !strings.Contains(n.logText(), "dropped the torn last batch") {
 		t.Errorf("the log does not say the torn batch was dropped:\n%s", n.logText())

@@ -21,13 +21,13 @@ import (
 // new data dir gets wal.
 func TestDurabilityAtStartup(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	addr := freeAddr(t)
+	a := freeSoloAddrs(t)
 	start := func(args ...string) (stop func() error) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, append([]string{"--addr", addr, "--data-dir", dir, "--log-level", "error"}, args...), io.Discard)
+			done <- run(ctx, append(append(a.flags(), "--data-dir", dir, "--log-level", "error"), args...), io.Discard)
 		}()
 		return func() error {
 			cancel()
@@ -39,7 +39,7 @@ func TestDurabilityAtStartup(t *testing.T) {
 			}
 		}
 	}
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: a.addr, MaxRetries: -1})
 	defer client.Close()
 	ctx := context.Background()
 	admitted := func() int64 {
@@ -80,7 +80,7 @@ func TestDurabilityAtStartup(t *testing.T) {
 	// Refused before it serves: run returns at once (a node that started
 	// would run until the context ends, and return nil).
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = run(rctx, []string{"--addr", addr, "--data-dir", dir, "--log-level", "error", "--raft-log", "bolt"}, io.Discard)
+	err = run(rctx, append(a.flags(), "--data-dir", dir, "--log-level", "error", "--raft-log", "bolt"), io.Discard)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), `"wal"`) || !strings.Contains(err.Error(), `"bolt"`) {
 		t.Fatalf("bolt on a wal data dir: %v, want a refusal naming both stores", err)

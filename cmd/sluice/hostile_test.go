@@ -75,10 +75,11 @@ func plainBinary(t *testing.T) string {
 // and the query-buffer limit (8 MiB) has to stop it while it streams.
 func startHostileNode(t *testing.T) *hostileNode {
 	t.Helper()
-	n := &hostileNode{addr: freeAddr(t)}
-	n.cmd = startProcess(t, plainBinary(t), "--addr", n.addr, "--data-dir", filepath.Join(t.TempDir(), "data"),
+	a := freeSoloAddrs(t)
+	n := &hostileNode{addr: a.addr}
+	n.cmd = startProcess(t, plainBinary(t), append(a.flags(), "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--enable-debug-command", "--maxclients", fmt.Sprint(hostileMaxClients),
-		"--proto-max-bulk-len", fmt.Sprint(int64(4)<<30), "--log-level", "warn")
+		"--proto-max-bulk-len", fmt.Sprint(int64(4)<<30), "--log-level", "warn")...)
 	// One deadline for both waits.
 	deadline := time.Now().Add(20 * time.Second)
 	testkit.Eventually(t, time.Until(deadline), 20*time.Millisecond, func() error {

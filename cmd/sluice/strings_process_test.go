@@ -118,8 +118,9 @@ func TestStringsSurviveRestart(t *testing.T) {
 // again.
 func killRestartAfter(t *testing.T, cmds [][]any) *redis.Client {
 	t.Helper()
-	addr, dir := freeAddr(t), t.TempDir()
-	args := []string{"--addr", addr, "--data-dir", dir, "--enable-debug-command", "--log-level", "warn"}
+	a, dir := freeSoloAddrs(t), t.TempDir()
+	addr := a.addr
+	args := append(a.flags(), "--data-dir", dir, "--enable-debug-command", "--log-level", "warn")
 	first := startProcess(t, binary, args...)
 	waitFor(t, 30*time.Second, "the node answers PING", func() bool { return pingOK(addr) })
 	ctx := context.Background()
@@ -152,7 +153,8 @@ func TestNewCommandsRightAfterStart(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	dir := filepath.Join(t.TempDir(), "data")
-	addr := freeAddr(t)
+	a := freeSoloAddrs(t)
+	addr := a.addr
 	incr := func(want int64) {
 		t.Helper()
 		// As soon as the port accepts: no wait for the node to serve.
@@ -171,10 +173,10 @@ func TestNewCommandsRightAfterStart(t *testing.T) {
 			t.Fatalf("INCRBY c 5 right after the start: %d, %v (want %d)", got, err, want)
 		}
 	}
-	n := startSolo(t, addr, dir)
+	n := startSolo(t, a, dir)
 	incr(5)
 	n.run.Kill()
-	n = startSolo(t, addr, dir)
+	n = startSolo(t, a, dir)
 	incr(10)
 	n.run.Kill()
 }
