@@ -303,56 +303,24 @@ func (c *Config) Validate() error {
 // withDefaults returns a copy with every unset optional field set.
 func (c Config) withDefaults() Config {
 	if !c.InMemory {
-		if c.Fsync == "" {
-			c.Fsync = FsyncAlways
-		}
+		setDefault(&c.Fsync, FsyncAlways)
 	}
-	if c.ClusterTimeout == 0 {
-		c.ClusterTimeout = DefaultClusterTimeout
-	}
-	if c.MaxBatchOps == 0 {
-		c.MaxBatchOps = DefaultMaxBatchOps
-	}
-	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if c.MaxInflight == 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
-	if c.BatchFill == 0 {
-		c.BatchFill = max(1, c.MaxBatchOps/4)
-	}
-	if c.ForwardConns == 0 {
-		c.ForwardConns = DefaultForwardConns
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = DefaultSnapshotThreshold
-	}
-	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = DefaultSnapshotInterval
-	}
-	if c.SnapshotRetain == 0 {
-		c.SnapshotRetain = DefaultSnapshotRetain
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = DefaultSweepInterval
-	}
-	if c.SweepKeys == 0 {
-		c.SweepKeys = DefaultSweepKeys
-	}
+	setDefault(&c.ClusterTimeout, DefaultClusterTimeout)
+	setDefault(&c.MaxBatchOps, DefaultMaxBatchOps)
+	setDefault(&c.MaxBatchBytes, DefaultMaxBatchBytes)
+	setDefault(&c.MaxInflight, DefaultMaxInflight)
+	setDefault(&c.BatchFill, max(1, c.MaxBatchOps/4))
+	setDefault(&c.ForwardConns, DefaultForwardConns)
+	setDefault(&c.SnapshotThreshold, DefaultSnapshotThreshold)
+	setDefault(&c.SnapshotInterval, DefaultSnapshotInterval)
+	setDefault(&c.SnapshotRetain, DefaultSnapshotRetain)
+	setDefault(&c.SweepInterval, DefaultSweepInterval)
+	setDefault(&c.SweepKeys, DefaultSweepKeys)
 	rd := raft.DefaultConfig()
-	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = rd.HeartbeatTimeout
-	}
-	if c.ElectionTimeout == 0 {
-		c.ElectionTimeout = max(rd.ElectionTimeout, c.HeartbeatTimeout)
-	}
-	if c.LeaderLeaseTimeout == 0 {
-		c.LeaderLeaseTimeout = min(rd.LeaderLeaseTimeout, c.HeartbeatTimeout)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	setDefault(&c.HeartbeatTimeout, rd.HeartbeatTimeout)
+	setDefault(&c.ElectionTimeout, max(rd.ElectionTimeout, c.HeartbeatTimeout))
+	setDefault(&c.LeaderLeaseTimeout, min(rd.LeaderLeaseTimeout, c.HeartbeatTimeout))
+	setDefault(&c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = func() int64 { return time.Now().UnixNano() }
 	}
@@ -375,6 +343,14 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	return c
+}
+
+// setDefault sets *field to def when it is unset (zero).
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
 }
 
 // raftAdvertise is the Raft address the others dial ("" while unknown,
