@@ -191,18 +191,12 @@ func pollUntil(ctx context.Context, done func() bool) error {
 // every group) until Close.
 func (h *Host) Handover(ctx context.Context) error {
 	h.stopping.Store(true)
-	errs := make([]error, len(h.nodes))
-	var wg sync.WaitGroup
-	for g, n := range h.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[g] = n.Handover(ctx); errs[g] != nil {
-				errs[g] = fmt.Errorf("group %d: %w", g, errs[g])
-			}
-		}()
-	}
-	wg.Wait()
+	errs := h.inEveryGroup(func(g int, n *Node) error {
+		if err := n.Handover(ctx); err != nil {
+			return fmt.Errorf("group %d: %w", g, err)
+		}
+		return nil
+	})
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -404,16 +404,7 @@ func (h *Host) Remove(ctx context.Context, id string) error {
 // eachGroup runs a membership step in every group at once and returns the
 // first group's error, naming the group.
 func (h *Host) eachGroup(ctx context.Context, op memberOp, id, raftAddr string) error {
-	errs := make([]error, len(h.nodes))
-	var wg sync.WaitGroup
-	for g, n := range h.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[g] = n.runMember(ctx, op, id, raftAddr)
-		}()
-	}
-	wg.Wait()
+	errs := h.inEveryGroup(func(_ int, n *Node) error { return n.runMember(ctx, op, id, raftAddr) })
 	for g, err := range errs {
 		if err != nil {
 			h.log.Warn("membership step failed", "op", op.String(), "id", id, "group", g, "err", err)
@@ -545,15 +536,21 @@ func (h *Host) Close(ctx context.Context) error {
 }
 
 func (h *Host) closeNodes(ctx context.Context) error {
+	return errors.Join(h.inEveryGroup(func(_ int, n *Node) error { return n.Close(ctx) })...)
+}
+
+// inEveryGroup runs f on every group's node at once and returns their
+// errors, indexed by group.
+func (h *Host) inEveryGroup(f func(g int, n *Node) error) []error {
 	errs := make([]error, len(h.nodes))
 	var wg sync.WaitGroup
 	for g, n := range h.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[g] = n.Close(ctx)
+			errs[g] = f(g, n)
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errs
 }
