@@ -242,13 +242,19 @@ func (r memberReq) serve(ctx context.Context, n *Node) (uint64, error) {
 	return n.memberStep(ctx, r.op, r.id, r.raftAddr)
 }
 
-// configuration returns the group's latest configuration and its index.
-func (n *Node) configuration(ctx context.Context) ([]raft.Server, uint64, error) {
-	f := n.raft.GetConfiguration()
-	if err := n.waitAdmin(ctx, f); err != nil {
-		return nil, 0, err
+// configuration returns the group's latest configuration and its index,
+// reading again after a timeout while slow allows.
+func (n *Node) configuration(ctx context.Context, slow *slowRaft) ([]raft.Server, uint64, error) {
+	for {
+		f := n.raft.GetConfiguration()
+		err := n.waitAdmin(ctx, f)
+		if err == nil {
+			return f.Configuration().Servers, f.Index(), nil
+		}
+		if !slow.again(err) {
+			return nil, 0, err
+		}
 	}
-	return f.Configuration().Servers, f.Index(), nil
 }
 
 // slowRaft counts the waits of a step that timed out: Raft may still
@@ -280,11 +286,8 @@ func configChanged(err error) bool {
 func (n *Node) joinGroup(ctx context.Context, id, raftAddr string) error {
 	var slow slowRaft
 	for {
-		servers, index, err := n.configuration(ctx)
+		servers, index, err := n.configuration(ctx, &slow)
 		if err != nil {
-			if slow.again(err) {
-				continue
-			}
 			return err
 		}
 		var member *raft.Server
@@ -380,11 +383,8 @@ func (n *Node) progressOf(ctx context.Context, id string) (uint64, bool) {
 func (n *Node) removeGroup(ctx context.Context, id string, checkOnly bool) error {
 	var slow slowRaft
 	for {
-		servers, index, err := n.configuration(ctx)
+		servers, index, err := n.configuration(ctx, &slow)
 		if err != nil {
-			if slow.again(err) {
-				continue
-			}
 			return err
 		}
 		var member *raft.Server
