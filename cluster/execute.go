@@ -48,16 +48,8 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 	if len(ops) == 0 {
 		return nil
 	}
-	select {
-	case <-n.life.closing:
-		return ErrShuttingDown
-	default:
-	}
-	if n.fsm.halted() != nil {
-		return n.fsm.haltError()
-	}
-	if n.membership.removed.Load() {
-		return ErrRemoved
+	if err := n.stopped(); err != nil {
+		return err
 	}
 	if cv := n.gateVersion(); n.fsm.needs.gated(cv, ops) {
 		// A node still starting (replaying its log, its leader not ready
@@ -71,6 +63,23 @@ func (n *Node) Execute(ctx context.Context, ops []engine.Op, results []engine.Re
 		}
 	}
 	return n.execute(ctx, ops, results)
+}
+
+// stopped returns why the node serves no command any more (it is shutting
+// down, it halted applying its log, it was removed), or nil.
+func (n *Node) stopped() error {
+	select {
+	case <-n.life.closing:
+		return ErrShuttingDown
+	default:
+	}
+	if n.fsm.halted() != nil {
+		return n.fsm.haltError()
+	}
+	if n.membership.removed.Load() {
+		return ErrRemoved
+	}
+	return nil
 }
 
 // executeGated answers the ops of a batch that the group's cluster version

@@ -257,16 +257,8 @@ const versionSettle = 5 * time.Second
 // to), the node has replayed its log, and it has applied nearly everything
 // committed; otherwise an error saying why not.
 func (n *Node) Ready() error {
-	select {
-	case <-n.life.closing:
-		return ErrShuttingDown
-	default:
-	}
-	if n.fsm.halted() != nil {
-		return n.fsm.haltError()
-	}
-	if n.membership.removed.Load() {
-		return ErrRemoved
+	if err := n.stopped(); err != nil {
+		return err
 	}
 	kind := n.route().kind
 	if kind == routeWait && n.lead.transferring.Load() > 0 {
