@@ -98,12 +98,19 @@ func (s *dedupSet) pop() {
 	delete(s.seen, s.order[s.head].id)
 	s.order[s.head] = dedupRec{}
 	s.head++
-	// Compact once the dead front is half the slice: amortized O(1).
-	if s.head > 1024 && s.head*2 > len(s.order) {
-		n := copy(s.order, s.order[s.head:])
-		clear(s.order[n:])
-		s.order, s.head = s.order[:n], 0
+	s.order, s.head = compactFront(s.order, s.head)
+}
+
+// compactFront moves a queue's live part (from head) to the front of its
+// slice once the dead front is half the slice, and returns the queue and
+// its new head: amortized O(1).
+func compactFront[T any](q []T, head int) ([]T, int) {
+	if head <= 1024 || head*2 <= len(q) {
+		return q, head
 	}
+	n := copy(q, q[head:])
+	clear(q[n:])
+	return q[:n], 0
 }
 
 // meta encodes the set as snapshot meta pairs.
@@ -247,9 +254,5 @@ func (c *replyCache) expire(now int64) {
 		c.order[c.head] = replyRec{}
 		c.head++
 	}
-	if c.head > 1024 && c.head*2 > len(c.order) {
-		n := copy(c.order, c.order[c.head:])
-		clear(c.order[n:])
-		c.order, c.head = c.order[:n], 0
-	}
+	c.order, c.head = compactFront(c.order, c.head)
 }
