@@ -272,18 +272,19 @@ func closeAll(conns []*fwdConn) {
 // with wrap (to break one at a chosen moment) and drops the pooled ones,
 // so that the next call dials.
 func (c *Client) WrapConns(wrap func(net.Conn) net.Conn) {
-	c.mu.Lock()
-	c.wrap = wrap
-	conns := c.conns
-	c.conns = nil
-	c.mu.Unlock()
-	closeAll(conns)
+	c.dropConns(func() { c.wrap = wrap })
 }
 
 // Close closes every connection; their pending calls fail.
 func (c *Client) Close() {
+	c.dropConns(func() { c.closed = true })
+}
+
+// dropConns runs change under c.mu, empties the pool and closes the
+// connections it held.
+func (c *Client) dropConns(change func()) {
 	c.mu.Lock()
-	c.closed = true
+	change()
 	conns := c.conns
 	c.conns = nil
 	c.mu.Unlock()
