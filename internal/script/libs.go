@@ -343,25 +343,27 @@ func checkFormat(f string) bool {
 		for i < len(f) && strings.IndexByte("-+ #0", f[i]) >= 0 {
 			i++
 		}
-		d := 0
-		for i < len(f) && f[i] >= '0' && f[i] <= '9' {
-			i, d = i+1, d+1
-		}
-		if d > 2 {
+		var d int
+		if i, d = skipDigits(f, i); d > 2 {
 			return false
 		}
 		if i < len(f) && f[i] == '.' {
-			i++
-			d = 0
-			for i < len(f) && f[i] >= '0' && f[i] <= '9' {
-				i, d = i+1, d+1
-			}
-			if d > 2 {
+			if i, d = skipDigits(f, i+1); d > 2 {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// skipDigits returns the index past the digits that start at f[i] and how
+// many there are.
+func skipDigits(f string, i int) (int, int) {
+	j := i
+	for j < len(f) && f[j] >= '0' && f[j] <= '9' {
+		j++
+	}
+	return j, j - i
 }
 
 // formatVerb returns the verb of f's n-th conversion (1-based), or 0.
