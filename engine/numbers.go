@@ -162,31 +162,9 @@ func appendG17(b []byte, v float64) []byte {
 	}
 	x, _ := strconv.Atoi(string(e[k+1:]))
 	if x < 17 && x >= -4 {
-		f := strconv.AppendFloat(nil, v, 'f', 16-x, 64)
-		if i := indexByte(f, '.'); i >= 0 {
-			end := len(f)
-			for end > i && f[end-1] == '0' {
-				end--
-			}
-			if end-1 == i {
-				end--
-			}
-			f = f[:end]
-		}
-		return append(b, f...)
+		return append(b, trimFraction(strconv.AppendFloat(nil, v, 'f', 16-x, 64))...)
 	}
-	mant := e[:k]
-	if i := indexByte(mant, '.'); i >= 0 {
-		end := len(mant)
-		for end > i && mant[end-1] == '0' {
-			end--
-		}
-		if end-1 == i {
-			end--
-		}
-		mant = mant[:end]
-	}
-	b = append(b, mant...)
+	b = append(b, trimFraction(e[:k])...)
 	b = append(b, 'e')
 	if x < 0 {
 		b = append(b, '-')
@@ -207,6 +185,23 @@ func indexByte(b []byte, c byte) int {
 		}
 	}
 	return -1
+}
+
+// trimFraction drops the trailing zeros of a number's fraction, and its
+// point when nothing is left after it (%g's rule).
+func trimFraction(f []byte) []byte {
+	i := indexByte(f, '.')
+	if i < 0 {
+		return f
+	}
+	end := len(f)
+	for end > i && f[end-1] == '0' {
+		end--
+	}
+	if end-1 == i {
+		end--
+	}
+	return f[:end]
 }
 
 // parseStrtod is zslParseRange's strtod: leading spaces skipped, the
