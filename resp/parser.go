@@ -104,24 +104,17 @@ func DefaultLimits() Limits {
 // withDefaults fills the fields <= 0 with their defaults.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxBulk <= 0 {
-		l.MaxBulk = d.MaxBulk
+	orDefault := func(v *int64, def int64) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
-	if l.MaxArgs <= 0 {
-		l.MaxArgs = d.MaxArgs
-	}
-	if l.MaxInline <= 0 {
-		l.MaxInline = d.MaxInline
-	}
-	if l.MaxQueryBuffer <= 0 {
-		l.MaxQueryBuffer = d.MaxQueryBuffer
-	}
-	if l.PreAuthMaxBulk <= 0 {
-		l.PreAuthMaxBulk = d.PreAuthMaxBulk
-	}
-	if l.PreAuthMaxArgs <= 0 {
-		l.PreAuthMaxArgs = d.PreAuthMaxArgs
-	}
+	orDefault(&l.MaxBulk, d.MaxBulk)
+	orDefault(&l.MaxArgs, d.MaxArgs)
+	orDefault(&l.MaxInline, d.MaxInline)
+	orDefault(&l.MaxQueryBuffer, d.MaxQueryBuffer)
+	orDefault(&l.PreAuthMaxBulk, d.PreAuthMaxBulk)
+	orDefault(&l.PreAuthMaxArgs, d.PreAuthMaxArgs)
 	return l
 }
 
