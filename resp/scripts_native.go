@@ -328,20 +328,27 @@ func (h *scriptHost) getNumber(key []byte, def float64) (float64, bool) {
 	return def, true
 }
 
-// bulk reads a whole reply that is one bulk string.
-func bulk(rep []byte) ([]byte, bool) {
-	if len(rep) < 4 || rep[0] != '$' {
-		return nil, false
+// replyHeader reads the "<t><n>\r\n" that starts a reply of type t and
+// returns n and what follows it.
+func replyHeader(rep []byte, t byte) (int64, []byte, bool) {
+	if len(rep) < 4 || rep[0] != t {
+		return 0, nil, false
 	}
 	i := bytes.Index(rep, []byte("\r\n"))
 	if i < 0 {
-		return nil, false
+		return 0, nil, false
 	}
 	n, ok := engine.ParseInt(rep[1:i])
-	if !ok || n < 0 || int64(len(rep)) != int64(i)+2+n+2 {
+	return n, rep[i+2:], ok
+}
+
+// bulk reads a whole reply that is one bulk string.
+func bulk(rep []byte) ([]byte, bool) {
+	n, rest, ok := replyHeader(rep, '$')
+	if !ok || n < 0 || int64(len(rest)) != n+2 {
 		return nil, false
 	}
-	return rep[i+2 : i+2+int(n)], true
+	return rest[:n], true
 }
 
 // firstBulk reads the first element of an array reply of bulk strings.
@@ -358,34 +365,19 @@ func secondBulk(rep []byte) ([]byte, bool) {
 
 // arrayBulk reads element i of an array reply of bulk strings.
 func arrayBulk(rep []byte, i int) ([]byte, bool) {
-	if len(rep) < 4 || rep[0] != '*' {
-		return nil, false
-	}
-	j := bytes.Index(rep, []byte("\r\n"))
-	if j < 0 {
-		return nil, false
-	}
-	n, ok := engine.ParseInt(rep[1:j])
+	n, rest, ok := replyHeader(rep, '*')
 	if !ok || int64(i) >= n {
 		return nil, false
 	}
-	rest := rep[j+2:]
 	for k := 0; ; k++ {
-		if len(rest) < 4 || rest[0] != '$' {
-			return nil, false
-		}
-		e := bytes.Index(rest, []byte("\r\n"))
-		if e < 0 {
-			return nil, false
-		}
-		m, ok := engine.ParseInt(rest[1:e])
-		if !ok || m < 0 || int64(len(rest)) < int64(e)+2+m+2 {
+		m, body, ok := replyHeader(rest, '$')
+		if !ok || m < 0 || int64(len(body)) < m+2 {
 			return nil, false
 		}
 		if k == i {
-			return rest[e+2 : e+2+int(m)], true
+			return body[:m], true
 		}
-		rest = rest[e+2+int(m)+2:]
+		rest = body[m+2:]
 	}
 }
 
