@@ -82,29 +82,18 @@ func (m *groupMux) addr() net.Addr {
 
 func (m *groupMux) serve() {
 	defer m.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := m.ln.Accept()
-		if err != nil {
-			if m.isClosed() {
-				return
-			}
-			m.log.Warn("raft listener: accept failed", "err", err)
-			time.Sleep(backoff)
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+	peer.Serve(m.ln, m.log, "raft listener", m.isClosed, func(c net.Conn) bool {
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
 			c.Close()
-			return
+			return false
 		}
 		m.wg.Add(1)
 		m.mu.Unlock()
 		go m.route(c)
-	}
+		return true
+	})
 }
 
 func (m *groupMux) isClosed() bool {

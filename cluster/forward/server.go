@@ -96,30 +96,19 @@ func (s *Server) Inflight() int64 { return s.inflight.Load() }
 
 func (s *Server) serve() {
 	defer s.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			if s.isClosed() {
-				return
-			}
-			s.log.Warn("forward listener: accept failed", "err", err)
-			time.Sleep(backoff)
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+	peer.Serve(s.ln, s.log, "forward listener", s.isClosed, func(c net.Conn) bool {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
-			return
+			return false
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.handle(c)
-	}
+		return true
+	})
 }
 
 func (s *Server) isClosed() bool {

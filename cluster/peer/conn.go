@@ -2,8 +2,8 @@
 // frames every message outside Raft's own travels in (frame.go), and peer
 // connections that cannot get stuck, plain or over mutual TLS, for Raft's
 // transport and for cluster's forward listener alike (conn.go, tls.go),
-// with the dial maps fault-injection tests route them through
-// (dialmap.go); the Network every listen and dial of a node goes through,
+// the accept loop of both listeners (accept.go), with the dial maps
+// fault-injection tests route them through (dialmap.go); the Network every listen and dial of a node goes through,
 // TCP in the product and in memory for in-process tests (network.go;
 // the in-memory one is internal/testkit/memnet). It knows no Raft group, FSM or message: cluster uses it,
 // never the reverse.
