@@ -92,13 +92,8 @@ func (c *config) rlsTLSConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("with %s %s: %w", c.setting("rls-tls-key-file"), c.RLSTLSKeyFile, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
-	if c.RLSTLSCACertFile != "" {
-		pool, err := cluster.LoadCertPool(c.RLSTLSCACertFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.setting("rls-tls-ca-cert-file"), err)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	if err := c.verifyClients(cfg, c.RLSTLSCACertFile, "rls-tls-ca-cert-file"); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

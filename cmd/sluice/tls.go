@@ -22,15 +22,25 @@ func (c *config) clientTLSConfig() (*tls.Config, error) {
 			return nil, fmt.Errorf("%s: %w", c.setting("tls-cert-file"), err)
 		}
 	}
-	if c.TLSCACertFile != "" {
-		pool, err := cluster.LoadCertPool(c.TLSCACertFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.setting("tls-ca-cert-file"), err)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	if err := c.verifyClients(cfg, c.TLSCACertFile, "tls-ca-cert-file"); err != nil {
+		return nil, err
 	}
 	return cfg, nil
+}
+
+// verifyClients makes cfg require client certificates signed by the CAs
+// in caFile (the setting named by setting); nothing when caFile is "".
+func (c *config) verifyClients(cfg *tls.Config, caFile, setting string) error {
+	if caFile == "" {
+		return nil
+	}
+	pool, err := cluster.LoadCertPool(caFile)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.setting(setting), err)
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	return nil
 }
 
 // peerTLSConfig builds the mutual TLS configuration of Raft and forwarding,
