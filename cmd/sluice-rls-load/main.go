@@ -190,12 +190,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	time.Sleep(*warmup)
-	self := []int{os.Getpid()}
-	cpu0, err := cpuTime(procs)
-	if err != nil {
-		return err
-	}
-	own0, err := cpuTime(self)
+	cpu0, own0, err := cpuTimes(procs)
 	if err != nil {
 		return err
 	}
@@ -217,11 +212,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	cpu1, err := cpuTime(procs)
-	if err != nil {
-		return err
-	}
-	own1, err := cpuTime(self)
+	cpu1, own1, err := cpuTimes(procs)
 	if err != nil {
 		return err
 	}
@@ -251,6 +242,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(res)
+}
+
+// cpuTimes is the CPU time of the servers' processes and of this one.
+func cpuTimes(servers []int) (srv, own time.Duration, err error) {
+	if srv, err = cpuTime(servers); err == nil {
+		own, err = cpuTime([]int{os.Getpid()})
+	}
+	return srv, own, err
 }
 
 // cpuTime is the user and system CPU time of the processes (bench's
