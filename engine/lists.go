@@ -150,7 +150,14 @@ func (l *listVal) compact() {
 
 // span resolves LRANGE's start and stop to [lo, hi).
 func (l *listVal) span(start, end int64) (int, int) {
-	n := int64(l.n)
+	lo, hi := rankSpan(start, end, int64(l.n))
+	return int(lo), int(hi)
+}
+
+// rankSpan resolves a range of ranks over n elements, start and end
+// inclusive and negative from the end, to [lo, hi), as Redis's LRANGE,
+// LTRIM and ZRANGE do: empty when it misses, clipped to the elements.
+func rankSpan(start, end, n int64) (lo, hi int64) {
 	if start < 0 {
 		start += n
 	}
@@ -166,7 +173,7 @@ func (l *listVal) span(start, end int64) (int, int) {
 	if end >= n {
 		end = n - 1
 	}
-	return int(start), int(end + 1)
+	return start, end + 1
 }
 
 // listOp runs one list op.

@@ -108,23 +108,8 @@ func (z *zsetVal) span(flags uint32, minArg, maxArg []byte) (lo, hi uint32, ok b
 		if !ok1 || !ok2 {
 			return 0, 0, false
 		}
-		ln := int64(n)
-		if start < 0 {
-			start += ln
-		}
-		if end < 0 {
-			end += ln
-		}
-		if start < 0 {
-			start = 0
-		}
-		if start > end || start >= ln {
-			return 0, 0, true
-		}
-		if end >= ln {
-			end = ln - 1
-		}
-		return uint32(start), uint32(end + 1), true
+		a, b := rankSpan(start, end, int64(n))
+		return uint32(a), uint32(b), true
 	}
 	if hi < lo {
 		hi = lo
