@@ -366,7 +366,8 @@ func TestEnvoyRatelimitKillLeader(t *testing.T) {
 	const workers, each, limit = 8, 60, 300
 	type tally struct {
 		ok, over, failed int
-		seen             string // one failure, as the service answered it
+		seen             string  // one failure, as the service answered it
+		remaining        []int64 // limitRemaining of each admitted request
 	}
 	results := make(chan tally, workers)
 	req := rlRequest{Domain: "sluice", Descriptors: []rlDescriptor{{Entries: []rlEntry{{"burst", "k"}}}}}
@@ -393,6 +394,9 @@ func TestEnvoyRatelimitKillLeader(t *testing.T) {
 					tl.seen = fmt.Sprintf("%d %q", resp.StatusCode, raw)
 				case resp.StatusCode == http.StatusOK && out.OverallCode == "OK":
 					tl.ok++
+					if len(out.Statuses) > 0 {
+						tl.remaining = append(tl.remaining, out.Statuses[0].LimitRemaining)
+					}
 				case resp.StatusCode == http.StatusTooManyRequests && out.OverallCode == "OVER_LIMIT":
 					tl.over++
 				default:
@@ -414,6 +418,7 @@ func TestEnvoyRatelimitKillLeader(t *testing.T) {
 		total.ok += tl.ok
 		total.over += tl.over
 		total.failed += tl.failed
+		total.remaining = append(total.remaining, tl.remaining...)
 		if tl.seen != "" {
 			total.seen = tl.seen
 		}
@@ -426,6 +431,17 @@ func TestEnvoyRatelimitKillLeader(t *testing.T) {
 		t.Fatalf("GET %s: %v", key, err)
 	}
 	if total.ok > limit {
+		// Which counter values were admitted more than once: 300
+		// remaining is a counter of 0, 299 of 1 (what EXPIRE replies).
+		seen := map[int64]int{}
+		for _, r := range total.remaining {
+			seen[r]++
+		}
+		for r, n := range seen {
+			if n > 1 {
+				t.Logf("%d requests admitted with %d remaining", n, r)
+			}
+		}
 		t.Errorf("%d admitted over a limit of %d", total.ok, limit)
 	}
 	if answered := int64(total.ok + total.over); count < answered {
