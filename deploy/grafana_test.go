@@ -178,24 +178,10 @@ func hasLabel(mf *dto.MetricFamily, name, value string) bool {
 // its parsed /metrics.
 func scrapeNode(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The Raft and forward ports too: their defaults (the RESP port + 1000
 	// and + 2000) are not checked free and may fall in the ephemeral range.
-	raftAddr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwdAddr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := freeAddrs(t, 4)
+	addr, metrics, raftAddr, fwdAddr := a[0], a[1], a[2], a[3]
 	p, err := sluiceproc.Start("sluice", binary, []string{"--addr", addr, "--metrics-addr", metrics, "--shards", "2",
 		"--raft-addr", raftAddr, "--forward-addr", fwdAddr,
 		"--data-dir", filepath.Join(t.TempDir(), "data"), "--log-level", "warn"}, sluiceproc.Options{})

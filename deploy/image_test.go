@@ -141,10 +141,7 @@ func TestImage(t *testing.T) {
 		t.Errorf("the image's CMD %q: %v\n%s", cfg.Cmd, err, out)
 	}
 
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := freeAddrs(t, 1)[0]
 	p, err := sluiceproc.Start("image-sluice", bin, []string{"--addr", addr, "--in-memory", "--log-level", "warn"}, sluiceproc.Options{})
 	if err != nil {
 		t.Fatal(err)

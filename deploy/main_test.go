@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // binary is the sluice binary under test: $SLUICE_BIN (make test and make
@@ -86,6 +88,22 @@ func checkConfig(t *testing.T, args ...string) {
 	if err != nil || strings.TrimSpace(string(out)) != "configuration OK" {
 		t.Errorf("sluice check-config %q: %v\n%s", args, err, out)
 	}
+}
+
+// freeAddrs returns n addresses of 127.0.0.1 on ports that were free a
+// moment ago (sluiceproc.FreeAddr: below the ephemeral range), failing the
+// test when there are none.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		a, err := sluiceproc.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = a
+	}
+	return addrs
 }
 
 // flagArgs returns the names of the --flags in args (a command line), and

@@ -41,14 +41,8 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		}
 	}
 	install(sets[0])
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsAddr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := freeAddrs(t, 2)
+	addr, tlsAddr := a[0], a[1]
 	p, err := sluiceproc.Start("sluice", binary, []string{"--addr", addr, "--in-memory", "--log-level", "warn",
 		"--tls-addr", tlsAddr, "--tls-cert-file", cert, "--tls-key-file", key}, sluiceproc.Options{})
 	if err != nil {

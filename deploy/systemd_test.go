@@ -205,20 +205,10 @@ func decide(t *testing.T, addr string) {
 // (the decision is there).
 func TestSystemdNotifyReadyStopping(t *testing.T) {
 	socket, read := notifySocket(t)
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The Raft and forward ports too: their defaults (the RESP port + 1000
 	// and + 2000) are not checked free and may fall in the ephemeral range.
-	raftAddr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwdAddr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := freeAddrs(t, 3)
+	addr, raftAddr, fwdAddr := a[0], a[1], a[2]
 	data := filepath.Join(t.TempDir(), "data")
 	for run := range 2 {
 		cmd := startNotified(t, socket, "--addr", addr, "--raft-addr", raftAddr, "--forward-addr", fwdAddr, "--data-dir", data, "--log-level", "warn")

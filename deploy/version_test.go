@@ -30,10 +30,7 @@ func TestVersionAndInfo(t *testing.T) {
 		t.Errorf("--version: %q %v, want %q", same, err, out)
 	}
 
-	addr, err := sluiceproc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := freeAddrs(t, 1)[0]
 	p, err := sluiceproc.Start("sluice", binary, []string{"--addr", addr, "--in-memory", "--log-level", "warn"}, sluiceproc.Options{})
 	if err != nil {
 		t.Fatal(err)
