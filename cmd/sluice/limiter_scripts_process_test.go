@@ -44,7 +44,7 @@ func TestLimiterScriptsShardedCluster(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	redisAddr := startRedisProcess(t)
-	c := newBalancedShardCluster(t, false)
+	c := newBalancedShardCluster(t, false, "--cluster-timeout", healthyClusterTimeout)
 	sluiceAddr := c.nodes[0].RESP
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
 	_, sluicePort, _ := net.SplitHostPort(sluiceAddr)

@@ -165,7 +165,8 @@ type opsNode struct {
 }
 
 // startProcess starts bin with args, its output in a log file that is
-// printed if the test fails; the process is killed when the test ends.
+// printed (named after bin: sluice or redis-server) if the test fails; the
+// process is killed when the test ends.
 func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "sluice.log")
@@ -182,7 +183,7 @@ func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
-			t.Logf("sluice log:\n%s", b)
+			t.Logf("%s log:\n%s", filepath.Base(bin), b)
 		}
 	})
 	return p.Cmd

@@ -113,8 +113,31 @@ func layoutTestCluster(t *testing.T, cfg proccluster.Config) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pc.Close)
+	t.Cleanup(func() {
+		pc.Close()
+		if t.Failed() {
+			logNodeTails(t, pc.Nodes)
+		}
+	})
 	return &testCluster{Cluster: pc, t: t, nodes: pc.Nodes}
+}
+
+// nodeLogTail is how much of each node's log a failed test prints.
+const nodeLogTail = 4 << 10
+
+// logNodeTails logs the end of each node's log, so a failure seen only in
+// CI's output says what the nodes saw (an election, a slow disk).
+func logNodeTails(t *testing.T, nodes []*proc) {
+	for _, n := range nodes {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			continue
+		}
+		if len(b) > nodeLogTail {
+			b = b[len(b)-nodeLogTail:]
+		}
+		t.Logf("%s's log (last %d bytes):\n%s", n.ID, len(b), b)
+	}
 }
 
 // startAll starts every node.

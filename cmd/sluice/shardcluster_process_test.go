@@ -28,9 +28,9 @@ import (
 // shardCount is the --shards of these tests: as many groups as nodes.
 const shardCount = 3
 
-// newShardCluster starts three nodes with --shards 3, and --redirect when
-// redirect is set.
-func newShardCluster(t *testing.T, redirect bool) *testCluster {
+// newShardCluster starts three nodes with --shards 3, --redirect when
+// redirect is set, and extra flags (after testFlags, so they override them).
+func newShardCluster(t *testing.T, redirect bool, extra ...string) *testCluster {
 	t.Helper()
 	return newTestClusterWith(t, 3, func(nodes []*proc) {
 		for _, p := range nodes {
@@ -38,17 +38,25 @@ func newShardCluster(t *testing.T, redirect bool) *testCluster {
 			if redirect {
 				p.Extra = append(p.Extra, "--redirect")
 			}
+			p.Extra = append(p.Extra, extra...)
 		}
 	})
 }
+
+// healthyClusterTimeout is the --cluster-timeout of the tests whose cluster
+// no fault touches and that must see every command answered (differential
+// tests): testFlags' 2s lets a loaded CI machine (two cores, -race, another
+// package's tests beside) turn a slow commit into UNCERTAIN, which is the
+// truthful answer but not the one such a test compares.
+const healthyClusterTimeout = "20s"
 
 // newBalancedShardCluster is newShardCluster, once every node serves,
 // every group is led by its preferred member and runs the newest cluster
 // version (so the tests may send the string commands and the rate limit
 // service's, which a group refuses until then).
-func newBalancedShardCluster(t *testing.T, redirect bool) *testCluster {
+func newBalancedShardCluster(t *testing.T, redirect bool, extra ...string) *testCluster {
 	t.Helper()
-	c := newShardCluster(t, redirect)
+	c := newShardCluster(t, redirect, extra...)
 	c.waitServing(c.nodes...)
 	c.waitBalanced(60 * time.Second)
 	c.waitNewestVersion(c.nodes...)
