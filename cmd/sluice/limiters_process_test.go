@@ -318,7 +318,7 @@ func TestEnvoyRatelimit(t *testing.T) {
 		flushRedis(t, redisAddr) // the vip counter is shared by the runs
 		// Every group led, so that CLUSTER SLOTS names a master for
 		// every slot when the service reads it.
-		c := newBalancedShardCluster(t, false)
+		c := newBalancedShardCluster(t, false, "--cluster-timeout", healthyClusterTimeout)
 		urls := make([]string, len(c.nodes))
 		for i, p := range c.nodes {
 			urls[i] = p.RESP

@@ -81,6 +81,21 @@ func testFlags(logLevel string) []string {
 	return []string{"--enable-debug-command", "--cluster-timeout", "2s", "--log-level", logLevel}
 }
 
+// healthyClusterTimeout is the --cluster-timeout of the tests whose cluster
+// no fault touches and that must see every command answered (differential
+// tests): testFlags' 2s lets a loaded CI machine (two cores, -race, another
+// package's tests beside) turn a slow commit into UNCERTAIN, which is the
+// truthful answer but not the one such a test compares.
+const healthyClusterTimeout = "20s"
+
+// healthy is the setup of newTestClusterWith for such a test: every node
+// gets --cluster-timeout healthyClusterTimeout.
+func healthy(nodes []*proc) {
+	for _, p := range nodes {
+		p.Extra = append(p.Extra, "--cluster-timeout", healthyClusterTimeout)
+	}
+}
+
 func newTestCluster(t *testing.T, n int) *testCluster {
 	return newTestClusterWith(t, n, nil)
 }

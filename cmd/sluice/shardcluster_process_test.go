@@ -43,13 +43,6 @@ func newShardCluster(t *testing.T, redirect bool, extra ...string) *testCluster 
 	})
 }
 
-// healthyClusterTimeout is the --cluster-timeout of the tests whose cluster
-// no fault touches and that must see every command answered (differential
-// tests): testFlags' 2s lets a loaded CI machine (two cores, -race, another
-// package's tests beside) turn a slow commit into UNCERTAIN, which is the
-// truthful answer but not the one such a test compares.
-const healthyClusterTimeout = "20s"
-
 // newBalancedShardCluster is newShardCluster, once every node serves,
 // every group is led by its preferred member and runs the newest cluster
 // version (so the tests may send the string commands and the rate limit

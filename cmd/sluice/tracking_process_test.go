@@ -17,7 +17,7 @@ func TestClusterTrackingFollower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	c := newTestCluster(t, 3)
+	c := newTestClusterWith(t, 3, healthy)
 	c.waitServing(c.nodes...)
 	leader := c.leader()
 	var followers []*proc

@@ -16,7 +16,7 @@ func TestClusterWatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	c := newTestCluster(t, 3)
+	c := newTestClusterWith(t, 3, healthy)
 	c.waitServing(c.nodes...)
 	c.waitNewestVersion(c.nodes...)
 	leader := c.leader()
