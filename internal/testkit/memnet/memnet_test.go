@@ -46,27 +46,23 @@ func TestInmem(t *testing.T) {
 	if _, err := a.Dial(addr, time.Second); err == nil {
 		t.Fatal("dial across a cut link")
 	}
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
+	// connects dials addr from n while the listener accepts once.
+	connects := func(n Node, what string) {
+		t.Helper()
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+			}
+		}()
+		c, err := n.Dial(addr, time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
-	}()
-	if c, err := b.Dial(addr, time.Second); err != nil {
-		t.Fatalf("the other direction: %v", err)
-	} else {
 		c.Close()
 	}
+	connects(b, "the other direction")
 	m.Heal("a", addr)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
-		}
-	}()
-	if c, err := a.Dial(addr, time.Second); err != nil {
-		t.Fatalf("after Heal: %v", err)
-	} else {
-		c.Close()
-	}
+	connects(a, "after Heal")
 
 	ln.Close()
 	if _, err := a.Dial(addr, time.Second); err == nil {
